@@ -1,0 +1,3 @@
+module petal
+
+go 1.26
