@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+
+	"petal/engine"
+)
+
+func init() {
+	commands["generate"] = command{
+		summary: "greedy-decode from token ids; prints {\"tokens\":[...]}",
+		run:     runGenerate,
+	}
+}
+
+func runGenerate(args []string, stdout io.Writer) error {
+	fs := newFlags("generate", os.Stderr)
+	dir := fs.String("model", "", "checkpoint folder")
+	tokens := fs.String("tokens", "", "comma-separated prompt token ids")
+	maxTokens := fs.Int("max-tokens", 16, "tokens to generate at most")
+	backend := fs.String("backend", "cpu", "backend")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	ids, err := parseTokens(*tokens)
+	if err != nil {
+		return err
+	}
+	if *maxTokens < 1 {
+		return errors.New("--max-tokens must be at least 1")
+	}
+	m, err := openModel(*dir, *backend)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	seq, err := m.NewSequence()
+	if err != nil {
+		return err
+	}
+	defer seq.Close()
+	cfg := m.Config()
+	out, err := engine.Greedy(seq, cfg.Vocab, ids, *maxTokens, cfg.EOS)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(struct {
+		Tokens []int `json:"tokens"`
+	}{out})
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"os"
+)
+
+func init() {
+	commands["logits"] = command{
+		summary: "write the logits of every position as little-endian float32 [tokens][vocab]",
+		run:     runLogits,
+	}
+}
+
+func runLogits(args []string, stdout io.Writer) error {
+	fs := newFlags("logits", os.Stderr)
+	dir := fs.String("model", "", "checkpoint folder")
+	tokens := fs.String("tokens", "", "comma-separated token ids")
+	outPath := fs.String("out", "", "output file")
+	backend := fs.String("backend", "cpu", "backend")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	ids, err := parseTokens(*tokens)
+	if err != nil {
+		return err
+	}
+	if *outPath == "" {
+		return errors.New("--out FILE is required")
+	}
+	m, err := openModel(*dir, *backend)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	seq, err := m.NewSequence()
+	if err != nil {
+		return err
+	}
+	defer seq.Close()
+	vocab := m.Config().Vocab
+	logits := make([]float32, len(ids)*vocab)
+	if err := seq.Forward(ids, logits); err != nil {
+		return err
+	}
+	return writeFloats(*outPath, logits)
+}
+
+// writeFloats writes v as little-endian float32 through a temporary file,
+// so a failed run never leaves a partial output behind.
+func writeFloats(path string, v []float32) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	var b [4]byte
+	for _, x := range v {
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
+		w.Write(b[:])
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}

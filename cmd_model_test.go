@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"petal/engine/checkpoint/checkpointtest"
+	"petal/engine/cpu"
+)
+
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := checkpointtest.Write(dir, checkpointtest.Tiny()); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestLogitsCommand(t *testing.T) {
+	dir := tinyModel(t)
+	out := filepath.Join(t.TempDir(), "logits.f32")
+	if err := dispatch([]string{"logits", "--model", dir, "--tokens", "1, 2,3", "--out", out}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := checkpointtest.Tiny().Vocab
+	if len(data) != 3*vocab*4 {
+		t.Fatalf("wrote %d bytes, want 3 x %d floats", len(data), vocab)
+	}
+	m, err := cpu.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	seq, _ := m.NewSequence()
+	want := make([]float32, 3*vocab)
+	if err := seq.Forward([]int{1, 2, 3}, want); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])); got != w {
+			t.Fatalf("float %d = %g, want %g", i, got, w)
+		}
+	}
+}
+
+func TestGenerateCommand(t *testing.T) {
+	dir := tinyModel(t)
+	var out bytes.Buffer
+	if err := dispatch([]string{"generate", "--model", dir, "--tokens", "5,6,7", "--max-tokens", "6"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var res struct{ Tokens []int }
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output %q: %v", out.String(), err)
+	}
+	eos := map[int]bool{checkpointtest.Tiny().Vocab - 1: true, checkpointtest.Tiny().Vocab - 2: true}
+	if n := len(res.Tokens); n == 0 || n > 6 || (n < 6 && !eos[res.Tokens[n-1]]) {
+		t.Fatalf("tokens %v: want 6, or fewer ending at an eos id", res.Tokens)
+	}
+	if strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("output is not one JSON line: %q", out.String())
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	dir := tinyModel(t)
+	cases := map[string][]string{
+		"no model":     {"generate", "--tokens", "1"},
+		"no tokens":    {"generate", "--model", dir},
+		"bad token":    {"generate", "--model", dir, "--tokens", "1,x"},
+		"out of range": {"generate", "--model", dir, "--tokens", "1,99999"},
+		"max tokens":   {"generate", "--model", dir, "--tokens", "1", "--max-tokens", "0"},
+		"backend":      {"generate", "--model", dir, "--tokens", "1", "--backend", "tpu"},
+		"missing dir":  {"logits", "--model", filepath.Join(dir, "nope"), "--tokens", "1", "--out", filepath.Join(t.TempDir(), "x")},
+		"no out":       {"logits", "--model", dir, "--tokens", "1"},
+		"stray arg":    {"logits", "--model", dir, "--tokens", "1", "--out", "x", "extra"},
+		"unknown flag": {"logits", "--bogus"},
+		"unknown cmd":  {"frobnicate"},
+	}
+	for name, args := range cases {
+		if err := dispatch(args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

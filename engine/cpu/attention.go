@@ -1,0 +1,102 @@
+package cpu
+
+import "math"
+
+// attention runs gated causal attention for t new tokens (rows of xn),
+// appending their keys and values to st, and writes o_proj's output to out.
+func (s *Sequence) attention(a *attention, st *layerState, xn []float32, t int, out []float32) {
+	c := s.m.cfg
+	nh, kvh, d := c.Heads, c.KVHeads, c.HeadDim
+	qg := make([]float32, t*nh*2*d)
+	k := make([]float32, t*kvh*d)
+	v := make([]float32, t*kvh*d)
+	a.q.mul(0, xn, t, qg)
+	a.k.mul(0, xn, t, k)
+	a.v.mul(0, xn, t, v)
+
+	rope := newRope(c.RotaryDim, c.RopeTheta)
+	q := make([]float32, t*nh*d)
+	gate := make([]float32, t*nh*d)
+	for i := 0; i < t; i++ {
+		pos := s.pos + i
+		for h := 0; h < nh; h++ {
+			src := qg[(i*nh+h)*2*d:]
+			dq := q[(i*nh+h)*d : (i*nh+h+1)*d]
+			rmsNorm(dq, src[:d], a.qNorm, c.RMSNormEps)
+			rope.apply(dq, pos)
+			copy(gate[(i*nh+h)*d:(i*nh+h+1)*d], src[d:2*d])
+		}
+		for h := 0; h < kvh; h++ {
+			dk := k[(i*kvh+h)*d : (i*kvh+h+1)*d]
+			rmsNorm(dk, dk, a.kNorm, c.RMSNormEps)
+			rope.apply(dk, pos)
+		}
+	}
+	st.k = append(st.k, k...)
+	st.v = append(st.v, v...)
+
+	o := make([]float32, t*nh*d)
+	scale := float32(1 / math.Sqrt(float64(d)))
+	group := nh / kvh
+	parallelFor(t*nh, 1, func(lo, hi int) {
+		scores := make([]float32, s.pos+t)
+		for job := lo; job < hi; job++ {
+			i, h := job/nh, job%nh
+			kh := h / group
+			n := s.pos + i + 1 // causal: positions 0..pos+i
+			qi := q[(i*nh+h)*d : (i*nh+h+1)*d]
+			maxS := float32(math.Inf(-1))
+			for p := 0; p < n; p++ {
+				sc := dot(qi, st.k[(p*kvh+kh)*d:(p*kvh+kh+1)*d]) * scale
+				scores[p] = sc
+				maxS = max(maxS, sc)
+			}
+			var sum float32
+			for p := 0; p < n; p++ {
+				e := float32(math.Exp(float64(scores[p] - maxS)))
+				scores[p] = e
+				sum += e
+			}
+			oi := o[(i*nh+h)*d : (i*nh+h+1)*d]
+			for p := 0; p < n; p++ {
+				w := scores[p] / sum
+				vp := st.v[(p*kvh+kh)*d : (p*kvh+kh+1)*d]
+				for j := range oi {
+					oi[j] += w * vp[j]
+				}
+			}
+			gi := gate[(i*nh+h)*d : (i*nh+h+1)*d]
+			for j := range oi {
+				oi[j] *= sigmoid(gi[j])
+			}
+		}
+	})
+	a.o.mul(0, o, t, out)
+}
+
+// rope rotates the first dims values of a head in rotate-half pairs
+// (j, j+dims/2) by position*theta^(-2j/dims).
+type rope struct {
+	dims    int
+	invFreq []float64
+}
+
+func newRope(dims int, theta float64) rope {
+	r := rope{dims: dims, invFreq: make([]float64, dims/2)}
+	for j := range r.invFreq {
+		r.invFreq[j] = math.Pow(theta, -2*float64(j)/float64(dims))
+	}
+	return r
+}
+
+func (r rope) apply(x []float32, pos int) {
+	half := r.dims / 2
+	for j := 0; j < half; j++ {
+		// The angle is rounded to fp32 first, as transformers computes it.
+		ang := float64(float32(float64(pos) * float64(float32(r.invFreq[j]))))
+		cos, sin := float32(math.Cos(ang)), float32(math.Sin(ang))
+		a, b := x[j], x[j+half]
+		x[j] = a*cos - b*sin
+		x[j+half] = b*cos + a*sin
+	}
+}

@@ -1,0 +1,218 @@
+package cpu
+
+import (
+	"math"
+
+	"petal/engine/checkpoint"
+	"petal/engine/safetensors"
+)
+
+// bf16 widens a bfloat16 bit pattern to float32 exactly.
+func bf16(u uint16) float32 { return math.Float32frombits(uint32(u) << 16) }
+
+// matrix is a checkpoint.Matrix with its data resolved to typed slices.
+type matrix struct {
+	rows, cols int
+	bits       int // 0: dense
+	group      int
+	words      []uint32 // quantized codes, rows of cols*bits/32 words
+	scales     []uint16 // bf16, rows of cols/group
+	biases     []uint16
+	denseF32   []float32 // dense F32 weights
+	denseBF16  []uint16  // dense BF16 weights
+}
+
+func newMatrix(m *checkpoint.Matrix) *matrix {
+	x := &matrix{rows: m.Rows, cols: m.Cols, bits: m.Bits, group: m.GroupSize}
+	switch {
+	case m.Bits != 0:
+		x.words = m.Weight.Uint32s()
+		x.scales = m.Scales.Uint16s()
+		x.biases = m.Biases.Uint16s()
+	case m.Weight.DType == safetensors.F32:
+		x.denseF32 = m.Weight.Float32s()
+	default:
+		x.denseBF16 = m.Weight.Uint16s()
+	}
+	return x
+}
+
+// mul computes, for each of the t input rows x[i*cols:(i+1)*cols], the
+// product with expert e's matrix (e is 0 for a single matrix) into
+// out[i*rows:(i+1)*rows]. Rows are split over the cores.
+func (m *matrix) mul(e int, x []float32, t int, out []float32) {
+	m.mulRows(e, x, t, out, m.rows, 0, m.rows)
+}
+
+// mulRows computes rows [lo, hi) of the product into out, whose rows are
+// stride floats apart; it splits the range over the cores.
+func (m *matrix) mulRows(e int, x []float32, t int, out []float32, stride, lo, hi int) {
+	grain := minRowsPerWorker
+	if t > 1 {
+		grain = 1
+	}
+	if m.bits == 0 {
+		parallelFor(hi-lo, grain, func(a, b int) {
+			m.mulDense(e, x, t, out, stride, lo+a, lo+b)
+		})
+		return
+	}
+	// xsum[i*groups+g] is the sum of input row i over group g: the bias
+	// term of a group is bias*xsum, so it costs one multiply.
+	groups := m.cols / m.group
+	xsum := make([]float32, t*groups)
+	for i := 0; i < t; i++ {
+		xi := x[i*m.cols : (i+1)*m.cols]
+		for g := 0; g < groups; g++ {
+			var s float32
+			for _, v := range xi[g*m.group : (g+1)*m.group] {
+				s += v
+			}
+			xsum[i*groups+g] = s
+		}
+	}
+	parallelFor(hi-lo, grain, func(a, b int) {
+		m.mulQuant(e, x, xsum, t, out, stride, lo+a, lo+b)
+	})
+}
+
+func (m *matrix) mulQuant(e int, x, xsum []float32, t int, out []float32, stride, lo, hi int) {
+	groups := m.cols / m.group
+	perWord := 32 / m.bits
+	wordsPerRow := m.cols / perWord
+	wordsPerGroup := m.group / perWord
+	mask := uint32(1)<<m.bits - 1
+	q := make([]float32, m.group)
+	acc := make([]float32, t)
+	for r := lo; r < hi; r++ {
+		row := e*m.rows + r
+		words := m.words[row*wordsPerRow : (row+1)*wordsPerRow]
+		sc := m.scales[row*groups : (row+1)*groups]
+		bi := m.biases[row*groups : (row+1)*groups]
+		clear(acc)
+		for g := 0; g < groups; g++ {
+			gw := words[g*wordsPerGroup : (g+1)*wordsPerGroup]
+			if t == 1 {
+				xg := x[g*m.group : (g+1)*m.group]
+				var dot float32
+				if m.bits == 4 {
+					dot = dot4(gw, xg)
+				} else {
+					dot = dot8(gw, xg)
+				}
+				acc[0] += bf16(sc[g])*dot + bf16(bi[g])*xsum[g]
+				continue
+			}
+			for j, w := range gw {
+				for k := 0; k < perWord; k++ {
+					q[j*perWord+k] = float32(w >> (uint(k * m.bits)) & mask)
+				}
+			}
+			s, b := bf16(sc[g]), bf16(bi[g])
+			for i := 0; i < t; i++ {
+				xg := x[i*m.cols+g*m.group : i*m.cols+(g+1)*m.group]
+				var dot float32
+				for j, v := range q {
+					dot += v * xg[j]
+				}
+				acc[i] += s*dot + b*xsum[i*groups+g]
+			}
+		}
+		for i := 0; i < t; i++ {
+			out[i*stride+r] = acc[i]
+		}
+	}
+}
+
+// dot4 is the dot product of 8 nibbles per word (lowest first) with x.
+func dot4(words []uint32, x []float32) float32 {
+	var s0, s1 float32
+	for j, w := range words {
+		xs := x[j*8 : j*8+8 : j*8+8]
+		s0 += float32(w&15)*xs[0] + float32(w>>4&15)*xs[1] + float32(w>>8&15)*xs[2] + float32(w>>12&15)*xs[3]
+		s1 += float32(w>>16&15)*xs[4] + float32(w>>20&15)*xs[5] + float32(w>>24&15)*xs[6] + float32(w>>28)*xs[7]
+	}
+	return s0 + s1
+}
+
+// dot8 is the dot product of 4 bytes per word (lowest first) with x.
+func dot8(words []uint32, x []float32) float32 {
+	var s float32
+	for j, w := range words {
+		xs := x[j*4 : j*4+4 : j*4+4]
+		s += float32(w&255)*xs[0] + float32(w>>8&255)*xs[1] + float32(w>>16&255)*xs[2] + float32(w>>24)*xs[3]
+	}
+	return s
+}
+
+func (m *matrix) mulDense(e int, x []float32, t int, out []float32, stride, lo, hi int) {
+	row := make([]float32, m.cols)
+	for r := lo; r < hi; r++ {
+		base := (e*m.rows + r) * m.cols
+		if m.denseF32 != nil {
+			copy(row, m.denseF32[base:base+m.cols])
+		} else {
+			for c, u := range m.denseBF16[base : base+m.cols] {
+				row[c] = bf16(u)
+			}
+		}
+		for i := 0; i < t; i++ {
+			out[i*stride+r] = dot(row, x[i*m.cols:(i+1)*m.cols])
+		}
+	}
+}
+
+// row dequantizes row r (of expert 0) into dst: the embedding gather.
+func (m *matrix) row(r int, dst []float32) {
+	if m.bits == 0 {
+		base := r * m.cols
+		if m.denseF32 != nil {
+			copy(dst, m.denseF32[base:base+m.cols])
+			return
+		}
+		for c, u := range m.denseBF16[base : base+m.cols] {
+			dst[c] = bf16(u)
+		}
+		return
+	}
+	groups := m.cols / m.group
+	perWord := 32 / m.bits
+	mask := uint32(1)<<m.bits - 1
+	words := m.words[r*m.cols/perWord : (r+1)*m.cols/perWord]
+	for c := range dst[:m.cols] {
+		g := c / m.group
+		q := words[c/perWord] >> uint(m.bits*(c%perWord)) & mask
+		dst[c] = bf16(m.scales[r*groups+g])*float32(q) + bf16(m.biases[r*groups+g])
+	}
+}
+
+func dot(a, b []float32) float32 {
+	var s0, s1, s2, s3 float32
+	n := len(a)
+	b = b[:n]
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < n; i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// vector converts a small checkpoint vector to float32.
+func vector(v *checkpoint.Vector) []float32 {
+	t := v.T
+	if t.DType == safetensors.F32 {
+		return append([]float32(nil), t.Float32s()...)
+	}
+	raw := t.Uint16s()
+	out := make([]float32, len(raw))
+	for i, u := range raw {
+		out[i] = bf16(u)
+	}
+	return out
+}
