@@ -788,7 +788,7 @@ def run_transformers(fx, b, ck, tokens, prompts, checks, np_hidden):
     log(f"  config fields not in Qwen3_5MoeTextConfig (not passed): {dropped}")
     log(f"  rope_parameters as transformers holds them: {cfg.rope_parameters}")
     info = {"transformers": transformers.__version__, "torch": torch.__version__,
-            "config_fields_not_in_transformers": dropped}
+            "config_fields_not_passed_to_transformers": dropped}
 
     dtype, model, ref = None, None, None
     for cand in (torch.float64, torch.float32):
@@ -935,7 +935,7 @@ def make_fixture(fx, out_root, use_torch):
                  "attn_implementation='eager'), experts 'eager', CPU",
         "attn_implementation": info["attn_implementation"],
         "experts_implementation": info["experts_implementation"],
-        "config_fields_not_in_transformers": info["config_fields_not_in_transformers"],
+        "config_fields_not_passed_to_transformers": info["config_fields_not_passed_to_transformers"],
         "vocab_size": v,
         "tokens": tokens,
         "logits": "logits.f32",
@@ -966,12 +966,48 @@ def make_fixture(fx, out_root, use_torch):
     return checks
 
 
+def verify(root):
+    """Re-check committed fixtures with numpy alone: files -> MODEL.md forward -> stored references."""
+    failed = []
+    for name in sorted(os.listdir(root)):
+        d = os.path.join(root, name)
+        if not os.path.exists(os.path.join(d, "reference.json")):
+            continue
+        with open(os.path.join(d, "reference.json")) as f:
+            ref = json.load(f)
+        ck = Checkpoint(d)
+        v, n = ref["vocab_size"], len(ref["tokens"])
+        stored = np.fromfile(os.path.join(d, ref["logits"]), dtype="<f4").reshape(n, v)
+        npm = NumpyModel(ck)
+        diff = float(np.max(np.abs(npm.logits(ref["tokens"]) - stored)))
+        greedy_ok = True
+        for g in ref["greedy"]:
+            lg = npm.logits(g["prompt"] + g["tokens"])[len(g["prompt"]) - 1: len(g["prompt"]) - 1 + len(g["tokens"])]
+            greedy_ok &= [int(a) for a in np.argmax(lg, -1)] == g["tokens"]
+        eos_ok = ck.cfg["eos_token_id"] == ref["greedy_settings"]["config_eos_token_id"]
+        log(f"{name}: numpy vs logits.f32 max abs diff {diff:.3g}, greedy {'ok' if greedy_ok else 'MISMATCH'}, "
+            f"eos {'ok' if eos_ok else 'MISMATCH'}, unconsumed tensors {len(ck.unused())}")
+        if not (diff < CHECK_TOL and greedy_ok and eos_ok and not ck.unused()):
+            failed.append(name)
+    return failed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, help="directory that receives one folder per fixture")
+    ap.add_argument("--out", help="directory that receives one folder per fixture")
+    ap.add_argument("--verify", metavar="DIR", help="re-check the fixtures under DIR with numpy alone, then exit")
     ap.add_argument("--only", action="append", help="build only this fixture (repeatable)")
     ap.add_argument("--no-torch", action="store_true", help="skip transformers (writer/reader/numpy checks only)")
     args = ap.parse_args()
+    if args.verify:
+        bad = verify(args.verify)
+        if bad:
+            log(f"FAILED: {bad}")
+            sys.exit(1)
+        log("all fixtures verified")
+        return
+    if not args.out:
+        ap.error("--out or --verify is required")
     if not args.no_torch:
         import torch
 
