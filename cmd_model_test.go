@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -92,5 +94,50 @@ func TestCommandErrors(t *testing.T) {
 		if err := dispatch(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// generate must stop at the first id of the config's top-level eos list;
+// the fixture's eos ids were chosen to occur inside its greedy runs.
+func TestGenerateStopsAtEOS(t *testing.T) {
+	dir := "engine/testdata/fixtures/tiny-a"
+	data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Greedy []struct {
+			Prompt   []int `json:"prompt"`
+			Tokens   []int `json:"tokens"`
+			FirstEOS *int  `json:"first_eos_index"`
+		} `json:"greedy"`
+	}
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, g := range ref.Greedy {
+		if g.FirstEOS == nil {
+			continue
+		}
+		ids := make([]string, len(g.Prompt))
+		for i, id := range g.Prompt {
+			ids[i] = strconv.Itoa(id)
+		}
+		var out bytes.Buffer
+		if err := dispatch([]string{"generate", "--model", dir, "--tokens", strings.Join(ids, ","), "--max-tokens", "24"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var res struct{ Tokens []int }
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		if want := g.Tokens[:*g.FirstEOS+1]; !slices.Equal(res.Tokens, want) {
+			t.Errorf("generate from %d tokens = %v, want %v (stopping at eos)", len(g.Prompt), res.Tokens, want)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no greedy run of the fixture reaches an eos id")
 	}
 }
