@@ -1,0 +1,1142 @@
+// metal_compat.h: the part of the Metal Shading Language that Petal's kernels
+// use, in C++17 (g++ or clang++), plus the runtime that runs one threadgroup
+// cooperatively on one OS thread.
+//
+// The sim driver prepends this header to a kernel source after rewriting the
+// few constructs C++ cannot express (kernel signatures and their [[...]]
+// attributes, threadgroup storage, function constants, swizzles, 1.0h
+// literals; see rewrite.go). When a kernel needs something missing here,
+// extend this header; never change the kernel.
+//
+// Execution model: every GPU thread of a threadgroup is a fiber with its own
+// stack. A fiber runs until it reaches a threadgroup_barrier, a simd-group
+// function or its end; then the scheduler (petal_run_group) runs the next.
+// When every fiber is blocked, the scheduler releases a simd-group whose live
+// lanes all wait at the same simd call, else a barrier all live threads wait
+// at, and reports divergence or deadlock otherwise.
+
+#include <stdint.h>
+#include <stddef.h>
+#include <float.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <type_traits>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+#define PETAL_SIM 1
+#ifndef __METAL_VERSION__
+#define __METAL_VERSION__ 310
+#endif
+
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned char uchar;
+typedef unsigned long ulong;
+typedef _Float16 half;
+
+// ---------------------------------------------------------------- bfloat
+
+// bfloat is IEEE binary32's top 16 bits. Conversion from float rounds to
+// nearest, ties to even; NaN stays NaN. Arithmetic happens in float.
+struct bfloat {
+	uint16_t bits;
+	bfloat() = default;
+	bfloat(float f) {
+		uint32_t u = __builtin_bit_cast(uint32_t, f);
+		if ((u & 0x7fffffffu) > 0x7f800000u) {
+			bits = (uint16_t)((u >> 16) | 0x40u);
+		} else {
+			u += 0x7fffu + ((u >> 16) & 1u);
+			bits = (uint16_t)(u >> 16);
+		}
+	}
+	template <class U, class = std::enable_if_t<std::is_arithmetic_v<U>>>
+	bfloat(U u) : bfloat((float)u) {}
+	bfloat(half h) : bfloat((float)h) {}
+	operator float() const { return __builtin_bit_cast(float, (uint32_t)bits << 16); }
+	template <class U> bfloat& operator+=(U o) { return *this = bfloat((float)*this + (float)o); }
+	template <class U> bfloat& operator-=(U o) { return *this = bfloat((float)*this - (float)o); }
+	template <class U> bfloat& operator*=(U o) { return *this = bfloat((float)*this * (float)o); }
+	template <class U> bfloat& operator/=(U o) { return *this = bfloat((float)*this / (float)o); }
+};
+
+namespace petal {
+
+template <class T> struct is_scalar : std::integral_constant<bool, std::is_arithmetic_v<T>> {};
+template <> struct is_scalar<half> : std::true_type {};
+template <> struct is_scalar<bfloat> : std::true_type {};
+template <class T> inline constexpr bool is_scalar_v = is_scalar<std::remove_cv_t<std::remove_reference_t<T>>>::value;
+
+// ---------------------------------------------------------------- vectors
+
+template <class T, int N> struct vec;
+template <class T, int N> struct storage;
+// Metal's alignment: 2-vectors align to their size, 3- and 4-vectors to
+// four elements (so float3 is 16 bytes).
+template <class T> struct alignas(2 * sizeof(T)) storage<T, 2> {
+	union {
+		T v[2];
+		struct { T x, y; };
+		struct { T r, g; };
+	};
+};
+template <class T> struct alignas(4 * sizeof(T)) storage<T, 3> {
+	union {
+		T v[4];
+		struct { T x, y, z; };
+		struct { T r, g, b; };
+	};
+};
+template <class T> struct alignas(4 * sizeof(T)) storage<T, 4> {
+	union {
+		T v[4];
+		struct { T x, y, z, w; };
+		struct { T r, g, b, a; };
+	};
+};
+
+template <class T> struct count_of { static constexpr int value = 1; };
+template <class T, int N> struct count_of<vec<T, N>> { static constexpr int value = N; };
+
+// swizzle is what v.xy turns into: a copy of the selected components that
+// can also be assigned back (v.xy = ...).
+template <class T, int N, int... I> struct swizzle : vec<T, sizeof...(I)> {
+	vec<T, N>* src;
+	swizzle(vec<T, N>* s) : src(s) {
+		int k = 0;
+		((this->v[k++] = s->v[I]), ...);
+	}
+	swizzle& operator=(const vec<T, sizeof...(I)>& o) {
+		int k = 0;
+		((src->v[I] = o.v[k++]), ...);
+		for (int j = 0; j < (int)sizeof...(I); j++) this->v[j] = o.v[j];
+		return *this;
+	}
+};
+
+template <class T, int N> struct vec : storage<T, N> {
+	typedef T value_type;
+	vec() = default;
+	// A scalar broadcasts (implicitly, as in MSL).
+	template <class S, class = std::enable_if_t<is_scalar_v<S>>>
+	vec(S s) {
+		for (int i = 0; i < N; i++) this->v[i] = T(s);
+	}
+	// Element type conversion is explicit, as in MSL.
+	template <class U, class = std::enable_if_t<!std::is_same_v<U, T>>>
+	explicit vec(const vec<U, N>& o) {
+		for (int i = 0; i < N; i++) this->v[i] = T(o.v[i]);
+	}
+	template <class A, class B, class... R>
+	vec(const A& a, const B& b, const R&... r) {
+		static_assert(count_of<A>::value + count_of<B>::value + (0 + ... + count_of<R>::value) == N,
+		              "wrong number of vector components");
+		int i = 0;
+		put(i, a);
+		put(i, b);
+		(put(i, r), ...);
+	}
+	T& operator[](int i) { return this->v[i]; }
+	const T& operator[](int i) const { return this->v[i]; }
+	template <int... I> swizzle<T, N, I...> petal_swz() { return swizzle<T, N, I...>(this); }
+	template <int... I> vec<T, sizeof...(I)> petal_swz() const { return vec<T, sizeof...(I)>(this->v[I]...); }
+
+  private:
+	template <class S> void put(int& i, const S& s) {
+		if constexpr (count_of<S>::value == 1) {
+			this->v[i++] = T(s);
+		} else {
+			for (int k = 0; k < count_of<S>::value; k++) this->v[i++] = T(s.v[k]);
+		}
+	}
+	template <class U, int M> void put(int& i, const vec<U, M>& s) {
+		for (int k = 0; k < M; k++) this->v[i++] = T(s.v[k]);
+	}
+
+  public:
+#define PETAL_VASSIGN(op)                                                           \
+	vec& operator op##=(const vec& o) {                                             \
+		for (int i = 0; i < N; i++) this->v[i] = T(this->v[i] op o.v[i]);           \
+		return *this;                                                               \
+	}                                                                               \
+	template <class S, class = std::enable_if_t<is_scalar_v<S>>> vec& operator op##=(S s) { \
+		for (int i = 0; i < N; i++) this->v[i] = T(this->v[i] op s);                \
+		return *this;                                                               \
+	}
+	PETAL_VASSIGN(+)
+	PETAL_VASSIGN(-)
+	PETAL_VASSIGN(*)
+	PETAL_VASSIGN(/)
+	PETAL_VASSIGN(%)
+	PETAL_VASSIGN(&)
+	PETAL_VASSIGN(|)
+	PETAL_VASSIGN(^)
+	PETAL_VASSIGN(<<)
+	PETAL_VASSIGN(>>)
+#undef PETAL_VASSIGN
+};
+
+#define PETAL_VBIN(op)                                                                         \
+	template <class T, int N> vec<T, N> operator op(const vec<T, N>& a, const vec<T, N>& b) {  \
+		vec<T, N> r;                                                                           \
+		for (int i = 0; i < N; i++) r.v[i] = T(a.v[i] op b.v[i]);                              \
+		return r;                                                                              \
+	}                                                                                          \
+	template <class T, int N, class S, class = std::enable_if_t<is_scalar_v<S>>>               \
+	vec<T, N> operator op(const vec<T, N>& a, S s) {                                           \
+		vec<T, N> r;                                                                           \
+		for (int i = 0; i < N; i++) r.v[i] = T(a.v[i] op T(s));                                \
+		return r;                                                                              \
+	}                                                                                          \
+	template <class T, int N, class S, class = std::enable_if_t<is_scalar_v<S>>>               \
+	vec<T, N> operator op(S s, const vec<T, N>& a) {                                           \
+		vec<T, N> r;                                                                           \
+		for (int i = 0; i < N; i++) r.v[i] = T(T(s) op a.v[i]);                                \
+		return r;                                                                              \
+	}
+PETAL_VBIN(+)
+PETAL_VBIN(-)
+PETAL_VBIN(*)
+PETAL_VBIN(/)
+PETAL_VBIN(%)
+PETAL_VBIN(&)
+PETAL_VBIN(|)
+PETAL_VBIN(^)
+PETAL_VBIN(<<)
+PETAL_VBIN(>>)
+#undef PETAL_VBIN
+
+#define PETAL_VCMP(op)                                                                             \
+	template <class T, int N> vec<bool, N> operator op(const vec<T, N>& a, const vec<T, N>& b) {   \
+		vec<bool, N> r;                                                                            \
+		for (int i = 0; i < N; i++) r.v[i] = a.v[i] op b.v[i];                                     \
+		return r;                                                                                  \
+	}                                                                                              \
+	template <class T, int N, class S, class = std::enable_if_t<is_scalar_v<S>>>                   \
+	vec<bool, N> operator op(const vec<T, N>& a, S s) {                                            \
+		vec<bool, N> r;                                                                            \
+		for (int i = 0; i < N; i++) r.v[i] = a.v[i] op T(s);                                       \
+		return r;                                                                                  \
+	}
+PETAL_VCMP(==)
+PETAL_VCMP(!=)
+PETAL_VCMP(<)
+PETAL_VCMP(<=)
+PETAL_VCMP(>)
+PETAL_VCMP(>=)
+PETAL_VCMP(&&)
+PETAL_VCMP(||)
+#undef PETAL_VCMP
+
+template <class T, int N> vec<T, N> operator-(const vec<T, N>& a) {
+	vec<T, N> r;
+	for (int i = 0; i < N; i++) r.v[i] = T(-a.v[i]);
+	return r;
+}
+template <class T, int N> vec<T, N> operator~(const vec<T, N>& a) {
+	vec<T, N> r;
+	for (int i = 0; i < N; i++) r.v[i] = T(~a.v[i]);
+	return r;
+}
+template <class T, int N> vec<bool, N> operator!(const vec<T, N>& a) {
+	vec<bool, N> r;
+	for (int i = 0; i < N; i++) r.v[i] = !a.v[i];
+	return r;
+}
+
+// packed_vec is MSL's packed_floatN and friends: element alignment, no
+// padding.
+template <class T, int N> struct packed_storage;
+template <class T> struct packed_storage<T, 2> {
+	union {
+		T v[2];
+		struct { T x, y; };
+	};
+};
+template <class T> struct packed_storage<T, 3> {
+	union {
+		T v[3];
+		struct { T x, y, z; };
+	};
+};
+template <class T> struct packed_storage<T, 4> {
+	union {
+		T v[4];
+		struct { T x, y, z, w; };
+	};
+};
+template <class T, int N> struct packed_vec : packed_storage<T, N> {
+	using packed_storage<T, N>::v;
+	packed_vec() = default;
+	packed_vec(const vec<T, N>& o) {
+		for (int i = 0; i < N; i++) v[i] = o.v[i];
+	}
+	template <class S, class = std::enable_if_t<is_scalar_v<S>>> packed_vec(S s) {
+		for (int i = 0; i < N; i++) v[i] = T(s);
+	}
+	template <class A, class B, class... R> packed_vec(const A& a, const B& b, const R&... r) : packed_vec(vec<T, N>(a, b, r...)) {}
+	operator vec<T, N>() const {
+		vec<T, N> o;
+		for (int i = 0; i < N; i++) o.v[i] = v[i];
+		return o;
+	}
+	T& operator[](int i) { return v[i]; }
+	const T& operator[](int i) const { return v[i]; }
+};
+
+// ---------------------------------------------------------------- runtime
+
+// Hazard kinds reported to Go (must match sim.go).
+enum { HAZ_NONE = 0, HAZ_DIVERGENCE = 1, HAZ_DEADLOCK = 2, HAZ_FAULT = 3, HAZ_SETUP = 4 };
+enum { ST_READY = 0, ST_SIMD = 1, ST_BARRIER = 2, ST_DONE = 3 };
+
+constexpr int kMaxThreads = 1024;
+constexpr int kWidth = 32;
+constexpr int kSlot = 32;          // bytes one lane contributes to a simd-group call
+constexpr int kTgArena = 32768;    // dynamic threadgroup memory per worker
+constexpr int kMaxTgDecls = 64;    // static threadgroup variables per kernel
+constexpr int kMaxTgBindings = 8;  // [[threadgroup(n)]] slots
+
+struct Lane {
+	void* sp;
+	int state;
+	int site;
+	uint32_t seq;       // simd-group calls completed; parity picks the slot
+	uint32_t index;     // thread_index_in_threadgroup
+	uint32_t pos[3];    // thread_position_in_threadgroup
+	alignas(16) unsigned char slot[2][kSlot];
+	uint32_t aux[2];    // per-call argument (shuffle lane, delta, mask)
+#if !defined(__x86_64__)
+	ucontext_t uc;
+#endif
+};
+
+struct SimdGroup {
+	uint32_t mask[2];   // live lanes at the call with this parity
+};
+
+struct Launch {
+	void (*entry)(const Launch*, const Lane*);
+	void* buffers[31];
+	uint32_t groups[3];
+	uint32_t threads[3];
+	uint32_t tglen[kMaxTgBindings];
+	uint32_t schedule;  // 0: threads in index order, 1: reverse order
+	uint32_t poison;    // byte written over threadgroup memory before each group
+};
+
+struct Result {
+	int32_t kind;
+	int32_t line;
+	uint32_t group[3];
+	uint32_t thread;
+	uint64_t addr;
+	char msg[256];
+};
+
+struct Worker {
+	void* sched_sp;
+	uint64_t gen;
+	uint32_t group[3];
+	int n;
+	const Launch* launch;
+	void* tg_ptr[kMaxTgDecls];
+	uint64_t tg_gen[kMaxTgDecls];
+	int ntg;
+	volatile int in_kernel;
+	void* fault_addr;
+	sigjmp_buf jb;
+#if !defined(__x86_64__)
+	ucontext_t sched_uc;
+#endif
+	unsigned char* tgmem[kMaxTgBindings];
+	alignas(16) unsigned char arena[kTgArena];
+	SimdGroup sgs[kMaxThreads / kWidth];
+	Lane lanes[kMaxThreads];
+};
+
+constexpr uint64_t kStackBytes = 64 * 1024;
+constexpr uint64_t kPage = 16384;  // the largest page size (darwin/arm64), so guards align everywhere
+
+inline uint64_t worker_header_bytes() { return (sizeof(Worker) + kPage - 1) / kPage * kPage; }
+inline uint64_t worker_bytes() { return worker_header_bytes() + kMaxThreads * kStackBytes; }
+
+static thread_local Worker* cur_worker;
+static thread_local Lane* cur_lane;
+
+#if defined(__x86_64__)
+extern "C" void petal_switch(void** save_sp, void* next_sp);
+asm(R"(
+	.text
+	.p2align 4
+	.local petal_switch
+	.type petal_switch, @function
+petal_switch:
+	pushq %rbp
+	pushq %rbx
+	pushq %r12
+	pushq %r13
+	pushq %r14
+	pushq %r15
+	movq %rsp, (%rdi)
+	movq %rsi, %rsp
+	popq %r15
+	popq %r14
+	popq %r13
+	popq %r12
+	popq %rbx
+	popq %rbp
+	ret
+	.size petal_switch, .-petal_switch
+)");
+#endif
+
+static void fiber_main();
+
+inline void to_scheduler(Lane* L) {
+	Worker* W = cur_worker;
+	W->in_kernel = 0;
+#if defined(__x86_64__)
+	petal_switch(&L->sp, W->sched_sp);
+#else
+	swapcontext(&L->uc, &W->sched_uc);
+#endif
+	W->in_kernel = 1;
+}
+
+inline void to_fiber(Worker* W, Lane* L) {
+	cur_lane = L;
+	W->in_kernel = 1;
+#if defined(__x86_64__)
+	petal_switch(&W->sched_sp, L->sp);
+#else
+	swapcontext(&W->sched_uc, &L->uc);
+#endif
+	W->in_kernel = 0;
+}
+
+static void fiber_main() {
+	Worker* W = cur_worker;
+	Lane* L = cur_lane;
+	W->launch->entry(W->launch, L);
+	L->state = ST_DONE;
+	to_scheduler(L);
+	__builtin_trap();  // a finished fiber is never resumed
+}
+
+inline void init_fiber(Worker* W, Lane* L, int i) {
+	unsigned char* top = (unsigned char*)W + worker_header_bytes() + (uint64_t)(i + 1) * kStackBytes;
+#if defined(__x86_64__)
+	void** sp = (void**)top;
+	*--sp = 0;                        // fake return address of fiber_main
+	*--sp = (void*)&fiber_main;       // popped by petal_switch's ret
+	for (int k = 0; k < 6; k++) *--sp = 0;
+	L->sp = sp;
+#else
+	getcontext(&L->uc);
+	// The lowest page of each stack is a guard page (see sim.go).
+	L->uc.uc_stack.ss_sp = top - kStackBytes + kPage;
+	L->uc.uc_stack.ss_size = kStackBytes - kPage;
+	L->uc.uc_link = 0;
+	makecontext(&L->uc, fiber_main, 0);
+#endif
+}
+
+inline void wait_simd(int site) {
+	Lane* L = cur_lane;
+	L->state = ST_SIMD;
+	L->site = site;
+	to_scheduler(L);
+}
+
+inline Lane* sibling(Lane* L, int lane) { return L - (L->index % kWidth) + lane; }
+inline uint32_t lane_of(Lane* L) { return L->index % kWidth; }
+inline uint32_t live_mask(Lane* L, int p) { return cur_worker->sgs[L->index / kWidth].mask[p]; }
+
+template <class T> inline void put_slot(Lane* L, int p, const T& v) {
+	static_assert(sizeof(T) <= kSlot, "simd value too large");
+	__builtin_memcpy(L->slot[p], &v, sizeof(T));
+}
+template <class T> inline T get_slot(Lane* L, int p) {
+	T v;
+	__builtin_memcpy(&v, L->slot[p], sizeof(T));
+	return v;
+}
+
+// simd_exchange publishes v (and aux) for the current simd-group call and
+// waits until every live lane of the simd-group has done so; it returns the
+// slot parity to read the siblings' values from.
+template <class T> inline int simd_exchange(const T& v, uint32_t aux, int site) {
+	Lane* L = cur_lane;
+	int p = L->seq & 1;
+	put_slot(L, p, v);
+	L->aux[p] = aux;
+	wait_simd(site);
+	L->seq++;
+	return p;
+}
+
+inline void tg_touch(void* ptr, size_t size) {
+	Worker* W = cur_worker;
+	for (int i = 0; i < W->ntg; i++) {
+		if (W->tg_ptr[i] == ptr) {
+			if (W->tg_gen[i] != W->gen) {
+				W->tg_gen[i] = W->gen;
+				__builtin_memset(ptr, (int)W->launch->poison, size);
+			}
+			return;
+		}
+	}
+	if (W->ntg < kMaxTgDecls) {
+		W->tg_ptr[W->ntg] = ptr;
+		W->tg_gen[W->ntg] = W->gen;
+		W->ntg++;
+		__builtin_memset(ptr, (int)W->launch->poison, size);
+	}
+}
+
+static void report(Result* R, int kind, int line, const char* msg, int a, int b, int c) {
+	R->kind = kind;
+	R->line = line;
+	__builtin_snprintf(R->msg, sizeof R->msg, msg, a, b, c);
+}
+
+static struct sigaction prev_segv, prev_bus;
+
+static void on_fault(int sig, siginfo_t* si, void* uc) {
+	Worker* W = cur_worker;
+	if (W && W->in_kernel) {
+		W->fault_addr = si->si_addr;
+		W->in_kernel = 0;
+		siglongjmp(W->jb, 1);
+	}
+	struct sigaction* p = sig == SIGSEGV ? &prev_segv : &prev_bus;
+	if (p->sa_flags & SA_SIGINFO) {
+		p->sa_sigaction(sig, si, uc);
+	} else if (p->sa_handler == SIG_DFL) {
+		sigaction(sig, p, 0);
+		raise(sig);
+	} else if (p->sa_handler != SIG_IGN) {
+		p->sa_handler(sig);
+	}
+}
+
+static void install_fault_handler() {
+	static int done;
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) return;
+	struct sigaction sa;
+	__builtin_memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, &prev_segv);
+	sigaction(SIGBUS, &sa, &prev_bus);
+}
+
+// run_group runs one threadgroup to completion; it returns HAZ_NONE or a
+// hazard described in R.
+static int run_group(Worker* W, const Launch* Lc, Result* R) {
+	int n = (int)(Lc->threads[0] * Lc->threads[1] * Lc->threads[2]);
+	W->n = n;
+	W->gen++;
+	unsigned char* tg = W->arena;
+	for (int i = 0; i < kMaxTgBindings; i++) {
+		W->tgmem[i] = tg;
+		__builtin_memset(tg, (int)Lc->poison, Lc->tglen[i]);
+		tg += (Lc->tglen[i] + 15) / 16 * 16;
+	}
+	for (int i = 0; i < n; i++) {
+		Lane* L = &W->lanes[i];
+		L->state = ST_READY;
+		L->site = 0;
+		L->seq = 0;
+		L->index = (uint32_t)i;
+		L->pos[0] = (uint32_t)i % Lc->threads[0];
+		L->pos[1] = ((uint32_t)i / Lc->threads[0]) % Lc->threads[1];
+		L->pos[2] = (uint32_t)i / (Lc->threads[0] * Lc->threads[1]);
+		init_fiber(W, L, i);
+	}
+	int nsg = (n + kWidth - 1) / kWidth;
+	if (sigsetjmp(W->jb, 1)) {
+		R->addr = (uint64_t)W->fault_addr;
+		report(R, HAZ_FAULT, 0, "memory fault (out-of-bounds access or stack overflow) in thread %d", (int)(cur_lane - W->lanes), 0, 0);
+		R->thread = (uint32_t)(cur_lane - W->lanes);
+		return HAZ_FAULT;
+	}
+	for (;;) {
+		for (int k = 0; k < n; k++) {
+			int i = Lc->schedule ? n - 1 - k : k;
+			if (W->lanes[i].state == ST_READY) to_fiber(W, &W->lanes[i]);
+		}
+		// Every fiber is now blocked or done.
+		bool released = false;
+		int live = 0, exited = 0, barrier_site = -1;
+		bool same_barrier = true;
+		for (int s = 0; s < nsg; s++) {
+			int first = s * kWidth, last = first + kWidth < n ? first + kWidth : n;
+			int simd_site = -1, other = -1;
+			uint32_t mask = 0;
+			bool mixed = false;
+			for (int i = first; i < last; i++) {
+				Lane* L = &W->lanes[i];
+				if (L->state == ST_DONE) {
+					exited++;
+					continue;
+				}
+				live++;
+				mask |= 1u << (i - first);
+				if (L->state == ST_SIMD) {
+					if (simd_site < 0) simd_site = L->site;
+					else if (simd_site != L->site) mixed = true;
+				} else {
+					other = i;
+					if (barrier_site < 0) barrier_site = L->site;
+					else if (barrier_site != L->site) same_barrier = false;
+				}
+			}
+			if (simd_site < 0) continue;
+			if (mixed || other >= 0) {
+				R->thread = (uint32_t)first;
+				if (other >= 0)
+					__builtin_snprintf(R->msg, sizeof R->msg,
+					                   "simd-group %d: lanes wait at the simd-group call on line %d while lane %d waits at the barrier on line %d",
+					                   s, simd_site, other - first, W->lanes[other].site);
+				else
+					__builtin_snprintf(R->msg, sizeof R->msg,
+					                   "simd-group %d: lanes wait at different simd-group calls (line %d and others)", s, simd_site);
+				R->kind = HAZ_DIVERGENCE;
+				R->line = simd_site;
+				return HAZ_DIVERGENCE;
+			}
+			int p = W->lanes[first + __builtin_ctz(mask)].seq & 1;
+			W->sgs[s].mask[p] = mask;
+			for (int i = first; i < last; i++)
+				if (W->lanes[i].state == ST_SIMD) W->lanes[i].state = ST_READY;
+			released = true;
+		}
+		if (released) continue;
+		if (live == 0) return HAZ_NONE;
+		// Every live thread waits at a barrier.
+		if (exited > 0) {
+			report(R, HAZ_DEADLOCK, barrier_site,
+			       "barrier deadlock: %d threads returned while %d wait at the threadgroup_barrier on line %d",
+			       exited, live, barrier_site);
+			return HAZ_DEADLOCK;
+		}
+		if (!same_barrier) {
+			report(R, HAZ_DEADLOCK, barrier_site,
+			       "barrier deadlock: threads wait at different threadgroup_barrier calls (line %d and others)",
+			       barrier_site, 0, 0);
+			return HAZ_DEADLOCK;
+		}
+		for (int i = 0; i < n; i++) W->lanes[i].state = ST_READY;
+	}
+}
+
+}  // namespace petal
+
+// petal_run runs threadgroups [begin, end) of the launch (linear index, x
+// fastest) on the worker's fibers. It returns a hazard kind, 0 if none.
+extern "C" __attribute__((visibility("default"))) int petal_run(const petal::Launch* Lc, petal::Worker* W, uint64_t worker_bytes,
+                                                                uint32_t begin, uint32_t end, petal::Result* R) {
+	using namespace petal;
+	if (worker_bytes < petal::worker_bytes()) {
+		report(R, HAZ_SETUP, 0, "worker memory too small: %d KiB, need %d KiB", (int)(worker_bytes >> 10), (int)(petal::worker_bytes() >> 10), 0);
+		return HAZ_SETUP;
+	}
+	uint32_t n = Lc->threads[0] * Lc->threads[1] * Lc->threads[2];
+	uint32_t tgtotal = 0;
+	for (int i = 0; i < kMaxTgBindings; i++) tgtotal += (Lc->tglen[i] + 15) / 16 * 16;
+	if (n == 0 || n > (uint32_t)kMaxThreads || tgtotal > (uint32_t)kTgArena) {
+		report(R, HAZ_SETUP, 0, "bad launch: %d threads, %d bytes of threadgroup memory", (int)n, (int)tgtotal, 0);
+		return HAZ_SETUP;
+	}
+	install_fault_handler();
+	cur_worker = W;
+	W->launch = Lc;
+	for (uint32_t g = begin; g < end; g++) {
+		W->group[0] = g % Lc->groups[0];
+		W->group[1] = (g / Lc->groups[0]) % Lc->groups[1];
+		W->group[2] = g / (Lc->groups[0] * Lc->groups[1]);
+		int k = run_group(W, Lc, R);
+		if (k != HAZ_NONE) {
+			for (int i = 0; i < 3; i++) R->group[i] = W->group[i];
+			cur_worker = 0;
+			return k;
+		}
+	}
+	cur_worker = 0;
+	return HAZ_NONE;
+}
+
+
+// ---------------------------------------------------------------- builtins
+
+namespace petal {
+// builtin converts a kernel's [[attribute]] value to the parameter's type
+// (uint, ushort, uint2, uint3, ...), as Metal allows.
+struct builtin3 {
+	uint32_t x, y, z;
+	template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>> operator T() const { return T(x); }
+	template <class T> operator vec<T, 2>() const { return vec<T, 2>(T(x), T(y)); }
+	template <class T> operator vec<T, 3>() const { return vec<T, 3>(T(x), T(y), T(z)); }
+};
+inline builtin3 b3(uint32_t x, uint32_t y, uint32_t z) { return builtin3{x, y, z}; }
+
+template <class T> struct arg_cast;
+template <class T> struct arg_cast<T*> {
+	static T* get(void* p) { return (T*)p; }
+};
+template <class T> struct arg_cast<T&> {
+	static T& get(void* p) { return *(T*)p; }
+};
+}  // namespace petal
+
+// ---------------------------------------------------------------- MSL types
+
+#define PETAL_VECS(T)                           \
+	typedef petal::vec<T, 2> T##2;              \
+	typedef petal::vec<T, 3> T##3;              \
+	typedef petal::vec<T, 4> T##4;              \
+	typedef petal::packed_vec<T, 2> packed_##T##2; \
+	typedef petal::packed_vec<T, 3> packed_##T##3; \
+	typedef petal::packed_vec<T, 4> packed_##T##4;
+PETAL_VECS(float)
+PETAL_VECS(half)
+PETAL_VECS(bfloat)
+PETAL_VECS(int)
+PETAL_VECS(uint)
+PETAL_VECS(short)
+PETAL_VECS(ushort)
+PETAL_VECS(char)
+PETAL_VECS(uchar)
+PETAL_VECS(bool)
+PETAL_VECS(long)
+PETAL_VECS(ulong)
+#undef PETAL_VECS
+
+namespace metal {
+
+// ---------------------------------------------------------------- math
+
+#define PETAL_F1(name, expr)                                                            \
+	inline float name(float x) { return expr; }                                         \
+	inline half name(half hx) {                                                         \
+		float x = (float)hx;                                                            \
+		return (half)(expr);                                                            \
+	}                                                                                   \
+	template <class T, int N> inline petal::vec<T, N> name(const petal::vec<T, N>& a) { \
+		petal::vec<T, N> r;                                                             \
+		for (int i = 0; i < N; i++) r.v[i] = T(name(a.v[i]));                           \
+		return r;                                                                       \
+	}
+PETAL_F1(exp, __builtin_expf(x))
+PETAL_F1(exp2, __builtin_exp2f(x))
+PETAL_F1(exp10, __builtin_powf(10.0f, x))
+PETAL_F1(log, __builtin_logf(x))
+PETAL_F1(log2, __builtin_log2f(x))
+PETAL_F1(log10, __builtin_log10f(x))
+PETAL_F1(sqrt, __builtin_sqrtf(x))
+PETAL_F1(rsqrt, 1.0f / __builtin_sqrtf(x))
+PETAL_F1(sin, __builtin_sinf(x))
+PETAL_F1(cos, __builtin_cosf(x))
+PETAL_F1(tan, __builtin_tanf(x))
+PETAL_F1(tanh, __builtin_tanhf(x))
+PETAL_F1(sinh, __builtin_sinhf(x))
+PETAL_F1(cosh, __builtin_coshf(x))
+PETAL_F1(asin, __builtin_asinf(x))
+PETAL_F1(acos, __builtin_acosf(x))
+PETAL_F1(atan, __builtin_atanf(x))
+PETAL_F1(floor, __builtin_floorf(x))
+PETAL_F1(ceil, __builtin_ceilf(x))
+PETAL_F1(round, __builtin_roundf(x))
+PETAL_F1(rint, __builtin_rintf(x))
+PETAL_F1(trunc, __builtin_truncf(x))
+PETAL_F1(fabs, __builtin_fabsf(x))
+PETAL_F1(fract, x - __builtin_floorf(x))
+PETAL_F1(saturate, __builtin_fminf(__builtin_fmaxf(x, 0.0f), 1.0f))
+PETAL_F1(sign, x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f))
+PETAL_F1(erf, __builtin_erff(x))
+#undef PETAL_F1
+
+inline float abs(float x) { return __builtin_fabsf(x); }
+inline half abs(half x) { return x < (half)0 ? (half)-x : x; }
+inline int abs(int x) { return x < 0 ? -x : x; }
+inline short abs(short x) { return x < 0 ? (short)-x : x; }
+inline char abs(char x) { return x < 0 ? (char)-x : x; }
+template <class T, int N> inline petal::vec<T, N> abs(const petal::vec<T, N>& a) {
+	petal::vec<T, N> r;
+	for (int i = 0; i < N; i++) r.v[i] = abs(a.v[i]);
+	return r;
+}
+
+#define PETAL_F2(name, expr)                                                                                      \
+	inline float name(float x, float y) { return expr; }                                                          \
+	inline half name(half hx, half hy) {                                                                          \
+		float x = (float)hx, y = (float)hy;                                                                       \
+		return (half)(expr);                                                                                      \
+	}                                                                                                             \
+	template <class T, int N> inline petal::vec<T, N> name(const petal::vec<T, N>& a, const petal::vec<T, N>& b) { \
+		petal::vec<T, N> r;                                                                                       \
+		for (int i = 0; i < N; i++) r.v[i] = T(name(a.v[i], b.v[i]));                                              \
+		return r;                                                                                                 \
+	}
+PETAL_F2(pow, __builtin_powf(x, y))
+PETAL_F2(powr, __builtin_powf(x, y))
+PETAL_F2(fmin, __builtin_fminf(x, y))
+PETAL_F2(fmax, __builtin_fmaxf(x, y))
+PETAL_F2(fmod, __builtin_fmodf(x, y))
+PETAL_F2(atan2, __builtin_atan2f(x, y))
+PETAL_F2(copysign, __builtin_copysignf(x, y))
+PETAL_F2(step, y < x ? 0.0f : 1.0f)
+#undef PETAL_F2
+
+// min and max follow fmin/fmax for floats (a NaN operand yields the other).
+template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T min(T a, T b) {
+	if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) return (T)__builtin_fminf((float)a, (float)b);
+	else return b < a ? b : a;
+}
+template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T max(T a, T b) {
+	if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) return (T)__builtin_fmaxf((float)a, (float)b);
+	else return a < b ? b : a;
+}
+template <class T, int N> inline petal::vec<T, N> min(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
+	petal::vec<T, N> r;
+	for (int i = 0; i < N; i++) r.v[i] = min(a.v[i], b.v[i]);
+	return r;
+}
+template <class T, int N> inline petal::vec<T, N> max(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
+	petal::vec<T, N> r;
+	for (int i = 0; i < N; i++) r.v[i] = max(a.v[i], b.v[i]);
+	return r;
+}
+template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
+template <class T, int N> inline petal::vec<T, N> clamp(const petal::vec<T, N>& x, const petal::vec<T, N>& lo, const petal::vec<T, N>& hi) {
+	return min(max(x, lo), hi);
+}
+template <class T, int N> inline petal::vec<T, N> clamp(const petal::vec<T, N>& x, T lo, T hi) {
+	return min(max(x, petal::vec<T, N>(lo)), petal::vec<T, N>(hi));
+}
+inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+inline half fma(half a, half b, half c) { return (half)__builtin_fmaf((float)a, (float)b, (float)c); }
+template <class T, int N> inline petal::vec<T, N> fma(const petal::vec<T, N>& a, const petal::vec<T, N>& b, const petal::vec<T, N>& c) {
+	petal::vec<T, N> r;
+	for (int i = 0; i < N; i++) r.v[i] = fma(a.v[i], b.v[i], c.v[i]);
+	return r;
+}
+template <class A, class B, class C> inline auto mad(A a, B b, C c) { return a * b + c; }
+template <class T> inline T mix(T x, T y, T a) { return x + (y - x) * a; }
+template <class T, int N> inline petal::vec<T, N> mix(const petal::vec<T, N>& x, const petal::vec<T, N>& y, T a) { return x + (y - x) * a; }
+template <class T> inline T select(T a, T b, bool c) { return c ? b : a; }
+template <class T, int N> inline petal::vec<T, N> select(const petal::vec<T, N>& a, const petal::vec<T, N>& b, const petal::vec<bool, N>& c) {
+	petal::vec<T, N> r;
+	for (int i = 0; i < N; i++) r.v[i] = c.v[i] ? b.v[i] : a.v[i];
+	return r;
+}
+inline bool isnan(float x) { return __builtin_isnan(x); }
+inline bool isinf(float x) { return __builtin_isinf(x); }
+inline bool isfinite(float x) { return __builtin_isfinite(x); }
+inline bool signbit(float x) { return __builtin_signbit(x); }
+inline bool isnan(half x) { return __builtin_isnan((float)x); }
+inline bool isinf(half x) { return __builtin_isinf((float)x); }
+template <class T> inline T clz(T x) { return x == 0 ? T(sizeof(T) * 8) : T(__builtin_clzll((unsigned long long)x) - (64 - sizeof(T) * 8)); }
+template <class T> inline T ctz(T x) { return x == 0 ? T(sizeof(T) * 8) : T(__builtin_ctzll((unsigned long long)x)); }
+template <class T> inline T popcount(T x) { return T(__builtin_popcountll((unsigned long long)x & (~0ull >> (64 - sizeof(T) * 8)))); }
+inline uint mulhi(uint a, uint b) { return (uint)(((uint64_t)a * b) >> 32); }
+inline int mulhi(int a, int b) { return (int)(((int64_t)a * b) >> 32); }
+template <class T, int N> inline T dot(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
+	T s = T(0);
+	for (int i = 0; i < N; i++) s += a.v[i] * b.v[i];
+	return s;
+}
+template <class T, int N> inline T length(const petal::vec<T, N>& a) { return T(sqrt(dot(a, a))); }
+template <class T, int N> inline petal::vec<T, N> normalize(const petal::vec<T, N>& a) { return a * rsqrt(dot(a, a)); }
+template <int N> inline bool all(const petal::vec<bool, N>& a) {
+	for (int i = 0; i < N; i++)
+		if (!a.v[i]) return false;
+	return true;
+}
+template <int N> inline bool any(const petal::vec<bool, N>& a) {
+	for (int i = 0; i < N; i++)
+		if (a.v[i]) return true;
+	return false;
+}
+inline bool all(bool a) { return a; }
+inline bool any(bool a) { return a; }
+
+// as_type reinterprets the bits of x; the sizes must match, as in MSL.
+template <class T, class U> inline T as_type(const U& x) {
+	static_assert(sizeof(T) == sizeof(U), "as_type between types of different sizes");
+	T r;
+	__builtin_memcpy(&r, &x, sizeof(T));
+	return r;
+}
+
+namespace fast {
+using metal::cos;
+using metal::exp;
+using metal::exp2;
+using metal::log;
+using metal::log2;
+using metal::max;
+using metal::min;
+using metal::pow;
+using metal::powr;
+using metal::rsqrt;
+using metal::sin;
+using metal::sqrt;
+using metal::tanh;
+using metal::clamp;
+using metal::fabs;
+using metal::abs;
+using metal::fmax;
+using metal::fmin;
+}  // namespace fast
+namespace precise {
+using metal::cos;
+using metal::exp;
+using metal::exp2;
+using metal::log;
+using metal::log2;
+using metal::max;
+using metal::min;
+using metal::pow;
+using metal::powr;
+using metal::rsqrt;
+using metal::sin;
+using metal::sqrt;
+using metal::tanh;
+using metal::clamp;
+using metal::fabs;
+using metal::abs;
+using metal::fmax;
+using metal::fmin;
+}  // namespace precise
+
+template <class T> struct numeric_limits;
+template <> struct numeric_limits<float> {
+	static constexpr float max() { return FLT_MAX; }
+	static constexpr float min() { return FLT_MIN; }
+	static constexpr float lowest() { return -FLT_MAX; }
+	static constexpr float infinity() { return __builtin_inff(); }
+	static constexpr float epsilon() { return FLT_EPSILON; }
+	static constexpr float quiet_NaN() { return __builtin_nanf(""); }
+};
+template <> struct numeric_limits<half> {
+	static constexpr half max() { return (half)65504.0f; }
+	static constexpr half lowest() { return (half)-65504.0f; }
+	static constexpr half infinity() { return (half)__builtin_inff(); }
+};
+template <> struct numeric_limits<uint> {
+	static constexpr uint max() { return 0xffffffffu; }
+	static constexpr uint min() { return 0u; }
+	static constexpr uint lowest() { return 0u; }
+};
+template <> struct numeric_limits<int> {
+	static constexpr int max() { return 0x7fffffff; }
+	static constexpr int min() { return -0x7fffffff - 1; }
+	static constexpr int lowest() { return -0x7fffffff - 1; }
+};
+
+// ---------------------------------------------------------------- sync
+
+enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8 };
+inline mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((int)a | (int)b); }
+
+// threadgroup_barrier blocks until every thread of the threadgroup reaches
+// this same call (site is its source line). Memory needs no fence: fibers of
+// one threadgroup share one OS thread.
+inline void threadgroup_barrier(mem_flags, int site = __builtin_LINE()) {
+	petal::Lane* L = petal::cur_lane;
+	L->state = petal::ST_BARRIER;
+	L->site = site;
+	petal::to_scheduler(L);
+}
+
+inline void simdgroup_barrier(mem_flags, int site = __builtin_LINE()) { petal::simd_exchange(0, 0, site); }
+
+// ---------------------------------------------------------------- simd-group
+
+#define PETAL_REDUCE(name, op)                                      \
+	template <class T> inline T name(T v, int site = __builtin_LINE()) {   \
+		petal::Lane* L = petal::cur_lane;                                 \
+		int p = petal::simd_exchange(v, 0, site);                         \
+		uint32_t m = petal::live_mask(L, p);                              \
+		T acc = petal::get_slot<T>(petal::sibling(L, __builtin_ctz(m)), p); \
+		for (m &= m - 1; m; m &= m - 1) {                                  \
+			T x = petal::get_slot<T>(petal::sibling(L, __builtin_ctz(m)), p); \
+			acc = op;                                                     \
+		}                                                                 \
+		return acc;                                                       \
+	}
+PETAL_REDUCE(simd_sum, acc + x)
+PETAL_REDUCE(simd_product, acc * x)
+PETAL_REDUCE(simd_max, max(acc, x))
+PETAL_REDUCE(simd_min, min(acc, x))
+PETAL_REDUCE(simd_and, acc & x)
+PETAL_REDUCE(simd_or, acc | x)
+PETAL_REDUCE(simd_xor, acc ^ x)
+#undef PETAL_REDUCE
+
+template <class T> inline T petal_shuffle_from(T v, uint32_t src, bool valid, int site) {
+	petal::Lane* L = petal::cur_lane;
+	int p = petal::simd_exchange(v, src, site);
+	if (!valid || src >= (uint32_t)petal::kWidth) return v;
+	return petal::get_slot<T>(petal::sibling(L, (int)src), p);
+}
+template <class T> inline T simd_shuffle(T v, ushort lane, int site = __builtin_LINE()) {
+	return petal_shuffle_from(v, lane, true, site);
+}
+template <class T> inline T simd_broadcast(T v, ushort lane, int site = __builtin_LINE()) {
+	return petal_shuffle_from(v, lane, true, site);
+}
+template <class T> inline T simd_shuffle_down(T v, ushort delta, int site = __builtin_LINE()) {
+	uint32_t me = petal::lane_of(petal::cur_lane);
+	return petal_shuffle_from(v, me + delta, me + delta < (uint32_t)petal::kWidth, site);
+}
+template <class T> inline T simd_shuffle_up(T v, ushort delta, int site = __builtin_LINE()) {
+	uint32_t me = petal::lane_of(petal::cur_lane);
+	return petal_shuffle_from(v, me - delta, me >= delta, site);
+}
+template <class T> inline T simd_shuffle_xor(T v, ushort mask, int site = __builtin_LINE()) {
+	uint32_t me = petal::lane_of(petal::cur_lane);
+	return petal_shuffle_from(v, (me ^ mask) & (petal::kWidth - 1), true, site);
+}
+template <class T> inline T simd_broadcast_first(T v, int site = __builtin_LINE()) {
+	petal::Lane* L = petal::cur_lane;
+	int p = petal::simd_exchange(v, 0, site);
+	return petal::get_slot<T>(petal::sibling(L, __builtin_ctz(petal::live_mask(L, p))), p);
+}
+template <class T> inline T petal_prefix(T v, bool inclusive, int site) {
+	petal::Lane* L = petal::cur_lane;
+	int p = petal::simd_exchange(v, 0, site);
+	uint32_t me = petal::lane_of(L);
+	uint32_t m = petal::live_mask(L, p) & (inclusive ? (me == 31 ? 0xffffffffu : (2u << me) - 1) : (1u << me) - 1);
+	T acc = T(0);
+	for (; m; m &= m - 1) acc += petal::get_slot<T>(petal::sibling(L, __builtin_ctz(m)), p);
+	return acc;
+}
+template <class T> inline T simd_prefix_inclusive_sum(T v, int site = __builtin_LINE()) { return petal_prefix(v, true, site); }
+template <class T> inline T simd_prefix_exclusive_sum(T v, int site = __builtin_LINE()) { return petal_prefix(v, false, site); }
+
+struct simd_vote {
+	typedef uint64_t vote_t;
+	vote_t bits;
+	explicit constexpr simd_vote(vote_t v = 0) : bits(v) {}
+	explicit operator vote_t() const { return bits; }
+	bool all() const { return bits == 0xffffffffull; }
+	bool any() const { return bits != 0; }
+};
+inline simd_vote simd_ballot(bool c, int site = __builtin_LINE()) {
+	petal::Lane* L = petal::cur_lane;
+	int p = petal::simd_exchange(c, 0, site);
+	uint32_t m = petal::live_mask(L, p), r = 0;
+	for (uint32_t k = m; k; k &= k - 1)
+		if (petal::get_slot<bool>(petal::sibling(L, __builtin_ctz(k)), p)) r |= 1u << __builtin_ctz(k);
+	return simd_vote(r);
+}
+inline bool simd_all(bool c, int site = __builtin_LINE()) {
+	petal::Lane* L = petal::cur_lane;
+	uint32_t votes = (uint32_t)simd_ballot(c, site).bits;
+	return votes == petal::live_mask(L, (L->seq - 1) & 1);
+}
+inline bool simd_any(bool c, int site = __builtin_LINE()) { return simd_ballot(c, site).any(); }
+inline bool simd_is_first(int site = __builtin_LINE()) {
+	petal::Lane* L = petal::cur_lane;
+	int p = petal::simd_exchange(0, 0, site);
+	return (uint32_t)__builtin_ctz(petal::live_mask(L, p)) == petal::lane_of(L);
+}
+
+// ---------------------------------------------------------------- atomics
+
+enum memory_order { memory_order_relaxed = __ATOMIC_RELAXED, memory_order_seq_cst = __ATOMIC_SEQ_CST };
+
+template <class T> struct atomic {
+	T value;
+};
+
+template <class T> inline void atomic_store_explicit(atomic<T>* o, T v, memory_order) { __atomic_store(&o->value, &v, __ATOMIC_SEQ_CST); }
+template <class T> inline T atomic_load_explicit(const atomic<T>* o, memory_order) {
+	T r;
+	__atomic_load(&o->value, &r, __ATOMIC_SEQ_CST);
+	return r;
+}
+template <class T> inline T atomic_exchange_explicit(atomic<T>* o, T v, memory_order) {
+	T r;
+	__atomic_exchange(&o->value, &v, &r, __ATOMIC_SEQ_CST);
+	return r;
+}
+template <class T> inline bool atomic_compare_exchange_weak_explicit(atomic<T>* o, T* expected, T desired, memory_order, memory_order) {
+	return __atomic_compare_exchange(&o->value, expected, &desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+// petal_rmw applies f with a compare-exchange loop, which works for float as
+// well as for integers.
+template <class T, class F> inline T petal_rmw(atomic<T>* o, F f) {
+	T old;
+	__atomic_load(&o->value, &old, __ATOMIC_SEQ_CST);
+	T next = f(old);
+	while (!__atomic_compare_exchange(&o->value, &old, &next, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) next = f(old);
+	return old;
+}
+template <class T, class U> inline T atomic_fetch_add_explicit(atomic<T>* o, U v, memory_order) {
+	return petal_rmw(o, [&](T x) { return T(x + T(v)); });
+}
+template <class T, class U> inline T atomic_fetch_sub_explicit(atomic<T>* o, U v, memory_order) {
+	return petal_rmw(o, [&](T x) { return T(x - T(v)); });
+}
+template <class T, class U> inline T atomic_fetch_min_explicit(atomic<T>* o, U v, memory_order) {
+	return petal_rmw(o, [&](T x) { return T(v) < x ? T(v) : x; });
+}
+template <class T, class U> inline T atomic_fetch_max_explicit(atomic<T>* o, U v, memory_order) {
+	return petal_rmw(o, [&](T x) { return x < T(v) ? T(v) : x; });
+}
+template <class T, class U> inline T atomic_fetch_and_explicit(atomic<T>* o, U v, memory_order) {
+	return petal_rmw(o, [&](T x) { return T(x & T(v)); });
+}
+template <class T, class U> inline T atomic_fetch_or_explicit(atomic<T>* o, U v, memory_order) {
+	return petal_rmw(o, [&](T x) { return T(x | T(v)); });
+}
+template <class T, class U> inline T atomic_fetch_xor_explicit(atomic<T>* o, U v, memory_order) {
+	return petal_rmw(o, [&](T x) { return T(x ^ T(v)); });
+}
+
+}  // namespace metal
+
+typedef metal::atomic<int> atomic_int;
+typedef metal::atomic<uint> atomic_uint;
+typedef metal::atomic<float> atomic_float;
+
+#ifndef INFINITY
+#define INFINITY (__builtin_inff())
+#endif
+#ifndef NAN
+#define NAN (__builtin_nanf(""))
+#endif
+#define HUGE_VALF (__builtin_huge_valf())
+#define MAXFLOAT FLT_MAX
+#define M_PI_F 3.14159265358979323846f
+#define M_PI_2_F 1.57079632679489661923f
+#define M_LN2_F 0.69314718055994530942f
+#define M_LOG2E_F 1.44269504088896340736f
+#define M_SQRT2_F 1.41421356237309504880f
+#define M_SQRT1_2_F 0.70710678118654752440f
+#define METAL_FUNC inline __attribute__((always_inline))
+
+// Address spaces: all memory is one address space on the CPU. threadgroup
+// is rewritten by the driver (storage vs qualifier), the others vanish here.
+#define device
+#define constant const
+#define thread
+
+// Layout checks for the Go mirrors in sim.go.
+extern "C" __attribute__((visibility("default"))) uint64_t petal_abi(int what) {
+	switch (what) {
+	case 0: return sizeof(petal::Launch);
+	case 1: return sizeof(petal::Result);
+	case 2: return petal::worker_header_bytes();
+	case 3: return petal::kStackBytes;
+	}
+	return 0;
+}

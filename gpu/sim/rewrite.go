@@ -1,0 +1,539 @@
+package sim
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"petal/gpu"
+)
+
+// The sim compiles MSL as C++ after a source-to-source rewrite of what C++
+// cannot express; everything else is left to metal_compat.h. The rewrite keeps
+// every line where it was, so compiler errors and hazard reports name the
+// kernel's own lines.
+
+type tokKind int
+
+const (
+	tokIdent tokKind = iota
+	tokNumber
+	tokPunct
+	tokString
+	tokDirective
+)
+
+type token struct {
+	kind       tokKind
+	text       string
+	start, end int // byte offsets in the source
+}
+
+// lex splits MSL source into tokens, skipping comments and whitespace.
+func lex(src string) ([]token, error) {
+	var toks []token
+	lineStart := true
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == '\n':
+			lineStart = true
+			i++
+			continue
+		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
+			i++
+			continue
+		case strings.HasPrefix(src[i:], "//"):
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+			continue
+		case strings.HasPrefix(src[i:], "/*"):
+			j := strings.Index(src[i+2:], "*/")
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated comment at byte %d", i)
+			}
+			i += j + 4
+			continue
+		}
+		start := i
+		switch {
+		case c == '#' && lineStart:
+			for i < len(src) && src[i] != '\n' {
+				if src[i] == '\\' && i+1 < len(src) && src[i+1] == '\n' {
+					i++
+				}
+				i++
+			}
+			toks = append(toks, token{tokDirective, src[start:i], start, i})
+		case isIdentStart(c):
+			for i < len(src) && isIdentChar(src[i]) {
+				i++
+			}
+			toks = append(toks, token{tokIdent, src[start:i], start, i})
+		case isDigit(c) || (c == '.' && i+1 < len(src) && isDigit(src[i+1])):
+			for i < len(src) {
+				d := src[i]
+				if (d == '+' || d == '-') && (src[i-1] == 'e' || src[i-1] == 'E' || src[i-1] == 'p' || src[i-1] == 'P') && !strings.HasPrefix(strings.ToLower(src[start:i]), "0x") {
+					i++
+					continue
+				}
+				if !isIdentChar(d) && d != '.' {
+					break
+				}
+				i++
+			}
+			toks = append(toks, token{tokNumber, src[start:i], start, i})
+		case c == '"' || c == '\'':
+			i++
+			for i < len(src) && src[i] != c {
+				if src[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= len(src) {
+				return nil, fmt.Errorf("unterminated literal at byte %d", start)
+			}
+			i++
+			toks = append(toks, token{tokString, src[start:i], start, i})
+		default:
+			n := 1
+			for _, p := range []string{"::", "->", "[[", "]]"} {
+				if strings.HasPrefix(src[i:], p) {
+					n = 2
+				}
+			}
+			// "]]" closes an attribute only where one is open; a[b[c]] is
+			// two brackets. Callers treat "]]" as such by context.
+			i += n
+			toks = append(toks, token{tokPunct, src[start:i], start, i})
+		}
+		lineStart = false
+	}
+	return toks, nil
+}
+
+func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func isIdentChar(c byte) bool  { return isIdentStart(c) || isDigit(c) }
+func isDigit(c byte) bool      { return c >= '0' && c <= '9' }
+
+// edit replaces src[start:end] with text; newlines of the replaced span are
+// kept so lines do not move.
+type edit struct {
+	start, end int
+	text       string
+}
+
+// kernelInfo describes one entry point found in the source.
+type kernelInfo struct {
+	name       string
+	maxThreads int
+}
+
+// rewritten is a translation unit ready for the C++ compiler.
+type rewritten struct {
+	text    string
+	kernels map[string]kernelInfo
+}
+
+var (
+	swizzleRE = regexp.MustCompile(`^([xyzw]{2,4}|[rgba]{2,4})$`)
+	builtins  = map[string]string{
+		"thread_position_in_grid":             "petal::b3(W->group[0]*Lc->threads[0]+L->pos[0], W->group[1]*Lc->threads[1]+L->pos[1], W->group[2]*Lc->threads[2]+L->pos[2])",
+		"threadgroup_position_in_grid":        "petal::b3(W->group[0], W->group[1], W->group[2])",
+		"thread_position_in_threadgroup":      "petal::b3(L->pos[0], L->pos[1], L->pos[2])",
+		"threads_per_threadgroup":             "petal::b3(Lc->threads[0], Lc->threads[1], Lc->threads[2])",
+		"threadgroups_per_grid":               "petal::b3(Lc->groups[0], Lc->groups[1], Lc->groups[2])",
+		"threads_per_grid":                    "petal::b3(Lc->groups[0]*Lc->threads[0], Lc->groups[1]*Lc->threads[1], Lc->groups[2]*Lc->threads[2])",
+		"thread_index_in_threadgroup":         "petal::b3(L->index, 0, 0)",
+		"simdgroup_index_in_threadgroup":      "petal::b3(L->index / 32, 0, 0)",
+		"thread_index_in_simdgroup":           "petal::b3(L->index % 32, 0, 0)",
+		"threads_per_simdgroup":               "petal::b3(32, 0, 0)",
+		"thread_execution_width":              "petal::b3(32, 0, 0)",
+		"simdgroups_per_threadgroup":          "petal::b3((W->n + 31) / 32, 0, 0)",
+		"dispatch_simdgroups_per_threadgroup": "petal::b3((W->n + 31) / 32, 0, 0)",
+	}
+	constantTypes = map[string]gpu.ConstantType{
+		"bool": gpu.Bool, "int": gpu.Int32, "int32_t": gpu.Int32,
+		"uint": gpu.Uint32, "uint32_t": gpu.Uint32, "float": gpu.Float32,
+	}
+)
+
+// rewrite turns MSL source into C++ for metal_compat.h, specialising
+// function constants with consts.
+func rewrite(name, src string, consts []gpu.Constant) (*rewritten, error) {
+	toks, err := lex(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	r := &rewriter{name: name, src: src, toks: toks, consts: map[int]gpu.Constant{}, out: &rewritten{kernels: map[string]kernelInfo{}}}
+	for _, c := range consts {
+		r.consts[c.Index] = c
+	}
+	if err := r.run(); err != nil {
+		return nil, err
+	}
+	for idx := range r.consts {
+		if !r.usedConsts[idx] {
+			return nil, fmt.Errorf("%s: function constant %d is not declared", name, idx)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "#line 1 %q\n", name)
+	sort.Slice(r.edits, func(a, b int) bool { return r.edits[a].start < r.edits[b].start })
+	pos := 0
+	for _, e := range r.edits {
+		b.WriteString(src[pos:e.start])
+		b.WriteString(e.text)
+		b.WriteString(strings.Repeat("\n", strings.Count(src[e.start:e.end], "\n")))
+		pos = e.end
+	}
+	b.WriteString(src[pos:])
+	b.WriteString("\n")
+	b.WriteString(r.trampolines.String())
+	r.out.text = b.String()
+	return r.out, nil
+}
+
+type rewriter struct {
+	name        string
+	src         string
+	toks        []token
+	consts      map[int]gpu.Constant
+	usedConsts  map[int]bool
+	edits       []edit
+	trampolines strings.Builder
+	out         *rewritten
+}
+
+func (r *rewriter) errorf(t token, format string, args ...any) error {
+	line := 1 + strings.Count(r.src[:t.start], "\n")
+	return fmt.Errorf("%s:%d: %s", r.name, line, fmt.Sprintf(format, args...))
+}
+
+func (r *rewriter) tok(i int) token {
+	if i < len(r.toks) {
+		return r.toks[i]
+	}
+	return token{kind: tokPunct, start: len(r.src), end: len(r.src)}
+}
+
+func (r *rewriter) replace(from, to int, text string) {
+	r.edits = append(r.edits, edit{r.toks[from].start, r.toks[to-1].end, text})
+}
+
+func (r *rewriter) run() error {
+	r.usedConsts = map[int]bool{}
+	depth := 0
+	pendingMax := 0
+	for i := 0; i < len(r.toks); i++ {
+		t := r.toks[i]
+		switch {
+		case t.kind == tokDirective:
+			if err := r.directive(i); err != nil {
+				return err
+			}
+		case t.text == "{":
+			depth++
+		case t.text == "}":
+			depth--
+		case t.text == "[[" && depth == 0:
+			// Attributes before a kernel: [[kernel]], [[max_total_threads_per_threadgroup(n)]].
+			end := r.closeAttr(i)
+			if end < 0 {
+				return r.errorf(t, "unterminated [[ attribute")
+			}
+			body := r.joined(i+1, end)
+			switch {
+			case body == "kernel":
+				r.replace(i, end+1, "")
+				last, err := r.kernel(end+1, &pendingMax)
+				if err != nil {
+					return err
+				}
+				i = last
+				continue
+			case strings.HasPrefix(body, "max_total_threads_per_threadgroup("):
+				n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(body, "max_total_threads_per_threadgroup("), ")"))
+				if err != nil || n < 1 || n > gpu.MaxThreadsPerThreadgroup {
+					return r.errorf(t, "bad %s", body)
+				}
+				pendingMax = n
+				r.replace(i, end+1, "")
+			default:
+				return r.errorf(t, "unsupported attribute [[%s]] outside a kernel signature", body)
+			}
+			i = end
+		case t.kind == tokIdent && t.text == "kernel" && depth == 0:
+			r.replace(i, i+1, "")
+			last, err := r.kernel(i+1, &pendingMax)
+			if err != nil {
+				return err
+			}
+			i = last
+		case t.kind == tokIdent && t.text == "constant" && depth == 0:
+			if n, err := r.functionConstant(i); err != nil {
+				return err
+			} else if n > 0 {
+				i = n - 1
+			}
+		case t.kind == tokIdent && t.text == "is_function_constant_defined":
+			if r.tok(i+1).text != "(" || r.tok(i+2).kind != tokIdent || r.tok(i+3).text != ")" {
+				return r.errorf(t, "is_function_constant_defined takes one function constant name")
+			}
+			r.replace(i, i+4, "petal_fcdef_"+r.tok(i+2).text)
+			i += 3
+		case t.kind == tokIdent && t.text == "threadgroup":
+			n, err := r.threadgroup(i)
+			if err != nil {
+				return err
+			}
+			i = n
+		case (t.text == "." || t.text == "->") && r.tok(i+1).kind == tokIdent && swizzleRE.MatchString(r.tok(i+1).text) && r.tok(i+1).start == t.end:
+			var idx []string
+			for _, ch := range r.tok(i + 1).text {
+				idx = append(idx, strconv.Itoa(strings.IndexRune("xyzw", ch)+strings.IndexRune("rgba", ch)+1))
+			}
+			r.replace(i, i+2, t.text+"template petal_swz<"+strings.Join(idx, ",")+">()")
+			i++
+		case t.kind == tokNumber && (strings.HasSuffix(t.text, "h") || strings.HasSuffix(t.text, "H")) && !strings.HasPrefix(strings.ToLower(t.text), "0x"):
+			r.replace(i, i+1, "((half)"+t.text[:len(t.text)-1]+")")
+		}
+	}
+	return nil
+}
+
+// joined is the tokens [from, to) as text without spaces.
+func (r *rewriter) joined(from, to int) string {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		b.WriteString(r.toks[i].text)
+	}
+	return b.String()
+}
+
+// closeAttr finds the "]]" closing the "[[" at i.
+func (r *rewriter) closeAttr(i int) int {
+	for j := i + 1; j < len(r.toks); j++ {
+		switch r.toks[j].text {
+		case "]]":
+			return j
+		case ";", "{", "}", "[[":
+			return -1
+		}
+	}
+	return -1
+}
+
+func (r *rewriter) directive(i int) error {
+	t := r.toks[i]
+	d := strings.Join(strings.Fields(strings.TrimPrefix(t.text, "#")), " ")
+	switch {
+	case strings.HasPrefix(d, "include <metal_"):
+		r.replace(i, i+1, "")
+	case strings.HasPrefix(d, "include"):
+		return r.errorf(t, "%s: sources must be self-contained (petal/shaders expands local includes)", d)
+	case strings.HasPrefix(d, "pragma METAL") || strings.HasPrefix(d, "pragma clang"):
+		r.replace(i, i+1, "")
+	}
+	return nil
+}
+
+// functionConstant rewrites `constant T name [[function_constant(n)]];` at i
+// into a constexpr with the pipeline's value. It returns the index after the
+// declaration, or 0 when the tokens at i are another constant declaration.
+func (r *rewriter) functionConstant(i int) (int, error) {
+	j := i + 1
+	for j < len(r.toks) && r.toks[j].text != ";" && r.toks[j].text != "[[" && r.toks[j].text != "=" && r.toks[j].text != "{" {
+		j++
+	}
+	if r.tok(j).text != "[[" || j-i < 3 {
+		return 0, nil
+	}
+	end := r.closeAttr(j)
+	body := ""
+	if end > 0 {
+		body = r.joined(j+1, end)
+	}
+	if !strings.HasPrefix(body, "function_constant(") || r.tok(end+1).text != ";" {
+		return 0, r.errorf(r.toks[j], "unsupported program-scope attribute [[%s]]", body)
+	}
+	idx, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(body, "function_constant("), ")"))
+	if err != nil || idx < 0 || idx > gpu.MaxConstantIndex {
+		return 0, r.errorf(r.toks[j], "bad %s", body)
+	}
+	typ := r.joined(i+1, j-1)
+	name := r.toks[j-1].text
+	want, ok := constantTypes[typ]
+	if !ok {
+		return 0, r.errorf(r.toks[i], "function constant %s has unsupported type %s", name, typ)
+	}
+	value, defined := r.consts[idx]
+	lit := typ + "()"
+	if defined {
+		if value.Type != want {
+			return 0, r.errorf(r.toks[i], "function constant %s (index %d) is %s, pipeline gives %s", name, idx, typ, value.Type)
+		}
+		lit = typ + "(" + value.Literal() + ")"
+		r.usedConsts[idx] = true
+	}
+	r.replace(i, end+2, fmt.Sprintf("static constexpr %s %s = %s; static constexpr bool petal_fcdef_%s = %t;", typ, name, lit, name, defined))
+	return end + 2, nil
+}
+
+// threadgroup handles the keyword at i: a qualifier of a pointer or
+// reference type is dropped (one address space on the CPU); a storage
+// declaration becomes per-OS-thread static storage, which is per-threadgroup
+// because one OS thread runs one threadgroup at a time, and is poisoned at
+// the start of each threadgroup. It returns the last token index handled.
+func (r *rewriter) threadgroup(i int) (int, error) {
+	j := i + 1
+	for ; j < len(r.toks); j++ {
+		switch r.toks[j].text {
+		case "*", "&":
+			r.replace(i, i+1, "")
+			return i, nil
+		case ";", "=", "[", ",", ")", "{":
+			goto storage
+		}
+	}
+	return 0, r.errorf(r.toks[i], "unterminated threadgroup declaration")
+storage:
+	if r.toks[j].text == ")" || r.toks[j].text == "{" || r.toks[j].text == "=" {
+		return 0, r.errorf(r.toks[i], "threadgroup variables take no initializer and are declared one statement each")
+	}
+	end := j
+	depth := 0
+	var names []string
+	for ; end < len(r.toks) && !(r.toks[end].text == ";" && depth == 0); end++ {
+		switch r.toks[end].text {
+		case "[", "(":
+			depth++
+		case "]", ")":
+			depth--
+		}
+	}
+	depth = 0
+	for k := i + 1; k < end; k++ {
+		switch r.toks[k].text {
+		case "[", "(", "<":
+			depth++
+		case "]", ")", ">":
+			depth--
+		}
+		if depth == 0 && r.toks[k].kind == tokIdent {
+			if next := r.tok(k + 1).text; next == "[" || next == ";" || next == "," {
+				names = append(names, r.toks[k].text)
+			}
+		}
+	}
+	if len(names) == 0 || end >= len(r.toks) {
+		return 0, r.errorf(r.toks[i], "cannot parse threadgroup declaration")
+	}
+	r.replace(i, i+1, "static thread_local")
+	var touch strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&touch, " petal::tg_touch(&%s, sizeof(%s));", n, n)
+	}
+	r.replace(end, end+1, ";"+touch.String())
+	return end, nil
+}
+
+// kernel rewrites the entry point whose return type starts at token i: the
+// function becomes a static C++ function without attributes, and an extern
+// "C" trampoline petal_kernel_<name> binds its arguments for one thread.
+func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
+	maxThreads := gpu.MaxThreadsPerThreadgroup
+	if *pendingMax > 0 {
+		maxThreads = *pendingMax
+		*pendingMax = 0
+	}
+	if r.tok(i).text != "void" || r.tok(i+1).kind != tokIdent || r.tok(i+2).text != "(" {
+		return 0, r.errorf(r.tok(i), "a kernel entry point must be `kernel void name(...)`")
+	}
+	name := r.tok(i + 1).text
+	r.replace(i, i+1, "static void")
+	var args []string
+	j := i + 3
+	for {
+		// One parameter: tokens up to a top-level ',' or ')'.
+		start := j
+		depth := 0
+		attr := -1
+		for ; j < len(r.toks); j++ {
+			tx := r.toks[j].text
+			if depth == 0 && (tx == "," || tx == ")") {
+				break
+			}
+			switch tx {
+			case "(", "<":
+				depth++
+			case ")", ">":
+				depth--
+			case "[[":
+				if attr < 0 {
+					attr = j
+				}
+			}
+		}
+		if j >= len(r.toks) {
+			return 0, r.errorf(r.tok(i), "unterminated parameter list of kernel %s", name)
+		}
+		if j == start {
+			break
+		}
+		if attr < 0 {
+			return 0, r.errorf(r.toks[start], "kernel %s: parameter %q has no [[attribute]]", name, r.joined(start, j))
+		}
+		end := r.closeAttr(attr)
+		if end < 0 || end >= j {
+			return 0, r.errorf(r.toks[attr], "kernel %s: bad parameter attribute", name)
+		}
+		attrText := r.joined(attr+1, end)
+		r.replace(attr, end+1, "")
+		var typ []string
+		for k := start; k < attr-1; k++ {
+			if r.toks[k].text == "threadgroup" {
+				r.replace(k, k+1, "")
+				continue
+			}
+			typ = append(typ, r.toks[k].text)
+		}
+		typeText := strings.Join(typ, " ")
+		pname := r.toks[attr-1].text
+		switch {
+		case strings.HasPrefix(attrText, "buffer("):
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(attrText, "buffer("), ")"))
+			if err != nil || n < 0 || n >= gpu.MaxBindings {
+				return 0, r.errorf(r.toks[attr], "kernel %s: bad [[%s]]", name, attrText)
+			}
+			args = append(args, fmt.Sprintf("petal::arg_cast<%s>::get(Lc->buffers[%d])", typeText, n))
+		case strings.HasPrefix(attrText, "threadgroup("):
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(attrText, "threadgroup("), ")"))
+			if err != nil || n < 0 || n >= gpu.MaxThreadgroupMemoryBindings {
+				return 0, r.errorf(r.toks[attr], "kernel %s: bad [[%s]]", name, attrText)
+			}
+			args = append(args, fmt.Sprintf("(%s)W->tgmem[%d]", typeText, n))
+		default:
+			expr, ok := builtins[attrText]
+			if !ok {
+				return 0, r.errorf(r.toks[attr], "kernel %s: unsupported attribute [[%s]] on %s", name, attrText, pname)
+			}
+			args = append(args, fmt.Sprintf("(%s)%s", typeText, expr))
+		}
+		if r.toks[j].text == ")" {
+			break
+		}
+		j++
+	}
+	if _, dup := r.out.kernels[name]; dup {
+		return 0, r.errorf(r.tok(i), "kernel %s defined twice", name)
+	}
+	r.out.kernels[name] = kernelInfo{name: name, maxThreads: maxThreads}
+	fmt.Fprintf(&r.trampolines, "extern \"C\" __attribute__((visibility(\"default\"))) void petal_kernel_%s(const petal::Launch* Lc, const petal::Lane* L) {\n\tpetal::Worker* W = petal::cur_worker;\n\t(void)W;\n\t%s(%s);\n}\n",
+		name, name, strings.Join(args, ",\n\t\t"))
+	return j, nil
+}

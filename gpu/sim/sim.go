@@ -1,0 +1,325 @@
+package sim
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"petal/gpu"
+)
+
+//go:embed metal_compat.h
+var compatHeader string
+
+// Hazards the sim reports. A [HazardError] wraps one of them and
+// gpu.ErrExecution.
+var (
+	ErrDivergence  = errors.New("sim: simd-group function not reached by every live lane")
+	ErrDeadlock    = errors.New("sim: threadgroup barrier deadlock")
+	ErrRace        = errors.New("sim: result depends on thread order (threadgroup memory race or uninitialised read)")
+	ErrOutOfBounds = errors.New("sim: memory fault (out-of-bounds access)")
+)
+
+// HazardError says which kernel, threadgroup and thread went wrong, and how.
+type HazardError struct {
+	Kind   error // one of ErrDivergence, ErrDeadlock, ErrRace, ErrOutOfBounds
+	Kernel string
+	Group  [3]uint32 // threadgroup position in the grid
+	Thread int       // thread_index_in_threadgroup; -1 when not one thread's
+	Detail string
+}
+
+func (e *HazardError) Error() string {
+	if e.Thread < 0 {
+		return fmt.Sprintf("%v: kernel %s: %s", e.Kind, e.Kernel, e.Detail)
+	}
+	return fmt.Sprintf("%v: kernel %s, threadgroup %v, thread %d: %s", e.Kind, e.Kernel, e.Group, e.Thread, e.Detail)
+}
+
+// Unwrap lets errors.Is match both the hazard and gpu.ErrExecution.
+func (e *HazardError) Unwrap() []error { return []error{e.Kind, gpu.ErrExecution} }
+
+// Options configure [Open]. The zero value is what tests want.
+type Options struct {
+	// CacheDir holds compiled kernel libraries, keyed by content hash.
+	// Default: $PETAL_SIM_CACHE, else os.UserCacheDir()/petal/sim.
+	CacheDir string
+	// Compiler is the C++ compiler. Default: $CXX, else c++, else g++.
+	Compiler string
+	// Workers is how many threadgroups run at once. Default: GOMAXPROCS.
+	Workers int
+	// Fast skips the race check, which runs every dispatch twice (threads in
+	// index order, then in reverse, with different poison in threadgroup
+	// memory) and compares every buffer it could have written.
+	Fast bool
+}
+
+// Compiler flags; part of each library's content hash.
+var cxxFlags = []string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-w"}
+
+// maxCompileLog bounds the compiler output kept in an error.
+const maxCompileLog = 8 << 10
+
+// Device is the simulated GPU.
+type Device struct {
+	opts     Options
+	compiler string
+
+	mu      sync.Mutex
+	libs    map[string]*library
+	pipes   map[string]*pipeline
+	tail    chan struct{} // closed when the last committed command buffer is done
+	closed  bool
+	workers chan *worker
+	nwork   int
+	all     []*worker
+	bufs    map[uintptr]*buffer // by base address of the data, for fault reports
+}
+
+var _ gpu.Device = (*Device)(nil)
+
+// Open starts a simulated device. It checks that a C++ compiler exists; the
+// first pipeline compiles a library.
+func Open(opts Options) (*Device, error) {
+	if opts.CacheDir == "" {
+		opts.CacheDir = os.Getenv("PETAL_SIM_CACHE")
+	}
+	if opts.CacheDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("sim: no cache directory (set PETAL_SIM_CACHE): %w", err)
+		}
+		opts.CacheDir = filepath.Join(dir, "petal", "sim")
+	}
+	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("sim: cache directory: %w", err)
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	cands := []string{opts.Compiler}
+	if opts.Compiler == "" {
+		cands = []string{os.Getenv("CXX"), "c++", "g++", "clang++"}
+	}
+	compiler := ""
+	for _, c := range cands {
+		if c == "" {
+			continue
+		}
+		if p, err := exec.LookPath(c); err == nil {
+			compiler = p
+			break
+		}
+	}
+	if compiler == "" {
+		return nil, fmt.Errorf("%w: sim needs a C++ compiler (tried %s)", gpu.ErrUnsupported, strings.Join(cands, ", "))
+	}
+	done := make(chan struct{})
+	close(done)
+	return &Device{
+		opts:     opts,
+		compiler: compiler,
+		libs:     map[string]*library{},
+		pipes:    map[string]*pipeline{},
+		tail:     done,
+		workers:  make(chan *worker, opts.Workers),
+		bufs:     map[uintptr]*buffer{},
+	}, nil
+}
+
+// Info describes the sim; its working-set size is the machine's memory.
+func (d *Device) Info() gpu.Info {
+	return gpu.Info{
+		Name:                         fmt.Sprintf("Petal sim (%d workers, %s)", d.opts.Workers, filepath.Base(d.compiler)),
+		RecommendedMaxWorkingSetSize: systemMemory(),
+		UnifiedMemory:                true,
+	}
+}
+
+// Close waits for committed work and frees the workers. Compiled libraries
+// stay loaded for the life of the process: their thread-local threadgroup
+// storage cannot be unloaded safely.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	tail := d.tail
+	d.mu.Unlock()
+	<-tail
+	for _, w := range d.all {
+		w.free()
+	}
+	d.all = nil
+	return nil
+}
+
+// ---------------------------------------------------------------- pipelines
+
+type library struct {
+	path    string
+	handle  uintptr
+	run     func(launch, worker unsafe.Pointer, workerBytes uint64, begin, end uint32, result unsafe.Pointer) int32
+	abi     func(what int32) uint64
+	kernels map[string]kernelInfo
+}
+
+type pipeline struct {
+	name       string
+	maxThreads int
+	entry      uintptr
+	lib        *library
+	dev        *Device
+}
+
+func (p *pipeline) Name() string    { return p.name }
+func (p *pipeline) MaxThreads() int { return p.maxThreads }
+
+// NewPipeline rewrites src for C++, compiles it (or finds it in the cache)
+// and returns the named kernel.
+func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.Constant) (gpu.Pipeline, error) {
+	if err := gpu.CheckConstants(constants); err != nil {
+		return nil, err
+	}
+	key := gpu.PipelineKey(src, function, constants)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, gpu.ErrClosed
+	}
+	if p, ok := d.pipes[key]; ok {
+		return p, nil
+	}
+	rw, err := rewrite(src.Name, src.Text, constants)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", gpu.ErrCompile, err)
+	}
+	info, ok := rw.kernels[function]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s has no kernel %q", gpu.ErrCompile, src.Name, function)
+	}
+	lib, err := d.library(src.Name, rw)
+	if err != nil {
+		return nil, err
+	}
+	entry, err := purego.Dlsym(lib.handle, "petal_kernel_"+function)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", gpu.ErrCompile, function, err)
+	}
+	p := &pipeline{name: function, maxThreads: info.maxThreads, entry: entry, lib: lib, dev: d}
+	d.pipes[key] = p
+	return p, nil
+}
+
+// library compiles the rewritten source once per content hash; d.mu is held.
+func (d *Device) library(name string, rw *rewritten) (*library, error) {
+	text := compatHeader + rw.text
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s", d.compiler, strings.Join(cxxFlags, " "), text)
+	sum := hex.EncodeToString(h.Sum(nil))[:32]
+	if lib, ok := d.libs[sum]; ok {
+		return lib, nil
+	}
+	path := filepath.Join(d.opts.CacheDir, sum+".so")
+	if _, err := os.Stat(path); err != nil {
+		if err := d.compile(name, text, path); err != nil {
+			return nil, err
+		}
+	}
+	handle, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: loading %s: %v", gpu.ErrCompile, path, err)
+	}
+	lib := &library{path: path, handle: handle, kernels: rw.kernels}
+	purego.RegisterLibFunc(&lib.run, handle, "petal_run")
+	purego.RegisterLibFunc(&lib.abi, handle, "petal_abi")
+	if got, want := lib.abi(0), uint64(unsafe.Sizeof(cLaunch{})); got != want {
+		return nil, fmt.Errorf("%w: launch layout mismatch (C %d bytes, Go %d)", gpu.ErrCompile, got, want)
+	}
+	if got, want := lib.abi(1), uint64(unsafe.Sizeof(cResult{})); got != want {
+		return nil, fmt.Errorf("%w: result layout mismatch (C %d bytes, Go %d)", gpu.ErrCompile, got, want)
+	}
+	d.libs[sum] = lib
+	return lib, nil
+}
+
+func (d *Device) compile(name, text, path string) error {
+	tmp, err := os.CreateTemp(d.opts.CacheDir, "build-*")
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	srcPath := strings.TrimSuffix(path, ".so") + ".cpp"
+	if err := os.WriteFile(srcPath, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	args := append(append([]string{}, cxxFlags...), "-x", "c++", srcPath, "-o", tmp.Name())
+	out, err := exec.Command(d.compiler, args...).CombinedOutput()
+	if err != nil {
+		log := string(out)
+		if len(log) > maxCompileLog {
+			log = log[:maxCompileLog] + "\n..."
+		}
+		return fmt.Errorf("%w: %s (source kept at %s): %v\n%s", gpu.ErrCompile, name, srcPath, err, log)
+	}
+	// Rename is atomic, so concurrent test processes sharing the cache
+	// never load a half-written library.
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- C mirrors
+
+// cLaunch mirrors petal::Launch in metal_compat.h (checked at load).
+type cLaunch struct {
+	entry    uintptr
+	buffers  [gpu.MaxBindings]uintptr
+	groups   [3]uint32
+	threads  [3]uint32
+	tglen    [gpu.MaxThreadgroupMemoryBindings]uint32
+	schedule uint32
+	poison   uint32
+}
+
+// cResult mirrors petal::Result.
+type cResult struct {
+	kind   int32
+	line   int32
+	group  [3]uint32
+	thread uint32
+	addr   uint64
+	msg    [256]byte
+}
+
+// Hazard kinds returned by petal_run.
+const (
+	hazNone = iota
+	hazDivergence
+	hazDeadlock
+	hazFault
+	hazSetup
+)
+
+// Poison bytes written over threadgroup memory before each threadgroup: a
+// NaN pattern in the first run, a large finite one in the second, so a read
+// of memory no thread wrote changes the result between the two runs.
+const (
+	poisonFirst  = 0xff
+	poisonSecond = 0x7f
+)

@@ -1,0 +1,47 @@
+package shaders
+
+import "unsafe"
+
+// Go mirrors of the structs in args.h; field comments are there. A test
+// checks sizes and offsets against the C++ build of args.h.
+
+// RMSNormArgs mirrors struct RMSNormArgs.
+type RMSNormArgs struct {
+	N            int32
+	Eps          float32
+	WeightOffset float32
+	_            int32
+	RowStride    uint64
+	_            uint64
+}
+
+// QMVArgs mirrors struct QMVArgs.
+type QMVArgs struct {
+	Rows int32
+	K    int32
+	_    [2]int32
+}
+
+// ArgmaxArgs mirrors struct ArgmaxArgs.
+type ArgmaxArgs struct {
+	N        int32
+	OutIndex int32
+	_        [2]int32
+}
+
+// Tiling constants shared with args.h (a test checks they agree).
+const (
+	RMSNormMaxSimdgroups = 32
+	QMVRows              = 4
+	QMVSimdgroups        = 2
+	QMVGroupSize         = 64
+	QMVPerWord           = 8
+	ArgmaxMaxSimdgroups  = 32
+)
+
+// Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
+// structs hold only fixed-width numbers, so their Go layout is the C one
+// (checked by TestArgsLayout).
+func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs](a *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
+}
