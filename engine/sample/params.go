@@ -1,0 +1,153 @@
+package sample
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Params are the sampling settings of one request.
+type Params struct {
+	Temperature       float64 // 0: greedy
+	TopK              int     // 0: no limit
+	TopP              float64 // 1: no limit
+	MinP              float64 // 0: off
+	PresencePenalty   float64 // 0: off
+	FrequencyPenalty  float64 // 0: off
+	RepetitionPenalty float64 // 1: off
+	// Seed makes the draws reproducible; nil picks a random seed, which
+	// Sampler.Seed reports.
+	Seed *uint64
+}
+
+// MaxPenalty bounds the presence and frequency penalties, as the OpenAI API
+// does.
+const MaxPenalty = 2
+
+// ErrInvalid marks every error about a bad parameter, so that the API layer
+// can answer 400 with the message.
+var ErrInvalid = errors.New("sample: invalid parameter")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// Validate reports the first out-of-range setting.
+func (p Params) Validate() error {
+	switch {
+	case !finite(p.Temperature) || p.Temperature < 0:
+		return invalid("temperature %v must be a number >= 0", p.Temperature)
+	case p.TopK < 0:
+		return invalid("top_k %d must be >= 0 (0 means no limit)", p.TopK)
+	case !finite(p.TopP) || p.TopP <= 0 || p.TopP > 1:
+		return invalid("top_p %v must be in (0, 1]", p.TopP)
+	case !finite(p.MinP) || p.MinP < 0 || p.MinP > 1:
+		return invalid("min_p %v must be in [0, 1]", p.MinP)
+	case !finite(p.PresencePenalty) || math.Abs(p.PresencePenalty) > MaxPenalty:
+		return invalid("presence_penalty %v must be in [-%d, %d]", p.PresencePenalty, MaxPenalty, MaxPenalty)
+	case !finite(p.FrequencyPenalty) || math.Abs(p.FrequencyPenalty) > MaxPenalty:
+		return invalid("frequency_penalty %v must be in [-%d, %d]", p.FrequencyPenalty, MaxPenalty, MaxPenalty)
+	case !finite(p.RepetitionPenalty) || p.RepetitionPenalty <= 0:
+		return invalid("repetition_penalty %v must be > 0 (1 means off)", p.RepetitionPenalty)
+	}
+	return nil
+}
+
+// Preset is one of the model card's recommended settings.
+type Preset uint8
+
+// The model card's presets for Qwen3.6-35B-A3B.
+const (
+	PresetThinking    Preset = iota // thinking on, general tasks
+	PresetCoding                    // thinking on, precise coding
+	PresetNonThinking               // thinking off
+)
+
+// Card returns the model card's settings for a preset.
+func (p Preset) Card() Params {
+	switch p {
+	case PresetCoding:
+		return Params{Temperature: 0.6, TopP: 0.95, TopK: 20, RepetitionPenalty: 1}
+	case PresetNonThinking:
+		return Params{Temperature: 0.7, TopP: 0.8, TopK: 20, PresencePenalty: 1.5, RepetitionPenalty: 1}
+	}
+	return Params{Temperature: 1.0, TopP: 0.95, TopK: 20, PresencePenalty: 1.5, RepetitionPenalty: 1}
+}
+
+// GenerationConfig is what a checkpoint's generation_config.json says about
+// sampling; nil fields were absent.
+type GenerationConfig struct {
+	Temperature       *float64
+	TopP              *float64
+	TopK              *int
+	MinP              *float64
+	RepetitionPenalty *float64
+	DoSample          *bool
+	EOS               []int // eos_token_id, a number or a list in the file
+}
+
+// ReadGenerationConfig parses generation_config.json. Fields other than the
+// sampling ones are ignored.
+func ReadGenerationConfig(data []byte) (GenerationConfig, error) {
+	var raw struct {
+		Temperature       *float64        `json:"temperature"`
+		TopP              *float64        `json:"top_p"`
+		TopK              *int            `json:"top_k"`
+		MinP              *float64        `json:"min_p"`
+		RepetitionPenalty *float64        `json:"repetition_penalty"`
+		DoSample          *bool           `json:"do_sample"`
+		EOS               json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return GenerationConfig{}, fmt.Errorf("sample: reading generation_config.json: %w", err)
+	}
+	gc := GenerationConfig{
+		Temperature: raw.Temperature, TopP: raw.TopP, TopK: raw.TopK, MinP: raw.MinP,
+		RepetitionPenalty: raw.RepetitionPenalty, DoSample: raw.DoSample,
+	}
+	if len(raw.EOS) > 0 && string(raw.EOS) != "null" {
+		var one int
+		if err := json.Unmarshal(raw.EOS, &one); err == nil {
+			gc.EOS = []int{one}
+		} else if err := json.Unmarshal(raw.EOS, &gc.EOS); err != nil {
+			return GenerationConfig{}, fmt.Errorf("sample: generation_config.json: eos_token_id %s is neither an id nor a list of ids", raw.EOS)
+		}
+	}
+	for _, id := range gc.EOS {
+		if id < 0 {
+			return GenerationConfig{}, fmt.Errorf("sample: generation_config.json: eos_token_id %d is negative", id)
+		}
+	}
+	return gc, nil
+}
+
+// Defaults returns the settings a request starts from. The checkpoint's
+// generation config is tuned for its default mode, thinking, so its fields
+// override PresetThinking only; the other presets are the card's values.
+// The presence penalty always comes from the card, as the file has no such
+// field. do_sample false in the file means greedy in every preset, as in
+// Hugging Face.
+func Defaults(gc GenerationConfig, preset Preset) Params {
+	p := preset.Card()
+	if preset == PresetThinking {
+		set := func(dst *float64, src *float64) {
+			if src != nil {
+				*dst = *src
+			}
+		}
+		set(&p.Temperature, gc.Temperature)
+		set(&p.TopP, gc.TopP)
+		set(&p.MinP, gc.MinP)
+		set(&p.RepetitionPenalty, gc.RepetitionPenalty)
+		if gc.TopK != nil {
+			p.TopK = *gc.TopK
+		}
+	}
+	if gc.DoSample != nil && !*gc.DoSample {
+		p.Temperature = 0
+	}
+	return p
+}

@@ -1,0 +1,425 @@
+package sample
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"slices"
+)
+
+// Vocab describes the logits a Sampler is given.
+type Vocab struct {
+	// Size is the number of logits per row (the model's vocab_size).
+	Size int
+	// TokenizerSize is how many ids the tokenizer can produce; ids from it
+	// up to Size are never sampled. 0 means Size.
+	TokenizerSize int
+	// EOS are the ids that end generation.
+	EOS []int
+}
+
+// SeedStream is the second PCG seed word, fixed so that a request's seed
+// alone decides the draws.
+const SeedStream = 0x5065_7461_6c21 // "Petal!"
+
+// Sampler picks tokens for one generation. It is not safe for concurrent
+// use.
+type Sampler struct {
+	p     Params
+	vocab Vocab
+	n     int // ids that may be sampled: [0, n)
+	seed  uint64
+	rng   *mrand.Rand
+
+	// Penalty state, allocated only when a penalty is on.
+	counts   []int32 // generated occurrences per id
+	inPrompt []bool  // id occurs in the prompt
+	touched  []int32 // ids with counts > 0 or inPrompt, each once
+
+	eos map[int]bool
+
+	// Scratch reused across calls.
+	cands   []cand
+	weights []float64
+	mass    []float64 // nucleus histogram: weight per bucket
+	fill    []int     // nucleus histogram: tokens per bucket, then offsets
+	starts  []int     // nucleus histogram: where each bucket's tokens begin
+}
+
+// cand is a token still in the running.
+type cand struct {
+	id    int32
+	logit float32
+}
+
+// New returns a sampler for one generation with the given parameters over
+// vocab; prompt holds the prompt's ids, which the repetition penalty counts.
+func New(p Params, vocab Vocab, prompt []int) (*Sampler, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if vocab.Size <= 0 {
+		return nil, fmt.Errorf("sample: vocab size %d must be positive", vocab.Size)
+	}
+	n := vocab.TokenizerSize
+	if n == 0 {
+		n = vocab.Size
+	}
+	if n < 0 || n > vocab.Size {
+		return nil, fmt.Errorf("sample: tokenizer size %d must be in [1, vocab size %d]", n, vocab.Size)
+	}
+	s := &Sampler{p: p, vocab: vocab, n: n, eos: map[int]bool{}}
+	for _, id := range vocab.EOS {
+		if id < 0 || id >= vocab.Size {
+			return nil, fmt.Errorf("sample: eos id %d outside the vocabulary [0, %d)", id, vocab.Size)
+		}
+		s.eos[id] = true
+	}
+	if p.Seed != nil {
+		s.seed = *p.Seed
+	} else {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		s.seed = binary.LittleEndian.Uint64(b[:])
+	}
+	s.rng = mrand.New(mrand.NewPCG(s.seed, SeedStream))
+	if s.penalized() {
+		s.counts = make([]int32, vocab.Size)
+		if p.RepetitionPenalty != 1 {
+			s.inPrompt = make([]bool, vocab.Size)
+			for _, id := range prompt {
+				if id < 0 || id >= vocab.Size {
+					return nil, fmt.Errorf("sample: prompt id %d outside the vocabulary [0, %d)", id, vocab.Size)
+				}
+				if !s.inPrompt[id] {
+					s.inPrompt[id] = true
+					s.touched = append(s.touched, int32(id))
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// Seed returns the seed the draws come from, the request's or a random one.
+func (s *Sampler) Seed() uint64 { return s.seed }
+
+// IsEOS reports whether id ends generation.
+func (s *Sampler) IsEOS(id int) bool { return s.eos[id] }
+
+func (s *Sampler) penalized() bool {
+	return s.p.RepetitionPenalty != 1 || s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0
+}
+
+// Next picks the next token from one row of logits and records it as
+// generated. It overwrites the logits of penalised ids with their penalised
+// values.
+func (s *Sampler) Next(logits []float32) (int, error) {
+	id, err := s.pick(logits)
+	if err != nil {
+		return 0, err
+	}
+	s.Accept(id)
+	return id, nil
+}
+
+// Accept records id as generated without sampling it (a token forced by the
+// caller), so that penalties count it.
+func (s *Sampler) Accept(id int) {
+	if s.counts == nil || id < 0 || id >= len(s.counts) {
+		return
+	}
+	if s.counts[id] == 0 && (s.inPrompt == nil || !s.inPrompt[id]) {
+		s.touched = append(s.touched, int32(id))
+	}
+	s.counts[id]++
+}
+
+// penalize applies the repetition, presence and frequency penalties in
+// place.
+func (s *Sampler) penalize(logits []float32) {
+	rep := float32(s.p.RepetitionPenalty)
+	for _, id := range s.touched {
+		l := logits[id]
+		if rep != 1 {
+			if l > 0 {
+				l /= rep
+			} else {
+				l *= rep
+			}
+		}
+		if c := s.counts[id]; c > 0 {
+			l -= float32(s.p.PresencePenalty + s.p.FrequencyPenalty*float64(c))
+		}
+		logits[id] = l
+	}
+}
+
+// pick chooses a token without recording it.
+func (s *Sampler) pick(logits []float32) (int, error) {
+	if len(logits) != s.vocab.Size {
+		return 0, fmt.Errorf("sample: %d logits, want vocab size %d", len(logits), s.vocab.Size)
+	}
+	if s.penalized() {
+		s.penalize(logits)
+	}
+	row := logits[:s.n]
+	best, err := argmax(row)
+	if err != nil {
+		return 0, err
+	}
+	if s.p.Temperature == 0 || s.p.TopK == 1 {
+		return best, nil
+	}
+	cs, w := s.distribution(row, best)
+	var total float64
+	for _, x := range w {
+		total += x
+	}
+	u := float64(s.rng.Uint64()>>11) * 0x1p-53 * total
+	last := 0
+	for i, x := range w {
+		if x == 0 {
+			continue
+		}
+		last = i
+		if u < x {
+			break
+		}
+		u -= x
+	}
+	if cs == nil {
+		return last, nil
+	}
+	return int(cs[last].id), nil
+}
+
+// argmax returns the id of the largest logit, the lowest id on ties, and
+// rejects rows that cannot be sampled from.
+func argmax(row []float32) (int, error) {
+	best := -1
+	m := float32(math.Inf(-1))
+	for i, l := range row {
+		if l > m {
+			best, m = i, l
+		} else if l != l {
+			return 0, fmt.Errorf("sample: logit of id %d is NaN", i)
+		}
+	}
+	switch {
+	case best < 0:
+		return 0, fmt.Errorf("sample: every logit is -Inf; no token can be picked")
+	case math.IsInf(float64(m), 1):
+		return 0, fmt.Errorf("sample: logit of id %d is +Inf", best)
+	}
+	return best, nil
+}
+
+// distribution returns the tokens left after temperature, top-k, top-p and
+// min-p, in descending order, with their unnormalised weights. When no
+// filter applies it returns nil candidates and one weight per id of the row.
+func (s *Sampler) distribution(row []float32, best int) ([]cand, []float64) {
+	invT := 1 / s.p.Temperature
+	top := float64(row[best])
+	weight := func(l float32) float64 { return math.Exp((float64(l) - top) * invT) }
+	// min-p keeps tokens whose probability is at least MinP times the best
+	// one's, that is weight >= MinP, as the best token's weight is 1.
+	minW := s.p.MinP
+
+	var cs []cand
+	var z float64 // the mass top-p is measured against
+	switch {
+	case s.p.TopK > 0:
+		cs = s.topK(row, s.p.TopK)
+		for _, c := range cs {
+			z += weight(c.logit)
+		}
+	case s.p.TopP < 1:
+		w := s.fullWeights(row, weight, 0)
+		for _, x := range w {
+			z += x
+		}
+		cs = s.nucleus(row, w, top, invT, z)
+	default:
+		return nil, s.fullWeights(row, weight, minW)
+	}
+
+	ws := s.weights[:0]
+	var above float64
+	target := s.p.TopP * z
+	for i, c := range cs {
+		if s.p.TopP < 1 && i > 0 && above >= target {
+			break // top-p: the tokens above already hold mass p
+		}
+		x := weight(c.logit)
+		if x < minW {
+			break // min-p; candidates come in descending order
+		}
+		above += x
+		ws = append(ws, x)
+	}
+	s.weights = ws
+	return cs[:len(ws)], ws
+}
+
+// fullWeights computes every id's weight into scratch, zeroing those below
+// minW.
+func (s *Sampler) fullWeights(row []float32, weight func(float32) float64, minW float64) []float64 {
+	if cap(s.weights) < len(row) {
+		s.weights = make([]float64, len(row))
+	}
+	w := s.weights[:len(row)]
+	for i, l := range row {
+		x := weight(l)
+		if x < minW {
+			x = 0
+		}
+		w[i] = x
+	}
+	return w
+}
+
+// The nucleus (top-p without top-k) is found with a histogram of weights
+// instead of a sort: buckets of 1/bucketsPerNat nat of log-weight below the
+// best token, the last one taking everything further down.
+const (
+	nucleusBuckets = 4096
+	bucketsPerNat  = 16
+)
+
+// bucket returns the histogram bucket of a logit, given the best logit top
+// and 1/temperature.
+func bucket(l float32, top, invT float64) int {
+	b := (top - float64(l)) * invT * bucketsPerNat
+	if b >= nucleusBuckets-1 {
+		return nucleusBuckets - 1
+	}
+	return int(b)
+}
+
+// nucleus returns, in descending order, a set of tokens that holds the
+// top-p nucleus: every token of the buckets above the one where the mass
+// reaches TopP·z, and that bucket's tokens. w holds every id's weight. The
+// tokens are placed by bucket (a counting sort) and only each bucket's
+// share is sorted.
+func (s *Sampler) nucleus(row []float32, w []float64, top, invT, z float64) []cand {
+	if s.mass == nil {
+		s.mass = make([]float64, nucleusBuckets)
+		s.fill = make([]int, nucleusBuckets+1)
+		s.starts = make([]int, nucleusBuckets)
+	}
+	clear(s.mass)
+	clear(s.fill)
+	for i, l := range row {
+		if w[i] > 0 {
+			b := bucket(l, top, invT)
+			s.mass[b] += w[i]
+			s.fill[b+1]++
+		}
+	}
+	target := s.p.TopP * z
+	cross := nucleusBuckets - 1
+	var cum float64
+	for b, m := range s.mass {
+		if cum += m; cum >= target {
+			cross = b
+			break
+		}
+	}
+	// fill[b] becomes the start of bucket b's segment.
+	for b := 1; b <= cross+1; b++ {
+		s.fill[b] += s.fill[b-1]
+	}
+	total := s.fill[cross+1]
+	if cap(s.cands) < total {
+		s.cands = make([]cand, total)
+	}
+	cs := s.cands[:total]
+	next := s.fill[:cross+1]
+	starts := s.starts[:cross+1]
+	copy(starts, next)
+	for i, l := range row {
+		if w[i] == 0 {
+			continue
+		}
+		if b := bucket(l, top, invT); b <= cross {
+			cs[next[b]] = cand{int32(i), l}
+			next[b]++
+		}
+	}
+	for b, start := range starts {
+		slices.SortFunc(cs[start:next[b]], cmpCand)
+	}
+	s.cands = cs
+	return cs
+}
+
+// better orders candidates: higher logit first, lower id on ties.
+func better(a, b cand) bool {
+	return a.logit > b.logit || (a.logit == b.logit && a.id < b.id)
+}
+
+func cmpCand(a, b cand) int {
+	switch {
+	case better(a, b):
+		return -1
+	case better(b, a):
+		return 1
+	}
+	return 0
+}
+
+// topK returns the k best candidates of row in descending order, keeping a
+// min-heap of the best so far: one pass, O(n log k), no sort of the row.
+func (s *Sampler) topK(row []float32, k int) []cand {
+	k = min(k, len(row))
+	h := s.cands[:0]
+	for i, l := range row {
+		if len(h) < k {
+			h = append(h, cand{int32(i), l})
+			siftUp(h, len(h)-1)
+			continue
+		}
+		// Ids come in ascending order, so a logit equal to the worst
+		// kept one loses the tie.
+		if l > h[0].logit {
+			h[0] = cand{int32(i), l}
+			siftDown(h, 0)
+		}
+	}
+	slices.SortFunc(h, cmpCand)
+	s.cands = h
+	return h
+}
+
+// The heap keeps the worst candidate at the root.
+func siftUp(h []cand, i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !better(h[parent], h[i]) {
+			return
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+func siftDown(h []cand, i int) {
+	for {
+		worst := i
+		l, r := 2*i+1, 2*i+2
+		if l < len(h) && better(h[worst], h[l]) {
+			worst = l
+		}
+		if r < len(h) && better(h[worst], h[r]) {
+			worst = r
+		}
+		if worst == i {
+			return
+		}
+		h[i], h[worst] = h[worst], h[i]
+		i = worst
+	}
+}
