@@ -1,0 +1,24 @@
+// Package metal is the gpu driver for the Mac's GPU: Metal through purego
+// and the Objective-C runtime (petal/gpu/metal/mtl), no cgo.
+//
+// # What it does
+//
+// [Open] takes the system default device, refuses GPUs older than Apple7
+// (M1) and makes one command queue. Pipelines are compiled from MSL source
+// at MSL 3.1 (bfloat needs it) with function constants, cached by
+// gpu.PipelineKey; libraries are cached per source. Buffers are shared
+// (zeroed on creation, since Metal does not promise it) or no-copy views of
+// mmapped checkpoint shards. A command buffer holds one compute encoder of
+// MTLDispatchTypeConcurrent, with memoryBarrierWithScope(buffers) for
+// gpu.CommandBuffer.Barrier; after completion its status and error are
+// checked.
+//
+// # Threads and pools
+//
+// Every call that may create autoreleased objects runs in an autorelease
+// pool on a locked OS thread (mtl.WithPool); objects kept past the call are
+// retained and released by their owner.
+//
+// It builds only for darwin/arm64; elsewhere [Open] returns
+// gpu.ErrUnsupported.
+package metal

@@ -1,0 +1,499 @@
+//go:build darwin && arm64
+
+package mtl
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/ebitengine/purego/objc"
+)
+
+// GPUFamily is an MTLGPUFamily.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlgpufamily
+type GPUFamily int
+
+// GPUFamilyApple1 is MTLGPUFamilyApple1; AppleN is GPUFamilyApple1 + N - 1.
+const GPUFamilyApple1 GPUFamily = 1001
+
+// LanguageVersion is an MTLLanguageVersion: major<<16 | minor.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtllanguageversion
+type LanguageVersion uint
+
+// LanguageVersion3_1 is the first version with bfloat.
+const LanguageVersion3_1 LanguageVersion = 3<<16 | 1
+
+// ResourceOptions is an MTLResourceOptions bit set.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlresourceoptions
+type ResourceOptions uint
+
+// ResourceStorageModeShared: memory shared by CPU and GPU.
+const ResourceStorageModeShared ResourceOptions = 0
+
+// DispatchType is an MTLDispatchType.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldispatchtype
+type DispatchType uint
+
+// DispatchTypeConcurrent lets the dispatches of an encoder overlap.
+const DispatchTypeConcurrent DispatchType = 1
+
+// BarrierScope is an MTLBarrierScope.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlbarrierscope
+type BarrierScope uint
+
+// BarrierScopeBuffers orders accesses to buffers.
+const BarrierScopeBuffers BarrierScope = 1
+
+// DataType is an MTLDataType (the scalar ones function constants use).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldatatype
+type DataType uint
+
+// Scalar data types.
+const (
+	DataTypeFloat DataType = 3
+	DataTypeInt   DataType = 29
+	DataTypeUInt  DataType = 33
+	DataTypeBool  DataType = 53
+)
+
+// CommandBufferStatus is an MTLCommandBufferStatus.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandbufferstatus
+type CommandBufferStatus uint
+
+// Command buffer states.
+const (
+	CommandBufferStatusNotEnqueued CommandBufferStatus = 0
+	CommandBufferStatusEnqueued    CommandBufferStatus = 1
+	CommandBufferStatusCommitted   CommandBufferStatus = 2
+	CommandBufferStatusScheduled   CommandBufferStatus = 3
+	CommandBufferStatusCompleted   CommandBufferStatus = 4
+	CommandBufferStatusError       CommandBufferStatus = 5
+)
+
+// Size is an MTLSize.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlsize
+type Size struct {
+	Width, Height, Depth uint
+}
+
+var (
+	class_NSString                  = objc.GetClass("NSString")
+	class_MTLCompileOptions         = objc.GetClass("MTLCompileOptions")
+	class_MTLFunctionConstantValues = objc.GetClass("MTLFunctionConstantValues")
+)
+
+var (
+	sel_new                                                 = objc.RegisterName("new")
+	sel_release                                             = objc.RegisterName("release")
+	sel_retain                                              = objc.RegisterName("retain")
+	sel_alloc                                               = objc.RegisterName("alloc")
+	sel_initWithUTF8String                                  = objc.RegisterName("initWithUTF8String:")
+	sel_UTF8String                                          = objc.RegisterName("UTF8String")
+	sel_localizedDescription                                = objc.RegisterName("localizedDescription")
+	sel_name                                                = objc.RegisterName("name")
+	sel_supportsFamily                                      = objc.RegisterName("supportsFamily:")
+	sel_recommendedMaxWorkingSetSize                        = objc.RegisterName("recommendedMaxWorkingSetSize")
+	sel_hasUnifiedMemory                                    = objc.RegisterName("hasUnifiedMemory")
+	sel_newCommandQueue                                     = objc.RegisterName("newCommandQueue")
+	sel_newLibraryWithSource_options_error                  = objc.RegisterName("newLibraryWithSource:options:error:")
+	sel_setLanguageVersion                                  = objc.RegisterName("setLanguageVersion:")
+	sel_setConstantValue_type_atIndex                       = objc.RegisterName("setConstantValue:type:atIndex:")
+	sel_newFunctionWithName_constantValues_error            = objc.RegisterName("newFunctionWithName:constantValues:error:")
+	sel_newComputePipelineStateWithFunction_error           = objc.RegisterName("newComputePipelineStateWithFunction:error:")
+	sel_maxTotalThreadsPerThreadgroup                       = objc.RegisterName("maxTotalThreadsPerThreadgroup")
+	sel_newBufferWithLength_options                         = objc.RegisterName("newBufferWithLength:options:")
+	sel_newBufferWithBytesNoCopy_length_options_deallocator = objc.RegisterName("newBufferWithBytesNoCopy:length:options:deallocator:")
+	sel_contents                                            = objc.RegisterName("contents")
+	sel_length                                              = objc.RegisterName("length")
+	sel_commandBuffer                                       = objc.RegisterName("commandBuffer")
+	sel_computeCommandEncoderWithDispatchType               = objc.RegisterName("computeCommandEncoderWithDispatchType:")
+	sel_setComputePipelineState                             = objc.RegisterName("setComputePipelineState:")
+	sel_setBuffer_offset_atIndex                            = objc.RegisterName("setBuffer:offset:atIndex:")
+	sel_setBytes_length_atIndex                             = objc.RegisterName("setBytes:length:atIndex:")
+	sel_setThreadgroupMemoryLength_atIndex                  = objc.RegisterName("setThreadgroupMemoryLength:atIndex:")
+	sel_dispatchThreadgroups_threadsPerThreadgroup          = objc.RegisterName("dispatchThreadgroups:threadsPerThreadgroup:")
+	sel_memoryBarrierWithScope                              = objc.RegisterName("memoryBarrierWithScope:")
+	sel_endEncoding                                         = objc.RegisterName("endEncoding")
+	sel_commit                                              = objc.RegisterName("commit")
+	sel_waitUntilCompleted                                  = objc.RegisterName("waitUntilCompleted")
+	sel_status                                              = objc.RegisterName("status")
+	sel_error                                               = objc.RegisterName("error")
+)
+
+var (
+	createSystemDefaultDevice func() objc.ID
+	autoreleasePoolPush       func() uintptr
+	autoreleasePoolPop        func(uintptr)
+	loadErr                   error
+)
+
+// ErrNoMetal is returned when the Metal framework or a device is missing.
+var ErrNoMetal = errors.New("mtl: Metal is not available")
+
+func init() {
+	metal, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_LAZY|purego.RTLD_GLOBAL)
+	if err != nil {
+		loadErr = fmt.Errorf("%w: %v", ErrNoMetal, err)
+		return
+	}
+	purego.RegisterLibFunc(&createSystemDefaultDevice, metal, "MTLCreateSystemDefaultDevice")
+	libobjc, err := purego.Dlopen("/usr/lib/libobjc.A.dylib", purego.RTLD_LAZY|purego.RTLD_GLOBAL)
+	if err != nil {
+		loadErr = fmt.Errorf("%w: %v", ErrNoMetal, err)
+		return
+	}
+	purego.RegisterLibFunc(&autoreleasePoolPush, libobjc, "objc_autoreleasePoolPush")
+	purego.RegisterLibFunc(&autoreleasePoolPop, libobjc, "objc_autoreleasePoolPop")
+}
+
+// WithPool runs f on a locked OS thread inside an autorelease pool, which
+// Objective-C needs to free autoreleased results (command buffers,
+// encoders, strings) when no run loop drains a pool for us.
+func WithPool(f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pool := autoreleasePoolPush()
+	defer autoreleasePoolPop(pool)
+	f()
+}
+
+// nsString returns an owned NSString; release it.
+func nsString(s string) objc.ID {
+	return objc.ID(class_NSString).Send(sel_alloc).Send(sel_initWithUTF8String, s+"\x00")
+}
+
+// nsError turns an NSError into a Go error (nil for nil).
+func nsError(e objc.ID) error {
+	if e == 0 {
+		return nil
+	}
+	return errors.New(objc.Send[string](e.Send(sel_localizedDescription), sel_UTF8String))
+}
+
+// Object is any owned Objective-C object.
+type Object struct{ ID objc.ID }
+
+// Release drops the reference this value owns.
+//
+// Reference: https://developer.apple.com/documentation/objectivec/1418956-nsobject/1571957-release
+func (o Object) Release() {
+	if o.ID != 0 {
+		o.ID.Send(sel_release)
+	}
+}
+
+// Retain takes a reference (for autoreleased results kept past their pool).
+//
+// Reference: https://developer.apple.com/documentation/objectivec/1418956-nsobject/1571946-retain
+func (o Object) Retain() { o.ID.Send(sel_retain) }
+
+// Device is an id<MTLDevice>.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice
+type Device struct{ Object }
+
+// CreateSystemDefaultDevice returns the default GPU (owned).
+//
+// Reference: https://developer.apple.com/documentation/metal/1433401-mtlcreatesystemdefaultdevice
+func CreateSystemDefaultDevice() (Device, error) {
+	if loadErr != nil {
+		return Device{}, loadErr
+	}
+	id := createSystemDefaultDevice()
+	if id == 0 {
+		return Device{}, fmt.Errorf("%w: MTLCreateSystemDefaultDevice returned nil", ErrNoMetal)
+	}
+	return Device{Object{id}}, nil
+}
+
+// Name is the GPU's name.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/1433359-name
+func (d Device) Name() string {
+	return objc.Send[string](d.ID.Send(sel_name), sel_UTF8String)
+}
+
+// SupportsFamily reports whether the GPU has the family's features.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/3143473-supportsfamily
+func (d Device) SupportsFamily(f GPUFamily) bool {
+	return objc.Send[bool](d.ID, sel_supportsFamily, int(f))
+}
+
+// RecommendedMaxWorkingSetSize is how much memory the GPU can use without
+// hurting performance.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/2369280-recommendedmaxworkingsetsize
+func (d Device) RecommendedMaxWorkingSetSize() uint64 {
+	return objc.Send[uint64](d.ID, sel_recommendedMaxWorkingSetSize)
+}
+
+// HasUnifiedMemory reports whether CPU and GPU share memory.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/3229025-hasunifiedmemory
+func (d Device) HasUnifiedMemory() bool { return objc.Send[bool](d.ID, sel_hasUnifiedMemory) }
+
+// NewCommandQueue returns an owned command queue.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/1433388-newcommandqueue
+func (d Device) NewCommandQueue() (CommandQueue, error) {
+	id := d.ID.Send(sel_newCommandQueue)
+	if id == 0 {
+		return CommandQueue{}, errors.New("mtl: newCommandQueue returned nil")
+	}
+	return CommandQueue{Object{id}}, nil
+}
+
+// NewLibraryWithSource compiles MSL source at the given language version
+// (owned result).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/1433431-newlibrarywithsource
+func (d Device) NewLibraryWithSource(source string, version LanguageVersion) (Library, error) {
+	opts := objc.ID(class_MTLCompileOptions).Send(sel_new)
+	defer Object{opts}.Release()
+	opts.Send(sel_setLanguageVersion, uint(version))
+	src := nsString(source)
+	defer Object{src}.Release()
+	var errID objc.ID
+	id := d.ID.Send(sel_newLibraryWithSource_options_error, src, opts, unsafe.Pointer(&errID))
+	if id == 0 {
+		if err := nsError(errID); err != nil {
+			return Library{}, err
+		}
+		return Library{}, errors.New("mtl: newLibraryWithSource returned nil")
+	}
+	return Library{Object{id}}, nil
+}
+
+// NewComputePipelineStateWithFunction builds a pipeline (owned).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/1433395-newcomputepipelinestatewithfunct
+func (d Device) NewComputePipelineStateWithFunction(f Function) (ComputePipelineState, error) {
+	var errID objc.ID
+	id := d.ID.Send(sel_newComputePipelineStateWithFunction_error, f.ID, unsafe.Pointer(&errID))
+	if id == 0 {
+		if err := nsError(errID); err != nil {
+			return ComputePipelineState{}, err
+		}
+		return ComputePipelineState{}, errors.New("mtl: newComputePipelineStateWithFunction returned nil")
+	}
+	return ComputePipelineState{Object{id}}, nil
+}
+
+// NewBufferWithLength allocates a buffer (owned; Metal zero-fills new
+// allocations in practice, which callers must not rely on).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/1433375-newbufferwithlength
+func (d Device) NewBufferWithLength(length uint, opts ResourceOptions) (Buffer, error) {
+	id := d.ID.Send(sel_newBufferWithLength_options, length, uint(opts))
+	if id == 0 {
+		return Buffer{}, fmt.Errorf("mtl: newBufferWithLength(%d) returned nil", length)
+	}
+	return Buffer{Object{id}}, nil
+}
+
+// NewBufferWithBytesNoCopy wraps page-aligned memory the caller keeps
+// alive (owned; no deallocator).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/1433382-newbufferwithbytesnocopy
+func (d Device) NewBufferWithBytesNoCopy(ptr unsafe.Pointer, length uint, opts ResourceOptions) (Buffer, error) {
+	id := d.ID.Send(sel_newBufferWithBytesNoCopy_length_options_deallocator, ptr, length, uint(opts), uintptr(0))
+	if id == 0 {
+		return Buffer{}, fmt.Errorf("mtl: newBufferWithBytesNoCopy(%d bytes) returned nil", length)
+	}
+	return Buffer{Object{id}}, nil
+}
+
+// Library is an id<MTLLibrary>.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtllibrary
+type Library struct{ Object }
+
+// NewFunctionWithConstants specialises a function (owned result).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtllibrary/1640020-newfunctionwithname
+func (l Library) NewFunctionWithConstants(name string, values FunctionConstantValues) (Function, error) {
+	n := nsString(name)
+	defer Object{n}.Release()
+	var errID objc.ID
+	id := l.ID.Send(sel_newFunctionWithName_constantValues_error, n, values.ID, unsafe.Pointer(&errID))
+	if id == 0 {
+		if err := nsError(errID); err != nil {
+			return Function{}, err
+		}
+		return Function{}, fmt.Errorf("mtl: no function %q", name)
+	}
+	return Function{Object{id}}, nil
+}
+
+// Function is an id<MTLFunction>.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlfunction
+type Function struct{ Object }
+
+// FunctionConstantValues is an MTLFunctionConstantValues.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlfunctionconstantvalues
+type FunctionConstantValues struct{ Object }
+
+// NewFunctionConstantValues returns an empty, owned set.
+func NewFunctionConstantValues() FunctionConstantValues {
+	return FunctionConstantValues{Object{objc.ID(class_MTLFunctionConstantValues).Send(sel_new)}}
+}
+
+// SetConstantValue sets the constant at index; value points at the
+// 4-byte (or 1-byte bool) value, which Metal copies.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlfunctionconstantvalues/1639538-setconstantvalue
+func (v FunctionConstantValues) SetConstantValue(value unsafe.Pointer, t DataType, index uint) {
+	v.ID.Send(sel_setConstantValue_type_atIndex, value, uint(t), index)
+}
+
+// ComputePipelineState is an id<MTLComputePipelineState>.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputepipelinestate
+type ComputePipelineState struct{ Object }
+
+// MaxTotalThreadsPerThreadgroup is the largest threadgroup it can run.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputepipelinestate/1414927-maxtotalthreadsperthreadgroup
+func (p ComputePipelineState) MaxTotalThreadsPerThreadgroup() int {
+	return int(objc.Send[uint](p.ID, sel_maxTotalThreadsPerThreadgroup))
+}
+
+// Buffer is an id<MTLBuffer>.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlbuffer
+type Buffer struct{ Object }
+
+// Contents is the CPU address of a shared buffer.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlbuffer/1515716-contents
+func (b Buffer) Contents() unsafe.Pointer {
+	return objc.Send[unsafe.Pointer](b.ID, sel_contents)
+}
+
+// Length is the buffer's size in bytes.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlresource/1515373-length
+func (b Buffer) Length() uint { return objc.Send[uint](b.ID, sel_length) }
+
+// CommandQueue is an id<MTLCommandQueue>.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandqueue
+type CommandQueue struct{ Object }
+
+// CommandBuffer returns an autoreleased command buffer.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandqueue/1508686-commandbuffer
+func (q CommandQueue) CommandBuffer() (CommandBuffer, error) {
+	id := q.ID.Send(sel_commandBuffer)
+	if id == 0 {
+		return CommandBuffer{}, errors.New("mtl: commandBuffer returned nil")
+	}
+	return CommandBuffer{Object{id}}, nil
+}
+
+// CommandBuffer is an id<MTLCommandBuffer>.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer
+type CommandBuffer struct{ Object }
+
+// ComputeCommandEncoderWithDispatchType starts a compute pass
+// (autoreleased).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/3088442-computecommandencoderwithdispatc
+func (c CommandBuffer) ComputeCommandEncoderWithDispatchType(t DispatchType) (ComputeCommandEncoder, error) {
+	id := c.ID.Send(sel_computeCommandEncoderWithDispatchType, uint(t))
+	if id == 0 {
+		return ComputeCommandEncoder{}, errors.New("mtl: computeCommandEncoderWithDispatchType returned nil")
+	}
+	return ComputeCommandEncoder{Object{id}}, nil
+}
+
+// Commit submits the command buffer.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/1443003-commit
+func (c CommandBuffer) Commit() { c.ID.Send(sel_commit) }
+
+// WaitUntilCompleted blocks until the GPU finished it.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/1443039-waituntilcompleted
+func (c CommandBuffer) WaitUntilCompleted() { c.ID.Send(sel_waitUntilCompleted) }
+
+// Status is where the command buffer is.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/1443048-status
+func (c CommandBuffer) Status() CommandBufferStatus {
+	return CommandBufferStatus(objc.Send[uint](c.ID, sel_status))
+}
+
+// Error is the execution error, nil if none.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/1443040-error
+func (c CommandBuffer) Error() error { return nsError(c.ID.Send(sel_error)) }
+
+// ComputeCommandEncoder is an id<MTLComputeCommandEncoder>.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder
+type ComputeCommandEncoder struct{ Object }
+
+// SetComputePipelineState selects the kernel of the next dispatch.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443140-setcomputepipelinestate
+func (e ComputeCommandEncoder) SetComputePipelineState(p ComputePipelineState) {
+	e.ID.Send(sel_setComputePipelineState, p.ID)
+}
+
+// SetBuffer binds b at offset to [[buffer(index)]].
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443126-setbuffer
+func (e ComputeCommandEncoder) SetBuffer(b Buffer, offset, index uint) {
+	e.ID.Send(sel_setBuffer_offset_atIndex, b.ID, offset, index)
+}
+
+// SetBytes copies data into the command stream for [[buffer(index)]].
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443159-setbytes
+func (e ComputeCommandEncoder) SetBytes(data []byte, index uint) {
+	e.ID.Send(sel_setBytes_length_atIndex, unsafe.Pointer(&data[0]), uint(len(data)), index)
+	runtime.KeepAlive(data)
+}
+
+// SetThreadgroupMemoryLength sizes [[threadgroup(index)]].
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443142-setthreadgroupmemorylength
+func (e ComputeCommandEncoder) SetThreadgroupMemoryLength(length, index uint) {
+	e.ID.Send(sel_setThreadgroupMemoryLength_atIndex, length, index)
+}
+
+// DispatchThreadgroups runs groups threadgroups of threads threads.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443138-dispatchthreadgroups
+func (e ComputeCommandEncoder) DispatchThreadgroups(groups, threads Size) {
+	e.ID.Send(sel_dispatchThreadgroups_threadsPerThreadgroup, groups, threads)
+}
+
+// MemoryBarrierWithScope orders the dispatches before it against those
+// after it, in a concurrent pass.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/2966598-memorybarrierwithscope
+func (e ComputeCommandEncoder) MemoryBarrierWithScope(s BarrierScope) {
+	e.ID.Send(sel_memoryBarrierWithScope, uint(s))
+}
+
+// EndEncoding closes the pass.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcommandencoder/1458038-endencoding
+func (e ComputeCommandEncoder) EndEncoding() { e.ID.Send(sel_endEncoding) }
