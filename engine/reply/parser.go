@@ -253,8 +253,9 @@ func (p *Parser) stepText(eof bool) bool {
 		p.consume(len(tagCallOpen))
 		return true
 	}
-	p.text("<")
-	p.consume(1)
+	n = literalRun(s, "<")
+	p.text(s[:n])
+	p.consume(n)
 	return true
 }
 
@@ -304,8 +305,9 @@ func (p *Parser) stepFunction(eof bool) bool {
 	if first(vParam, vFunc, vCall, vOut) == more {
 		return false
 	}
-	p.text("<")
-	p.consume(1)
+	n = literalRun(s, "<")
+	p.text(s[:n])
+	p.consume(n)
 	return true
 }
 
@@ -330,8 +332,9 @@ func (p *Parser) stepValue(eof bool) bool {
 		case more:
 			return false
 		}
-		p.valueText("\n")
-		p.consume(1)
+		n := literalRun(s, "<\n")
+		p.valueText(s[:n])
+		p.consume(n)
 		return true
 	}
 	switch p.valueEnd(s, 0, eof, !p.valueStarted) {
@@ -340,9 +343,19 @@ func (p *Parser) stepValue(eof bool) bool {
 	case more:
 		return false
 	}
-	p.valueText("<")
-	p.consume(1)
+	p.valueText(s[:literalRun(s, "<\n")])
+	p.consume(literalRun(s, "<\n"))
 	return true
+}
+
+// literalRun returns the length of the text at s that is decided to be
+// literal: its first byte, which matched no tag, and what follows up to
+// the next byte of marks.
+func literalRun(s, marks string) int {
+	if i := strings.IndexAny(s[1:], marks); i >= 0 {
+		return 1 + i
+	}
+	return len(s)
 }
 
 // valueEnd matches the end of a value at s[i:], where s[:i] is markup (the
@@ -475,7 +488,11 @@ func (p *Parser) argsText(s string) {
 func (p *Parser) valueText(s string) {
 	p.valueStarted = true
 	if p.param.streams() {
-		p.argsText(string(appendEscaped(nil, s)))
+		// Escape straight into the growing arguments event.
+		if n := len(p.events); n == 0 || p.events[n-1].Kind != KindToolArgs || p.events[n-1].Index != p.calls-1 {
+			p.argsText("")
+		}
+		p.tail = appendEscaped(p.tail, s)
 		return
 	}
 	p.value = append(p.value, s...)
