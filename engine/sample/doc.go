@@ -11,7 +11,8 @@
 //     penalty if positive, multiplied by it if negative;
 //  3. presence and frequency penalties, OpenAI semantics, over generated
 //     tokens only: logit -= presence·[count > 0] + frequency·count;
-//  4. temperature; 0 means greedy (argmax, lowest id on ties);
+//  4. temperature; 0 (below [GreedyBelow]) means greedy: argmax, lowest id
+//     on ties;
 //  5. top-k, then top-p (the smallest set of most likely tokens whose mass
 //     reaches p, after top-k), then min-p (tokens at least min-p times as
 //     likely as the most likely one);

@@ -20,6 +20,10 @@ type Vocab struct {
 	EOS []int
 }
 
+// GreedyBelow is the temperature under which sampling is greedy, as in
+// vLLM: 1/T would overflow the weights long before T reaches 0.
+const GreedyBelow = 1e-5
+
 // SeedStream is the second PCG seed word, fixed so that a request's seed
 // alone decides the draws.
 const SeedStream = 0x5065_7461_6c21 // "Petal!"
@@ -170,7 +174,7 @@ func (s *Sampler) pick(logits []float32) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if s.p.Temperature == 0 || s.p.TopK == 1 {
+	if s.p.Temperature < GreedyBelow || s.p.TopK == 1 {
 		return best, nil
 	}
 	cs, w := s.distribution(row, best)

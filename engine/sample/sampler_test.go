@@ -227,6 +227,7 @@ func TestGreedyAndEdgeValues(t *testing.T) {
 		{Temperature: 0, TopP: 1, RepetitionPenalty: 1},
 		{Temperature: 1.5, TopK: 1, TopP: 1, RepetitionPenalty: 1},
 		{Temperature: 1, TopP: 1e-6, RepetitionPenalty: 1},
+		{Temperature: 5e-324, TopP: 0.9, RepetitionPenalty: 1}, // 1/T overflows
 	}
 	for _, p := range greedy {
 		p.Seed = seed(1)
