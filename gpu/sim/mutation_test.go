@@ -113,10 +113,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mutSrc, err := shaders.Expand(c.mutant, string(raw))
-			if err != nil {
-				t.Fatal(err)
-			}
+			mutSrc := mutantSource(t, c.mutant, string(raw)).Text
 			if n := changedLines(realSrc, mutSrc); n == 0 || n > maxMutatedLines {
 				t.Fatalf("%s differs from %s in %d lines; want 1..%d (update the copy)", c.mutant, c.real, n, maxMutatedLines)
 			}
@@ -179,4 +176,13 @@ func changedLines(a, b string) int {
 		n += max(c, -c)
 	}
 	return n
+}
+
+func mutantSource(t *testing.T, name, text string) gpu.Source {
+	t.Helper()
+	src, err := shaders.Expand(name, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gpu.Source{Name: name, Text: src}
 }
