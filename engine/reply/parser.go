@@ -343,8 +343,9 @@ func (p *Parser) stepValue(eof bool) bool {
 	case more:
 		return false
 	}
-	p.valueText(s[:literalRun(s, "<\n")])
-	p.consume(literalRun(s, "<\n"))
+	n := literalRun(s, "<\n")
+	p.valueText(s[:n])
+	p.consume(n)
 	return true
 }
 
