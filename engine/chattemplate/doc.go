@@ -12,6 +12,11 @@
 // (the `+`, `~` and `*` operators, `tojson`, `range`) is replaced through
 // its extension points: filters, globals, and a rewrite of the parsed tree.
 //
+// One difference remains: gonja keeps no None apart from undefined, so a
+// JSON null prints as "" (Python prints "None", except through |string,
+// which follows Python) and `x is defined` is false for it. Lists and
+// dicts are immutable, as in Hugging Face's sandbox.
+//
 // # Inputs
 //
 // [Message], [ToolCall] and [Tool] decode from OpenAI-shaped JSON. Tool

@@ -19,12 +19,13 @@ const (
 	// MaxSteps bounds block entries during a render: loop iterations, taken
 	// branches and macro calls. A 1,000-message chat takes about 30,000.
 	MaxSteps = 2_000_000
-	// MaxStackFrames bounds the Go stack depth while rendering, which stops
-	// runaway recursion (recursive macros) long before the runtime's own
-	// fatal limit. Real templates stay under 1,000 frames.
-	MaxStackFrames = 20_000
-	// MaxRenderTime bounds the wall time of one render.
-	MaxRenderTime = 5 * time.Second
+	// MaxCallDepth bounds macro calls and recursive loops nested in each
+	// other, which stops runaway recursion long before the Go stack's fatal
+	// limit; Python's recursion limit stops Jinja at a similar depth.
+	MaxCallDepth = 256
+	// MaxRenderTime bounds the wall time of one render; real ones take
+	// milliseconds.
+	MaxRenderTime = 2 * time.Second
 	// MaxStringBytes bounds any one string, list or value a template builds
 	// (measured as its printed text).
 	MaxStringBytes = 32 << 20

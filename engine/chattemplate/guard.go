@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"runtime"
 	"strings"
 	"time"
 	"unsafe"
@@ -29,7 +28,7 @@ type renderState struct {
 	deadline time.Time
 	steps    int
 	produced int
-	pcs      []uintptr
+	depth    int
 	raised   *RaiseError
 	failure  error
 }
@@ -38,7 +37,6 @@ func newRenderState(ctx context.Context) *renderState {
 	return &renderState{
 		ctx:      ctx,
 		deadline: time.Now().Add(MaxRenderTime),
-		pcs:      make([]uintptr, MaxStackFrames),
 	}
 }
 
@@ -55,7 +53,7 @@ func (s *renderState) fail(err error) error {
 // stepCheckEvery is how many steps pass between clock and context checks.
 const stepCheckEvery = 64
 
-func (s *renderState) step(checkStack bool) error {
+func (s *renderState) step() error {
 	if s.failure != nil {
 		return s.failure
 	}
@@ -71,11 +69,19 @@ func (s *renderState) step(checkStack bool) error {
 			return s.fail(fmt.Errorf("%w: render took longer than %v", ErrLimit, MaxRenderTime))
 		}
 	}
-	if checkStack && runtime.Callers(0, s.pcs) >= len(s.pcs) {
-		return s.fail(fmt.Errorf("%w: recursion deeper than %d stack frames", ErrLimit, MaxStackFrames))
+	return nil
+}
+
+// enter and leave bracket a macro call or a recursive loop's body.
+func (s *renderState) enter() error {
+	s.depth++
+	if s.depth > MaxCallDepth {
+		return s.fail(fmt.Errorf("%w: macro calls or recursive loops nested deeper than %d", ErrLimit, MaxCallDepth))
 	}
 	return nil
 }
+
+func (s *renderState) leave() { s.depth-- }
 
 func (s *renderState) produce(n int) error {
 	s.produced += n
@@ -98,16 +104,40 @@ func stateOf(c *exec.Context) *renderState {
 }
 
 // tick is inserted at the start of every block so that each loop
-// iteration, taken branch and macro call is counted.
+// iteration, taken branch and macro call is counted; in a macro or a
+// recursive loop it also counts the nesting, which leave undoes at the end.
 type tick struct {
-	at         *tokens.Token
-	checkStack bool
+	at    *tokens.Token
+	enter bool
 }
 
 func (t *tick) Position() *tokens.Token { return t.at }
 func (t *tick) String() string          { return "tick" }
 func (t *tick) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
-	return stateOf(r.Environment.Context).step(t.checkStack)
+	s := stateOf(r.Environment.Context)
+	if err := s.step(); err != nil {
+		return err
+	}
+	if t.enter {
+		return s.enter()
+	}
+	return nil
+}
+
+type leave struct{ at *tokens.Token }
+
+func (l *leave) Position() *tokens.Token { return l.at }
+func (l *leave) String() string          { return "leave" }
+func (l *leave) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
+	stateOf(r.Environment.Context).leave()
+	return nil
+}
+
+// nested marks a block as a macro body or recursive loop body.
+func nested(w *nodes.Wrapper) {
+	first := w.Nodes[0].(*nodes.ControlStructureBlock)
+	first.ControlStructure.(*tick).enter = true
+	w.Nodes = append(w.Nodes, &nodes.ControlStructureBlock{Location: first.Location, Name: "leave", ControlStructure: &leave{at: first.Location}})
 }
 
 // emit replaces a text node: it writes the text (trimmed as the parser
@@ -181,10 +211,10 @@ func (w *rewriter) visit(v reflect.Value) {
 		case *nodes.Wrapper:
 			n.Nodes = w.block(n.Nodes, n.Location)
 		case *nodes.Macro:
-			n.Wrapper.Nodes[0].(*nodes.ControlStructureBlock).ControlStructure.(*tick).checkStack = true
+			nested(n.Wrapper)
 		case *controlStructures.ForControlStructure:
 			if n.Recursive {
-				n.BodyWrapper.Nodes[0].(*nodes.ControlStructureBlock).ControlStructure.(*tick).checkStack = true
+				nested(n.BodyWrapper)
 			}
 		}
 	case reflect.Interface:

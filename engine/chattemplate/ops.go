@@ -441,7 +441,7 @@ func raiseException(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 }
 
 // rangeFn is Python's range, bounded by MaxRange as in Jinja's sandbox.
-func rangeFn(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
+func rangeFn(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	ints := make([]int, 0, 3)
 	for _, a := range params.Args {
 		i, ok := unwrap(a).(int)
@@ -471,7 +471,7 @@ func rangeFn(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 		n = (start - stop - step - 1) / -step
 	}
 	if n > MaxRange || n < 0 {
-		return exec.AsValue(fmt.Errorf("%w: range of more than %d items", ErrLimit, MaxRange))
+		return exec.AsValue(stateOf(e.Environment.Context).fail(fmt.Errorf("%w: range of more than %d items", ErrLimit, MaxRange)))
 	}
 	out := make([]any, n)
 	for i := range out {

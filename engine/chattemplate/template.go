@@ -188,6 +188,10 @@ func (t *Template) Render(ctx context.Context, in Input) (out string, err error)
 		return "", s.failure
 	}
 	if execErr != nil {
+		if strings.Contains(execErr.Error(), ErrLimit.Error()) {
+			// A string method hit a limit; methods cannot reach the state.
+			return "", fmt.Errorf("%w: %s", ErrLimit, cleanError(execErr))
+		}
 		return "", fmt.Errorf("%w: %s", ErrRender, cleanError(execErr))
 	}
 	return b.String(), nil

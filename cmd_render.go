@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+
+	"petal/engine/chattemplate"
+)
+
+func init() {
+	commands["render"] = command{
+		summary: "print the chat-template prompt of a conversation, exactly",
+		run:     runRender,
+	}
+}
+
+func runRender(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var req chattemplate.FileRequest
+	fs.StringVar(&req.ModelDir, "model", "", "checkpoint folder (only its template and tokenizer config are read)")
+	fs.StringVar(&req.MessagesFile, "messages", "", "JSON file with an array of messages")
+	fs.StringVar(&req.ToolsFile, "tools", "", "JSON file with an array of tools")
+	fs.StringVar(&req.KwargsJSON, "template-kwargs", "", "JSON object of extra template variables")
+	fs.BoolVar(&req.NoGenerationPrompt, "no-generation-prompt", false, "leave out the assistant turn opener")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if req.ModelDir == "" || req.MessagesFile == "" {
+		return errors.New("render: --model and --messages are required")
+	}
+	if fs.NArg() > 0 {
+		return errors.New("render: unexpected arguments")
+	}
+	prompt, err := chattemplate.RenderFiles(context.Background(), req)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, prompt)
+	return err
+}
