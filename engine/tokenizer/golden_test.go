@@ -253,8 +253,9 @@ func streamDecode(t *testing.T, tok *Tokenizer, ids []int, skipSpecial bool) str
 
 func splitAll(p *pattern, s string) []string {
 	var out []string
+	var st matchState
 	for pos := 0; pos < len(s); {
-		end := p.nextPiece(s, pos)
+		end := p.nextPiece(s, pos, &st)
 		out = append(out, s[pos:end])
 		pos = end
 	}

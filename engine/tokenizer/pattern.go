@@ -22,6 +22,9 @@ const (
 	maxItems = 16
 	// maxRepeat bounds the numbers in a {m,n} quantifier.
 	maxRepeat = 1000
+	// backtrackMemoAfter is the number of steps of one match attempt that
+	// run without memoization; real split regexes take a handful.
+	backtrackMemoAfter = 1 << 10
 )
 
 // pattern is a compiled pre-tokenizer regex: an ordered list of
@@ -41,6 +44,9 @@ type pattern struct {
 	// ASCII byte b; alternatives are tried in order only where it is set.
 	firstASCII [utf8.RuneSelf]uint64
 	all        uint64
+	// memoAfter is the number of backtracking steps of one match attempt
+	// after which failed states are remembered; tests lower it.
+	memoAfter int
 }
 
 // alternative is a sequence of quantified classes, optionally followed by a
@@ -115,7 +121,7 @@ func compilePattern(src string) (*pattern, error) {
 	if err != nil {
 		return nil, fmt.Errorf("split regex %q: %w", src, err)
 	}
-	pat := &pattern{source: src, alts: alts}
+	pat := &pattern{source: src, alts: alts, memoAfter: backtrackMemoAfter}
 	for i, a := range alts {
 		bit := uint64(1) << i
 		pat.all |= bit
@@ -151,8 +157,8 @@ func (a *alternative) minLen() int {
 // nextPiece returns the end of the pre-token that starts at pos: a match
 // of the regex, or text that no alternative matches, which the Isolated
 // behaviour keeps as a piece of its own.
-func (p *pattern) nextPiece(s string, pos int) int {
-	start, end := p.find(s, pos)
+func (p *pattern) nextPiece(s string, pos int, st *matchState) int {
+	start, end := p.find(s, pos, st)
 	switch {
 	case start < 0:
 		return len(s)
@@ -164,9 +170,9 @@ func (p *pattern) nextPiece(s string, pos int) int {
 
 // find returns the first match at or after byte offset pos as [start, end),
 // or start = -1 when there is none.
-func (p *pattern) find(s string, pos int) (start, end int) {
+func (p *pattern) find(s string, pos int, st *matchState) (start, end int) {
 	for pos < len(s) {
-		if e := p.matchAt(s, pos); e > pos {
+		if e := p.matchAt(s, pos, st); e > pos {
 			return pos, e
 		}
 		if s[pos] < utf8.RuneSelf {
@@ -181,7 +187,7 @@ func (p *pattern) find(s string, pos int) (start, end int) {
 
 // matchAt returns the end of the match of the first alternative that
 // matches at pos, or -1.
-func (p *pattern) matchAt(s string, pos int) int {
+func (p *pattern) matchAt(s string, pos int, st *matchState) int {
 	mask := p.all
 	if s[pos] < utf8.RuneSelf {
 		mask = p.firstASCII[s[pos]]
@@ -190,30 +196,56 @@ func (p *pattern) matchAt(s string, pos int) int {
 		if mask&(1<<i) == 0 {
 			continue
 		}
-		if e := p.alts[i].match(s, pos); e >= 0 {
+		bt := backtracker{alt: &p.alts[i], altIndex: i, s: s, memoAfter: p.memoAfter, st: st}
+		if e := bt.match(0, pos); e >= 0 {
 			return e
 		}
 	}
 	return -1
 }
 
-func (a *alternative) match(s string, pos int) int {
-	return matchItems(a.items, a.notAhead, s, pos)
+// matchState is what matching remembers across the attempts on one text:
+// the (alternative, item, position) states known to fail, once
+// memoization has started.
+type matchState struct {
+	failed map[uint64]bool
 }
 
-// matchItems matches items greedily from pos, backtracking one rune at a
-// time, and returns the end of the match or -1.
-func matchItems(items []item, notAhead *class, s string, pos int) int {
-	if len(items) == 0 {
-		if notAhead != nil && pos < len(s) {
+// backtracker matches one alternative at one position: greedily, giving
+// back one rune at a time. Plain backtracking is exponential on regexes
+// such as a*a*a*b, so past memoAfter steps of one attempt it records failed
+// states in the text's matchState, which bounds the work on a text of n
+// runes by items × n states of O(n) each.
+type backtracker struct {
+	alt       *alternative
+	altIndex  int
+	s         string
+	steps     int
+	memoAfter int
+	st        *matchState
+}
+
+// match matches items i... of the alternative from pos and returns the end
+// of the match or -1.
+func (bt *backtracker) match(i, pos int) int {
+	items, s := bt.alt.items, bt.s
+	if i == len(items) {
+		if bt.alt.notAhead != nil && pos < len(s) {
 			r, _ := utf8.DecodeRuneInString(s[pos:])
-			if notAhead.has(r) {
+			if bt.alt.notAhead.has(r) {
 				return -1
 			}
 		}
 		return pos
 	}
-	it := items[0]
+	key := uint64(bt.altIndex)<<56 | uint64(i)<<48 | uint64(pos)
+	if bt.steps++; bt.steps > bt.memoAfter && bt.st.failed == nil {
+		bt.st.failed = make(map[uint64]bool)
+	}
+	if bt.st.failed != nil && bt.st.failed[key] {
+		return -1
+	}
+	it := items[i]
 	p, n := pos, 0
 	for n < it.max && p < len(s) {
 		r, w := rune(s[p]), 1
@@ -226,20 +258,21 @@ func matchItems(items []item, notAhead *class, s string, pos int) int {
 		p += w
 		n++
 	}
-	if n < it.min {
-		return -1
-	}
-	for {
-		if e := matchItems(items[1:], notAhead, s, p); e >= 0 {
+	for n >= it.min {
+		if e := bt.match(i+1, p); e >= 0 {
 			return e
 		}
 		if n == it.min {
-			return -1
+			break
 		}
 		_, w := utf8.DecodeLastRuneInString(s[pos:p])
 		p -= w
 		n--
 	}
+	if bt.st.failed != nil {
+		bt.st.failed[key] = true
+	}
+	return -1
 }
 
 // parser is a recursive-descent parser of the regex subset pattern knows.

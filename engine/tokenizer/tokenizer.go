@@ -123,8 +123,9 @@ func (t *Tokenizer) normalize(s string) string {
 
 // encodeWords pre-tokenizes normalized text and encodes each word.
 func (t *Tokenizer) encodeWords(dst []int, text string, sc *scratch) []int {
+	var st matchState
 	for pos := 0; pos < len(text); {
-		end := t.pattern.nextPiece(text, pos)
+		end := t.pattern.nextPiece(text, pos, &st)
 		dst = t.encodeWord(dst, text[pos:end], sc)
 		pos = end
 	}
