@@ -25,6 +25,12 @@ type Sequence interface {
 	Forward(tokens []int, out []float32) error
 	// Len is the number of tokens processed so far.
 	Len() int
+	// Fork returns an independent copy of the sequence and its caches: the
+	// prefix cache keeps forks at reusable boundaries (a DeltaNet state
+	// cannot be rewound, only copied) and continues from them.
+	Fork() (Sequence, error)
+	// Bytes is the memory the sequence's caches hold.
+	Bytes() int64
 	// Close frees the sequence's state.
 	Close() error
 }

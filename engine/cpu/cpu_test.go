@@ -180,3 +180,45 @@ func TestAttentionOnlyAndDeltaOnlyLayouts(t *testing.T) {
 		}
 	}
 }
+
+// A fork continues exactly as the original would, and leaves it untouched.
+func TestFork(t *testing.T) {
+	m := openTiny(t, checkpointtest.Tiny())
+	ids := randomTokens(20, m.cfg.Vocab, 9)
+	whole := forward(t, m, ids)
+	v := m.cfg.Vocab
+	seq, _ := m.NewSequence()
+	defer seq.Close()
+	if err := seq.Forward(ids[:12], nil); err != nil {
+		t.Fatal(err)
+	}
+	before := seq.Bytes()
+	fork, err := seq.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fork.Close()
+	if fork.Len() != 12 || fork.Bytes() != before {
+		t.Fatalf("fork len %d bytes %d, want 12 and %d", fork.Len(), fork.Bytes(), before)
+	}
+	// Advance the fork on other tokens first; the original must not see it.
+	if err := fork.Forward([]int{1, 2, 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rest := make([]float32, (len(ids)-12)*v)
+	if err := seq.Forward(ids[12:], rest); err != nil {
+		t.Fatal(err)
+	}
+	if d := maxDiff(rest, whole[12*v:]); d > 1e-4 {
+		t.Errorf("original after fork differs by %g", d)
+	}
+	fork2, _ := seq.Fork()
+	defer fork2.Close()
+	out := make([]float32, v)
+	seq.Forward([]int{5}, out)
+	out2 := make([]float32, v)
+	fork2.Forward([]int{5}, out2)
+	if d := maxDiff(out, out2); d != 0 {
+		t.Errorf("fork and original diverge by %g on the same token", d)
+	}
+}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
@@ -138,6 +139,30 @@ type layerState struct {
 
 // Len is the number of tokens processed.
 func (s *Sequence) Len() int { return s.pos }
+
+// Fork copies the sequence and its caches.
+func (s *Sequence) Fork() (engine.Sequence, error) {
+	if s.layers == nil {
+		return nil, fmt.Errorf("cpu: sequence is closed")
+	}
+	f := &Sequence{m: s.m, pos: s.pos, layers: make([]layerState, len(s.layers))}
+	for i, l := range s.layers {
+		f.layers[i] = layerState{
+			k: slices.Clone(l.k), v: slices.Clone(l.v),
+			conv: slices.Clone(l.conv), state: slices.Clone(l.state),
+		}
+	}
+	return f, nil
+}
+
+// Bytes is the size of the caches.
+func (s *Sequence) Bytes() int64 {
+	var n int64
+	for _, l := range s.layers {
+		n += 4 * int64(cap(l.k)+cap(l.v)+len(l.conv)+len(l.state))
+	}
+	return n
+}
 
 // Close drops the caches.
 func (s *Sequence) Close() error {
