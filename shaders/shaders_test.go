@@ -18,7 +18,7 @@ import (
 
 // device opens one sim device per test binary; the library cache is shared
 // with later runs through PETAL_SIM_CACHE or the user cache.
-func device(t *testing.T) *sim.Device {
+func device(t testing.TB) *sim.Device {
 	t.Helper()
 	d, err := sim.Open(sim.Options{})
 	if err != nil {
@@ -28,7 +28,7 @@ func device(t *testing.T) *sim.Device {
 	return d
 }
 
-func pipeline(t *testing.T, d gpu.Device, file, fn string) gpu.Pipeline {
+func pipeline(t testing.TB, d gpu.Device, file, fn string) gpu.Pipeline {
 	t.Helper()
 	src, err := shaders.Source(file)
 	if err != nil {
@@ -41,7 +41,7 @@ func pipeline(t *testing.T, d gpu.Device, file, fn string) gpu.Pipeline {
 	return p
 }
 
-func floats(t *testing.T, d gpu.Device, v []float32) gpu.Buffer {
+func floats(t testing.TB, d gpu.Device, v []float32) gpu.Buffer {
 	t.Helper()
 	b, err := d.NewBuffer(4 * len(v))
 	if err != nil {
@@ -61,7 +61,7 @@ func readFloats(b gpu.Buffer, n int) []float32 {
 	return out
 }
 
-func u16s(t *testing.T, d gpu.Device, v []uint16) gpu.Buffer {
+func u16s(t testing.TB, d gpu.Device, v []uint16) gpu.Buffer {
 	t.Helper()
 	b, err := d.NewBuffer(2 * len(v))
 	if err != nil {
@@ -73,7 +73,7 @@ func u16s(t *testing.T, d gpu.Device, v []uint16) gpu.Buffer {
 	return b
 }
 
-func u32s(t *testing.T, d gpu.Device, v []uint32) gpu.Buffer {
+func u32s(t testing.TB, d gpu.Device, v []uint32) gpu.Buffer {
 	t.Helper()
 	b, err := d.NewBuffer(4 * len(v))
 	if err != nil {
@@ -97,7 +97,7 @@ func bf16(f float32) uint16 {
 
 func fromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
-func run(t *testing.T, d gpu.Device, ds ...*gpu.Dispatch) error {
+func run(t testing.TB, d gpu.Device, ds ...*gpu.Dispatch) error {
 	t.Helper()
 	cb, err := d.NewCommandBuffer()
 	if err != nil {

@@ -292,43 +292,52 @@ func (d *Device) exec(o *op, schedule, poison uint32) error {
 	var mu sync.Mutex
 	var first error
 	var wg sync.WaitGroup
+	work := func() {
+		w, err := d.getWorker(o.pipe.lib)
+		if err != nil {
+			mu.Lock()
+			first = err
+			mu.Unlock()
+			return
+		}
+		defer func() { d.workers <- w }()
+		var res cResult
+		for {
+			begin := next.Add(groupsPerCall) - groupsPerCall
+			if begin >= total {
+				return
+			}
+			mu.Lock()
+			stop := first != nil
+			mu.Unlock()
+			if stop {
+				return
+			}
+			end := min(begin+groupsPerCall, total)
+			kind := o.pipe.lib.run(unsafe.Pointer(l), unsafe.Pointer(&w.mem[0]), uint64(len(w.mem)), begin, end, unsafe.Pointer(&res))
+			runtime.KeepAlive(o)
+			if kind != hazNone {
+				err := d.hazard(o, kind, &res)
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				return
+			}
+		}
+	}
+	// A dispatch that fits one call runs on this goroutine: waking another
+	// costs more than a small kernel.
+	if par == 1 {
+		work()
+		return first
+	}
 	for range par {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w, err := d.getWorker(o.pipe.lib)
-			if err != nil {
-				mu.Lock()
-				first = err
-				mu.Unlock()
-				return
-			}
-			defer func() { d.workers <- w }()
-			var res cResult
-			for {
-				begin := next.Add(groupsPerCall) - groupsPerCall
-				if begin >= total {
-					return
-				}
-				mu.Lock()
-				stop := first != nil
-				mu.Unlock()
-				if stop {
-					return
-				}
-				end := min(begin+groupsPerCall, total)
-				kind := o.pipe.lib.run(unsafe.Pointer(l), unsafe.Pointer(&w.mem[0]), uint64(len(w.mem)), begin, end, unsafe.Pointer(&res))
-				runtime.KeepAlive(o)
-				if kind != hazNone {
-					err := d.hazard(o, kind, &res)
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
+			work()
 		}()
 	}
 	wg.Wait()

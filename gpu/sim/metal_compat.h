@@ -559,7 +559,7 @@ static int run_group(Worker* W, const Launch* Lc, Result* R) {
 		init_fiber(W, L, i);
 	}
 	int nsg = (n + kWidth - 1) / kWidth;
-	if (sigsetjmp(W->jb, 1)) {
+	if (sigsetjmp(W->jb, 0)) {
 		R->addr = (uint64_t)W->fault_addr;
 		report(R, HAZ_FAULT, 0, "memory fault (out-of-bounds access or stack overflow) in thread %d", (int)(cur_lane - W->lanes), 0, 0);
 		R->thread = (uint32_t)(cur_lane - W->lanes);
