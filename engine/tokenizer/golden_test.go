@@ -253,9 +253,9 @@ func streamDecode(t *testing.T, tok *Tokenizer, ids []int, skipSpecial bool) str
 
 func splitAll(p *pattern, s string) []string {
 	var out []string
-	var st matchState
+	m := p.matcher(s)
 	for pos := 0; pos < len(s); {
-		end := p.nextPiece(s, pos, &st)
+		end := m.nextPiece(pos)
 		out = append(out, s[pos:end])
 		pos = end
 	}

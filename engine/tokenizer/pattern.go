@@ -154,14 +154,32 @@ func (a *alternative) minLen() int {
 	return n
 }
 
+// matcher runs a pattern over one text. An attempt matches one alternative
+// at one position: greedily, giving back one rune at a time. Plain
+// backtracking is exponential on regexes such as a*a*a*b, so past memoAfter
+// steps of one attempt the matcher records which (alternative, item,
+// position) states fail, for the rest of the text; that bounds the work on
+// a text of n runes by alternatives × items × n states of O(n) each.
+type matcher struct {
+	p      *pattern
+	s      string
+	failed map[uint64]bool
+	// The attempt under way.
+	alt      *alternative
+	altIndex int
+	steps    int
+}
+
+func (p *pattern) matcher(s string) matcher { return matcher{p: p, s: s} }
+
 // nextPiece returns the end of the pre-token that starts at pos: a match
 // of the regex, or text that no alternative matches, which the Isolated
 // behaviour keeps as a piece of its own.
-func (p *pattern) nextPiece(s string, pos int, st *matchState) int {
-	start, end := p.find(s, pos, st)
+func (m *matcher) nextPiece(pos int) int {
+	start, end := m.find(pos)
 	switch {
 	case start < 0:
-		return len(s)
+		return len(m.s)
 	case start > pos:
 		return start
 	}
@@ -170,15 +188,15 @@ func (p *pattern) nextPiece(s string, pos int, st *matchState) int {
 
 // find returns the first match at or after byte offset pos as [start, end),
 // or start = -1 when there is none.
-func (p *pattern) find(s string, pos int, st *matchState) (start, end int) {
-	for pos < len(s) {
-		if e := p.matchAt(s, pos, st); e > pos {
+func (m *matcher) find(pos int) (start, end int) {
+	for pos < len(m.s) {
+		if e := m.matchAt(pos); e > pos {
 			return pos, e
 		}
-		if s[pos] < utf8.RuneSelf {
+		if m.s[pos] < utf8.RuneSelf {
 			pos++
 		} else {
-			_, w := utf8.DecodeRuneInString(s[pos:])
+			_, w := utf8.DecodeRuneInString(m.s[pos:])
 			pos += w
 		}
 	}
@@ -187,62 +205,41 @@ func (p *pattern) find(s string, pos int, st *matchState) (start, end int) {
 
 // matchAt returns the end of the match of the first alternative that
 // matches at pos, or -1.
-func (p *pattern) matchAt(s string, pos int, st *matchState) int {
-	mask := p.all
-	if s[pos] < utf8.RuneSelf {
-		mask = p.firstASCII[s[pos]]
+func (m *matcher) matchAt(pos int) int {
+	mask := m.p.all
+	if m.s[pos] < utf8.RuneSelf {
+		mask = m.p.firstASCII[m.s[pos]]
 	}
-	for i := range p.alts {
+	for i := range m.p.alts {
 		if mask&(1<<i) == 0 {
 			continue
 		}
-		bt := backtracker{alt: &p.alts[i], altIndex: i, s: s, memoAfter: p.memoAfter, st: st}
-		if e := bt.match(0, pos); e >= 0 {
+		m.alt, m.altIndex, m.steps = &m.p.alts[i], i, 0
+		if e := m.match(0, pos); e >= 0 {
 			return e
 		}
 	}
 	return -1
 }
 
-// matchState is what matching remembers across the attempts on one text:
-// the (alternative, item, position) states known to fail, once
-// memoization has started.
-type matchState struct {
-	failed map[uint64]bool
-}
-
-// backtracker matches one alternative at one position: greedily, giving
-// back one rune at a time. Plain backtracking is exponential on regexes
-// such as a*a*a*b, so past memoAfter steps of one attempt it records failed
-// states in the text's matchState, which bounds the work on a text of n
-// runes by items × n states of O(n) each.
-type backtracker struct {
-	alt       *alternative
-	altIndex  int
-	s         string
-	steps     int
-	memoAfter int
-	st        *matchState
-}
-
 // match matches items i... of the alternative from pos and returns the end
 // of the match or -1.
-func (bt *backtracker) match(i, pos int) int {
-	items, s := bt.alt.items, bt.s
+func (m *matcher) match(i, pos int) int {
+	items, s := m.alt.items, m.s
 	if i == len(items) {
-		if bt.alt.notAhead != nil && pos < len(s) {
+		if m.alt.notAhead != nil && pos < len(s) {
 			r, _ := utf8.DecodeRuneInString(s[pos:])
-			if bt.alt.notAhead.has(r) {
+			if m.alt.notAhead.has(r) {
 				return -1
 			}
 		}
 		return pos
 	}
-	key := uint64(bt.altIndex)<<56 | uint64(i)<<48 | uint64(pos)
-	if bt.steps++; bt.steps > bt.memoAfter && bt.st.failed == nil {
-		bt.st.failed = make(map[uint64]bool)
+	key := uint64(m.altIndex)<<56 | uint64(i)<<48 | uint64(pos)
+	if m.steps++; m.steps > m.p.memoAfter && m.failed == nil {
+		m.failed = make(map[uint64]bool)
 	}
-	if bt.st.failed != nil && bt.st.failed[key] {
+	if m.failed != nil && m.failed[key] {
 		return -1
 	}
 	it := items[i]
@@ -259,7 +256,7 @@ func (bt *backtracker) match(i, pos int) int {
 		n++
 	}
 	for n >= it.min {
-		if e := bt.match(i+1, p); e >= 0 {
+		if e := m.match(i+1, p); e >= 0 {
 			return e
 		}
 		if n == it.min {
@@ -269,8 +266,8 @@ func (bt *backtracker) match(i, pos int) int {
 		p -= w
 		n--
 	}
-	if bt.st.failed != nil {
-		bt.st.failed[key] = true
+	if m.failed != nil {
+		m.failed[key] = true
 	}
 	return -1
 }

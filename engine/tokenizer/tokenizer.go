@@ -123,9 +123,9 @@ func (t *Tokenizer) normalize(s string) string {
 
 // encodeWords pre-tokenizes normalized text and encodes each word.
 func (t *Tokenizer) encodeWords(dst []int, text string, sc *scratch) []int {
-	var st matchState
+	m := t.pattern.matcher(text)
 	for pos := 0; pos < len(text); {
-		end := t.pattern.nextPiece(text, pos, &st)
+		end := m.nextPiece(pos)
 		dst = t.encodeWord(dst, text[pos:end], sc)
 		pos = end
 	}
