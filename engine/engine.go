@@ -71,12 +71,21 @@ func Argmax(v []float32) int {
 	return best
 }
 
+// GreedyDecoder is a sequence that decodes greedily by itself, e.g. with
+// the argmax on the GPU feeding the next step without a CPU round trip.
+type GreedyDecoder interface {
+	Greedy(prompt []int, maxTokens int, eos []int) ([]int, error)
+}
+
 // Greedy feeds prompt to seq, then appends the most likely token up to
 // maxTokens times, stopping after a token in eos. It returns the generated
 // tokens (an eos token included).
 func Greedy(seq Sequence, vocab int, prompt []int, maxTokens int, eos []int) ([]int, error) {
 	if len(prompt) == 0 {
 		return nil, errors.New("empty prompt")
+	}
+	if g, ok := seq.(GreedyDecoder); ok {
+		return g.Greedy(prompt, maxTokens, eos)
 	}
 	logits := make([]float32, vocab)
 	if err := seq.Forward(prompt, logits); err != nil {

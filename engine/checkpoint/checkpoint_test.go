@@ -238,3 +238,27 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// The 35B shape: 1.67 GB of weights per decode token by REFERENCE-ENGINE.md's
+// arithmetic (4.5 bits per Q4 weight, 8.5 per Q8).
+func TestQwen36ShapeBytes(t *testing.T) {
+	m, err := checkpoint.ShapeOnly(checkpoint.Qwen36())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.DecodeWeightBytes(); got < 1.60e9 || got > 1.72e9 {
+		t.Errorf("decode reads %d bytes of weights, want about 1.67e9", got)
+	}
+	if m.Layers[0].MoE.Router.Bits != 8 || m.Layers[3].Attn == nil || m.Layers[0].Delta == nil {
+		t.Error("shape model lacks 8-bit routers or the 3:1 layer pattern")
+	}
+	var total int64
+	total += m.Embed.Bytes() + m.LMHead.Bytes()
+	for _, l := range m.Layers {
+		total += l.MoE.Gate.Bytes() + l.MoE.Up.Bytes() + l.MoE.Down.Bytes()
+	}
+	// Experts, embedding and head are most of the 19.4 GB checkpoint.
+	if total < 17e9 || total > 19.4e9 {
+		t.Errorf("experts+embedding+head = %d bytes", total)
+	}
+}

@@ -176,15 +176,19 @@ func shardFiles(dir string) ([]string, error) {
 }
 
 type binder struct {
-	cfg     *Config
-	tensors map[string]*safetensors.Tensor
-	used    map[string]bool
-	prefix  string // "language_model." for the multimodal layout, else ""
+	// shapeOnly fabricates every tensor (see ShapeOnly) instead of
+	// looking it up.
+	shapeOnly bool
+	cfg       *Config
+	tensors   map[string]*safetensors.Tensor
+	used      map[string]bool
+	prefix    string // "language_model." for the multimodal layout, else ""
 }
 
 func (b *binder) bind(m *Model) error {
 	c := b.cfg
 	switch {
+	case b.shapeOnly:
 	case b.tensors["language_model.model.embed_tokens.weight"] != nil:
 		b.prefix = "language_model."
 	case b.tensors["model.embed_tokens.weight"] != nil:
@@ -326,6 +330,10 @@ func shapeEq(s []int, want ...int) bool {
 }
 
 func (b *binder) vector(v *Vector, name string, n int) error {
+	if b.shapeOnly {
+		*v = Vector{Name: b.prefix + name, T: fake(b.prefix+name, safetensors.F32, true, n)}
+		return nil
+	}
 	t, full := b.lookup(name)
 	if t == nil {
 		return bad("tensor %q is missing (want a [%d] vector)", full, n)
@@ -344,8 +352,12 @@ func (b *binder) vector(v *Vector, name string, n int) error {
 // by transformers; both put channel c's taps at c*K..c*K+K-1.
 func (b *binder) conv(v *Vector, name string) error {
 	c := b.cfg
-	t, full := b.lookup(name)
 	ch, k := c.ConvChannels(), c.ConvKernel
+	if b.shapeOnly {
+		*v = Vector{Name: b.prefix + name, T: fake(b.prefix+name, safetensors.F32, true, ch, k)}
+		return nil
+	}
+	t, full := b.lookup(name)
 	if t == nil {
 		return bad("tensor %q is missing (want [%d, %d, 1])", full, ch, k)
 	}
@@ -360,6 +372,19 @@ func (b *binder) conv(v *Vector, name string) error {
 }
 
 func (b *binder) matrix(name string, experts, rows, cols int) (Matrix, error) {
+	if b.shapeOnly {
+		m := Matrix{Name: b.prefix + name, Experts: experts, Rows: rows, Cols: cols}
+		q, ok := b.cfg.QuantFor(m.Name)
+		if !ok {
+			return m, bad("shape of %q: the config does not quantize it", m.Name)
+		}
+		m.Bits, m.GroupSize = q.Bits, q.GroupSize
+		n := max(experts, 1) * rows
+		m.Weight = fake(m.Name+".weight", safetensors.U32, false, n, cols*q.Bits/32)
+		m.Scales = fake(m.Name+".scales", safetensors.BF16, false, n, cols/q.GroupSize)
+		m.Biases = fake(m.Name+".biases", safetensors.BF16, false, n, cols/q.GroupSize)
+		return m, nil
+	}
 	w, full := b.lookup(name + ".weight")
 	m := Matrix{Name: b.prefix + name, Experts: experts, Rows: rows, Cols: cols, Weight: w}
 	lead := []int{}
@@ -414,4 +439,31 @@ func (b *binder) matrix(name string, experts, rows, cols int) (Matrix, error) {
 	}
 	m.Scales, m.Biases = scales, biases
 	return m, nil
+}
+
+// ShapeOnly builds a Model of cfg's shape whose quantized matrices have no
+// data (their tensors have a nil File and Data) and whose vectors are zero
+// float32 values. It serves to count what a step reads and encodes for a
+// checkpoint that is not on this machine; nothing can compute with it.
+func ShapeOnly(cfg *Config) (*Model, error) {
+	m := &Model{Config: cfg}
+	b := &binder{shapeOnly: true, cfg: cfg, prefix: "language_model."}
+	if err := b.bind(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// fake is a tensor with no file, of the given dtype and shape, holding
+// zeros when withData is set and no data otherwise.
+func fake(name string, dtype safetensors.DType, withData bool, shape ...int) *safetensors.Tensor {
+	n := int64(1)
+	for _, d := range shape {
+		n *= int64(d)
+	}
+	t := &safetensors.Tensor{Info: safetensors.Info{Name: name, DType: dtype, Shape: shape, End: n * int64(dtype.Size())}}
+	if withData {
+		t.Data = make([]byte, t.End)
+	}
+	return t
 }

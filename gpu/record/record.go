@@ -1,0 +1,120 @@
+// Package record is a gpu driver that records command buffers without
+// running them. It lets Petal count the dispatches, dependency levels and
+// weight bytes of a decode step for a model shape whose weights are not on
+// this machine (the 35B checkpoint), with the very encoding code the real
+// drivers run.
+package record
+
+import (
+	"fmt"
+	"sync"
+
+	"petal/gpu"
+)
+
+// Device records; its pipelines compile nothing and its command buffers
+// complete at once.
+type Device struct {
+	mu     sync.Mutex
+	traces []*gpu.Trace
+}
+
+var _ gpu.Device = (*Device)(nil)
+
+// New returns a recording device.
+func New() *Device { return &Device{} }
+
+// Info describes the recorder.
+func (d *Device) Info() gpu.Info { return gpu.Info{Name: "record"} }
+
+// NewBuffer returns a real zeroed buffer of length bytes.
+func (d *Device) NewBuffer(length int) (gpu.Buffer, error) {
+	if length < 0 {
+		return nil, fmt.Errorf("%w: buffer of %d bytes", gpu.ErrInvalid, length)
+	}
+	return &buffer{data: make([]byte, length), n: length}, nil
+}
+
+// WrapNoCopy wraps mem.
+func (d *Device) WrapNoCopy(mem []byte) (gpu.Buffer, error) {
+	return &buffer{data: mem, n: len(mem)}, nil
+}
+
+// Placeholder is a buffer of length bytes with no memory behind it: weights
+// that are counted but never read. Contents is nil.
+func Placeholder(length int) gpu.Buffer { return &buffer{n: length} }
+
+// NewPipeline returns a pipeline named after function; nothing compiles.
+func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.Constant) (gpu.Pipeline, error) {
+	if err := gpu.CheckConstants(constants); err != nil {
+		return nil, err
+	}
+	return pipeline(function), nil
+}
+
+// NewCommandBuffer starts a recording.
+func (d *Device) NewCommandBuffer() (gpu.CommandBuffer, error) {
+	cb := &commandBuffer{trace: &gpu.Trace{}}
+	d.mu.Lock()
+	d.traces = append(d.traces, cb.trace)
+	d.mu.Unlock()
+	return cb, nil
+}
+
+// Traces returns every command buffer recorded so far, in creation order.
+func (d *Device) Traces() []*gpu.Trace {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]*gpu.Trace(nil), d.traces...)
+}
+
+// Close does nothing.
+func (d *Device) Close() error { return nil }
+
+type buffer struct {
+	data []byte
+	n    int
+}
+
+func (b *buffer) Len() int         { return b.n }
+func (b *buffer) Contents() []byte { return b.data }
+func (b *buffer) Release()         {}
+
+type pipeline string
+
+func (p pipeline) Name() string    { return string(p) }
+func (p pipeline) MaxThreads() int { return gpu.MaxThreadsPerThreadgroup }
+
+type commandBuffer struct {
+	trace  *gpu.Trace
+	status gpu.Status
+	err    error
+}
+
+func (c *commandBuffer) Dispatch(d *gpu.Dispatch) error {
+	if c.status != gpu.Encoding {
+		return fmt.Errorf("%w: dispatch after commit", gpu.ErrInvalid)
+	}
+	if err := d.Check(); err != nil {
+		if c.err == nil {
+			c.err = err
+		}
+		return err
+	}
+	c.trace.AddDispatch(d)
+	return nil
+}
+
+func (c *commandBuffer) Barrier() { c.trace.AddBarrier() }
+
+func (c *commandBuffer) Commit() error {
+	if c.status != gpu.Encoding {
+		return fmt.Errorf("%w: committed twice", gpu.ErrInvalid)
+	}
+	c.status = gpu.Completed
+	return c.err
+}
+
+func (c *commandBuffer) Wait() error        { return c.err }
+func (c *commandBuffer) Status() gpu.Status { return c.status }
+func (c *commandBuffer) Trace() *gpu.Trace  { return c.trace }
