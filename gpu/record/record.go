@@ -27,12 +27,14 @@ func New() *Device { return &Device{} }
 // Info describes the recorder.
 func (d *Device) Info() gpu.Info { return gpu.Info{Name: "record"} }
 
-// NewBuffer returns a real zeroed buffer of length bytes.
+// NewBuffer returns a zeroed buffer of length bytes; its memory is
+// allocated when Contents is first called, so a recording of a long
+// context's caches costs nothing.
 func (d *Device) NewBuffer(length int) (gpu.Buffer, error) {
 	if length < 0 {
 		return nil, fmt.Errorf("%w: buffer of %d bytes", gpu.ErrInvalid, length)
 	}
-	return &buffer{data: make([]byte, length), n: length}, nil
+	return &buffer{n: length, lazy: true}, nil
 }
 
 // WrapNoCopy wraps mem.
@@ -74,11 +76,18 @@ func (d *Device) Close() error { return nil }
 type buffer struct {
 	data []byte
 	n    int
+	lazy bool
 }
 
-func (b *buffer) Len() int         { return b.n }
-func (b *buffer) Contents() []byte { return b.data }
-func (b *buffer) Release()         {}
+func (b *buffer) Len() int { return b.n }
+
+func (b *buffer) Contents() []byte {
+	if b.lazy && b.data == nil {
+		b.data = make([]byte, b.n)
+	}
+	return b.data
+}
+func (b *buffer) Release() {}
 
 type pipeline string
 

@@ -35,7 +35,9 @@
 //     in index order and in reverse and different poison in threadgroup
 //     memory; any difference in a buffer it may write means the result
 //     depends on thread order (a missing barrier, a read of threadgroup
-//     memory no one wrote).
+//     memory no one wrote). A kernel whose output may legitimately depend
+//     on order (an atomic append) needs a device with Options.Fast.
+//     Buffers from WrapNoCopy are never snapshotted: kernels only read them.
 //   - [ErrOutOfBounds]: buffers the sim allocates end against a guard page;
 //     an access past the end faults and is reported (an access past the end
 //     but within the 16-byte alignment padding, or into a wrapped buffer, is

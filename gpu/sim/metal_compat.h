@@ -15,13 +15,20 @@
 // lanes all wait at the same simd call, else a barrier all live threads wait
 // at, and reports divergence or deadlock otherwise.
 
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700  // macOS hides the ucontext functions otherwise
+#endif
 #include <stdint.h>
 #include <stddef.h>
 #include <float.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <type_traits>
-#if !defined(__x86_64__)
+// The fibers switch with a few instructions on x86-64 ELF (Linux); elsewhere
+// with ucontext, which is slower (a signal-mask system call per switch).
+#if defined(__x86_64__) && defined(__ELF__)
+#define PETAL_ASM_SWITCH 1
+#else
 #include <ucontext.h>
 #endif
 
@@ -308,7 +315,7 @@ struct Lane {
 	uint32_t pos[3];    // thread_position_in_threadgroup
 	alignas(16) unsigned char slot[2][kSlot];
 	uint32_t aux[2];    // per-call argument (shuffle lane, delta, mask)
-#if !defined(__x86_64__)
+#if !defined(PETAL_ASM_SWITCH)
 	ucontext_t uc;
 #endif
 };
@@ -348,7 +355,7 @@ struct Worker {
 	volatile int in_kernel;
 	void* fault_addr;
 	sigjmp_buf jb;
-#if !defined(__x86_64__)
+#if !defined(PETAL_ASM_SWITCH)
 	ucontext_t sched_uc;
 #endif
 	unsigned char* tgmem[kMaxTgBindings];
@@ -366,7 +373,7 @@ inline uint64_t worker_bytes() { return worker_header_bytes() + kMaxThreads * kS
 static thread_local Worker* cur_worker;
 static thread_local Lane* cur_lane;
 
-#if defined(__x86_64__)
+#if defined(PETAL_ASM_SWITCH)
 extern "C" void petal_switch(void** save_sp, void* next_sp);
 asm(R"(
 	.text
@@ -398,7 +405,7 @@ static void fiber_main();
 inline void to_scheduler(Lane* L) {
 	Worker* W = cur_worker;
 	W->in_kernel = 0;
-#if defined(__x86_64__)
+#if defined(PETAL_ASM_SWITCH)
 	petal_switch(&L->sp, W->sched_sp);
 #else
 	swapcontext(&L->uc, &W->sched_uc);
@@ -409,7 +416,7 @@ inline void to_scheduler(Lane* L) {
 inline void to_fiber(Worker* W, Lane* L) {
 	cur_lane = L;
 	W->in_kernel = 1;
-#if defined(__x86_64__)
+#if defined(PETAL_ASM_SWITCH)
 	petal_switch(&W->sched_sp, L->sp);
 #else
 	swapcontext(&W->sched_uc, &L->uc);
@@ -428,7 +435,7 @@ static void fiber_main() {
 
 inline void init_fiber(Worker* W, Lane* L, int i) {
 	unsigned char* top = (unsigned char*)W + worker_header_bytes() + (uint64_t)(i + 1) * kStackBytes;
-#if defined(__x86_64__)
+#if defined(PETAL_ASM_SWITCH)
 	void** sp = (void**)top;
 	*--sp = 0;                        // fake return address of fiber_main
 	*--sp = (void*)&fiber_main;       // popped by petal_switch's ret
@@ -656,6 +663,9 @@ extern "C" __attribute__((visibility("default"))) int petal_run(const petal::Lau
 	install_fault_handler();
 	cur_worker = W;
 	W->launch = Lc;
+	// Static threadgroup variables live in this OS thread's TLS, which may
+	// differ from the last call's: register them afresh.
+	W->ntg = 0;
 	for (uint32_t g = begin; g < end; g++) {
 		W->group[0] = g % Lc->groups[0];
 		W->group[1] = (g / Lc->groups[0]) % Lc->groups[1];

@@ -129,8 +129,7 @@ type edit struct {
 
 // kernelInfo describes one entry point found in the source.
 type kernelInfo struct {
-	name       string
-	maxThreads int
+	maxThreads int // from [[max_total_threads_per_threadgroup(n)]], else the Metal limit
 }
 
 // rewritten is a translation unit ready for the C++ compiler.
@@ -532,7 +531,7 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 	if _, dup := r.out.kernels[name]; dup {
 		return 0, r.errorf(r.tok(i), "kernel %s defined twice", name)
 	}
-	r.out.kernels[name] = kernelInfo{name: name, maxThreads: maxThreads}
+	r.out.kernels[name] = kernelInfo{maxThreads: maxThreads}
 	fmt.Fprintf(&r.trampolines, "extern \"C\" __attribute__((visibility(\"default\"))) void petal_kernel_%s(const petal::Launch* Lc, const petal::Lane* L) {\n\tpetal::Worker* W = petal::cur_worker;\n\t(void)W;\n\t%s(%s);\n}\n",
 		name, name, strings.Join(args, ",\n\t\t"))
 	return j, nil

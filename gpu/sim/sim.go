@@ -53,7 +53,8 @@ func (e *HazardError) Unwrap() []error { return []error{e.Kind, gpu.ErrExecution
 // Options configure [Open]. The zero value is what tests want.
 type Options struct {
 	// CacheDir holds compiled kernel libraries, keyed by content hash.
-	// Default: $PETAL_SIM_CACHE, else os.UserCacheDir()/petal/sim.
+	// Default: $PETAL_SIM_CACHE, else os.UserCacheDir()/petal/sim (the
+	// temporary directory when there is no user cache directory).
 	CacheDir string
 	// Compiler is the C++ compiler. Default: $CXX, else c++, else g++.
 	Compiler string
@@ -98,7 +99,7 @@ func Open(opts Options) (*Device, error) {
 	if opts.CacheDir == "" {
 		dir, err := os.UserCacheDir()
 		if err != nil {
-			return nil, fmt.Errorf("sim: no cache directory (set PETAL_SIM_CACHE): %w", err)
+			dir = os.TempDir()
 		}
 		opts.CacheDir = filepath.Join(dir, "petal", "sim")
 	}
@@ -170,7 +171,6 @@ func (d *Device) Close() error {
 // ---------------------------------------------------------------- pipelines
 
 type library struct {
-	path    string
 	handle  uintptr
 	run     func(launch, worker unsafe.Pointer, workerBytes uint64, begin, end uint32, result unsafe.Pointer) int32
 	abi     func(what int32) uint64
@@ -243,7 +243,7 @@ func (d *Device) library(name string, rw *rewritten) (*library, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: loading %s: %v", gpu.ErrCompile, path, err)
 	}
-	lib := &library{path: path, handle: handle, kernels: rw.kernels}
+	lib := &library{handle: handle, kernels: rw.kernels}
 	purego.RegisterLibFunc(&lib.run, handle, "petal_run")
 	purego.RegisterLibFunc(&lib.abi, handle, "petal_abi")
 	if got, want := lib.abi(0), uint64(unsafe.Sizeof(cLaunch{})); got != want {
@@ -257,28 +257,37 @@ func (d *Device) library(name string, rw *rewritten) (*library, error) {
 }
 
 func (d *Device) compile(name, text, path string) error {
-	tmp, err := os.CreateTemp(d.opts.CacheDir, "build-*")
+	// Unique temporary names: other processes (parallel go test packages)
+	// may build the same library at the same time.
+	src, err := os.CreateTemp(d.opts.CacheDir, "build-*.cpp")
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	srcPath := strings.TrimSuffix(path, ".so") + ".cpp"
-	if err := os.WriteFile(srcPath, []byte(text), 0o644); err != nil {
-		return fmt.Errorf("sim: %w", err)
+	_, werr := src.WriteString(text)
+	if cerr := src.Close(); werr == nil {
+		werr = cerr
 	}
-	args := append(append([]string{}, cxxFlags...), "-x", "c++", srcPath, "-o", tmp.Name())
+	if werr != nil {
+		os.Remove(src.Name())
+		return fmt.Errorf("sim: %w", werr)
+	}
+	lib := strings.TrimSuffix(src.Name(), ".cpp") + ".so"
+	defer os.Remove(lib)
+	args := append(append([]string{}, cxxFlags...), "-x", "c++", src.Name(), "-o", lib)
 	out, err := exec.Command(d.compiler, args...).CombinedOutput()
 	if err != nil {
+		// Keep the source for inspection, named after the library.
+		kept := strings.TrimSuffix(path, ".so") + ".cpp"
+		os.Rename(src.Name(), kept)
 		log := string(out)
 		if len(log) > maxCompileLog {
 			log = log[:maxCompileLog] + "\n..."
 		}
-		return fmt.Errorf("%w: %s (source kept at %s): %v\n%s", gpu.ErrCompile, name, srcPath, err, log)
+		return fmt.Errorf("%w: %s (C++ source kept at %s): %v\n%s", gpu.ErrCompile, name, kept, err, log)
 	}
-	// Rename is atomic, so concurrent test processes sharing the cache
-	// never load a half-written library.
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	os.Remove(src.Name())
+	// Rename is atomic, so no process loads a half-written library.
+	if err := os.Rename(lib, path); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
 	return nil
