@@ -1,0 +1,36 @@
+// Package service is the generation service every client shares: the HTTP
+// API and the terminal chat hand it requests, and it runs them one at a time
+// on the model.
+//
+// # Pipeline
+//
+// A request goes through these steps, all in the caller's goroutine once it
+// holds the engine:
+//
+//  1. render the checkpoint's chat template (or take a raw prompt),
+//  2. tokenize, and refuse a prompt that does not fit the context,
+//  3. find the longest cached prefix of the prompt ([prefixCache]),
+//  4. prefill the rest in chunks of [PrefillChunk], checking for
+//     cancellation between chunks,
+//  5. decode: sample a token, detokenize it incrementally, watch for stop
+//     strings, and feed the text to the reply parser, whose events
+//     (reasoning, content, tool calls) go to the caller's emit function.
+//
+// Generate returns a [Summary] with the finish reason and usage.
+//
+// # Queue
+//
+// One model runs one generation at a time. Requests wait in a single FIFO
+// queue of at most Options.QueueLimit; a request arriving at a full queue
+// fails at once with [ErrQueueFull] (the API answers 429). A request whose
+// context ends leaves the queue, or stops at the next token boundary if it
+// is running, so a client that disconnects frees the engine at once.
+//
+// # Prefix cache
+//
+// Chats and agents resend their whole history every turn. A DeltaNet state
+// cannot be rewound, so the cache keeps forks of sequences at boundaries
+// that the next request is likely to share: the end of the conversation
+// before the assistant's turn opener, and the end of each generation. The
+// cache is bounded in bytes and evicts the least recently used entry.
+package service

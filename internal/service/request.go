@@ -1,0 +1,180 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"petal/engine/chattemplate"
+	"petal/engine/reply"
+	"petal/engine/sample"
+)
+
+// Request is one generation: a conversation for the chat template, or a raw
+// prompt.
+type Request struct {
+	Messages []chattemplate.Message
+	// Tools are offered to the model through the template, and their schemas
+	// convert the arguments of its calls.
+	Tools []chattemplate.Tool
+	// Kwargs are extra template variables, enable_thinking among them.
+	Kwargs map[string]json.RawMessage
+	// Prompt, when set, is sent to the model as is instead of a rendered
+	// conversation (the completions API); the reply is all content.
+	Prompt *string
+	// Sampling overrides the checkpoint's defaults field by field.
+	Sampling Sampling
+	// MaxTokens bounds the reply; 0 means up to the end of the context.
+	MaxTokens int
+	// Stop strings end the reply and are not part of it.
+	Stop []string
+}
+
+// Sampling holds the request's sampling settings; nil fields keep the
+// defaults of the checkpoint and the model card.
+type Sampling struct {
+	Temperature, TopP, MinP                              *float64
+	PresencePenalty, FrequencyPenalty, RepetitionPenalty *float64
+	TopK                                                 *int
+	Seed                                                 *uint64
+}
+
+// Thinking reports whether the request leaves thinking on: the template's
+// enable_thinking variable, true unless set to false.
+func (r *Request) Thinking() bool {
+	raw, ok := r.Kwargs["enable_thinking"]
+	if !ok {
+		return true
+	}
+	var on bool
+	if json.Unmarshal(raw, &on) != nil {
+		return true
+	}
+	return on
+}
+
+// prepared is a request rendered, tokenized and checked.
+type prepared struct {
+	tokens    []int
+	maxTokens int
+	params    sample.Params
+	stops     []string
+	parser    *reply.Parser // nil for a raw prompt
+}
+
+// thinkOpen is the tag a prompt ends with when the reply starts inside the
+// reasoning.
+const thinkOpen = "<think>"
+
+func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) {
+	p := &prepared{stops: req.Stop}
+	var text string
+	if req.Prompt != nil {
+		text = *req.Prompt
+	} else {
+		var err error
+		if text, err = s.render(ctx, req); err != nil {
+			return nil, err
+		}
+		tools := make([]reply.Tool, len(req.Tools))
+		for i, t := range req.Tools {
+			tools[i] = reply.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters}
+		}
+		thinking := strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), thinkOpen)
+		if p.parser, err = reply.New(reply.Options{Thinking: thinking, Tools: tools}); err != nil {
+			return nil, &badRequest{err}
+		}
+	}
+	if text == "" {
+		return nil, badRequestf("the prompt is empty")
+	}
+	p.tokens = s.tok.Encode(text)
+	if len(p.tokens) >= s.ctxLen {
+		return nil, &ContextError{PromptTokens: len(p.tokens), ContextLength: s.ctxLen}
+	}
+	p.maxTokens = s.ctxLen - len(p.tokens)
+	if req.MaxTokens < 0 {
+		return nil, badRequestf("max_tokens %d must be positive", req.MaxTokens)
+	}
+	if req.MaxTokens > 0 {
+		p.maxTokens = min(p.maxTokens, req.MaxTokens)
+	}
+	if _, err := sample.NewStopper(req.Stop); err != nil {
+		return nil, &badRequest{err}
+	}
+	p.params = s.params(req)
+	if err := p.params.Validate(); err != nil {
+		return nil, &badRequest{err}
+	}
+	return p, nil
+}
+
+// render applies the chat template. A template that rejects the developer
+// role gets it again as system, which is what that role means to models
+// trained before it existed.
+func (s *Service) render(ctx context.Context, req *Request) (string, error) {
+	if s.tmpl == nil {
+		return "", badRequestf("the model has no chat template: use the completions API with a raw prompt")
+	}
+	if len(req.Messages) == 0 {
+		return "", badRequestf("messages must not be empty")
+	}
+	in := chattemplate.Input{Messages: req.Messages, Tools: req.Tools, AddGenerationPrompt: true, Kwargs: req.Kwargs}
+	text, err := s.tmpl.Render(ctx, in)
+	var raised *chattemplate.RaiseError
+	if errors.As(err, &raised) && hasRole(req.Messages, "developer") {
+		in.Messages = make([]chattemplate.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			if m.Role == "developer" {
+				m.Role = "system"
+			}
+			in.Messages[i] = m
+		}
+		text, err = s.tmpl.Render(ctx, in)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", &badRequest{err}
+	}
+	return text, nil
+}
+
+func hasRole(msgs []chattemplate.Message, role string) bool {
+	for _, m := range msgs {
+		if m.Role == role {
+			return true
+		}
+	}
+	return false
+}
+
+// params starts from the checkpoint's defaults for the request's mode and
+// applies the request's settings.
+func (s *Service) params(req *Request) sample.Params {
+	preset := sample.PresetThinking
+	if req.Prompt == nil && !req.Thinking() {
+		preset = sample.PresetNonThinking
+	}
+	p := sample.Defaults(s.gen, preset)
+	r := req.Sampling
+	for _, f := range []struct {
+		dst *float64
+		src *float64
+	}{
+		{&p.Temperature, r.Temperature}, {&p.TopP, r.TopP}, {&p.MinP, r.MinP},
+		{&p.PresencePenalty, r.PresencePenalty}, {&p.FrequencyPenalty, r.FrequencyPenalty},
+		{&p.RepetitionPenalty, r.RepetitionPenalty},
+	} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	if r.TopK != nil {
+		p.TopK = *r.TopK
+	}
+	p.Seed = r.Seed
+	return p
+}

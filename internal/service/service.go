@@ -1,0 +1,183 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"petal/engine"
+	"petal/engine/chattemplate"
+	"petal/engine/sample"
+	"petal/engine/tokenizer"
+)
+
+// Defaults and limits of a Service.
+const (
+	// DefaultQueueLimit is how many requests may wait for the engine; one
+	// more is refused with ErrQueueFull.
+	DefaultQueueLimit = 16
+	// DefaultCacheBytes bounds the prefix cache's memory.
+	DefaultCacheBytes = 2 << 30
+	// MaxCacheEntries bounds the prefix cache's entries, whatever their
+	// size, so a lookup stays a short scan.
+	MaxCacheEntries = 64
+	// DefaultContext is the context length used when the checkpoint does not
+	// state one.
+	DefaultContext = 32768
+	// PrefillChunk is how many prompt tokens go through the model between
+	// two cancellation checks.
+	PrefillChunk = 256
+	// MaxGenerationConfigBytes bounds generation_config.json.
+	MaxGenerationConfigBytes = 1 << 20
+)
+
+// The files of a checkpoint folder that the service reads besides the
+// weights.
+const (
+	TokenizerFile        = "tokenizer.json"
+	GenerationConfigFile = "generation_config.json"
+)
+
+// Options configure a Service.
+type Options struct {
+	// Name is the model's name in listings; "" means the folder's name.
+	Name string
+	// ContextLength caps prompt plus reply; 0 means the model's maximum
+	// positions (DefaultContext if the checkpoint has none).
+	ContextLength int
+	// QueueLimit is how many requests may wait; 0 means DefaultQueueLimit.
+	QueueLimit int
+	// CacheBytes bounds the prefix cache; 0 means DefaultCacheBytes and a
+	// negative value turns the cache off.
+	CacheBytes int64
+}
+
+// Service runs generation requests on one model, one at a time.
+type Service struct {
+	model  engine.Model
+	tok    *tokenizer.Tokenizer
+	tmpl   *chattemplate.Template // nil when the folder has no template
+	gen    sample.GenerationConfig
+	vocab  sample.Vocab
+	name   string
+	ctxLen int
+	// turnStart is the id of "<|im_start|>", where the prefix cache takes a
+	// snapshot; -1 if the tokenizer has no such token.
+	turnStart int
+	queue     *queue
+	cache     *prefixCache
+	stats     stats
+}
+
+// Info describes the served model.
+type Info struct {
+	Name          string
+	ContextLength int
+	// Chat is false when the checkpoint has no chat template, so only raw
+	// completions work.
+	Chat bool
+	// Vocab is the number of logits per token.
+	Vocab int
+	// Created is when the service started.
+	Created time.Time
+}
+
+// New builds a service over model, reading the tokenizer, chat template
+// and generation config from the checkpoint folder dir.
+func New(model engine.Model, dir string, opts Options) (*Service, error) {
+	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := chattemplate.Load(dir)
+	if err != nil && !errors.Is(err, chattemplate.ErrNoTemplate) {
+		return nil, err
+	}
+	gen, err := readGenerationConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg := model.Config()
+	s := &Service{model: model, tok: tok, tmpl: tmpl, gen: gen, name: opts.Name, ctxLen: opts.ContextLength, turnStart: -1}
+	if s.name == "" {
+		s.name = filepath.Base(filepath.Clean(dir))
+	}
+	limit := cfg.MaxPositions
+	if limit <= 0 {
+		limit = DefaultContext
+	}
+	if s.ctxLen <= 0 || s.ctxLen > limit {
+		if opts.ContextLength > limit {
+			return nil, fmt.Errorf("service: context length %d exceeds the model's %d positions", opts.ContextLength, limit)
+		}
+		s.ctxLen = limit
+	}
+	s.vocab = sample.Vocab{Size: cfg.Vocab, TokenizerSize: min(tok.MaxID()+1, cfg.Vocab)}
+	s.vocab.EOS = append(s.vocab.EOS, cfg.EOS...)
+	s.vocab.EOS = append(s.vocab.EOS, gen.EOS...)
+	if id, ok := tok.TokenID("<|im_end|>"); ok {
+		s.vocab.EOS = append(s.vocab.EOS, id)
+	}
+	if id, ok := tok.TokenID("<|im_start|>"); ok {
+		s.turnStart = id
+	}
+	queueLimit := opts.QueueLimit
+	if queueLimit <= 0 {
+		queueLimit = DefaultQueueLimit
+	}
+	s.queue = newQueue(queueLimit)
+	cacheBytes := opts.CacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = DefaultCacheBytes
+	}
+	s.cache = newPrefixCache(cacheBytes, MaxCacheEntries)
+	s.stats.started = time.Now()
+	return s, nil
+}
+
+func readGenerationConfig(dir string) (sample.GenerationConfig, error) {
+	path := filepath.Join(dir, GenerationConfigFile)
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sample.GenerationConfig{}, nil
+	}
+	if err != nil {
+		return sample.GenerationConfig{}, err
+	}
+	if st.Size() > MaxGenerationConfigBytes {
+		return sample.GenerationConfig{}, fmt.Errorf("service: %s has %d bytes, more than %d", GenerationConfigFile, st.Size(), MaxGenerationConfigBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return sample.GenerationConfig{}, err
+	}
+	return sample.ReadGenerationConfig(data)
+}
+
+// Info describes the served model.
+func (s *Service) Info() Info {
+	return Info{Name: s.name, ContextLength: s.ctxLen, Chat: s.tmpl != nil, Vocab: s.vocab.Size, Created: s.stats.started}
+}
+
+// Tokenizer is the model's tokenizer.
+func (s *Service) Tokenizer() *tokenizer.Tokenizer { return s.tok }
+
+// CountTokens renders and tokenizes a request as Generate would, without
+// waiting for the engine.
+func (s *Service) CountTokens(ctx context.Context, req *Request) (int, error) {
+	p, err := s.prepare(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	return len(p.tokens), nil
+}
+
+// Close frees the cached sequences. The model belongs to the caller.
+func (s *Service) Close() error {
+	s.cache.clear()
+	return nil
+}

@@ -1,0 +1,99 @@
+package service
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TTFTBuckets are the upper bounds, in seconds, of the time-to-first-token
+// histogram.
+var TTFTBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// stats are the service's running counters.
+type stats struct {
+	started                     time.Time
+	completed, failed, rejected atomic.Int64
+	prompt, cached, generated   atomic.Int64
+	decodeNanos                 atomic.Int64
+	mu                          sync.Mutex
+	ttftCounts                  []int64 // per bucket, not cumulative; the last counts the rest
+	ttftSum                     float64
+	ttftCount                   int64
+	lastTokensPerSecond         float64
+}
+
+func (s *stats) observeTTFT(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ttftCounts == nil {
+		s.ttftCounts = make([]int64, len(TTFTBuckets)+1)
+	}
+	sec := d.Seconds()
+	i := 0
+	for i < len(TTFTBuckets) && sec > TTFTBuckets[i] {
+		i++
+	}
+	s.ttftCounts[i]++
+	s.ttftSum += sec
+	s.ttftCount++
+}
+
+func (s *stats) observeDecode(tokens int, d time.Duration) {
+	s.generated.Add(int64(tokens))
+	s.decodeNanos.Add(int64(d))
+	if d > 0 && tokens > 0 {
+		s.mu.Lock()
+		s.lastTokensPerSecond = float64(tokens) / d.Seconds()
+		s.mu.Unlock()
+	}
+}
+
+// Metrics is a snapshot of the service's counters.
+type Metrics struct {
+	Completed, Failed, Rejected int64
+	// Waiting is the queue depth; Running is 1 while a request holds the
+	// engine.
+	Waiting, Running                             int
+	PromptTokens, CachedTokens, CompletionTokens int64
+	// DecodeSeconds is the time spent decoding, over which CompletionTokens
+	// were made.
+	DecodeSeconds float64
+	// LastTokensPerSecond is the decode speed of the latest generation.
+	LastTokensPerSecond float64
+	// TTFTCumulative[i] counts first tokens within TTFTBuckets[i] seconds;
+	// TTFTCount counts all of them.
+	TTFTCumulative []int64
+	TTFTSum        float64
+	TTFTCount      int64
+	CacheEntries   int
+	CacheBytes     int64
+}
+
+// Metrics returns the service's counters. It never waits for a generation.
+func (s *Service) Metrics() Metrics {
+	m := Metrics{
+		Completed: s.stats.completed.Load(), Failed: s.stats.failed.Load(), Rejected: s.stats.rejected.Load(),
+		PromptTokens: s.stats.prompt.Load(), CachedTokens: s.stats.cached.Load(), CompletionTokens: s.stats.generated.Load(),
+		DecodeSeconds: time.Duration(s.stats.decodeNanos.Load()).Seconds(),
+	}
+	waiting, running := s.queue.depth()
+	m.Waiting = waiting
+	if running {
+		m.Running = 1
+	}
+	m.CacheEntries, m.CacheBytes = s.cache.usage()
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	m.LastTokensPerSecond = s.stats.lastTokensPerSecond
+	m.TTFTSum, m.TTFTCount = s.stats.ttftSum, s.stats.ttftCount
+	m.TTFTCumulative = make([]int64, len(TTFTBuckets))
+	var acc int64
+	for i := range TTFTBuckets {
+		if s.stats.ttftCounts != nil {
+			acc += s.stats.ttftCounts[i]
+		}
+		m.TTFTCumulative[i] = acc
+	}
+	return m
+}
