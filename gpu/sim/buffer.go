@@ -89,6 +89,11 @@ func (d *Device) describeFault(addr uintptr, bound map[*buffer][]int) string {
 			return fmt.Sprintf("access %d bytes past the end of the %d-byte buffer bound at index %v", addr-(b.base()+uintptr(len(b.data))), len(b.data), idx)
 		}
 	}
+	for b, idx := range bound {
+		if addr >= b.base() && addr < b.base()+uintptr(len(b.data)) {
+			return fmt.Sprintf("access inside the buffer bound at index %v faulted (a write to read-only mapped memory?)", idx)
+		}
+	}
 	for _, w := range d.all {
 		if addr >= w.base && addr < w.base+uintptr(len(w.mem)) {
 			return "stack overflow of a simulated thread (kernel locals larger than the sim's stacks)"

@@ -355,6 +355,10 @@ func (d *Device) hazard(o *op, kind int32, r *cResult) error {
 	case hazFault:
 		e.Kind = ErrOutOfBounds
 		e.Detail = d.describeFault(uintptr(r.addr), o.bound)
+		if syscall.Signal(r.sig) == syscall.SIGFPE {
+			e.Kind = ErrTrap
+			e.Detail = "integer division by zero or overflow (a GPU returns an unspecified value instead)"
+		}
 	default:
 		return fmt.Errorf("%w: %s: %s", gpu.ErrExecution, o.pipe.name, msg)
 	}

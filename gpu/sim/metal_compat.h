@@ -339,7 +339,9 @@ struct Result {
 	int32_t line;
 	uint32_t group[3];
 	uint32_t thread;
-	uint64_t addr;
+	int32_t sig;      // the signal of a HAZ_FAULT
+	int32_t pad;
+	uint64_t addr;    // the faulting address of a HAZ_FAULT
 	char msg[256];
 };
 
@@ -354,6 +356,7 @@ struct Worker {
 	int ntg;
 	volatile int in_kernel;
 	void* fault_addr;
+	int fault_sig;
 	sigjmp_buf jb;
 #if !defined(PETAL_ASM_SWITCH)
 	ucontext_t sched_uc;
@@ -510,16 +513,17 @@ static void report(Result* R, int kind, int line, const char* msg, int a, int b,
 	__builtin_snprintf(R->msg, sizeof R->msg, msg, a, b, c);
 }
 
-static struct sigaction prev_segv, prev_bus;
+static struct sigaction prev_segv, prev_bus, prev_fpe;
 
 static void on_fault(int sig, siginfo_t* si, void* uc) {
 	Worker* W = cur_worker;
 	if (W && W->in_kernel) {
 		W->fault_addr = si->si_addr;
+		W->fault_sig = sig;
 		W->in_kernel = 0;
 		siglongjmp(W->jb, 1);
 	}
-	struct sigaction* p = sig == SIGSEGV ? &prev_segv : &prev_bus;
+	struct sigaction* p = sig == SIGSEGV ? &prev_segv : sig == SIGBUS ? &prev_bus : &prev_fpe;
 	if (p->sa_flags & SA_SIGINFO) {
 		p->sa_sigaction(sig, si, uc);
 	} else if (p->sa_handler == SIG_DFL) {
@@ -540,6 +544,8 @@ static void install_fault_handler() {
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, &prev_segv);
 	sigaction(SIGBUS, &sa, &prev_bus);
+	// Integer division by zero traps on the CPU but not on the GPU.
+	sigaction(SIGFPE, &sa, &prev_fpe);
 }
 
 // run_group runs one threadgroup to completion; it returns HAZ_NONE or a
@@ -568,6 +574,7 @@ static int run_group(Worker* W, const Launch* Lc, Result* R) {
 	int nsg = (n + kWidth - 1) / kWidth;
 	if (sigsetjmp(W->jb, 0)) {
 		R->addr = (uint64_t)W->fault_addr;
+		R->sig = W->fault_sig;
 		report(R, HAZ_FAULT, 0, "memory fault (out-of-bounds access or stack overflow) in thread %d", (int)(cur_lane - W->lanes), 0, 0);
 		R->thread = (uint32_t)(cur_lane - W->lanes);
 		return HAZ_FAULT;

@@ -1,6 +1,10 @@
 package sim_test
 
 import (
+	"errors"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 
 	"petal/gpu"
@@ -25,5 +29,34 @@ func TestGoFaultsStillPanic(t *testing.T) {
 	}()
 	if recovered == nil {
 		t.Fatal("nil dereference did not panic")
+	}
+}
+
+func TestTrapsAreReported(t *testing.T) {
+	d := openSim(t, sim.Options{})
+	src := features(t)
+	p := mustPipeline(t, d, src, "divide")
+	out, _ := d.NewBuffer(8)
+	err := runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(1, 1), Threads: size(2, 1),
+		Args: []gpu.Arg{gpu.BufferArg(0, buffer(t, d, []uint32{5, 0}), 0), gpu.BufferArg(1, out, 0)}})
+	if !errors.Is(err, sim.ErrTrap) {
+		t.Errorf("division by zero: %v", err)
+	}
+
+	page := os.Getpagesize()
+	m, err := syscall.Mmap(-1, 0, page, syscall.PROT_READ, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(m)
+	ro, err := d.WrapNoCopy(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = mustPipeline(t, d, src, "store_one")
+	err = runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(1, 1), Threads: size(1, 1),
+		Args: []gpu.Arg{gpu.BufferArg(0, ro, 0)}})
+	if !errors.Is(err, sim.ErrOutOfBounds) || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("write to read-only memory: %v", err)
 	}
 }

@@ -29,11 +29,12 @@ var (
 	ErrDeadlock    = errors.New("sim: threadgroup barrier deadlock")
 	ErrRace        = errors.New("sim: result depends on thread order (threadgroup memory race or uninitialised read)")
 	ErrOutOfBounds = errors.New("sim: memory fault (out-of-bounds access)")
+	ErrTrap        = errors.New("sim: arithmetic trap (integer division by zero)")
 )
 
 // HazardError says which kernel, threadgroup and thread went wrong, and how.
 type HazardError struct {
-	Kind   error // one of ErrDivergence, ErrDeadlock, ErrRace, ErrOutOfBounds
+	Kind   error // one of ErrDivergence, ErrDeadlock, ErrRace, ErrOutOfBounds, ErrTrap
 	Kernel string
 	Group  [3]uint32 // threadgroup position in the grid
 	Thread int       // thread_index_in_threadgroup; -1 when not one thread's
@@ -312,6 +313,8 @@ type cResult struct {
 	line   int32
 	group  [3]uint32
 	thread uint32
+	sig    int32
+	_      int32
 	addr   uint64
 	msg    [256]byte
 }

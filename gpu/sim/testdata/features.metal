@@ -107,3 +107,17 @@ kernel void reverse_2d(device const float* x [[buffer(0)]],
     y[g] = sh[n - 1 - t];
     coords[g] = gid.x * 1000 + gid.y;
 }
+
+// Divides by a value that may be zero: undefined on the GPU, a trap on the
+// CPU that the sim must report rather than crash on.
+kernel void divide(device const int* x [[buffer(0)]],
+                   device int* y [[buffer(1)]],
+                   uint i [[thread_position_in_grid]]) {
+    y[i] = 100 / x[i];
+}
+
+// Writes through a pointer the host bound to read-only memory.
+kernel void store_one(device int* y [[buffer(0)]],
+                      uint i [[thread_position_in_grid]]) {
+    y[i] = 1;
+}
