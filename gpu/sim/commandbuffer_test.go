@@ -190,13 +190,9 @@ func TestWrapNoCopy(t *testing.T) {
 
 // TestFastSkipsTheRaceCheck shows what Options.Fast gives up.
 func TestFastSkipsTheRaceCheck(t *testing.T) {
-	raw, err := os.ReadFile("testdata/rmsnorm_no_barrier.metal")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, fast := range []bool{false, true} {
 		d := openSim(t, sim.Options{Fast: fast})
-		src := mutantSource(t, "rmsnorm_no_barrier.metal", string(raw))
+		src := testdataSource(t, "rmsnorm_no_barrier.metal")
 		p := mustPipeline(t, d, src, "rmsnorm_f32_bf16")
 		err := runOne(t, d, rmsnormSetup(t, d, p))
 		if fast != (err == nil) || (!fast && !errors.Is(err, sim.ErrRace)) {

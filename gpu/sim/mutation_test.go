@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -11,11 +12,39 @@ import (
 
 	"petal/gpu"
 	"petal/gpu/sim"
-	"petal/shaders"
 )
 
-// maxMutatedLines bounds how far a mutant may drift from the real kernel it
-// copies, so that a change to the real kernel forces the copy to follow.
+// Mirrors of the argument structs in the testdata snapshots' inlined args.h.
+type (
+	rmsnormArgs struct {
+		N            int32
+		Eps          float32
+		WeightOffset float32
+		_            int32
+		RowStride    uint64
+		_            uint64
+	}
+	qmvArgs struct {
+		Rows, K int32
+		_       [2]int32
+	}
+	argmaxArgs struct {
+		N, OutIndex int32
+		_           [2]int32
+	}
+)
+
+// argBytes is the little-endian image of an args struct.
+func argBytes(v any) []byte {
+	var b bytes.Buffer
+	if err := binary.Write(&b, binary.LittleEndian, v); err != nil {
+		panic(err) // the structs above hold only fixed-size fields
+	}
+	return b.Bytes()
+}
+
+// maxMutatedLines bounds how far a mutant may drift from the snapshot it
+// mutates, so each mutant stays one small, named change.
 const maxMutatedLines = 6
 
 // setup builds the buffers of one dispatch of fn on d and returns it.
@@ -43,13 +72,13 @@ func ramp(n int, f func(i int) float32) []uint32 {
 
 func rmsnormSetup(t *testing.T, d gpu.Device, p gpu.Pipeline) *gpu.Dispatch {
 	const rows, n = 2, 300
-	args := shaders.RMSNormArgs{N: n, Eps: 1e-6, WeightOffset: 1, RowStride: n}
+	args := rmsnormArgs{N: n, Eps: 1e-6, WeightOffset: 1, RowStride: n}
 	w := make([]uint32, n/2) // bf16 pairs: 0x3f80 = 1.0
 	for i := range w {
 		w[i] = 0x3f803f80
 	}
 	return &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: rows, Y: 1, Z: 1}, Threads: gpu.Size{X: 128, Y: 1, Z: 1},
-		Args: []gpu.Arg{gpu.BytesArg(0, shaders.Bytes(&args)),
+		Args: []gpu.Arg{gpu.BytesArg(0, argBytes(&args)),
 			gpu.BufferArg(1, buffer(t, d, ramp(rows*n, func(i int) float32 { return float32(i%17) - 8 })), 0),
 			gpu.BufferArg(2, buffer(t, d, w), 0),
 			gpu.BufferArg(3, buffer(t, d, make([]uint32, rows*n)), 0)}}
@@ -57,7 +86,7 @@ func rmsnormSetup(t *testing.T, d gpu.Device, p gpu.Pipeline) *gpu.Dispatch {
 
 func qmvSetup(t *testing.T, d gpu.Device, p gpu.Pipeline) *gpu.Dispatch {
 	const rows, k = 13, 256 // rows not a multiple of a threadgroup's 8
-	args := shaders.QMVArgs{Rows: rows, K: k}
+	args := qmvArgs{Rows: rows, K: k}
 	codes := make([]uint32, rows*k/8)
 	for i := range codes {
 		codes[i] = uint32(i) * 0x9e3779b9
@@ -67,7 +96,7 @@ func qmvSetup(t *testing.T, d gpu.Device, p gpu.Pipeline) *gpu.Dispatch {
 		sb[i] = 0x3c003c00 // bf16 0.0078125
 	}
 	return &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 2, Y: 1, Z: 1}, Threads: gpu.Size{X: 64, Y: 1, Z: 1},
-		Args: []gpu.Arg{gpu.BytesArg(0, shaders.Bytes(&args)),
+		Args: []gpu.Arg{gpu.BytesArg(0, argBytes(&args)),
 			gpu.BufferArg(1, buffer(t, d, codes), 0),
 			gpu.BufferArg(2, buffer(t, d, sb), 0),
 			gpu.BufferArg(3, buffer(t, d, sb), 0),
@@ -77,16 +106,16 @@ func qmvSetup(t *testing.T, d gpu.Device, p gpu.Pipeline) *gpu.Dispatch {
 
 func argmaxSetup(t *testing.T, d gpu.Device, p gpu.Pipeline) *gpu.Dispatch {
 	const n = 40 // fewer values than the 64 threads
-	args := shaders.ArgmaxArgs{N: n, OutIndex: 0}
+	args := argmaxArgs{N: n, OutIndex: 0}
 	return &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 64, Y: 1, Z: 1},
-		Args: []gpu.Arg{gpu.BytesArg(0, shaders.Bytes(&args)),
+		Args: []gpu.Arg{gpu.BytesArg(0, argBytes(&args)),
 			gpu.BufferArg(1, buffer(t, d, ramp(n, func(i int) float32 { return float32((i * 7) % 40) })), 0),
 			gpu.BufferArg(2, buffer(t, d, make([]uint32, 1)), 0)}}
 }
 
 // TestMutantsAreCaught runs each mutated copy of a real kernel under
 // testdata/ and expects the sim to report the specific hazard, while the
-// real kernel passes the same dispatch.
+// unmutated copy passes the same dispatch.
 func TestMutantsAreCaught(t *testing.T) {
 	cases := []struct {
 		mutant, real, fn string
@@ -105,15 +134,8 @@ func TestMutantsAreCaught(t *testing.T) {
 	defer d.Close()
 	for _, c := range cases {
 		t.Run(c.mutant, func(t *testing.T) {
-			realSrc, err := shaders.Source(c.real)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, err := os.ReadFile(filepath.Join("testdata", c.mutant))
-			if err != nil {
-				t.Fatal(err)
-			}
-			mutSrc := mutantSource(t, c.mutant, string(raw)).Text
+			realSrc := testdataSource(t, c.real).Text
+			mutSrc := testdataSource(t, c.mutant).Text
 			if n := changedLines(realSrc, mutSrc); n == 0 || n > maxMutatedLines {
 				t.Fatalf("%s differs from %s in %d lines; want 1..%d (update the copy)", c.mutant, c.real, n, maxMutatedLines)
 			}
@@ -178,11 +200,11 @@ func changedLines(a, b string) int {
 	return n
 }
 
-func mutantSource(t *testing.T, name, text string) gpu.Source {
+func testdataSource(t *testing.T, name string) gpu.Source {
 	t.Helper()
-	src, err := shaders.Expand(name, text)
+	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gpu.Source{Name: name, Text: src}
+	return gpu.Source{Name: name, Text: string(b)}
 }
