@@ -87,10 +87,11 @@ type Size struct {
 	Width, Height, Depth uint
 }
 
+// Classes are looked up in init, after their frameworks are loaded.
 var (
-	class_NSString                  = objc.GetClass("NSString")
-	class_MTLCompileOptions         = objc.GetClass("MTLCompileOptions")
-	class_MTLFunctionConstantValues = objc.GetClass("MTLFunctionConstantValues")
+	class_NSString                  objc.Class
+	class_MTLCompileOptions         objc.Class
+	class_MTLFunctionConstantValues objc.Class
 )
 
 var (
@@ -141,13 +142,33 @@ var (
 // ErrNoMetal is returned when the Metal framework or a device is missing.
 var ErrNoMetal = errors.New("mtl: Metal is not available")
 
+// Frameworks loaded at init: Foundation for NSString; CoreGraphics because
+// without it MTLCreateSystemDefaultDevice returns nil in a command-line
+// process; Metal itself.
+const (
+	foundationPath     = "/System/Library/Frameworks/Foundation.framework/Foundation"
+	coreGraphicsPath   = "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics"
+	metalFrameworkPath = "/System/Library/Frameworks/Metal.framework/Metal"
+)
+
 func init() {
-	metal, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_LAZY|purego.RTLD_GLOBAL)
-	if err != nil {
-		loadErr = fmt.Errorf("%w: %v", ErrNoMetal, err)
-		return
+	var metal uintptr
+	for _, path := range []string{foundationPath, coreGraphicsPath, metalFrameworkPath} {
+		h, err := purego.Dlopen(path, purego.RTLD_LAZY|purego.RTLD_GLOBAL)
+		if err != nil {
+			loadErr = fmt.Errorf("%w: %v", ErrNoMetal, err)
+			return
+		}
+		metal = h
 	}
 	purego.RegisterLibFunc(&createSystemDefaultDevice, metal, "MTLCreateSystemDefaultDevice")
+	class_NSString = objc.GetClass("NSString")
+	class_MTLCompileOptions = objc.GetClass("MTLCompileOptions")
+	class_MTLFunctionConstantValues = objc.GetClass("MTLFunctionConstantValues")
+	if class_NSString == 0 || class_MTLCompileOptions == 0 || class_MTLFunctionConstantValues == 0 {
+		loadErr = fmt.Errorf("%w: Foundation or Metal classes missing", ErrNoMetal)
+		return
+	}
 	libobjc, err := purego.Dlopen("/usr/lib/libobjc.A.dylib", purego.RTLD_LAZY|purego.RTLD_GLOBAL)
 	if err != nil {
 		loadErr = fmt.Errorf("%w: %v", ErrNoMetal, err)
