@@ -23,9 +23,8 @@ func BenchmarkEncode(b *testing.B) {
 		b.SetBytes(int64(len(text)))
 		b.ReportAllocs()
 		for b.Loop() {
-			tok.cache.mu.Lock()
-			tok.cache.words = nil
-			tok.cache.mu.Unlock()
+			tok.cache.words.Clear()
+			tok.cache.count.Store(0)
 			tok.Encode(text)
 		}
 	})

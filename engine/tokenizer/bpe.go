@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Limits of the word cache.
@@ -153,25 +154,25 @@ func heapPop(h []candidate) (candidate, []candidate) {
 }
 
 // wordCache remembers the tokens of short words; it is safe for concurrent
-// use.
+// use, and reading it takes no lock.
 type wordCache struct {
-	mu    sync.RWMutex
-	words map[string][]int32
+	words sync.Map // string -> []int32
+	count atomic.Int64
 }
 
 func (c *wordCache) get(word string) ([]int32, bool) {
-	c.mu.RLock()
-	ids, ok := c.words[word]
-	c.mu.RUnlock()
-	return ids, ok
+	v, ok := c.words.Load(word)
+	if !ok {
+		return nil, false
+	}
+	return v.([]int32), true
 }
 
 func (c *wordCache) put(word string, ids []int32) {
-	c.mu.Lock()
-	if c.words == nil || len(c.words) >= maxCachedWords {
-		c.words = make(map[string][]int32)
+	if c.count.Add(1) > maxCachedWords {
+		c.words.Clear()
+		c.count.Store(1)
 	}
 	// Clone the key: word points into the caller's text.
-	c.words[strings.Clone(word)] = ids
-	c.mu.Unlock()
+	c.words.Store(strings.Clone(word), ids)
 }

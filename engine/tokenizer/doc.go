@@ -11,12 +11,17 @@
 //     Tokens marked normalized are matched again after step 2.
 //  2. Each remaining piece is normalized (NFC).
 //  3. The Split pre-tokenizer cuts the piece with the regex read from the
-//     file. Go's regexp has no look-ahead, so the regex is compiled by this
-//     package's own matcher ([compilePattern]), which understands the
-//     constructs byte-level BPE tokenizers use and rejects anything else
-//     with an [ErrUnsupported] error instead of splitting differently.
+//     file. Go's regexp has no look-ahead, so the package compiles the
+//     regex with its own backtracking matcher, which understands the
+//     constructs byte-level BPE split regexes use (classes of Unicode
+//     categories, greedy quantifiers, a case-insensitive group of literals,
+//     a trailing negative look-ahead such as \s+(?!\S)) and rejects
+//     anything else with an [ErrUnsupported] error rather than split
+//     differently from the library.
 //  4. Each pre-token's bytes are mapped to symbols (the GPT-2 byte map) and
-//     merged pairwise by merge rank, lowest first, leftmost on ties.
+//     merged pairwise by merge rank, lowest first, leftmost on ties. Words
+//     of up to 256 bytes are cached, so encoding familiar text allocates
+//     nothing but the result.
 //
 // # Decoding
 //

@@ -235,11 +235,10 @@ func (m *matcher) match(i, pos int) int {
 		}
 		return pos
 	}
-	key := uint64(m.altIndex)<<56 | uint64(i)<<48 | uint64(pos)
 	if m.steps++; m.steps > m.p.memoAfter && m.failed == nil {
 		m.failed = make(map[uint64]bool)
 	}
-	if m.failed != nil && m.failed[key] {
+	if m.failed != nil && m.failed[m.key(i, pos)] {
 		return -1
 	}
 	it := items[i]
@@ -267,9 +266,14 @@ func (m *matcher) match(i, pos int) int {
 		n--
 	}
 	if m.failed != nil {
-		m.failed[key] = true
+		m.failed[m.key(i, pos)] = true
 	}
 	return -1
+}
+
+// key names the state of the current alternative at item i and pos.
+func (m *matcher) key(i, pos int) uint64 {
+	return uint64(m.altIndex)<<56 | uint64(i)<<48 | uint64(pos)
 }
 
 // parser is a recursive-descent parser of the regex subset pattern knows.
