@@ -24,9 +24,10 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <type_traits>
-// The fibers switch with a few instructions on x86-64 ELF (Linux); elsewhere
-// with ucontext, which is slower (a signal-mask system call per switch).
-#if defined(__x86_64__) && defined(__ELF__)
+// The fibers switch with a few instructions on x86-64 ELF (Linux) and on
+// arm64 (Linux, macOS); elsewhere with ucontext, which is much slower (a
+// signal-mask system call per switch).
+#if (defined(__x86_64__) && defined(__ELF__)) || defined(__aarch64__)
 #define PETAL_ASM_SWITCH 1
 #else
 #include <ucontext.h>
@@ -41,7 +42,13 @@ typedef unsigned int uint;
 typedef unsigned short ushort;
 typedef unsigned char uchar;
 typedef unsigned long ulong;
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+// GCC before 13 has no _Float16 in C++ on arm64; __fp16 stores the same
+// IEEE binary16 and computes in float.
+typedef __fp16 half;
+#else
 typedef _Float16 half;
+#endif
 
 // ---------------------------------------------------------------- bfloat
 
@@ -377,7 +384,10 @@ static thread_local Worker* cur_worker;
 static thread_local Lane* cur_lane;
 
 #if defined(PETAL_ASM_SWITCH)
+// petal_switch saves the callee-saved registers on the current stack, stores
+// the stack pointer in *save_sp, and resumes the context saved at next_sp.
 extern "C" void petal_switch(void** save_sp, void* next_sp);
+#if defined(__x86_64__)
 asm(R"(
 	.text
 	.p2align 4
@@ -401,6 +411,46 @@ petal_switch:
 	ret
 	.size petal_switch, .-petal_switch
 )");
+#else
+#if defined(__APPLE__)
+#define PETAL_SWITCH_HEAD "_petal_switch:\n"
+#define PETAL_SWITCH_TAIL ""
+#else
+#define PETAL_SWITCH_HEAD ".type petal_switch, %function\npetal_switch:\n"
+#define PETAL_SWITCH_TAIL ".size petal_switch, .-petal_switch\n"
+#endif
+// x19-x28, x29 (frame pointer), x30 (link register) and d8-d15 are callee
+// saved (AAPCS64); the frame is 160 bytes, keeping sp 16-byte aligned.
+asm(".text\n.p2align 4\n" PETAL_SWITCH_HEAD
+    "sub sp, sp, #160\n"
+    "stp x19, x20, [sp, #0]\n"
+    "stp x21, x22, [sp, #16]\n"
+    "stp x23, x24, [sp, #32]\n"
+    "stp x25, x26, [sp, #48]\n"
+    "stp x27, x28, [sp, #64]\n"
+    "stp x29, x30, [sp, #80]\n"
+    "stp d8, d9, [sp, #96]\n"
+    "stp d10, d11, [sp, #112]\n"
+    "stp d12, d13, [sp, #128]\n"
+    "stp d14, d15, [sp, #144]\n"
+    "mov x2, sp\n"
+    "str x2, [x0]\n"
+    "mov sp, x1\n"
+    "ldp x19, x20, [sp, #0]\n"
+    "ldp x21, x22, [sp, #16]\n"
+    "ldp x23, x24, [sp, #32]\n"
+    "ldp x25, x26, [sp, #48]\n"
+    "ldp x27, x28, [sp, #64]\n"
+    "ldp x29, x30, [sp, #80]\n"
+    "ldp d8, d9, [sp, #96]\n"
+    "ldp d10, d11, [sp, #112]\n"
+    "ldp d12, d13, [sp, #128]\n"
+    "ldp d14, d15, [sp, #144]\n"
+    "add sp, sp, #160\n"
+    "ret\n" PETAL_SWITCH_TAIL);
+constexpr int kSwitchFrame = 20;  // 160 bytes of saved registers
+constexpr int kSwitchLinkSlot = 11;  // x30's slot: where the first ret jumps
+#endif
 #endif
 
 static void fiber_main();
@@ -438,11 +488,16 @@ static void fiber_main() {
 
 inline void init_fiber(Worker* W, Lane* L, int i) {
 	unsigned char* top = (unsigned char*)W + worker_header_bytes() + (uint64_t)(i + 1) * kStackBytes;
-#if defined(PETAL_ASM_SWITCH)
+#if defined(PETAL_ASM_SWITCH) && defined(__x86_64__)
 	void** sp = (void**)top;
 	*--sp = 0;                        // fake return address of fiber_main
 	*--sp = (void*)&fiber_main;       // popped by petal_switch's ret
 	for (int k = 0; k < 6; k++) *--sp = 0;
+	L->sp = sp;
+#elif defined(PETAL_ASM_SWITCH)
+	void** sp = (void**)top - kSwitchFrame;
+	for (int k = 0; k < kSwitchFrame; k++) sp[k] = 0;
+	sp[kSwitchLinkSlot] = (void*)&fiber_main;
 	L->sp = sp;
 #else
 	getcontext(&L->uc);
