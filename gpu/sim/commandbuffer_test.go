@@ -200,3 +200,16 @@ func TestFastSkipsTheRaceCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossGroupRace: two threadgroups writing one element is a race the
+// second, reversed run exposes.
+func TestCrossGroupRace(t *testing.T) {
+	d := openSim(t, sim.Options{Workers: 1})
+	p := mustPipeline(t, d, features(t), "last_group_wins")
+	out, _ := d.NewBuffer(4)
+	err := runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(40, 1), Threads: size(32, 1),
+		Args: []gpu.Arg{gpu.BufferArg(0, out, 0)}})
+	if !errors.Is(err, sim.ErrRace) {
+		t.Errorf("got %v, want sim.ErrRace", err)
+	}
+}

@@ -32,10 +32,10 @@
 //   - [ErrDeadlock]: every live thread waits at a barrier but some threads
 //     returned, or they wait at different barriers.
 //   - [ErrRace]: unless Options.Fast, every dispatch runs twice, with threads
-//     in index order and in reverse and different poison in threadgroup
-//     memory; any difference in a buffer it may write means the result
-//     depends on thread order (a missing barrier, a read of threadgroup
-//     memory no one wrote). A kernel whose output may legitimately depend
+//     (and threadgroups) in index order and then in reverse, and different
+//     poison in threadgroup memory; any difference in a buffer it may write
+//     means the result depends on thread order (a missing barrier, a read of
+//     threadgroup memory no one wrote, two threadgroups writing one element). A kernel whose output may legitimately depend
 //     on order (an atomic append) needs a device with Options.Fast.
 //     Buffers from WrapNoCopy are never snapshotted: kernels only read them.
 //   - [ErrOutOfBounds]: buffers the sim allocates end against a guard page;

@@ -203,6 +203,7 @@ type rewriter struct {
 	toks        []token
 	consts      map[int]gpu.Constant
 	usedConsts  map[int]bool
+	defines     map[string]int // integer macros seen so far
 	edits       []edit
 	trampolines strings.Builder
 	out         *rewritten
@@ -226,6 +227,7 @@ func (r *rewriter) replace(from, to int, text string) {
 
 func (r *rewriter) run() error {
 	r.usedConsts = map[int]bool{}
+	r.defines = map[string]int{}
 	depth := 0
 	pendingMax := 0
 	for i := 0; i < len(r.toks); i++ {
@@ -337,8 +339,33 @@ func (r *rewriter) directive(i int) error {
 		return r.errorf(t, "%s: sources must be self-contained (petal/shaders expands local includes)", d)
 	case strings.HasPrefix(d, "pragma METAL") || strings.HasPrefix(d, "pragma clang"):
 		r.replace(i, i+1, "")
+	case strings.HasPrefix(d, "define "):
+		// Integer macros may name function constant indices
+		// (FC_<OP> + n, as args.h spaces them).
+		if f := strings.Fields(d); len(f) == 3 {
+			if v, err := strconv.Atoi(f[2]); err == nil {
+				r.defines[f[1]] = v
+			}
+		}
 	}
 	return nil
+}
+
+// constantIndex evaluates a function constant's index: a sum of integer
+// literals and integer macros defined earlier in the source.
+func (r *rewriter) constantIndex(expr string) (int, error) {
+	idx := 0
+	for _, term := range strings.Split(expr, "+") {
+		v, err := strconv.Atoi(term)
+		if err != nil {
+			var ok bool
+			if v, ok = r.defines[term]; !ok {
+				return 0, fmt.Errorf("%q is neither an integer nor an integer macro", term)
+			}
+		}
+		idx += v
+	}
+	return idx, nil
 }
 
 // functionConstant rewrites `constant T name [[function_constant(n)]];` at i
@@ -360,7 +387,7 @@ func (r *rewriter) functionConstant(i int) (int, error) {
 	if !strings.HasPrefix(body, "function_constant(") || r.tok(end+1).text != ";" {
 		return 0, r.errorf(r.toks[j], "unsupported program-scope attribute [[%s]]", body)
 	}
-	idx, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(body, "function_constant("), ")"))
+	idx, err := r.constantIndex(strings.TrimSuffix(strings.TrimPrefix(body, "function_constant("), ")"))
 	if err != nil || idx < 0 || idx > gpu.MaxConstantIndex {
 		return 0, r.errorf(r.toks[j], "bad %s", body)
 	}

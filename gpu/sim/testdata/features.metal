@@ -121,3 +121,13 @@ kernel void store_one(device int* y [[buffer(0)]],
                       uint i [[thread_position_in_grid]]) {
     y[i] = 1;
 }
+
+// Every threadgroup writes its index to out[0]: the last one wins, which
+// depends on the order threadgroups run in.
+kernel void last_group_wins(device uint* out [[buffer(0)]],
+                            uint group [[threadgroup_position_in_grid]],
+                            uint tid [[thread_index_in_threadgroup]]) {
+    if (tid == 0) {
+        out[0] = group;
+    }
+}
