@@ -1,14 +1,19 @@
 // argmax.metal: index of the largest value, written where the next decode
 // step reads its token.
 //
-//   out[args.out_index] = min { i : x[i] == max_j x[j] }
+//   out[args.out_index] = min { i : x[i] == max_j x[j] }   (NaN never wins;
+//                         0xffffffff when every value is NaN)
 //
 // Layout: x is float[n]; out is uint[] (token slots).
-// Mapping: one threadgroup; thread t scans t, t + threads, ...; simd-groups
-// reduce with simd_max / simd_min (lowest index among equal values), then
-// simd-group 0 reduces the per-simd-group winners.
+// Mapping: one threadgroup. Thread t scans t, t + threads, t + 2*threads,
+// ... in rounds of ARGMAX_UNROLL loads issued before any compare, so each
+// simd-group load reads 128 contiguous bytes and several are in flight.
+// Within a thread indices only grow, so a strict > keeps the first maximum;
+// simd-groups reduce with simd_max, then simd_min of the index among equal
+// values (the lowest index wins), and simd-group 0 reduces the per-simd-group
+// winners the same way.
 // Threadgroup memory: a value and an index per simd-group.
-// CPU reference: first index of the maximum (NaN never wins).
+// CPU reference: first index of the maximum, as engine/sample's greedy pick.
 #include <metal_stdlib>
 #include "args.h"
 using namespace metal;
@@ -28,11 +33,17 @@ kernel void argmax_f32(
 
     float v = -INFINITY;
     uint idx = 0xffffffffu;
-    for (int i = int(tid); i < args.n; i += int(threads)) {
-        float xi = x[i];
-        if (xi > v || (idx == 0xffffffffu && !isnan(xi))) {
-            v = xi;
-            idx = uint(i);
+    for (int base = int(tid); base < args.n; base += ARGMAX_UNROLL * int(threads)) {
+        float xs[ARGMAX_UNROLL];
+        for (int u = 0; u < ARGMAX_UNROLL; u++) {
+            const int i = base + u * int(threads);
+            xs[u] = i < args.n ? x[i] : NAN;
+        }
+        for (int u = 0; u < ARGMAX_UNROLL; u++) {
+            if (xs[u] > v || (idx == 0xffffffffu && !isnan(xs[u]))) {
+                v = xs[u];
+                idx = uint(base + u * int(threads));
+            }
         }
     }
     float m = simd_max(v);

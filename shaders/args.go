@@ -17,9 +17,10 @@ type RMSNormArgs struct {
 
 // QMVArgs mirrors struct QMVArgs.
 type QMVArgs struct {
-	Rows int32
-	K    int32
-	_    [2]int32
+	Rows    int32
+	K       int32
+	XStride int32
+	Experts int32
 }
 
 // ArgmaxArgs mirrors struct ArgmaxArgs.
@@ -29,19 +30,30 @@ type ArgmaxArgs struct {
 	_        [2]int32
 }
 
+// MoEArgs mirrors struct MoEArgs.
+type MoEArgs struct {
+	N         int32
+	K         int32
+	Normalize int32
+	_         int32
+}
+
 // Tiling constants shared with args.h (a test checks they agree).
 const (
 	RMSNormMaxSimdgroups = 32
 	QMVRows              = 4
 	QMVSimdgroups        = 2
 	QMVGroupSize         = 64
-	QMVPerWord           = 8
+	QMVWordsPerLane      = 2
+	MoEMaxExperts        = 512
+	MoEMaxTopK           = 16
+	ArgmaxUnroll         = 4
 	ArgmaxMaxSimdgroups  = 32
 )
 
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs](a *T) []byte {
+func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

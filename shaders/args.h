@@ -28,27 +28,45 @@ struct RMSNormArgs {
 
 // ---- qmv.metal
 // One simd-group computes QMV_ROWS rows; QMV_SIMDGROUPS simd-groups share a
-// threadgroup. The host sizes the grid with the same numbers (qmv.go).
+// threadgroup. The host sizes the grid with the same numbers (dense.go).
 #define QMV_ROWS 4
 #define QMV_SIMDGROUPS 2
-// MLX affine quantization: 4-bit codes packed 8 per uint32, low nibble
+// MLX affine quantization: codes packed 32/bits per uint32, lowest bits
 // first, one bf16 scale and bias per QMV_GROUP_SIZE inputs of a row.
 #define QMV_GROUP_SIZE 64
-#define QMV_PER_WORD 8
+// Words of a row each lane loads per step (one uint2); a lane's values
+// never straddle a quantization group.
+#define QMV_WORDS_PER_LANE 2
 
 struct QMVArgs {
-    int32_t rows;           // output rows
+    int32_t rows;           // output rows (per expert); embed: rows of the table
     int32_t k;              // inputs per row; a multiple of QMV_GROUP_SIZE
-    int32_t _pad[2];
+    int32_t x_stride;       // qmv_experts: floats between the slots' inputs (0: shared)
+    int32_t experts;        // qmv_experts: expert ids below this are valid
 };
 
 // ---- argmax.metal
 #define ARGMAX_MAX_SIMDGROUPS 32
+// Loads each thread issues before comparing them.
+#define ARGMAX_UNROLL 4
 
 struct ArgmaxArgs {
     int32_t n;              // number of values
     int32_t out_index;      // element of the output written (a token slot)
     int32_t _pad[2];
+};
+
+// ---- moe.metal
+// router_topk_f32 keeps MOE_MAX_EXPERTS/32 logits per lane of one simd-group
+// and the k choices one per lane.
+#define MOE_MAX_EXPERTS 512
+#define MOE_MAX_TOPK 16
+
+struct MoEArgs {
+    int32_t n;              // experts (router), elements (silu_mul), hidden size (combine)
+    int32_t k;              // experts chosen per token
+    int32_t normalize;      // router: 1 to renormalise the k weights to sum 1
+    int32_t _pad;
 };
 
 #endif

@@ -42,49 +42,53 @@ func BenchmarkDispatchOverhead(b *testing.B) {
 	}
 }
 
-// BenchmarkQMV times the qmv kernel in the sim (Fast: one run per
-// dispatch, as whole-model tests that opt out of the race check would).
+// BenchmarkQMV times the QMV op in the sim (Fast: one run per dispatch, as
+// whole-model tests that opt out of the race check would); bytes are the
+// weights read.
 func BenchmarkQMV(b *testing.B) {
-	for _, shape := range []struct{ rows, k int }{{2048, 2048}, {512, 2048}} {
+	for _, shape := range []struct{ rows, k, bits int }{{2048, 2048, 4}, {512, 2048, 4}, {256, 2048, 8}} {
 		for _, fast := range []bool{true, false} {
-			b.Run(fmt.Sprintf("rows=%d/k=%d/fast=%v", shape.rows, shape.k, fast), func(b *testing.B) {
+			b.Run(fmt.Sprintf("rows=%d/k=%d/bits=%d/fast=%v", shape.rows, shape.k, shape.bits, fast), func(b *testing.B) {
 				d, err := sim.Open(sim.Options{Fast: fast})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer d.Close()
-				src, err := shaders.Source("qmv.metal")
-				if err != nil {
-					b.Fatal(err)
-				}
-				p, err := d.NewPipeline(gpu.Source{Name: "qmv.metal", Text: src}, "qmv_bf16_gs64_b4")
-				if err != nil {
-					b.Fatal(err)
-				}
-				rng := rand.New(rand.NewPCG(7, 8))
-				codes := make([]uint32, shape.rows*shape.k/8)
-				for i := range codes {
-					codes[i] = rng.Uint32()
-				}
-				sb := make([]uint16, shape.rows*shape.k/64)
-				for i := range sb {
-					sb[i] = 0x3c00
-				}
-				x := make([]float32, shape.k)
-				args := shaders.QMVArgs{Rows: int32(shape.rows), K: int32(shape.k)}
-				disp := qmvDispatch(p, &args, u32s(b, d, codes), u16s(b, d, sb), u16s(b, d, sb), floats(b, d, x), floats(b, d, make([]float32, shape.rows)))
-				b.SetBytes(int64(len(codes)*4 + len(sb)*4))
+				k := shaders.NewKernels(d)
+				q := newDenseQ(b, d, rand.New(rand.NewPCG(7, 8)), 1, shape.rows, shape.k, shape.bits)
+				x := denseBuf(b, d, 0, make([]byte, 4*shape.k))
+				y := denseBuf(b, d, 0, make([]byte, 4*shape.rows))
+				b.SetBytes(int64(q.m.ExpertCodeBytes() + 2*q.m.ExpertScaleBytes()))
 				for b.Loop() {
-					cb, _ := d.NewCommandBuffer()
-					if err := cb.Dispatch(disp); err != nil {
-						b.Fatal(err)
-					}
-					cb.Commit()
-					if err := cb.Wait(); err != nil {
-						b.Fatal(err)
-					}
+					denseRun(b, k, func(cb gpu.CommandBuffer) error { return k.QMV(cb, y, q.m, x) })
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkQMVExperts times the routed experts' gate (shared input) and
+// down (per-slot inputs) products of the 35B shape at top-8 in the sim.
+func BenchmarkQMVExperts(b *testing.B) {
+	const experts, topK = 16, 8
+	for _, shape := range []struct{ rows, k, stride int }{{512, 2048, 0}, {2048, 512, 512}} {
+		b.Run(fmt.Sprintf("rows=%d/k=%d/slots=%d", shape.rows, shape.k, topK), func(b *testing.B) {
+			d, err := sim.Open(sim.Options{Fast: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			k := shaders.NewKernels(d)
+			q := newDenseQ(b, d, rand.New(rand.NewPCG(9, 10)), experts, shape.rows, shape.k, 4)
+			x := denseBuf(b, d, 0, make([]byte, 4*((topK-1)*shape.stride+shape.k)))
+			ids := denseBuf(b, d, 0, denseU32s([]uint32{3, 1, 4, 15, 9, 2, 6, 5}))
+			y := denseBuf(b, d, 0, make([]byte, 4*topK*shape.rows))
+			b.SetBytes(int64(topK * (q.m.ExpertCodeBytes() + 2*q.m.ExpertScaleBytes())))
+			for b.Loop() {
+				denseRun(b, k, func(cb gpu.CommandBuffer) error {
+					return k.QMVExperts(cb, y, q.m, x, shape.stride, ids, topK)
+				})
+			}
+		})
 	}
 }

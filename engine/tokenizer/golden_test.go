@@ -292,3 +292,35 @@ func firstDiff(a, b []int) int {
 func window(ids []int, i int) []int {
 	return ids[max(0, i-3):min(len(ids), i+6)]
 }
+
+// TestConcurrentEncode encodes the golden texts from several goroutines at
+// once, starting from an empty word cache, and expects the golden ids from
+// each (run it with -race to check the sharing).
+func TestConcurrentEncode(t *testing.T) {
+	g, texts, toks := loadFixtures(t)
+	tok := toks["qwen3"]
+	tok.cache.words.Clear()
+	tok.cache.count.Store(0)
+	const workers = 4
+	errs := make(chan string, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cases := g.Variants["qwen3"].Texts
+			for i := range cases {
+				c := cases[(i+w*7)%len(cases)]
+				if got := tok.Encode(texts[c.Name]); !slices.Equal(got, c.IDs) {
+					errs <- c.Name
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for name := range errs {
+		t.Errorf("concurrent Encode of %s differs from the golden ids", name)
+	}
+}

@@ -14,7 +14,7 @@ const (
 	// maxFileBytes bounds the file read by Load (Qwen's is 11 MB).
 	maxFileBytes = 256 << 20
 	// maxTokenID bounds token ids, and so the tables indexed by them.
-	maxTokenID = 1<<22 - 1
+	maxTokenID = 1<<21 - 1
 )
 
 // file is the part of tokenizer.json that Petal reads.

@@ -1,0 +1,392 @@
+package shaders
+
+import (
+	"fmt"
+
+	"petal/gpu"
+)
+
+// The dense family: embedding gather, RMSNorm (alone and fused with the
+// residual add), quantized matrix-vector products (single and gathered by
+// expert), the MoE router, SwiGLU and combine, and argmax. All activations
+// are float32; quantized matrices are MLX affine (bf16 scales and biases,
+// group 64) used in place.
+
+// Kernel files of the dense family.
+const (
+	qmvFile     = "qmv.metal"
+	rmsnormFile = "rmsnorm.metal"
+	moeFile     = "moe.metal"
+	argmaxFile  = "argmax.metal"
+)
+
+// Geometry of the dense family's dispatches.
+const (
+	// normValuesPerThread sizes an RMSNorm threadgroup: one thread per this
+	// many elements of a row (2048 -> 256 threads), within [32, 1024].
+	normValuesPerThread = 8
+	// elementwiseThreads is the threadgroup of the one-thread-per-element
+	// kernels (embed, SwiGLU, combine).
+	elementwiseThreads = 256
+	// argmaxThreads is the one threadgroup that scans the logits.
+	argmaxThreads = gpu.MaxThreadsPerThreadgroup
+	// vectorAlign is the alignment of the float vectors that QMV reads with
+	// float4 loads.
+	vectorAlign = 16
+	// codesAlign is the alignment of quantized codes, which QMV reads as
+	// uint2.
+	codesAlign = 8
+	// maxMatrixDim bounds a quantized matrix's rows and columns (lm_head
+	// has 248320 rows), so every count fits the kernels' 32-bit fields.
+	maxMatrixDim = 1 << 24
+	// maxGridGroups bounds a dispatch's threadgroups per dimension, far
+	// above any shape of the model (lm_head needs 31040).
+	maxGridGroups = 1 << 24
+)
+
+// requireView checks that v holds bytes bytes at an offset aligned to align.
+func requireView(op, what string, v View, bytes, align int) error {
+	switch {
+	case v.Buf == nil:
+		return fmt.Errorf("%w: shaders: %s: %s has no buffer", gpu.ErrInvalid, op, what)
+	case v.Off < 0 || v.Off%align != 0:
+		return fmt.Errorf("%w: shaders: %s: %s offset %d is not a multiple of %d", gpu.ErrInvalid, op, what, v.Off, align)
+	case bytes > v.Buf.Len()-v.Off:
+		return fmt.Errorf("%w: shaders: %s: %s needs %d bytes at offset %d of a %d-byte buffer", gpu.ErrInvalid, op, what, bytes, v.Off, v.Buf.Len())
+	}
+	return nil
+}
+
+// requireQMatrix checks m's shape, bit width and views for experts stacked
+// matrices of its shape.
+func requireQMatrix(op string, m *QMatrix, experts int) error {
+	switch {
+	case m.Rows < 1 || m.Cols < 1 || m.Cols%QMVGroupSize != 0 || m.Rows > maxMatrixDim || m.Cols > maxMatrixDim:
+		return fmt.Errorf("%w: shaders: %s: matrix %dx%d: want 1..%d rows and a multiple of %d columns up to %[5]d", gpu.ErrInvalid, op, m.Rows, m.Cols, maxMatrixDim, QMVGroupSize)
+	case m.GroupSize != QMVGroupSize:
+		return fmt.Errorf("%w: shaders: %s: group size %d, want %d", gpu.ErrInvalid, op, m.GroupSize, QMVGroupSize)
+	case m.Bits != 4 && m.Bits != 8:
+		return fmt.Errorf("%w: shaders: %s: %d-bit codes, want 4 or 8", gpu.ErrInvalid, op, m.Bits)
+	}
+	if err := requireView(op, "codes", m.Codes, experts*m.ExpertCodeBytes(), codesAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "scales", m.Scales, experts*m.ExpertScaleBytes(), 4); err != nil {
+		return err
+	}
+	return requireView(op, "biases", m.Biases, experts*m.ExpertScaleBytes(), 4)
+}
+
+// denseGroups is how many threadgroups of per items cover n items.
+func denseGroups(op string, n, per int) (int, error) {
+	g := (n + per - 1) / per
+	if n < 1 || g > maxGridGroups {
+		return 0, fmt.Errorf("%w: shaders: %s: %d items do not fit a grid", gpu.ErrInvalid, op, n)
+	}
+	return g, nil
+}
+
+// denseSize is a 1-D extent.
+func denseSize(x int) gpu.Size { return gpu.Size{X: x, Y: 1, Z: 1} }
+
+// Embed writes row token of the 4-bit embedding m, dequantized, to out
+// (float32[m.Cols]). The token id is the uint32 at token, read on the GPU
+// (the previous step's Argmax writes it there); an id outside the table
+// yields NaNs.
+func (k *Kernels) Embed(cb gpu.CommandBuffer, out View, m QMatrix, token View) error {
+	const op = "Embed"
+	if err := requireQMatrix(op, &m, 1); err != nil {
+		return err
+	}
+	if m.Bits != 4 {
+		return fmt.Errorf("%w: shaders: %s: %d-bit embedding, want 4", gpu.ErrInvalid, op, m.Bits)
+	}
+	if err := requireView(op, "out", out, 4*m.Cols, 4); err != nil {
+		return err
+	}
+	if err := requireView(op, "token", token, 4, 4); err != nil {
+		return err
+	}
+	groups, err := denseGroups(op, m.Cols, elementwiseThreads)
+	if err != nil {
+		return err
+	}
+	p, err := k.Pipeline(qmvFile, "embed_bf16_gs64_b4")
+	if err != nil {
+		return err
+	}
+	// The table's row count only bounds the id; each row is addressed from
+	// the same base.
+	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols)}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(elementwiseThreads),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), token.Arg(4), out.Arg(5)},
+	})
+}
+
+// normThreads is the threadgroup size for rows of n elements.
+func normThreads(n int) int {
+	t := (n + normValuesPerThread - 1) / normValuesPerThread
+	t = (t + gpu.SimdWidth - 1) / gpu.SimdWidth * gpu.SimdWidth
+	return min(max(t, gpu.SimdWidth), gpu.MaxThreadsPerThreadgroup)
+}
+
+func normArgs(op string, n, rows int, eps float32) (RMSNormArgs, error) {
+	if n < 1 || rows < 1 || rows > maxGridGroups || int64(n)*int64(rows) > 1<<31-1 {
+		return RMSNormArgs{}, fmt.Errorf("%w: shaders: %s: %d rows of %d", gpu.ErrInvalid, op, rows, n)
+	}
+	if !(eps >= 0) {
+		return RMSNormArgs{}, fmt.Errorf("%w: shaders: %s: eps %v", gpu.ErrInvalid, op, eps)
+	}
+	return RMSNormArgs{N: int32(n), Eps: eps, RowStride: uint64(n)}, nil
+}
+
+// RMSNorm writes out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for rows
+// packed rows of n floats. The gain is w exactly (the MLX checkpoint
+// already holds 1+w). out may be x.
+func (k *Kernels) RMSNorm(cb gpu.CommandBuffer, out, x, w View, n, rows int, eps float32) error {
+	const op = "RMSNorm"
+	args, err := normArgs(op, n, rows, eps)
+	if err != nil {
+		return err
+	}
+	for _, v := range []struct {
+		what  string
+		v     View
+		bytes int
+	}{{"out", out, 4 * n * rows}, {"x", x, 4 * n * rows}, {"w", w, 4 * n}} {
+		if err := requireView(op, v.what, v.v, v.bytes, 4); err != nil {
+			return err
+		}
+	}
+	p, err := k.Pipeline(rmsnormFile, "rmsnorm_f32")
+	if err != nil {
+		return err
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(rows), Threads: denseSize(normThreads(n)),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1), w.Arg(2), out.Arg(3)},
+	})
+}
+
+// AddRMSNorm adds delta to the residual stream x in place (n floats), then
+// writes out = RMSNorm(x) * w. out must not be x (it may be delta).
+func (k *Kernels) AddRMSNorm(cb gpu.CommandBuffer, x, delta, out, w View, n int, eps float32) error {
+	const op = "AddRMSNorm"
+	args, err := normArgs(op, n, 1, eps)
+	if err != nil {
+		return err
+	}
+	if x.Buf == out.Buf && x.Off == out.Off {
+		return fmt.Errorf("%w: shaders: %s: out is x", gpu.ErrInvalid, op)
+	}
+	for _, v := range []struct {
+		what string
+		v    View
+	}{{"x", x}, {"delta", delta}, {"out", out}, {"w", w}} {
+		if err := requireView(op, v.what, v.v, 4*n, 4); err != nil {
+			return err
+		}
+	}
+	p, err := k.Pipeline(rmsnormFile, "add_rmsnorm_f32")
+	if err != nil {
+		return err
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(1), Threads: denseSize(normThreads(n)),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1), delta.Arg(2), w.Arg(3), out.Arg(4)},
+	})
+}
+
+// qmvRowsPerGroup is how many rows one QMV threadgroup computes.
+const qmvRowsPerGroup = QMVRows * QMVSimdgroups
+
+// QMV writes out = m · x (float32[m.Rows] from float32[m.Cols]) for 4- and
+// 8-bit m. x must start on 16 bytes.
+func (k *Kernels) QMV(cb gpu.CommandBuffer, out View, m QMatrix, x View) error {
+	const op = "QMV"
+	if err := requireQMatrix(op, &m, 1); err != nil {
+		return err
+	}
+	if err := requireView(op, "x", x, 4*m.Cols, vectorAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "out", out, 4*m.Rows, 4); err != nil {
+		return err
+	}
+	groups, err := denseGroups(op, m.Rows, qmvRowsPerGroup)
+	if err != nil {
+		return err
+	}
+	p, err := k.Pipeline(qmvFile, fmt.Sprintf("qmv_bf16_gs64_b%d", m.Bits))
+	if err != nil {
+		return err
+	}
+	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols)}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), x.Arg(4), out.Arg(5)},
+	})
+}
+
+// QMVExperts writes out[j] = W[ids[j]] · x_j for j < slots, one dispatch
+// for all slots: W is the stack of 4-bit experts of m's shape (expert e's
+// codes at m.Codes + e*m.ExpertCodeBytes(), its scales and biases at
+// + e*m.ExpertScaleBytes()), out is float32[slots][m.Rows], x_j starts
+// xStride floats after x_{j-1} (0: all slots share x; a multiple of 4 so
+// every x_j starts on 16 bytes), ids is uint32[slots], read on the GPU. An
+// id at or past the number of experts the views hold yields NaNs.
+func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, xStride int, ids View, slots int) error {
+	const op = "QMVExperts"
+	if slots < 1 || slots > maxGridGroups {
+		return fmt.Errorf("%w: shaders: %s: %d slots", gpu.ErrInvalid, op, slots)
+	}
+	if err := requireQMatrix(op, &m, 1); err != nil {
+		return err
+	}
+	if m.Bits != 4 {
+		return fmt.Errorf("%w: shaders: %s: %d-bit experts, want 4", gpu.ErrInvalid, op, m.Bits)
+	}
+	if xStride < 0 || xStride%4 != 0 || (xStride > 0 && xStride < m.Cols) || xStride > 1<<30 {
+		return fmt.Errorf("%w: shaders: %s: input stride %d for %d columns: want 0 or a multiple of 4 no less than the columns", gpu.ErrInvalid, op, xStride, m.Cols)
+	}
+	if err := requireView(op, "x", x, 4*((slots-1)*xStride+m.Cols), vectorAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "out", out, 4*slots*m.Rows, 4); err != nil {
+		return err
+	}
+	if err := requireView(op, "ids", ids, 4*slots, 4); err != nil {
+		return err
+	}
+	// The experts the views hold: ids past them would read other tensors.
+	experts := min((m.Codes.Buf.Len()-m.Codes.Off)/m.ExpertCodeBytes(),
+		(m.Scales.Buf.Len()-m.Scales.Off)/m.ExpertScaleBytes(),
+		(m.Biases.Buf.Len()-m.Biases.Off)/m.ExpertScaleBytes())
+	groups, err := denseGroups(op, m.Rows, qmvRowsPerGroup)
+	if err != nil {
+		return err
+	}
+	p, err := k.Pipeline(qmvFile, "qmv_experts_bf16_gs64_b4")
+	if err != nil {
+		return err
+	}
+	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols), XStride: int32(xStride), Experts: int32(min(experts, 1<<31-1))}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: gpu.Size{X: groups, Y: slots, Z: 1}, Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), x.Arg(4), out.Arg(5), ids.Arg(6)},
+	})
+}
+
+// moeElementwise dispatches fn of moe.metal over n elements.
+func (k *Kernels) moeElementwise(cb gpu.CommandBuffer, op, fn string, n int, args *MoEArgs, views ...View) error {
+	groups, err := denseGroups(op, n, elementwiseThreads)
+	if err != nil {
+		return err
+	}
+	p, err := k.Pipeline(moeFile, fn)
+	if err != nil {
+		return err
+	}
+	bind := []gpu.Arg{gpu.BytesArg(0, Bytes(args))}
+	for i, v := range views {
+		bind = append(bind, v.Arg(i+1))
+	}
+	return cb.Dispatch(&gpu.Dispatch{Pipeline: p, Groups: denseSize(groups), Threads: denseSize(elementwiseThreads), Args: bind})
+}
+
+// SiluMul writes out = silu(gate) * up over n floats.
+func (k *Kernels) SiluMul(cb gpu.CommandBuffer, out, gate, up View, n int) error {
+	const op = "SiluMul"
+	if n < 1 || n > 1<<30 {
+		return fmt.Errorf("%w: shaders: %s: %d elements", gpu.ErrInvalid, op, n)
+	}
+	for _, v := range []struct {
+		what string
+		v    View
+	}{{"out", out}, {"gate", gate}, {"up", up}} {
+		if err := requireView(op, v.what, v.v, 4*n, 4); err != nil {
+			return err
+		}
+	}
+	args := MoEArgs{N: int32(n)}
+	return k.moeElementwise(cb, op, "silu_mul_f32", n, &args, gate, up, out)
+}
+
+// RouterTopK picks the topK largest of experts router logits into ids
+// (uint32[topK], largest first, ties to the lower index) and writes their
+// softmax probabilities over all experts (fp32) to weights (float32[topK]),
+// renormalised to sum 1 when normalize.
+func (k *Kernels) RouterTopK(cb gpu.CommandBuffer, ids, weights, logits View, experts, topK int, normalize bool) error {
+	const op = "RouterTopK"
+	if experts < 1 || experts > MoEMaxExperts || topK < 1 || topK > MoEMaxTopK || topK > experts {
+		return fmt.Errorf("%w: shaders: %s: top %d of %d experts: want 1 <= k <= %d and k <= experts <= %d", gpu.ErrInvalid, op, topK, experts, MoEMaxTopK, MoEMaxExperts)
+	}
+	if err := requireView(op, "logits", logits, 4*experts, 4); err != nil {
+		return err
+	}
+	if err := requireView(op, "ids", ids, 4*topK, 4); err != nil {
+		return err
+	}
+	if err := requireView(op, "weights", weights, 4*topK, 4); err != nil {
+		return err
+	}
+	p, err := k.Pipeline(moeFile, "router_topk_f32")
+	if err != nil {
+		return err
+	}
+	args := MoEArgs{N: int32(experts), K: int32(topK)}
+	if normalize {
+		args.Normalize = 1
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(1), Threads: denseSize(gpu.SimdWidth),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), logits.Arg(1), ids.Arg(2), weights.Arg(3)},
+	})
+}
+
+// MoECombine writes out = sum_j weights[j]*ys[j] + sigmoid(sharedGate)*shared
+// over h floats: ys is float32[topK][h], weights float32[topK], sharedGate
+// one float32 logit.
+func (k *Kernels) MoECombine(cb gpu.CommandBuffer, out, ys, weights, shared, sharedGate View, h, topK int) error {
+	const op = "MoECombine"
+	if h < 1 || topK < 1 || topK > MoEMaxTopK || int64(h)*int64(topK) > 1<<30 {
+		return fmt.Errorf("%w: shaders: %s: %d experts of %d", gpu.ErrInvalid, op, topK, h)
+	}
+	for _, v := range []struct {
+		what  string
+		v     View
+		bytes int
+	}{{"out", out, 4 * h}, {"ys", ys, 4 * h * topK}, {"weights", weights, 4 * topK}, {"shared", shared, 4 * h}, {"sharedGate", sharedGate, 4}} {
+		if err := requireView(op, v.what, v.v, v.bytes, 4); err != nil {
+			return err
+		}
+	}
+	args := MoEArgs{N: int32(h), K: int32(topK)}
+	return k.moeElementwise(cb, op, "moe_combine_f32", h, &args, ys, weights, shared, sharedGate, out)
+}
+
+// Argmax writes the index of the largest of n logits (the first on ties;
+// NaN never wins, 0xffffffff if all are NaN) to the uint32 at out, where the
+// next decode step's Embed reads it.
+func (k *Kernels) Argmax(cb gpu.CommandBuffer, out, logits View, n int) error {
+	const op = "Argmax"
+	if n < 1 || n > 1<<30 {
+		return fmt.Errorf("%w: shaders: %s: %d values", gpu.ErrInvalid, op, n)
+	}
+	if err := requireView(op, "logits", logits, 4*n, 4); err != nil {
+		return err
+	}
+	if err := requireView(op, "out", out, 4, 4); err != nil {
+		return err
+	}
+	p, err := k.Pipeline(argmaxFile, "argmax_f32")
+	if err != nil {
+		return err
+	}
+	args := ArgmaxArgs{N: int32(n)}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(1), Threads: denseSize(argmaxThreads),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), logits.Arg(1), out.Arg(2)},
+	})
+}

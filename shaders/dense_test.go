@@ -1,0 +1,761 @@
+package shaders_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"petal/gpu"
+	"petal/gpu/sim"
+	"petal/shaders"
+)
+
+// The dense family's ops against plain Go references that follow
+// engine/cpu's math in float64. Each op's first case runs on a race-checking
+// device (every dispatch twice, in two thread orders); the rest run on a
+// fast one.
+
+// denseU is fp32's unit roundoff, the base of every tolerance below.
+const denseU = 1.0 / (1 << 24)
+
+// denseDevices returns kernels on a race-checking and on a fast sim device.
+func denseDevices(t testing.TB) (race, fast *shaders.Kernels) {
+	t.Helper()
+	f, err := sim.Open(sim.Options{Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return shaders.NewKernels(device(t)), shaders.NewKernels(f)
+}
+
+// denseRun encodes one op into a fresh command buffer and runs it.
+func denseRun(t testing.TB, k *shaders.Kernels, encode func(cb gpu.CommandBuffer) error) {
+	t.Helper()
+	cb, err := k.Device().NewCommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := encode(cb); err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// denseBuf is a buffer of pre zero bytes followed by data, ending exactly
+// at the data (against the sim's guard page), viewed at the data.
+func denseBuf(t testing.TB, d gpu.Device, pre int, data []byte) shaders.View {
+	t.Helper()
+	b, err := d.NewBuffer(pre + len(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b.Contents()[pre:], data)
+	return shaders.View{Buf: b, Off: pre}
+}
+
+func denseF32s(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return b
+}
+
+func denseU32s(v []uint32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], x)
+	}
+	return b
+}
+
+func denseU16s(v []uint16) []byte {
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint16(b[2*i:], x)
+	}
+	return b
+}
+
+func denseReadF32(v shaders.View, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(v.Buf.Contents()[v.Off+4*i:]))
+	}
+	return out
+}
+
+func denseReadU32(v shaders.View, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(v.Buf.Contents()[v.Off+4*i:])
+	}
+	return out
+}
+
+func denseRand(rng *rand.Rand, n int, sd float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64() * sd)
+	}
+	return v
+}
+
+// denseQ is a random quantized matrix (a stack of experts) with its host
+// copy. Codes sit 8 bytes into their buffer and scales 4 bytes into theirs,
+// the alignments the test fixtures' shards have.
+type denseQ struct {
+	m              shaders.QMatrix
+	experts        int
+	codes          []uint32
+	scales, biases []uint16
+}
+
+func newDenseQ(t testing.TB, d gpu.Device, rng *rand.Rand, experts, rows, cols, bits int) *denseQ {
+	t.Helper()
+	q := &denseQ{experts: experts}
+	q.codes = make([]uint32, experts*rows*cols*bits/32)
+	for i := range q.codes {
+		q.codes[i] = rng.Uint32()
+	}
+	groups := experts * rows * cols / shaders.QMVGroupSize
+	q.scales, q.biases = make([]uint16, groups), make([]uint16, groups)
+	for i := range q.scales {
+		q.scales[i] = bf16(float32(rng.NormFloat64() * 0.02))
+		q.biases[i] = bf16(float32(rng.NormFloat64() * 0.1))
+	}
+	q.m = shaders.QMatrix{
+		Codes:  denseBuf(t, d, 8, denseU32s(q.codes)),
+		Scales: denseBuf(t, d, 4, denseU16s(q.scales)),
+		Biases: denseBuf(t, d, 0, denseU16s(q.biases)),
+		Rows:   rows, Cols: cols, Bits: bits, GroupSize: shaders.QMVGroupSize,
+	}
+	return q
+}
+
+// at is element (r, c) of expert e dequantized as engine/cpu does
+// (bf16 scale * q + bf16 bias in fp32), and the magnitudes of its two terms.
+func (q *denseQ) at(e, r, c int) (w, mag float64) {
+	rows, cols, bits := q.m.Rows, q.m.Cols, q.m.Bits
+	row := e*rows + r
+	per := 32 / bits
+	word := q.codes[row*cols/per+c/per]
+	code := word >> (bits * (c % per)) & (1<<bits - 1)
+	g := row*cols/shaders.QMVGroupSize + c/shaders.QMVGroupSize
+	s, b := fromBF16(q.scales[g]), fromBF16(q.biases[g])
+	return float64(s*float32(code) + b), math.Abs(float64(s)*float64(code)) + math.Abs(float64(b))
+}
+
+// mul is row r of expert e times x in float64, and the sum of the terms'
+// magnitudes.
+func (q *denseQ) mul(e, r int, x []float32) (y, mag float64) {
+	for c := range q.m.Cols {
+		w, m := q.at(e, r, c)
+		y += w * float64(x[c])
+		mag += m * math.Abs(float64(x[c]))
+	}
+	return y, mag
+}
+
+// denseQMVTol bounds the kernel's fp32 error on a row of k columns: a lane adds
+// its chunks in sequence (k/256 at most) of up to 16 products, then a
+// 5-level simd_sum tree; each addition costs at most u times the running
+// magnitude. 64 covers the fixed depth.
+func denseQMVTol(k int, mag float64) float64 { return float64(64+k/256) * denseU * mag }
+
+func TestQMV(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	cases := []struct{ rows, cols, bits int }{
+		{13, 576, 4},   // rows not a multiple of a threadgroup's 8; a partial last step
+		{13, 320, 8},   // 8-bit, partial step
+		{1, 64, 4},     // one row, one group: fewer values than lanes
+		{1, 2048, 8},   // shared_expert_gate
+		{37, 4096, 4},  // o_proj/out_proj width
+		{300, 2048, 4}, // several threadgroups
+		{256, 2048, 8}, // the router
+		{2048, 512, 4}, // the experts' down width
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("rows=%d/cols=%d/bits=%d", c.rows, c.cols, c.bits), func(t *testing.T) {
+			k := fast
+			if i < 2 {
+				k = race
+			}
+			d := k.Device()
+			q := newDenseQ(t, d, rng, 1, c.rows, c.cols, c.bits)
+			x := denseRand(rng, c.cols, 1)
+			xv := denseBuf(t, d, 16, denseF32s(x))
+			out := denseBuf(t, d, 4, make([]byte, 4*c.rows))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.QMV(cb, out, q.m, xv) })
+			got := denseReadF32(out, c.rows)
+			for r := range c.rows {
+				want, mag := q.mul(0, r, x)
+				if tol := denseQMVTol(c.cols, mag); math.Abs(float64(got[r])-want) > tol {
+					t.Fatalf("y[%d] = %v, want %v (tol %.3g)", r, got[r], want, tol)
+				}
+			}
+		})
+	}
+}
+
+func TestQMVExperts(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	const experts = 6
+	cases := []struct {
+		rows, cols, xStride int
+		ids                 []uint32
+	}{
+		{13, 192, 0, []uint32{4, 0, 5}},            // shared input, rows not a multiple of 8
+		{1, 64, 0, []uint32{2}},                    // one slot, one row
+		{11, 128, 132, []uint32{5, 5, 1, 3}},       // per-slot inputs with a gap; a repeated expert
+		{40, 256, 256, []uint32{0, experts, 2}},    // an id past the stack: NaNs for that slot only
+		{64, 512, 512, []uint32{1, 2, 3, 4, 0, 5}}, // the down projection's shape, several slots
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("rows=%d/cols=%d/stride=%d/slots=%d", c.rows, c.cols, c.xStride, len(c.ids)), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			q := newDenseQ(t, d, rng, experts, c.rows, c.cols, 4)
+			slots := len(c.ids)
+			x := denseRand(rng, (slots-1)*c.xStride+c.cols, 1)
+			xv := denseBuf(t, d, 0, denseF32s(x))
+			ids := denseBuf(t, d, 4, denseU32s(c.ids))
+			out := denseBuf(t, d, 0, make([]byte, 4*slots*c.rows))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error {
+				return k.QMVExperts(cb, out, q.m, xv, c.xStride, ids, slots)
+			})
+			got := denseReadF32(out, slots*c.rows)
+			for j, e := range c.ids {
+				for r := range c.rows {
+					g := got[j*c.rows+r]
+					if int(e) >= experts {
+						if !math.IsNaN(float64(g)) {
+							t.Fatalf("slot %d (expert %d out of range): y[%d] = %v, want NaN", j, e, r, g)
+						}
+						continue
+					}
+					want, mag := q.mul(int(e), r, x[j*c.xStride:])
+					if tol := denseQMVTol(c.cols, mag); math.Abs(float64(g)-want) > tol {
+						t.Fatalf("slot %d expert %d: y[%d] = %v, want %v (tol %.3g)", j, e, r, g, want, tol)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestEmbed(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	cases := []struct {
+		rows, cols int
+		token      uint32
+	}{
+		{7, 192, 6},    // the last row; not a multiple of the threadgroup
+		{1, 64, 0},     // one row
+		{50, 2048, 17}, // the model's hidden size
+		{9, 128, 9},    // past the table: NaNs
+		{9, 128, 1<<32 - 1},
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("rows=%d/cols=%d/token=%d", c.rows, c.cols, c.token), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			q := newDenseQ(t, d, rng, 1, c.rows, c.cols, 4)
+			// The token sits in slot 1 of a two-slot buffer, as decode's ping-pong slots do.
+			tok := denseBuf(t, d, 0, denseU32s([]uint32{3, c.token}))
+			out := denseBuf(t, d, 0, make([]byte, 4*c.cols))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.Embed(cb, out, q.m, tok.At(4)) })
+			got := denseReadF32(out, c.cols)
+			for col, g := range got {
+				if int(c.token) >= c.rows {
+					if !math.IsNaN(float64(g)) {
+						t.Fatalf("out[%d] = %v, want NaN", col, g)
+					}
+					continue
+				}
+				want, mag := q.at(0, int(c.token), col)
+				// One multiply and one add in fp32 (fused or not): 2 roundings.
+				if tol := 2 * denseU * mag; math.Abs(float64(g)-want) > tol {
+					t.Fatalf("out[%d] = %v, want %v", col, g, want)
+				}
+			}
+		})
+	}
+}
+
+// denseRMSRef is engine/cpu's rmsNorm in float64.
+func denseRMSRef(x, w []float32, eps float32) []float64 {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	inv := 1 / math.Sqrt(ss/float64(len(x))+float64(eps))
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v) * inv * float64(w[i])
+	}
+	return out
+}
+
+// denseNormTol bounds the relative error of a norm over n elements: the sum of
+// squares runs through n/32 sequential additions per thread at most plus
+// two 5-level trees and the partials' loop (up to 32), each costing u
+// relative; the square root halves it; rsqrt and two multiplies add a few
+// ulp (Metal's fast rsqrt is within 2).
+func denseNormTol(n int) float64 { return (float64(n/32+64)/2 + 8) * denseU }
+
+func TestRMSNorm(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	cases := []struct{ rows, n int }{
+		{3, 100}, // rows; n not a multiple of the threadgroup
+		{1, 1},
+		{2, 31},
+		{16, 256},  // q_norm over 16 heads
+		{2, 2048},  // the hidden size
+		{1, 10000}, // more elements than 1024 threads hold at 8 each
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("rows=%d/n=%d", c.rows, c.n), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			x := denseRand(rng, c.rows*c.n, 3)
+			w := denseRand(rng, c.n, 1)
+			xv, wv := denseBuf(t, d, 4, denseF32s(x)), denseBuf(t, d, 0, denseF32s(w))
+			out := denseBuf(t, d, 0, make([]byte, 4*c.rows*c.n))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.RMSNorm(cb, out, xv, wv, c.n, c.rows, 1e-6) })
+			got := denseReadF32(out, c.rows*c.n)
+			// In place too: out = x.
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.RMSNorm(cb, xv, xv, wv, c.n, c.rows, 1e-6) })
+			inPlace := denseReadF32(xv, c.rows*c.n)
+			for r := range c.rows {
+				want := denseRMSRef(x[r*c.n:(r+1)*c.n], w, 1e-6)
+				for j, wj := range want {
+					g := got[r*c.n+j]
+					if math.Abs(float64(g)-wj) > denseNormTol(c.n)*math.Abs(wj)+1e-30 {
+						t.Fatalf("y[%d][%d] = %v, want %v", r, j, g, wj)
+					}
+					if inPlace[r*c.n+j] != g {
+						t.Fatalf("in place y[%d][%d] = %v, out of place %v", r, j, inPlace[r*c.n+j], g)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestAddRMSNorm(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i, n := range []int{2048, 1, 77, 1000, 5000} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			x, delta, w := denseRand(rng, n, 2), denseRand(rng, n, 1), denseRand(rng, n, 1)
+			xv, dv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 8, denseF32s(delta)), denseBuf(t, d, 0, denseF32s(w))
+			out := denseBuf(t, d, 0, make([]byte, 4*n))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.AddRMSNorm(cb, xv, dv, out, wv, n, 1e-6) })
+			sum := make([]float32, n)
+			for j := range sum {
+				sum[j] = x[j] + delta[j] // engine/cpu's add, in fp32
+			}
+			if got := denseReadF32(xv, n); fmt.Sprint(got) != fmt.Sprint(sum) {
+				t.Fatalf("residual x = %v, want %v", got[:min(n, 8)], sum[:min(n, 8)])
+			}
+			want := denseRMSRef(sum, w, 1e-6)
+			for j, g := range denseReadF32(out, n) {
+				if math.Abs(float64(g)-want[j]) > denseNormTol(n)*math.Abs(want[j])+1e-30 {
+					t.Fatalf("out[%d] = %v, want %v", j, g, want[j])
+				}
+			}
+		})
+	}
+}
+
+func denseSigmoid(x float32) float64 { return 1 / (1 + math.Exp(-float64(x))) }
+
+func TestSiluMul(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i, n := range []int{1000, 1, 256, 8 * 512, 4099} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			g, up := denseRand(rng, n, 4), denseRand(rng, n, 1)
+			if n > 3 {
+				g[0], g[1], g[2] = 100, -100, 0 // saturated and zero gates
+			}
+			gv, uv := denseBuf(t, d, 0, denseF32s(g)), denseBuf(t, d, 0, denseF32s(up))
+			out := denseBuf(t, d, 0, make([]byte, 4*n))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.SiluMul(cb, out, gv, uv, n) })
+			for j, o := range denseReadF32(out, n) {
+				want := float64(g[j]) * denseSigmoid(g[j]) * float64(up[j])
+				// exp within 4 ulp, then an add, a divide and a multiply.
+				if math.Abs(float64(o)-want) > 16*denseU*math.Abs(want)+1e-30 {
+					t.Fatalf("out[%d] = %v, want %v (gate %v, up %v)", j, o, want, g[j], up[j])
+				}
+			}
+		})
+	}
+}
+
+// denseRouterRef is engine/cpu's routing: a stable sort by logit, softmax over
+// all experts in float64, renormalised over the top k when normalize.
+func denseRouterRef(lg []float32, k int, normalize bool) ([]uint32, []float64) {
+	idx := make([]int, len(lg))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return lg[idx[a]] > lg[idx[b]] })
+	top := idx[:k]
+	maxL := lg[top[0]]
+	var all, sel float64
+	for _, v := range lg {
+		all += math.Exp(float64(v - maxL))
+	}
+	for _, e := range top {
+		sel += math.Exp(float64(lg[e] - maxL))
+	}
+	ids, ws := make([]uint32, k), make([]float64, k)
+	for j, e := range top {
+		ids[j] = uint32(e)
+		ws[j] = math.Exp(float64(lg[e]-maxL)) / all
+		if normalize {
+			ws[j] = math.Exp(float64(lg[e]-maxL)) / sel
+		}
+	}
+	return ids, ws
+}
+
+func TestRouterTopK(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(13, 14))
+	cases := []struct {
+		experts, k int
+		normalize  bool
+		fill       func(lg []float32)
+	}{
+		{256, 8, true, nil}, // the model
+		{256, 8, false, nil},
+		{1, 1, true, nil},
+		{8, 8, true, nil},    // every expert chosen
+		{33, 2, false, nil},  // a partial second column of lanes
+		{512, 16, true, nil}, // the limits
+		{512, 16, false, nil},
+		{100, 4, true, func(lg []float32) { // ties: lower index first, across lanes and within one
+			lg[70], lg[6], lg[38], lg[5] = 9, 9, 9, 9
+		}},
+		{64, 3, true, func(lg []float32) { // equal everywhere: experts 0, 1, 2
+			for i := range lg {
+				lg[i] = 0.5
+			}
+		}},
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("experts=%d/k=%d/norm=%v/%d", c.experts, c.k, c.normalize, i), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			lg := denseRand(rng, c.experts, 2)
+			if c.fill != nil {
+				c.fill(lg)
+			}
+			lv := denseBuf(t, d, 0, denseF32s(lg))
+			ids, ws := denseBuf(t, d, 0, make([]byte, 4*c.k)), denseBuf(t, d, 0, make([]byte, 4*c.k))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.RouterTopK(cb, ids, ws, lv, c.experts, c.k, c.normalize) })
+			wantIDs, wantWs := denseRouterRef(lg, c.k, c.normalize)
+			gotIDs, gotWs := denseReadU32(ids, c.k), denseReadF32(ws, c.k)
+			for j := range c.k {
+				if gotIDs[j] != wantIDs[j] {
+					t.Fatalf("ids = %v, want %v", gotIDs, wantIDs)
+				}
+				// The sums run through at most 16 sequential additions per
+				// lane and a 5-level tree, each exp is within 4 ulp, then a
+				// divide.
+				if math.Abs(float64(gotWs[j])-wantWs[j]) > 32*denseU*wantWs[j] {
+					t.Fatalf("weights = %v, want %v", gotWs, wantWs)
+				}
+			}
+		})
+	}
+}
+
+func TestRouterTopKSkipsNaN(t *testing.T) {
+	_, k := denseDevices(t)
+	d := k.Device()
+	lg := []float32{1, float32(math.NaN()), 3, 2, float32(math.NaN())}
+	lv := denseBuf(t, d, 0, denseF32s(lg))
+	ids, ws := denseBuf(t, d, 0, make([]byte, 12)), denseBuf(t, d, 0, make([]byte, 12))
+	denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.RouterTopK(cb, ids, ws, lv, len(lg), 3, true) })
+	if got := denseReadU32(ids, 3); fmt.Sprint(got) != "[2 3 0]" {
+		t.Fatalf("ids = %v, want [2 3 0] (NaN below every number)", got)
+	}
+}
+
+func TestMoECombine(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(15, 16))
+	cases := []struct{ h, k int }{{300, 8}, {1, 1}, {2048, 8}, {100, 16}, {257, 3}}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("h=%d/k=%d", c.h, c.k), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			ys, ws, sh := denseRand(rng, c.k*c.h, 1), denseRand(rng, c.k, 0.3), denseRand(rng, c.h, 1)
+			gate := []float32{float32(rng.NormFloat64())}
+			out := denseBuf(t, d, 0, make([]byte, 4*c.h))
+			yv, wv, sv, gv := denseBuf(t, d, 0, denseF32s(ys)), denseBuf(t, d, 0, denseF32s(ws)), denseBuf(t, d, 0, denseF32s(sh)), denseBuf(t, d, 4, denseF32s(gate))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.MoECombine(cb, out, yv, wv, sv, gv, c.h, c.k) })
+			sg := denseSigmoid(gate[0])
+			for i, o := range denseReadF32(out, c.h) {
+				var want, mag float64
+				for j := range c.k {
+					want += float64(ws[j]) * float64(ys[j*c.h+i])
+					mag += math.Abs(float64(ws[j]) * float64(ys[j*c.h+i]))
+				}
+				want += sg * float64(sh[i])
+				mag += math.Abs(sg * float64(sh[i]))
+				// k multiply-adds in sequence, then the gate (exp within 4
+				// ulp, an add, a divide) times shared and a last add.
+				if tol := float64(2*c.k+16) * denseU * mag; math.Abs(float64(o)-want) > tol {
+					t.Fatalf("out[%d] = %v, want %v", i, o, want)
+				}
+			}
+		})
+	}
+}
+
+func TestArgmax(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(17, 18))
+	cases := []struct {
+		n    int
+		fill func(x []float32)
+	}{
+		{5000, func(x []float32) { x[4097], x[1234] = 50, 50 }}, // tie across threads: lowest index
+		{1, nil},
+		{5, nil}, // fewer values than threads
+		{248320, nil},
+		{262144, func(x []float32) { x[262143] = 100 }},                  // the last element
+		{4096 + 7, func(x []float32) { x[1] = 60; x[1025] = 60 }},        // tie within one thread
+		{64, func(x []float32) { x[0] = float32(math.NaN()); x[3] = 9 }}, // NaN never wins
+		{40, func(x []float32) {
+			for i := range x {
+				x[i] = float32(math.Inf(-1))
+			}
+		}}, // all -Inf: index 0
+		{3, func(x []float32) {
+			for i := range x {
+				x[i] = float32(math.NaN())
+			}
+		}}, // all NaN: no index
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("n=%d/%d", c.n, i), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			x := denseRand(rng, c.n, 1)
+			if c.fill != nil {
+				c.fill(x)
+			}
+			want := uint32(math.MaxUint32)
+			for j, v := range x {
+				if !math.IsNaN(float64(v)) && (want == math.MaxUint32 || v > x[want]) {
+					want = uint32(j)
+				}
+			}
+			slots := denseBuf(t, d, 0, denseU32s([]uint32{7, 7, 7}))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error {
+				return k.Argmax(cb, slots.At(4), denseBuf(t, d, 0, denseF32s(x)), c.n)
+			})
+			got := denseReadU32(slots, 3)
+			if got[1] != want {
+				t.Fatalf("argmax %d, want %d", got[1], want)
+			}
+			if got[0] != 7 || got[2] != 7 {
+				t.Fatalf("wrote other slots: %v", got)
+			}
+		})
+	}
+}
+
+// TestDenseChain runs one MoE block's worth of dense ops in one command
+// buffer with barriers only between dependent ops, as the decode step does,
+// and checks the end against the references chained on the host.
+func TestDenseChain(t *testing.T) {
+	race, _ := denseDevices(t)
+	k := race
+	d := k.Device()
+	rng := rand.New(rand.NewPCG(19, 20))
+	const h, inter, experts, topK = 128, 64, 8, 2
+	router := newDenseQ(t, d, rng, 1, experts, h, 8)
+	gate := newDenseQ(t, d, rng, experts, inter, h, 4)
+	down := newDenseQ(t, d, rng, experts, h, inter, 4)
+	x, w := denseRand(rng, h, 1), denseRand(rng, h, 1)
+	xv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 0, denseF32s(w))
+	buf := func(n int) shaders.View { return denseBuf(t, d, 0, make([]byte, 4*n)) }
+	xn, logits, ids, ws := buf(h), buf(experts), buf(topK), buf(topK)
+	g, act, ys, shared, sg, out := buf(topK*inter), buf(topK*inter), buf(topK*h), buf(h), buf(1), buf(h)
+	cb, err := d.NewCommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []func() error{
+		func() error { return k.RMSNorm(cb, xn, xv, wv, h, 1, 1e-6) },
+		func() error { return k.QMV(cb, logits, router.m, xn) },
+		func() error { return k.RouterTopK(cb, ids, ws, logits, experts, topK, true) },
+		func() error { return k.QMVExperts(cb, g, gate.m, xn, 0, ids, topK) },
+		func() error { return k.SiluMul(cb, act, g, g, topK*inter) },
+		func() error { return k.QMVExperts(cb, ys, down.m, act, inter, ids, topK) },
+		func() error { return k.MoECombine(cb, out, ys, ws, shared, sg, h, topK) },
+	}
+	for i, s := range steps {
+		if i > 0 {
+			cb.Barrier()
+		}
+		if err := s(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cb.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The host chain, from the GPU's own intermediate results at each
+	// discrete choice (the routed ids), so rounding cannot flip a choice.
+	xnRef := denseRMSRef(x, w, 1e-6)
+	xn32 := make([]float32, h)
+	for i, v := range xnRef {
+		xn32[i] = float32(v)
+	}
+	lg := denseReadF32(logits, experts)
+	wantIDs, wantWs := denseRouterRef(lg, topK, true)
+	if got := denseReadU32(ids, topK); fmt.Sprint(got) != fmt.Sprint(wantIDs) {
+		t.Fatalf("ids = %v, want %v", got, wantIDs)
+	}
+	want := make([]float64, h)
+	for j, e := range wantIDs {
+		a := make([]float32, inter)
+		for r := range inter {
+			gv, _ := gate.mul(int(e), r, xn32)
+			a[r] = float32(gv * denseSigmoid(float32(gv)) * gv)
+		}
+		for r := range h {
+			y, _ := down.mul(int(e), r, a)
+			want[r] += wantWs[j] * y
+		}
+	}
+	got := denseReadF32(out, h)
+	var scale float64
+	for _, v := range want {
+		scale = max(scale, math.Abs(v))
+	}
+	for i := range h {
+		// Each stage's fp32 error (about 1e-6 relative) carries through
+		// three products; 1e-4 of the output's scale bounds it loosely
+		// while a wrong expert, slot or stride is off by the scale itself.
+		if math.Abs(float64(got[i])-want[i]) > 1e-4*scale {
+			t.Fatalf("out[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestDenseRejectsBadInput(t *testing.T) {
+	_, k := denseDevices(t)
+	d := k.Device()
+	rng := rand.New(rand.NewPCG(21, 22))
+	q := newDenseQ(t, d, rng, 2, 16, 128, 4)
+	q8 := newDenseQ(t, d, rng, 1, 16, 128, 8)
+	buf := func(n int) shaders.View { return denseBuf(t, d, 0, make([]byte, 4*n)) }
+	x, out, ids := buf(256), buf(64), buf(4)
+	badCols := q.m
+	badCols.Cols = 100
+	badBits := q.m
+	badBits.Bits = 3
+	badGroup := q.m
+	badGroup.GroupSize = 32
+	noBuf := q.m
+	noBuf.Scales = shaders.View{}
+	oddCodes := q.m
+	oddCodes.Codes = oddCodes.Codes.At(4)
+	cb, err := d.NewCommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		err  error
+	}{
+		{"QMV cols", k.QMV(cb, out, badCols, x)},
+		{"QMV bits", k.QMV(cb, out, badBits, x)},
+		{"QMV group", k.QMV(cb, out, badGroup, x)},
+		{"QMV no scales", k.QMV(cb, out, noBuf, x)},
+		{"QMV codes misaligned", k.QMV(cb, out, oddCodes, x)},
+		{"QMV x misaligned", k.QMV(cb, out, q.m, x.At(4))},
+		{"QMV x short", k.QMV(cb, out, q.m, buf(64))},
+		{"QMV out short", k.QMV(cb, buf(8), q.m, x)},
+		{"QMVExperts 8-bit", k.QMVExperts(cb, out, q8.m, x, 0, ids, 2)},
+		{"QMVExperts stride", k.QMVExperts(cb, out, q.m, x, 130, ids, 2)},
+		{"QMVExperts no slots", k.QMVExperts(cb, out, q.m, x, 0, ids, 0)},
+		{"QMVExperts ids short", k.QMVExperts(cb, buf(4*16), q.m, x, 0, ids, 5)},
+		{"Embed 8-bit", k.Embed(cb, buf(128), q8.m, ids)},
+		{"Embed out short", k.Embed(cb, buf(100), q.m, ids)},
+		{"RMSNorm n", k.RMSNorm(cb, out, out, out, 0, 1, 1e-6)},
+		{"RMSNorm rows", k.RMSNorm(cb, out, out, out, 64, 2, 1e-6)},
+		{"RMSNorm eps", k.RMSNorm(cb, out, out, out, 64, 1, float32(math.NaN()))},
+		{"AddRMSNorm out is x", k.AddRMSNorm(cb, out, x, out, x, 64, 1e-6)},
+		{"SiluMul n", k.SiluMul(cb, out, out, out, 65)},
+		{"RouterTopK k > experts", k.RouterTopK(cb, ids, ids, out, 2, 3, true)},
+		{"RouterTopK experts", k.RouterTopK(cb, ids, ids, buf(1024), 513, 8, true)},
+		{"RouterTopK k", k.RouterTopK(cb, buf(32), buf(32), out, 64, 17, true)},
+		{"MoECombine ys short", k.MoECombine(cb, out, out, ids, out, ids, 64, 2)},
+		{"Argmax n", k.Argmax(cb, ids, out, 0)},
+		{"Argmax short", k.Argmax(cb, ids, out, 65)},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, gpu.ErrInvalid) {
+			t.Errorf("%s: got %v, want gpu.ErrInvalid", c.name, c.err)
+		}
+	}
+	if n := len(cb.Trace().Events); n != 0 {
+		t.Errorf("rejected ops encoded %d dispatches", n)
+	}
+}
