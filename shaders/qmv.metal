@@ -13,7 +13,7 @@
 // biases rows*k/64 values after. x is float[k] (16-byte aligned), y float;
 // ids and the token are uint, read on the GPU. An expert id or token out of
 // range yields NaN outputs instead of an out-of-bounds read.
-// Mapping (qmv, qmv_experts): QMV_SIMDGROUPS simd-groups per threadgroup,
+// Mapping: qmv and qmv_experts run QMV_SIMDGROUPS simd-groups per threadgroup,
 // QMV_ROWS rows per simd-group; grid.y is the expert slot. Per step each
 // lane loads QMV_WORDS_PER_LANE consecutive words of each of its rows (one
 // uint2: 16 4-bit or 8 8-bit values, always inside one quantization group),
@@ -22,7 +22,7 @@
 // masked in place rather than shifted: x is prescaled by 2^-(BITS*i), so
 // float(w & (mask << BITS*i)) * x' equals q*x exactly. The bias term uses
 // the chunk's sum of x. fp32 partial sums; simd_sum per row at the end.
-// Mapping (embed): one thread per element of the row.
+// embed runs one thread per element of the row.
 // Threadgroup memory: none.
 // CPU reference: engine/cpu matrix.mulQuant (dot4/dot8; dequantize in fp32,
 // fp32 accumulation, scale*dot + bias*sum(x) per group) and matrix.row.
