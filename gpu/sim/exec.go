@@ -314,11 +314,11 @@ func (d *Device) exec(o *op, schedule, poison uint32) error {
 				return
 			}
 			end := min(begin+groupsPerCall, total)
-		if schedule == 1 {
-			// The second run also takes threadgroups in reverse, so two
-			// threadgroups writing one element disagree between runs.
-			begin, end = total-end, total-begin
-		}
+			if schedule == 1 {
+				// The second run also takes threadgroups in reverse, so two
+				// threadgroups writing one element disagree between runs.
+				begin, end = total-end, total-begin
+			}
 			kind := o.pipe.lib.run(unsafe.Pointer(l), unsafe.Pointer(&w.mem[0]), uint64(len(w.mem)), begin, end, unsafe.Pointer(&res))
 			runtime.KeepAlive(o)
 			if kind != hazNone {

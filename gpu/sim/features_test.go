@@ -363,3 +363,29 @@ func TestCompileErrors(t *testing.T) {
 		t.Errorf("missing kernel: %v", err)
 	}
 }
+
+func TestOptionalBuffer(t *testing.T) {
+	d := openSim(t, sim.Options{})
+	x := f32buf(t, d, []float32{1, 2})
+	bias := f32buf(t, d, []float32{10, 20})
+	for _, has := range []bool{true, false} {
+		p := mustPipeline(t, d, features(t), "optional_bias", gpu.BoolConstant(2, has))
+		y, _ := d.NewBuffer(8)
+		args := []gpu.Arg{gpu.BufferArg(0, x, 0), gpu.BufferArg(2, y, 0)}
+		if has {
+			args = append(args, gpu.BufferArg(1, bias, 0))
+		}
+		if err := runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(1, 1), Threads: size(2, 1), Args: args}); err != nil {
+			t.Fatal(err)
+		}
+		want := []float32{1, 2}
+		if has {
+			want = []float32{11, 22}
+		}
+		for i, w := range want {
+			if got := f32(y, i); got != w {
+				t.Errorf("bias=%v: y[%d] = %g, want %g", has, i, got, w)
+			}
+		}
+	}
+}

@@ -13,7 +13,8 @@ import (
 // The sim compiles MSL as C++ after a source-to-source rewrite of what C++
 // cannot express; everything else is left to metal_compat.h. The rewrite keeps
 // every line where it was, so compiler errors and hazard reports name the
-// kernel's own lines.
+// kernel's own lines. Member names shaped like swizzles (xy, rgb, wzyx) are
+// taken as swizzles, so structs must not use them as field names.
 
 type tokKind int
 
@@ -503,6 +504,9 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 				if attr < 0 {
 					attr = j
 				}
+				depth++
+			case "]]":
+				depth--
 			}
 		}
 		if j >= len(r.toks) {
@@ -518,7 +522,9 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 		if end < 0 || end >= j {
 			return 0, r.errorf(r.toks[attr], "kernel %s: bad parameter attribute", name)
 		}
-		attrText := r.joined(attr+1, end)
+		// A parameter may carry [[buffer(n), function_constant(c)]]: bound
+		// only when c is true. The sim binds whatever the host set.
+		attrText, _, _ := strings.Cut(r.joined(attr+1, end), ",")
 		r.replace(attr, end+1, "")
 		var typ []string
 		for k := start; k < attr-1; k++ {

@@ -131,3 +131,13 @@ kernel void last_group_wins(device uint* out [[buffer(0)]],
         out[0] = group;
     }
 }
+
+constant bool kHasBias [[function_constant(2)]];
+
+// An optional buffer, bound only when the function constant says so.
+kernel void optional_bias(device const float* x [[buffer(0)]],
+                          device const float* bias [[buffer(1), function_constant(kHasBias)]],
+                          device float* y [[buffer(2)]],
+                          uint i [[thread_position_in_grid]]) {
+    y[i] = x[i] + (kHasBias ? bias[i] : 0.0f);
+}
