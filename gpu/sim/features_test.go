@@ -389,3 +389,31 @@ func TestOptionalBuffer(t *testing.T) {
 		}
 	}
 }
+
+func TestMinMaxNaN(t *testing.T) {
+	d := openSim(t, sim.Options{})
+	p := mustPipeline(t, d, features(t), "minmax")
+	nan := float32(math.NaN())
+	a := []float32{1, nan, 3, -2, nan}
+	b := []float32{2, 5, nan, -7, nan}
+	out, _ := d.NewBuffer(4 * 4 * len(a))
+	if err := runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(1, 1), Threads: size(len(a), 1),
+		Args: []gpu.Arg{gpu.BufferArg(0, f32buf(t, d, a), 0), gpu.BufferArg(1, f32buf(t, d, b), 0), gpu.BufferArg(2, out, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		lo, hi := float32(math.Min(float64(a[i]), float64(b[i]))), float32(math.Max(float64(a[i]), float64(b[i])))
+		switch { // fmin/fmax: a NaN operand yields the other one
+		case a[i] != a[i]:
+			lo, hi = b[i], b[i]
+		case b[i] != b[i]:
+			lo, hi = a[i], a[i]
+		}
+		for k, want := range []float32{lo, hi, lo, hi} {
+			got := f32(out, 4*i+k)
+			if got != want && !(got != got && want != want) {
+				t.Errorf("case %d result %d = %g, want %g", i, k, got, want)
+			}
+		}
+	}
+}

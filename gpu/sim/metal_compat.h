@@ -789,6 +789,13 @@ PETAL_VECS(long)
 PETAL_VECS(ulong)
 #undef PETAL_VECS
 
+namespace petal {
+// fmin/fmax semantics (a NaN operand yields the other) inline: the libm
+// calls cost more than the kernels' arithmetic around them.
+inline float fminf(float a, float b) { return (a <= b || b != b) ? a : b; }
+inline float fmaxf(float a, float b) { return (a >= b || b != b) ? a : b; }
+}  // namespace petal
+
 namespace metal {
 
 // ---------------------------------------------------------------- math
@@ -828,7 +835,7 @@ PETAL_F1(rint, __builtin_rintf(x))
 PETAL_F1(trunc, __builtin_truncf(x))
 PETAL_F1(fabs, __builtin_fabsf(x))
 PETAL_F1(fract, x - __builtin_floorf(x))
-PETAL_F1(saturate, __builtin_fminf(__builtin_fmaxf(x, 0.0f), 1.0f))
+PETAL_F1(saturate, petal::fminf(petal::fmaxf(x, 0.0f), 1.0f))
 PETAL_F1(sign, x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f))
 PETAL_F1(erf, __builtin_erff(x))
 #undef PETAL_F1
@@ -857,8 +864,8 @@ template <class T, int N> inline petal::vec<T, N> abs(const petal::vec<T, N>& a)
 	}
 PETAL_F2(pow, __builtin_powf(x, y))
 PETAL_F2(powr, __builtin_powf(x, y))
-PETAL_F2(fmin, __builtin_fminf(x, y))
-PETAL_F2(fmax, __builtin_fmaxf(x, y))
+PETAL_F2(fmin, petal::fminf(x, y))
+PETAL_F2(fmax, petal::fmaxf(x, y))
 PETAL_F2(fmod, __builtin_fmodf(x, y))
 PETAL_F2(atan2, __builtin_atan2f(x, y))
 PETAL_F2(copysign, __builtin_copysignf(x, y))
@@ -867,11 +874,11 @@ PETAL_F2(step, y < x ? 0.0f : 1.0f)
 
 // min and max follow fmin/fmax for floats (a NaN operand yields the other).
 template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T min(T a, T b) {
-	if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) return (T)__builtin_fminf((float)a, (float)b);
+	if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) return (T)petal::fminf((float)a, (float)b);
 	else return b < a ? b : a;
 }
 template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T max(T a, T b) {
-	if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) return (T)__builtin_fmaxf((float)a, (float)b);
+	if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) return (T)petal::fmaxf((float)a, (float)b);
 	else return a < b ? b : a;
 }
 template <class T, int N> inline petal::vec<T, N> min(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {

@@ -141,3 +141,14 @@ kernel void optional_bias(device const float* x [[buffer(0)]],
                           uint i [[thread_position_in_grid]]) {
     y[i] = x[i] + (kHasBias ? bias[i] : 0.0f);
 }
+
+// min, max, fmin and fmax with NaN and signed zero operands.
+kernel void minmax(device const float* a [[buffer(0)]],
+                   device const float* b [[buffer(1)]],
+                   device float* out [[buffer(2)]],
+                   uint i [[thread_position_in_grid]]) {
+    out[4 * i + 0] = min(a[i], b[i]);
+    out[4 * i + 1] = max(a[i], b[i]);
+    out[4 * i + 2] = fmin(a[i], b[i]);
+    out[4 * i + 3] = fmax(a[i], b[i]);
+}
