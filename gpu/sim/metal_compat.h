@@ -122,6 +122,9 @@ template <class T, int N, int... I> struct swizzle : vec<T, sizeof...(I)> {
 		int k = 0;
 		((this->v[k++] = s->v[I]), ...);
 	}
+	// Assigning one swizzle to another of the same shape (a.xy = b.xy) must
+	// write through, not copy the proxy.
+	swizzle& operator=(const swizzle& o) { return *this = static_cast<const vec<T, sizeof...(I)>&>(o); }
 	swizzle& operator=(const vec<T, sizeof...(I)>& o) {
 		int k = 0;
 		((src->v[I] = o.v[k++]), ...);

@@ -53,6 +53,9 @@ kernel void vectors(device const float4* a [[buffer(0)]],
     float4 w = v * 2.0f + float4(1.0f, 2.0f, 3.0f, 4.0f);
     w.xy = v.yx;
     float2 t = w.zw;
+    float4 u = float4(0.0f);
+    u.zw = v.zw;  // same swizzle on both sides
+    t += u.zw - v.zw;
     float3 q = p[i];
     float d = dot(q, float3(1.0f));
     out[2 * i] = float4(t, d, clamp(v.x, 0.0f, 1.0f));
