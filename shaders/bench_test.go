@@ -58,9 +58,11 @@ func BenchmarkQMV(b *testing.B) {
 				q := newDenseQ(b, d, rand.New(rand.NewPCG(7, 8)), 1, shape.rows, shape.k, shape.bits)
 				x := denseBuf(b, d, 0, make([]byte, 4*shape.k))
 				y := denseBuf(b, d, 0, make([]byte, 4*shape.rows))
+				run := func(cb gpu.CommandBuffer) error { return k.QMV(cb, y, q.m, x) }
+				denseRun(b, k, run) // compiles the pipeline off the clock
 				b.SetBytes(int64(q.m.ExpertCodeBytes() + 2*q.m.ExpertScaleBytes()))
 				for b.Loop() {
-					denseRun(b, k, func(cb gpu.CommandBuffer) error { return k.QMV(cb, y, q.m, x) })
+					denseRun(b, k, run)
 				}
 			})
 		}
@@ -83,11 +85,11 @@ func BenchmarkQMVExperts(b *testing.B) {
 			x := denseBuf(b, d, 0, make([]byte, 4*((topK-1)*shape.stride+shape.k)))
 			ids := denseBuf(b, d, 0, denseU32s([]uint32{3, 1, 4, 15, 9, 2, 6, 5}))
 			y := denseBuf(b, d, 0, make([]byte, 4*topK*shape.rows))
+			run := func(cb gpu.CommandBuffer) error { return k.QMVExperts(cb, y, q.m, x, shape.stride, ids, topK) }
+			denseRun(b, k, run) // compiles the pipeline off the clock
 			b.SetBytes(int64(topK * (q.m.ExpertCodeBytes() + 2*q.m.ExpertScaleBytes())))
 			for b.Loop() {
-				denseRun(b, k, func(cb gpu.CommandBuffer) error {
-					return k.QMVExperts(cb, y, q.m, x, shape.stride, ids, topK)
-				})
+				denseRun(b, k, run)
 			}
 		})
 	}

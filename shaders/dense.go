@@ -2,6 +2,7 @@ package shaders
 
 import (
 	"fmt"
+	"math"
 
 	"petal/gpu"
 )
@@ -39,6 +40,9 @@ const (
 	// maxMatrixDim bounds a quantized matrix's rows and columns (lm_head
 	// has 248320 rows), so every count fits the kernels' 32-bit fields.
 	maxMatrixDim = 1 << 24
+	// maxElements bounds the float vectors an op takes, so element
+	// indices fit the kernels' 32-bit arithmetic with room to spare.
+	maxElements = 1 << 30
 	// maxGridGroups bounds a dispatch's threadgroups per dimension, far
 	// above any shape of the model (lm_head needs 31040).
 	maxGridGroups = 1 << 24
@@ -84,6 +88,13 @@ func denseGroups(op string, n, per int) (int, error) {
 		return 0, fmt.Errorf("%w: shaders: %s: %d items do not fit a grid", gpu.ErrInvalid, op, n)
 	}
 	return g, nil
+}
+
+// denseThreads is want threads, or fewer whole simd-groups where the
+// compiled pipeline allows fewer (Metal may, for a register-hungry kernel);
+// the kernels that use it take any threadgroup size.
+func denseThreads(p gpu.Pipeline, want int) int {
+	return max(gpu.SimdWidth, min(want, p.MaxThreads()/gpu.SimdWidth*gpu.SimdWidth))
 }
 
 // denseSize is a 1-D extent.
@@ -132,7 +143,7 @@ func normThreads(n int) int {
 }
 
 func normArgs(op string, n, rows int, eps float32) (RMSNormArgs, error) {
-	if n < 1 || rows < 1 || rows > maxGridGroups || int64(n)*int64(rows) > 1<<31-1 {
+	if n < 1 || rows < 1 || rows > maxGridGroups || int64(n)*int64(rows) > maxElements {
 		return RMSNormArgs{}, fmt.Errorf("%w: shaders: %s: %d rows of %d", gpu.ErrInvalid, op, rows, n)
 	}
 	if !(eps >= 0) {
@@ -164,7 +175,7 @@ func (k *Kernels) RMSNorm(cb gpu.CommandBuffer, out, x, w View, n, rows int, eps
 		return err
 	}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(rows), Threads: denseSize(normThreads(n)),
+		Pipeline: p, Groups: denseSize(rows), Threads: denseSize(denseThreads(p, normThreads(n))),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1), w.Arg(2), out.Arg(3)},
 	})
 }
@@ -193,7 +204,7 @@ func (k *Kernels) AddRMSNorm(cb gpu.CommandBuffer, x, delta, out, w View, n int,
 		return err
 	}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(1), Threads: denseSize(normThreads(n)),
+		Pipeline: p, Groups: denseSize(1), Threads: denseSize(denseThreads(p, normThreads(n))),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1), delta.Arg(2), w.Arg(3), out.Arg(4)},
 	})
 }
@@ -247,7 +258,7 @@ func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, 
 	if m.Bits != 4 {
 		return fmt.Errorf("%w: shaders: %s: %d-bit experts, want 4", gpu.ErrInvalid, op, m.Bits)
 	}
-	if xStride < 0 || xStride%4 != 0 || (xStride > 0 && xStride < m.Cols) || xStride > 1<<30 {
+	if xStride < 0 || xStride%4 != 0 || (xStride > 0 && xStride < m.Cols) || xStride > maxElements {
 		return fmt.Errorf("%w: shaders: %s: input stride %d for %d columns: want 0 or a multiple of 4 no less than the columns", gpu.ErrInvalid, op, xStride, m.Cols)
 	}
 	if err := requireView(op, "x", x, 4*((slots-1)*xStride+m.Cols), vectorAlign); err != nil {
@@ -271,7 +282,7 @@ func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, 
 	if err != nil {
 		return err
 	}
-	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols), XStride: int32(xStride), Experts: int32(min(experts, 1<<31-1))}
+	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols), XStride: int32(xStride), Experts: int32(min(experts, math.MaxInt32))}
 	return cb.Dispatch(&gpu.Dispatch{
 		Pipeline: p, Groups: gpu.Size{X: groups, Y: slots, Z: 1}, Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), x.Arg(4), out.Arg(5), ids.Arg(6)},
@@ -298,7 +309,7 @@ func (k *Kernels) moeElementwise(cb gpu.CommandBuffer, op, fn string, n int, arg
 // SiluMul writes out = silu(gate) * up over n floats.
 func (k *Kernels) SiluMul(cb gpu.CommandBuffer, out, gate, up View, n int) error {
 	const op = "SiluMul"
-	if n < 1 || n > 1<<30 {
+	if n < 1 || n > maxElements {
 		return fmt.Errorf("%w: shaders: %s: %d elements", gpu.ErrInvalid, op, n)
 	}
 	for _, v := range []struct {
@@ -350,7 +361,7 @@ func (k *Kernels) RouterTopK(cb gpu.CommandBuffer, ids, weights, logits View, ex
 // one float32 logit.
 func (k *Kernels) MoECombine(cb gpu.CommandBuffer, out, ys, weights, shared, sharedGate View, h, topK int) error {
 	const op = "MoECombine"
-	if h < 1 || topK < 1 || topK > MoEMaxTopK || int64(h)*int64(topK) > 1<<30 {
+	if h < 1 || topK < 1 || topK > MoEMaxTopK || int64(h)*int64(topK) > maxElements {
 		return fmt.Errorf("%w: shaders: %s: %d experts of %d", gpu.ErrInvalid, op, topK, h)
 	}
 	for _, v := range []struct {
@@ -371,7 +382,7 @@ func (k *Kernels) MoECombine(cb gpu.CommandBuffer, out, ys, weights, shared, sha
 // next decode step's Embed reads it.
 func (k *Kernels) Argmax(cb gpu.CommandBuffer, out, logits View, n int) error {
 	const op = "Argmax"
-	if n < 1 || n > 1<<30 {
+	if n < 1 || n > maxElements {
 		return fmt.Errorf("%w: shaders: %s: %d values", gpu.ErrInvalid, op, n)
 	}
 	if err := requireView(op, "logits", logits, 4*n, 4); err != nil {
@@ -386,7 +397,7 @@ func (k *Kernels) Argmax(cb gpu.CommandBuffer, out, logits View, n int) error {
 	}
 	args := ArgmaxArgs{N: int32(n)}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(1), Threads: denseSize(argmaxThreads),
+		Pipeline: p, Groups: denseSize(1), Threads: denseSize(denseThreads(p, argmaxThreads)),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), logits.Arg(1), out.Arg(2)},
 	})
 }
