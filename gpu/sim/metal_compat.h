@@ -131,6 +131,16 @@ template <class T, int N, int... I> struct swizzle : vec<T, sizeof...(I)> {
 		for (int j = 0; j < (int)sizeof...(I); j++) this->v[j] = o.v[j];
 		return *this;
 	}
+	// v.xy += w and friends update v, not the proxy.
+#define PETAL_SWASSIGN(op)                                                                        \
+	template <class U> swizzle& operator op##=(const U& o) {                                       \
+		return *this = static_cast<const vec<T, sizeof...(I)>&>(*this) op o;                       \
+	}
+	PETAL_SWASSIGN(+)
+	PETAL_SWASSIGN(-)
+	PETAL_SWASSIGN(*)
+	PETAL_SWASSIGN(/)
+#undef PETAL_SWASSIGN
 };
 
 template <class T, int N> struct vec : storage<T, N> {

@@ -55,7 +55,9 @@ kernel void vectors(device const float4* a [[buffer(0)]],
     float2 t = w.zw;
     float4 u = float4(0.0f);
     u.zw = v.zw;  // same swizzle on both sides
-    t += u.zw - v.zw;
+    u.xy += float2(1.0f, 2.0f);
+    u.xy *= 3.0f;
+    t += u.zw - v.zw + u.xy - float2(3.0f, 6.0f);
     float3 q = p[i];
     float d = dot(q, float3(1.0f));
     out[2 * i] = float4(t, d, clamp(v.x, 0.0f, 1.0f));
