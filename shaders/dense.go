@@ -31,6 +31,9 @@ const (
 	elementwiseThreads = 256
 	// argmaxThreads is the one threadgroup that scans the logits.
 	argmaxThreads = gpu.MaxThreadsPerThreadgroup
+	// offsetAlign is the alignment Metal requires of a buffer binding's
+	// offset.
+	offsetAlign = 4
 	// vectorAlign is the alignment of the float vectors that QMV reads with
 	// float4 loads.
 	vectorAlign = 16
@@ -75,10 +78,10 @@ func requireQMatrix(op string, m *QMatrix, experts int) error {
 	if err := requireView(op, "codes", m.Codes, experts*m.ExpertCodeBytes(), codesAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "scales", m.Scales, experts*m.ExpertScaleBytes(), 4); err != nil {
+	if err := requireView(op, "scales", m.Scales, experts*m.ExpertScaleBytes(), offsetAlign); err != nil {
 		return err
 	}
-	return requireView(op, "biases", m.Biases, experts*m.ExpertScaleBytes(), 4)
+	return requireView(op, "biases", m.Biases, experts*m.ExpertScaleBytes(), offsetAlign)
 }
 
 // denseGroups is how many threadgroups of per items cover n items.
@@ -112,10 +115,10 @@ func (k *Kernels) Embed(cb gpu.CommandBuffer, out View, m QMatrix, token View) e
 	if m.Bits != 4 {
 		return fmt.Errorf("%w: shaders: %s: %d-bit embedding, want 4", gpu.ErrInvalid, op, m.Bits)
 	}
-	if err := requireView(op, "out", out, 4*m.Cols, 4); err != nil {
+	if err := requireView(op, "out", out, 4*m.Cols, offsetAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "token", token, 4, 4); err != nil {
+	if err := requireView(op, "token", token, 4, offsetAlign); err != nil {
 		return err
 	}
 	groups, err := denseGroups(op, m.Cols, elementwiseThreads)
@@ -166,7 +169,7 @@ func (k *Kernels) RMSNorm(cb gpu.CommandBuffer, out, x, w View, n, rows int, eps
 		v     View
 		bytes int
 	}{{"out", out, 4 * n * rows}, {"x", x, 4 * n * rows}, {"w", w, 4 * n}} {
-		if err := requireView(op, v.what, v.v, v.bytes, 4); err != nil {
+		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
 			return err
 		}
 	}
@@ -195,7 +198,7 @@ func (k *Kernels) AddRMSNorm(cb gpu.CommandBuffer, x, delta, out, w View, n int,
 		what string
 		v    View
 	}{{"x", x}, {"delta", delta}, {"out", out}, {"w", w}} {
-		if err := requireView(op, v.what, v.v, 4*n, 4); err != nil {
+		if err := requireView(op, v.what, v.v, 4*n, offsetAlign); err != nil {
 			return err
 		}
 	}
@@ -222,7 +225,7 @@ func (k *Kernels) QMV(cb gpu.CommandBuffer, out View, m QMatrix, x View) error {
 	if err := requireView(op, "x", x, 4*m.Cols, vectorAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "out", out, 4*m.Rows, 4); err != nil {
+	if err := requireView(op, "out", out, 4*m.Rows, offsetAlign); err != nil {
 		return err
 	}
 	groups, err := denseGroups(op, m.Rows, qmvRowsPerGroup)
@@ -264,10 +267,10 @@ func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, 
 	if err := requireView(op, "x", x, 4*((slots-1)*xStride+m.Cols), vectorAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "out", out, 4*slots*m.Rows, 4); err != nil {
+	if err := requireView(op, "out", out, 4*slots*m.Rows, offsetAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "ids", ids, 4*slots, 4); err != nil {
+	if err := requireView(op, "ids", ids, 4*slots, offsetAlign); err != nil {
 		return err
 	}
 	// The experts the views hold: ids past them would read other tensors.
@@ -316,7 +319,7 @@ func (k *Kernels) SiluMul(cb gpu.CommandBuffer, out, gate, up View, n int) error
 		what string
 		v    View
 	}{{"out", out}, {"gate", gate}, {"up", up}} {
-		if err := requireView(op, v.what, v.v, 4*n, 4); err != nil {
+		if err := requireView(op, v.what, v.v, 4*n, offsetAlign); err != nil {
 			return err
 		}
 	}
@@ -333,13 +336,13 @@ func (k *Kernels) RouterTopK(cb gpu.CommandBuffer, ids, weights, logits View, ex
 	if experts < 1 || experts > MoEMaxExperts || topK < 1 || topK > MoEMaxTopK || topK > experts {
 		return fmt.Errorf("%w: shaders: %s: top %d of %d experts: want 1 <= k <= %d and k <= experts <= %d", gpu.ErrInvalid, op, topK, experts, MoEMaxTopK, MoEMaxExperts)
 	}
-	if err := requireView(op, "logits", logits, 4*experts, 4); err != nil {
+	if err := requireView(op, "logits", logits, 4*experts, offsetAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "ids", ids, 4*topK, 4); err != nil {
+	if err := requireView(op, "ids", ids, 4*topK, offsetAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "weights", weights, 4*topK, 4); err != nil {
+	if err := requireView(op, "weights", weights, 4*topK, offsetAlign); err != nil {
 		return err
 	}
 	p, err := k.Pipeline(moeFile, "router_topk_f32")
@@ -369,7 +372,7 @@ func (k *Kernels) MoECombine(cb gpu.CommandBuffer, out, ys, weights, shared, sha
 		v     View
 		bytes int
 	}{{"out", out, 4 * h}, {"ys", ys, 4 * h * topK}, {"weights", weights, 4 * topK}, {"shared", shared, 4 * h}, {"sharedGate", sharedGate, 4}} {
-		if err := requireView(op, v.what, v.v, v.bytes, 4); err != nil {
+		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
 			return err
 		}
 	}
@@ -385,10 +388,10 @@ func (k *Kernels) Argmax(cb gpu.CommandBuffer, out, logits View, n int) error {
 	if n < 1 || n > maxElements {
 		return fmt.Errorf("%w: shaders: %s: %d values", gpu.ErrInvalid, op, n)
 	}
-	if err := requireView(op, "logits", logits, 4*n, 4); err != nil {
+	if err := requireView(op, "logits", logits, 4*n, offsetAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "out", out, 4, 4); err != nil {
+	if err := requireView(op, "out", out, 4, offsetAlign); err != nil {
 		return err
 	}
 	p, err := k.Pipeline(argmaxFile, "argmax_f32")
