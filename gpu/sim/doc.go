@@ -12,11 +12,28 @@
 // $PETAL_SIM_CACHE or os.UserCacheDir()/petal/sim, and loaded with purego:
 // no cgo.
 //
+// # What kernels may use
+//
+// Plain MSL as Apple's compiler takes it, within these limits (extend
+// rewrite.go or metal_compat.h rather than bend a kernel):
+//   - entry points are `kernel void name(...)` (or `[[kernel]] void`), every
+//     parameter with one attribute: [[buffer(n)]] (optionally with
+//     function_constant(c)), [[threadgroup(n)]] or a thread-position
+//     builtin; templated entry points and [[host_name]] are not supported;
+//   - function constants are bool, int, uint or float scalars;
+//   - threadgroup variables are declared one per statement, without an
+//     initialiser (as MSL requires);
+//   - member names shaped like swizzles (xy, rgb, wzyx) are swizzles;
+//   - everything in metal_compat.h: scalar, vector and packed types
+//     (including half and bfloat), math in metal::, fast:: and precise::,
+//     simd-group reductions, shuffles, prefix sums, ballot and broadcast,
+//     barriers, atomics on device and threadgroup memory.
+//
 // # Executing
 //
 // Each dispatch's threadgroups are spread over worker goroutines; each
 // threadgroup runs on one OS thread, its GPU threads as fibers (a hand-written
-// context switch on x86-64, ucontext elsewhere). A fiber runs until a
+// context switch on x86-64 Linux and arm64, ucontext elsewhere). A fiber runs until a
 // barrier, a simd-group call or its end. When all are blocked, a simd-group
 // whose live lanes wait at the same simd call exchanges values and resumes;
 // otherwise a barrier that every thread reached releases. Within a level of
@@ -41,5 +58,9 @@
 //   - [ErrOutOfBounds]: buffers the sim allocates end against a guard page;
 //     an access past the end faults and is reported (an access past the end
 //     but within the 16-byte alignment padding, or into a wrapped buffer, is
-//     not caught).
+//     not caught). Writes to read-only mapped memory and overflows of a
+//     simulated thread's stack are reported the same way.
+//   - [ErrTrap]: integer division by zero, which traps on the CPU.
+//
+// Faults in Go code are passed on to Go's own handler, so they still panic.
 package sim
