@@ -24,13 +24,12 @@ import time
 
 import numpy as np
 
-GENERATOR = "tools/refgen/gen_fixtures.py"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mlxlayout"))
+from mlxlayout import (  # noqa: E402  (the shared MLX-layout writer and quantizer)
+    DEFAULT_BITS, GROUP_SIZE, ROUTER_BITS, Tensors, bf16_bits, bf16_round,
+    quantization_block, shard_names, write_safetensors)
 
-GROUP_SIZE = 64
-DEFAULT_BITS = 4
-ROUTER_BITS = 8  # mlp.gate and mlp.shared_expert_gate
-ROUTER_MODULES = ("mlp.gate", "mlp.shared_expert_gate")
-QUANT_EPS = 1e-7  # MLX's floor on a group's scale
+GENERATOR = "tools/refgen/gen_fixtures.py"
 
 TEACHER_LEN = 160  # > 128: several 64-token DeltaNet chunks, attention past 128
 GREEDY_PROMPT_LENS = (5, 64, 130)  # short; exactly one DeltaNet chunk; past 128 during decode
@@ -76,58 +75,6 @@ FIXTURES = [
 
 def log(*a):
     print(*a, flush=True)
-
-
-# ---------------------------------------------------------------- bf16 and MLX affine quantization
-
-
-def bf16_bits(x):
-    """float32 -> bf16 bit patterns, round to nearest even (what a bf16 cast does)."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_value(bits):
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
-def bf16_round(x):
-    return bf16_value(bf16_bits(x))
-
-
-def mlx_quantize(w, bits):
-    """MLX affine quantization of w [..., in] along the last axis, groups of GROUP_SIZE.
-
-    Follows MLX's affine_quantize: the edge of larger magnitude becomes the bias and the scale
-    is adjusted so that 0 falls on an integer code (the scale is negative when the max edge is
-    larger). Scale and bias are then rounded to bf16 and the codes computed from the rounded
-    values. Returns (packed u32 [..., in*bits/32], scale bits, bias bits, dequantized float32).
-    """
-    w = np.asarray(w, dtype=np.float32)
-    n_bins = float(2**bits - 1)
-    cols = w.shape[-1]
-    if cols % GROUP_SIZE:
-        raise ValueError(f"input dim {cols} is not a multiple of {GROUP_SIZE}")
-    g = w.reshape(*w.shape[:-1], cols // GROUP_SIZE, GROUP_SIZE)
-    wmax = g.max(-1, keepdims=True)
-    wmin = g.min(-1, keepdims=True)
-    mask = np.abs(wmin) > np.abs(wmax)
-    scale = np.maximum((wmax - wmin) / n_bins, QUANT_EPS)
-    scale = np.where(mask, scale, -scale)
-    edge = np.where(mask, wmin, wmax)
-    q0 = np.rint(edge / scale)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(q0 != 0, edge / np.where(q0 != 0, q0, 1), scale)
-    bias = np.where(q0 == 0, 0.0, edge)
-    s_bits, b_bits = bf16_bits(scale), bf16_bits(bias)
-    s, b = bf16_value(s_bits), bf16_value(b_bits)
-    q = np.clip(np.rint((g - b) / s), 0, n_bins).astype(np.uint32)
-    deq = (s * q.astype(np.float32) + b).astype(np.float32)
-    per = 32 // bits
-    qf = q.reshape(*w.shape[:-1], cols // per, per)
-    shifts = (np.arange(per, dtype=np.uint32) * bits).astype(np.uint32)
-    packed = np.bitwise_or.reduce(qf << shifts, axis=-1).astype(np.uint32)
-    return packed, s_bits[..., 0], b_bits[..., 0], deq.reshape(w.shape)
 
 
 # ---------------------------------------------------------------- the random model
@@ -192,34 +139,25 @@ class Builder:
         self.fx = fx
         self.rng = np.random.default_rng(fx["seed"])
         self.prefix = "language_model." if fx["nested"] else ""
-        self.tensors = {}  # checkpoint name -> (dtype, shape, bytes)
+        self.out = Tensors(self.prefix)
+        self.tensors = self.out.tensors  # checkpoint name -> (dtype, shape, bytes)
         self.torch = {}  # transformers parameter name -> float32 array it must hold
-        self.quant_overrides = {}
+        self.quant_overrides = self.out.quant_overrides
 
     def normal(self, shape, std):
         return (self.rng.standard_normal(shape) * std).astype(np.float32)
 
     def put(self, name, dtype, arr):
-        arr = np.ascontiguousarray(arr)
-        self.tensors[name] = (dtype, tuple(arr.shape), arr.tobytes())
+        self.out.put(name, dtype, arr)
 
     def quantized(self, module, w, bits=DEFAULT_BITS):
-        packed, s, b, deq = mlx_quantize(w, bits)
-        name = self.prefix + module
-        self.put(name + ".weight", "U32", packed.astype("<u4"))
-        self.put(name + ".scales", "BF16", s.astype("<u2"))
-        self.put(name + ".biases", "BF16", b.astype("<u2"))
-        if bits != DEFAULT_BITS:
-            self.quant_overrides[name] = {"group_size": GROUP_SIZE, "bits": bits}
-        return deq
+        return self.out.quantized(module, w, bits)
 
     def linear(self, module, shape, std, bits=DEFAULT_BITS):
         self.torch[module + ".weight"] = self.quantized(module, self.normal(shape, std), bits)
 
     def bf16(self, name, values):
-        bits = bf16_bits(values)
-        self.put(self.prefix + name, "BF16", bits.astype("<u2"))
-        return bf16_value(bits)
+        return self.out.bf16(name, values)
 
     def zero_centred_norm(self, name, size, lo, hi):
         # The checkpoint holds the gain g (MLX added the 1); transformers holds g - 1.
@@ -298,13 +236,6 @@ class Builder:
 # ---------------------------------------------------------------- writing a model directory
 
 
-def quantization_block(overrides):
-    q = {"group_size": GROUP_SIZE, "bits": DEFAULT_BITS, "mode": "affine"}
-    for k in sorted(overrides):
-        q[k] = overrides[k]
-    return q
-
-
 def model_config(fx, overrides, eos):
     tc = text_config(fx)
     if fx["nested"]:
@@ -329,45 +260,6 @@ def model_config(fx, overrides, eos):
     cfg["quantization"] = quantization_block(overrides)
     cfg["quantization_config"] = quantization_block(overrides)
     return cfg
-
-
-def write_safetensors(path, names, tensors):
-    header = {"__metadata__": {"format": "mlx"}}
-    off = 0
-    for n in names:
-        dtype, shape, data = tensors[n]
-        header[n] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(data)]}
-        off += len(data)
-    hb = json.dumps(header, separators=(",", ":")).encode()
-    hb += b" " * ((-len(hb)) % 8)  # keeps every tensor 4-byte aligned (all sizes are multiples of 4)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hb)))
-        f.write(hb)
-        for n in names:
-            f.write(tensors[n][2])
-
-
-def module_of(name):
-    return name.rsplit(".", 1)[0]
-
-
-def shard_names(names, tensors, shards):
-    """Split sorted names into contiguous shards of similar size, each cut inside a quantized triple."""
-    sizes = [len(tensors[n][2]) for n in names]
-    total = sum(sizes)
-    cuts, acc, want = [], 0, 1
-    for i, s in enumerate(sizes):
-        if want < shards and acc >= total * want / shards and (not cuts or i > cuts[-1]):
-            j = i
-            # move the cut to the nearest place that separates parts of one quantized module
-            while j < len(names) and not (module_of(names[j - 1]) == module_of(names[j])
-                                          and names[j].endswith((".scales", ".weight"))):
-                j += 1
-            cuts.append(j)
-            want += 1
-        acc += s
-    bounds = [0] + cuts + [len(names)]
-    return [names[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def write_model_dir(out, fx, b, eos):
