@@ -32,9 +32,9 @@
 // # Executing
 //
 // Each dispatch's threadgroups are spread over worker goroutines; each
-// threadgroup runs on one OS thread, its GPU threads as fibers (a hand-written
-// context switch on x86-64 Linux and arm64, ucontext elsewhere). A fiber runs until a
-// barrier, a simd-group call or its end. When all are blocked, a simd-group
+// threadgroup runs on one OS thread, its GPU threads as fibers (a
+// hand-written context switch on x86-64 Linux and arm64, ucontext
+// elsewhere). A fiber runs until a barrier, a simd-group call or its end. When all are blocked, a simd-group
 // whose live lanes wait at the same simd call exchanges values and resumes;
 // otherwise a barrier that every thread reached releases. Within a level of
 // a command buffer (between barriers) dispatches run in reverse order, so a
