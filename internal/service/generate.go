@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,26 +36,57 @@ type Summary struct {
 type Emit func(reply.Event) error
 
 // Generate runs req on the model once the queue lets it, sending the reply
-// to emit as it is generated. It returns when the reply is complete, when
-// ctx ends (at the next token; the error is then ctx's cause), or on an
-// error. Bad input gives an error marked ErrBadRequest, a full queue
-// ErrQueueFull.
+// to emit as it is generated: Begin followed by Run.
 func (s *Service) Generate(ctx context.Context, req *Request, emit Emit) (Summary, error) {
+	g, err := s.Begin(ctx, req)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer g.Close()
+	return g.Run(ctx, emit)
+}
+
+// Generation is a request that was checked and holds a place in the queue.
+type Generation struct {
+	s      *Service
+	p      *prepared
+	ticket *ticket
+	start  time.Time
+}
+
+// Begin checks req (rendering and tokenizing it) and takes a place in the
+// queue without waiting, so that a caller can answer bad input (an error
+// marked ErrBadRequest) or a full queue (ErrQueueFull) before it commits to
+// a response. The Generation must be closed.
+func (s *Service) Begin(ctx context.Context, req *Request) (*Generation, error) {
 	start := time.Now()
 	p, err := s.prepare(ctx, req)
 	if err != nil {
 		s.stats.failed.Add(1)
-		return Summary{}, err
+		return nil, err
 	}
-	release, err := s.queue.acquire(ctx)
+	t, err := s.queue.join()
 	if err != nil {
-		if errors.Is(err, ErrQueueFull) {
-			s.stats.rejected.Add(1)
-		}
+		s.stats.rejected.Add(1)
+		return nil, err
+	}
+	return &Generation{s: s, p: p, ticket: t, start: start}, nil
+}
+
+// PromptTokens is the length of the tokenized prompt.
+func (g *Generation) PromptTokens() int { return len(g.p.tokens) }
+
+// Run waits for the engine and generates the reply, sending it to emit. It
+// returns when the reply is complete, when ctx ends (at the next token, with
+// ctx's cause), when emit fails (with its error), or on an engine error.
+func (g *Generation) Run(ctx context.Context, emit Emit) (Summary, error) {
+	s := g.s
+	if err := g.ticket.wait(ctx); err != nil {
+		g.Close()
 		return Summary{}, err
 	}
-	defer release()
-	sum, err := s.run(ctx, p, emit, start)
+	sum, err := s.run(ctx, g.p, emit, g.start)
+	g.Close()
 	if err != nil {
 		s.stats.failed.Add(1)
 		return sum, err
@@ -64,6 +94,10 @@ func (s *Service) Generate(ctx context.Context, req *Request, emit Emit) (Summar
 	s.stats.completed.Add(1)
 	return sum, nil
 }
+
+// Close frees the generation's place in the queue or the engine; it may be
+// called more than once.
+func (g *Generation) Close() { g.ticket.leave() }
 
 // run is one generation on the engine, which the caller holds.
 func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Time) (Summary, error) {

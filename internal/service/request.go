@@ -69,14 +69,11 @@ const thinkOpen = "<think>"
 
 func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) {
 	p := &prepared{stops: req.Stop}
-	var text string
-	if req.Prompt != nil {
-		text = *req.Prompt
-	} else {
-		var err error
-		if text, err = s.render(ctx, req); err != nil {
-			return nil, err
-		}
+	text, err := s.promptText(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if req.Prompt == nil {
 		tools := make([]reply.Tool, len(req.Tools))
 		for i, t := range req.Tools {
 			tools[i] = reply.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters}
@@ -108,6 +105,14 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 		return nil, &badRequest{err}
 	}
 	return p, nil
+}
+
+// promptText is the raw prompt or the rendered conversation.
+func (s *Service) promptText(ctx context.Context, req *Request) (string, error) {
+	if req.Prompt != nil {
+		return *req.Prompt, nil
+	}
+	return s.render(ctx, req)
 }
 
 // render applies the chat template. A template that rejects the developer

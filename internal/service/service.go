@@ -166,14 +166,14 @@ func (s *Service) Info() Info {
 // Tokenizer is the model's tokenizer.
 func (s *Service) Tokenizer() *tokenizer.Tokenizer { return s.tok }
 
-// CountTokens renders and tokenizes a request as Generate would, without
-// waiting for the engine.
-func (s *Service) CountTokens(ctx context.Context, req *Request) (int, error) {
-	p, err := s.prepare(ctx, req)
+// Tokens renders and tokenizes a request as Generate would, without
+// waiting for the engine and whatever its length.
+func (s *Service) Tokens(ctx context.Context, req *Request) ([]int, error) {
+	text, err := s.promptText(ctx, req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return len(p.tokens), nil
+	return s.tok.Encode(text), nil
 }
 
 // Close frees the cached sequences. The model belongs to the caller.

@@ -67,9 +67,9 @@ func TestReasoningAndContent(t *testing.T) {
 	if sum.Finish != FinishStop || sum.CompletionTokens != want {
 		t.Errorf("summary %+v, want stop after %d tokens", sum, want)
 	}
-	prompt, err := s.CountTokens(context.Background(), &Request{Messages: user("hi")})
-	if err != nil || sum.PromptTokens != prompt {
-		t.Errorf("prompt tokens %d, CountTokens %d (%v)", sum.PromptTokens, prompt, err)
+	prompt, err := s.Tokens(context.Background(), &Request{Messages: user("hi")})
+	if err != nil || sum.PromptTokens != len(prompt) {
+		t.Errorf("prompt tokens %d, Tokens gives %d (%v)", sum.PromptTokens, len(prompt), err)
 	}
 }
 
@@ -357,40 +357,38 @@ func TestQueueFullAndCancel(t *testing.T) {
 
 func TestQueueIsFIFO(t *testing.T) {
 	q := newQueue(10)
-	release, err := q.acquire(context.Background())
+	first, err := q.join()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var order []int
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := q.acquire(context.Background())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			r()
-		}()
-		for { // wait until goroutine i is queued, so arrival order is known
-			if n, _ := q.depth(); n == i+1 {
-				break
-			}
-			time.Sleep(time.Millisecond)
+	var tickets []*ticket
+	for range 5 {
+		tk, err := q.join()
+		if err != nil {
+			t.Fatal(err)
 		}
+		tickets = append(tickets, tk)
 	}
-	release()
-	wg.Wait()
-	for i, v := range order {
-		if v != i {
-			t.Fatalf("served in order %v", order)
+	tickets[2].leave() // gives up its place
+	first.leave()
+	for i, tk := range tickets {
+		if i == 2 {
+			continue
 		}
+		select {
+		case <-tk.turn:
+		default:
+			t.Fatalf("ticket %d not served next", i)
+		}
+		for _, later := range tickets[i+1:] {
+			select {
+			case <-later.turn:
+				t.Fatalf("a later ticket was served with %d", i)
+			default:
+			}
+		}
+		tk.leave()
+		tk.leave() // a second leave does nothing
 	}
 	if n, busy := q.depth(); n != 0 || busy {
 		t.Errorf("queue left with %d waiting, busy %v", n, busy)

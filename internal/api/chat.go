@@ -1,0 +1,261 @@
+package api
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"time"
+
+	"petal/engine/chattemplate"
+	"petal/engine/reply"
+	"petal/internal/service"
+)
+
+// chatRequest is a /v1/chat/completions body. Fields that clients send but
+// that change nothing here (user, response_format, parallel_tool_calls,
+// prompt_cache_key, logprobs, ...) are accepted and ignored.
+type chatRequest struct {
+	Model    string                 `json:"model"`
+	Messages []chattemplate.Message `json:"messages"`
+	Stream   bool                   `json:"stream"`
+
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	N                   *int `json:"n"`
+	sampling
+	Stop stopList `json:"stop"`
+
+	Tools      []chattemplate.Tool `json:"tools"`
+	ToolChoice json.RawMessage     `json:"tool_choice"`
+
+	ReasoningEffort    *string                    `json:"reasoning_effort"`
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+	// EnableThinking is the switch some clients send at the top level.
+	EnableThinking *bool `json:"enable_thinking"`
+}
+
+// toService checks the request and maps it to the service's.
+func (c *chatRequest) toService() (*service.Request, error) {
+	switch {
+	case len(c.Messages) == 0:
+		return nil, badParam("messages", "messages must hold at least one message")
+	case len(c.Messages) > MaxMessages:
+		return nil, badParam("messages", "%d messages are more than the %d allowed", len(c.Messages), MaxMessages)
+	case len(c.Tools) > MaxTools:
+		return nil, badParam("tools", "%d tools are more than the %d allowed", len(c.Tools), MaxTools)
+	}
+	if err := checkN(c.N); err != nil {
+		return nil, err
+	}
+	limit, err := maxTokens(c.MaxCompletionTokens, c.MaxTokens)
+	if err != nil {
+		return nil, err
+	}
+	samp, err := c.sampling.toService()
+	if err != nil {
+		return nil, err
+	}
+	req := &service.Request{Messages: c.Messages, Tools: c.Tools, MaxTokens: limit, Stop: c.Stop, Sampling: samp}
+	if toolChoiceNone(c.ToolChoice) {
+		req.Tools = nil
+	}
+	req.Kwargs = thinkingKwargs(c.ChatTemplateKwargs, c.EnableThinking, c.ReasoningEffort)
+	return req, nil
+}
+
+// toolChoiceNone reports tool_choice "none": the tools are then not offered.
+// "required" and named tools cannot be forced and are taken as "auto".
+func toolChoiceNone(raw json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == "none"
+}
+
+// thinkingKwargs returns the template variables with enable_thinking set
+// from the switches clients use, in order of precedence:
+// chat_template_kwargs.enable_thinking, a top-level enable_thinking, and
+// reasoning_effort ("none" means off, any other effort on).
+func thinkingKwargs(kwargs map[string]json.RawMessage, enable *bool, effort *string) map[string]json.RawMessage {
+	out := maps.Clone(kwargs)
+	if out == nil {
+		out = map[string]json.RawMessage{}
+	}
+	if _, ok := out["enable_thinking"]; ok {
+		return out
+	}
+	switch {
+	case enable != nil:
+		out["enable_thinking"], _ = json.Marshal(*enable)
+	case effort != nil:
+		out["enable_thinking"], _ = json.Marshal(*effort != "none")
+	}
+	return out
+}
+
+// The shapes of chat completion responses.
+type (
+	chatCompletion struct {
+		ID      string       `json:"id"`
+		Object  string       `json:"object"`
+		Created int64        `json:"created"`
+		Model   string       `json:"model"`
+		Choices []chatChoice `json:"choices"`
+		Usage   *usage       `json:"usage,omitempty"`
+	}
+	chatChoice struct {
+		Index        int          `json:"index"`
+		Message      *chatMessage `json:"message,omitempty"`
+		Delta        *chatMessage `json:"delta,omitempty"`
+		FinishReason *string      `json:"finish_reason"`
+		Logprobs     *struct{}    `json:"logprobs"`
+	}
+	chatMessage struct {
+		Role             string     `json:"role,omitempty"`
+		Content          *string    `json:"content,omitempty"`
+		ReasoningContent *string    `json:"reasoning_content,omitempty"`
+		Reasoning        *string    `json:"reasoning,omitempty"`
+		ToolCalls        []toolCall `json:"tool_calls,omitempty"`
+	}
+	toolCall struct {
+		Index    *int         `json:"index,omitempty"`
+		ID       string       `json:"id,omitempty"`
+		Type     string       `json:"type,omitempty"`
+		Function toolFunction `json:"function"`
+	}
+	toolFunction struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	}
+	usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		TotalTokens         int `json:"total_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
+)
+
+func usageOf(sum service.Summary) *usage {
+	u := &usage{PromptTokens: sum.PromptTokens, CompletionTokens: sum.CompletionTokens,
+		TotalTokens: sum.PromptTokens + sum.CompletionTokens}
+	u.PromptTokensDetails.CachedTokens = sum.CachedTokens
+	return u
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+	var body chatRequest
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	req, err := body.toService()
+	if err != nil {
+		return err
+	}
+	g, err := s.svc.Begin(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	head := chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.svc.Info().Name}
+	if body.Stream {
+		s.streamChat(w, r, g, head, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		return nil
+	}
+	var res reply.Result
+	sum, err := g.Run(r.Context(), func(e reply.Event) error { res.Add(e); return nil })
+	if err != nil {
+		return err
+	}
+	msg := &chatMessage{Role: "assistant", Content: &res.Content}
+	if res.Reasoning != "" {
+		msg.ReasoningContent, msg.Reasoning = &res.Reasoning, &res.Reasoning
+	}
+	for _, c := range res.ToolCalls {
+		msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: c.ID, Type: "function", Function: toolFunction{Name: c.Name, Arguments: c.Arguments}})
+	}
+	if len(msg.ToolCalls) > 0 && res.Content == "" {
+		msg.Content = nil // as OpenAI answers a reply that only calls tools
+	}
+	finish := string(sum.Finish)
+	head.Object = "chat.completion"
+	head.Choices = []chatChoice{{Message: msg, FinishReason: &finish}}
+	head.Usage = usageOf(sum)
+	writeJSON(w, http.StatusOK, head)
+	return nil
+}
+
+// streamChat sends the reply as chat.completion.chunk events.
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.Generation, head chatCompletion, includeUsage bool) {
+	head.Object = "chat.completion.chunk"
+	st := startStream(w, true)
+	stop := st.keepAlive(s.opts.PingInterval)
+	defer stop()
+	chunk := func(delta *chatMessage, finish *string) error {
+		c := head
+		c.Choices = []chatChoice{{Delta: delta, FinishReason: finish}}
+		return st.send(c)
+	}
+	empty := ""
+	if chunk(&chatMessage{Role: "assistant", Content: &empty}, nil) != nil {
+		return
+	}
+	sum, err := g.Run(r.Context(), func(e reply.Event) error {
+		if d := chatDelta(e); d != nil {
+			return chunk(d, nil)
+		}
+		return nil
+	})
+	if err != nil {
+		s.streamFailed(st, r, err)
+		return
+	}
+	finish := string(sum.Finish)
+	if chunk(&chatMessage{}, &finish) != nil {
+		return
+	}
+	if includeUsage {
+		c := head
+		c.Choices = []chatChoice{}
+		c.Usage = usageOf(sum)
+		if st.send(c) != nil {
+			return
+		}
+	}
+	st.write("data: [DONE]\n\n")
+}
+
+// streamFailed ends a stream that broke after its headers were sent: the
+// error goes out as an event, unless the client is gone.
+func (s *Server) streamFailed(st *stream, r *http.Request, err error) {
+	if r.Context().Err() != nil || st.failed() != nil {
+		return
+	}
+	e := errorFor(err, s.logger)
+	if st.send(struct {
+		Error *apiError `json:"error"`
+	}{e}) == nil {
+		st.write("data: [DONE]\n\n")
+	}
+}
+
+// chatDelta is the delta of one reply event; nil for events that carry
+// nothing to send (the end of a tool call).
+func chatDelta(e reply.Event) *chatMessage {
+	text := e.Text
+	switch e.Kind {
+	case reply.KindReasoning:
+		return &chatMessage{ReasoningContent: &text, Reasoning: &text}
+	case reply.KindContent:
+		return &chatMessage{Content: &text}
+	case reply.KindToolStart:
+		i := e.Index
+		return &chatMessage{ToolCalls: []toolCall{{Index: &i, ID: e.ID, Type: "function", Function: toolFunction{Name: e.Name}}}}
+	case reply.KindToolArgs:
+		i := e.Index
+		return &chatMessage{ToolCalls: []toolCall{{Index: &i, Function: toolFunction{Arguments: text}}}}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"petal/engine/reply"
+	"petal/internal/service"
+)
+
+// DefaultCompletionTokens is the reply limit of /v1/completions when the
+// request sets none, as in the OpenAI API.
+const DefaultCompletionTokens = 16
+
+// completionRequest is a /v1/completions body: a raw prompt, no template.
+type completionRequest struct {
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens *int `json:"max_tokens"`
+	N         *int `json:"n"`
+	Echo      bool `json:"echo"`
+	sampling
+	Stop stopList `json:"stop"`
+}
+
+// prompt reads "prompt": a string, or a list holding one string.
+func (c *completionRequest) prompt() (string, error) {
+	var one string
+	if err := json.Unmarshal(c.Prompt, &one); err == nil {
+		return one, nil
+	}
+	var list []string
+	if err := json.Unmarshal(c.Prompt, &list); err == nil && len(list) == 1 {
+		return list[0], nil
+	}
+	return "", badParam("prompt", "prompt must be a string (or a list of exactly one string)")
+}
+
+type (
+	completion struct {
+		ID      string             `json:"id"`
+		Object  string             `json:"object"`
+		Created int64              `json:"created"`
+		Model   string             `json:"model"`
+		Choices []completionChoice `json:"choices"`
+		Usage   *usage             `json:"usage,omitempty"`
+	}
+	completionChoice struct {
+		Index        int       `json:"index"`
+		Text         string    `json:"text"`
+		FinishReason *string   `json:"finish_reason"`
+		Logprobs     *struct{} `json:"logprobs"`
+	}
+)
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
+	var body completionRequest
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	prompt, err := body.prompt()
+	if err != nil {
+		return err
+	}
+	if err := checkN(body.N); err != nil {
+		return err
+	}
+	limit, err := maxTokens(body.MaxTokens)
+	if err != nil {
+		return err
+	}
+	if limit == 0 {
+		limit = DefaultCompletionTokens
+	}
+	samp, err := body.sampling.toService()
+	if err != nil {
+		return err
+	}
+	g, err := s.svc.Begin(r.Context(), &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: body.Stop, Sampling: samp})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	head := completion{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: s.svc.Info().Name}
+	echo := ""
+	if body.Echo {
+		echo = prompt
+	}
+	if !body.Stream {
+		text := echo
+		sum, err := g.Run(r.Context(), func(e reply.Event) error { text += e.Text; return nil })
+		if err != nil {
+			return err
+		}
+		finish := string(sum.Finish)
+		head.Choices = []completionChoice{{Text: text, FinishReason: &finish}}
+		head.Usage = usageOf(sum)
+		writeJSON(w, http.StatusOK, head)
+		return nil
+	}
+	st := startStream(w, true)
+	stop := st.keepAlive(s.opts.PingInterval)
+	defer stop()
+	chunk := func(text string, finish *string) error {
+		c := head
+		c.Choices = []completionChoice{{Text: text, FinishReason: finish}}
+		return st.send(c)
+	}
+	if echo != "" && chunk(echo, nil) != nil {
+		return nil
+	}
+	sum, err := g.Run(r.Context(), func(e reply.Event) error { return chunk(e.Text, nil) })
+	if err != nil {
+		s.streamFailed(st, r, err)
+		return nil
+	}
+	finish := string(sum.Finish)
+	if chunk("", &finish) != nil {
+		return nil
+	}
+	if body.StreamOptions != nil && body.StreamOptions.IncludeUsage {
+		c := head
+		c.Choices = []completionChoice{}
+		c.Usage = usageOf(sum)
+		if st.send(c) != nil {
+			return nil
+		}
+	}
+	st.write("data: [DONE]\n\n")
+	return nil
+}

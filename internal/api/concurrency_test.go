@@ -1,0 +1,121 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"petal/internal/service"
+)
+
+// echoReply answers every prompt with a reply that names its last user
+// message, so each client can check that it got its own complete answer.
+func echoReply(prompt string) string {
+	return "Thinking about " + lastUser(prompt) + ".</think>\n\nAnswer to " + lastUser(prompt) + ": " + strings.Repeat("la ", 20)
+}
+
+// TestManyClients runs concurrent streaming clients, a third of which hang
+// up mid-stream. Every stream that finishes must be complete and correct,
+// and nothing may be left behind: goroutines, sequences, queue places.
+func TestManyClients(t *testing.T) {
+	const clients = 24
+	base := runtime.NumGoroutine()
+	ts := newTestServer(t, service.Options{QueueLimit: clients}, Options{}, echoReply)
+	ts.model.StepDelay = 200 * time.Microsecond
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- runClient(ts.URL, i, i%3 == 0)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	m := ts.svc.Metrics()
+	if m.Completed < clients*2/3 || m.Completed+m.Failed != clients || m.Waiting != 0 || m.Running != 0 {
+		t.Errorf("metrics after all clients: %+v", m)
+	}
+	if live := ts.model.Live(); live != int64(m.CacheEntries) {
+		t.Errorf("%d sequences alive, %d in the cache", live, m.CacheEntries)
+	}
+	ts.Close()
+	http.DefaultClient.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// runClient streams one chat; with hangUp it leaves after a few events.
+func runClient(url string, i int, hangUp bool) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	name := fmt.Sprintf("client %d", i)
+	body := fmt.Sprintf(`{"stream":true,"messages":[{"role":"user","content":%q}]}`, name)
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %v", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: status %d", name, resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var content, reasoning, finish string
+	events, done := 0, false
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if events++; hangUp && events == 4 {
+			return nil // the deferred cancel hangs up
+		}
+		if line == "[DONE]" {
+			done = true
+			break
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content          string
+					ReasoningContent string `json:"reasoning_content"`
+				}
+				FinishReason *string `json:"finish_reason"`
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			return fmt.Errorf("%s: %q: %v", name, line, err)
+		}
+		content += c.Choices[0].Delta.Content
+		reasoning += c.Choices[0].Delta.ReasoningContent
+		if c.Choices[0].FinishReason != nil {
+			finish = *c.Choices[0].FinishReason
+		}
+	}
+	wantContent := "Answer to " + name + ": " + strings.TrimSpace(strings.Repeat("la ", 20))
+	if !done || content != wantContent || reasoning != "Thinking about "+name+"." || finish != "stop" {
+		return fmt.Errorf("%s: done %v, content %q, reasoning %q, finish %q", name, done, content, reasoning, finish)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"petal/internal/service"
+)
+
+// decodeBody reads a JSON request body into v. Unknown fields are
+// accepted, as clients send many that do not concern this server.
+func decodeBody(r *http.Request, v any) error {
+	err := json.NewDecoder(r.Body).Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooBig):
+		return err
+	case errors.Is(err, io.EOF):
+		return badRequest("the request body is empty; send a JSON object")
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return badParam(typeErr.Field, "field %q: %s cannot be %s", typeErr.Field, typeErr.Value, typeErr.Type)
+	}
+	return badRequest("the request body is not valid JSON: %v", err)
+}
+
+// stopList is "stop" as clients send it: a string, a list of strings or
+// null.
+type stopList []string
+
+func (s *stopList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = stopList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return badParam("stop", "stop must be a string or a list of strings")
+	}
+	*s = many
+	return nil
+}
+
+// sampling are the sampling fields the OpenAI API and its extensions
+// (vLLM, llama.cpp) share.
+type sampling struct {
+	Temperature       *float64     `json:"temperature"`
+	TopP              *float64     `json:"top_p"`
+	TopK              *int         `json:"top_k"`
+	MinP              *float64     `json:"min_p"`
+	PresencePenalty   *float64     `json:"presence_penalty"`
+	FrequencyPenalty  *float64     `json:"frequency_penalty"`
+	RepetitionPenalty *float64     `json:"repetition_penalty"`
+	Seed              *json.Number `json:"seed"`
+}
+
+// toService converts the fields; a seed may be any 64-bit integer, negative
+// ones included, as clients send them.
+func (f sampling) toService() (service.Sampling, error) {
+	out := service.Sampling{
+		Temperature: f.Temperature, TopP: f.TopP, TopK: f.TopK, MinP: f.MinP,
+		PresencePenalty: f.PresencePenalty, FrequencyPenalty: f.FrequencyPenalty, RepetitionPenalty: f.RepetitionPenalty,
+	}
+	if f.Seed != nil {
+		s := f.Seed.String()
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			out.Seed = &u
+		} else if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			u := uint64(i)
+			out.Seed = &u
+		} else {
+			return out, badParam("seed", "seed %s must be a 64-bit integer", s)
+		}
+	}
+	return out, nil
+}
+
+// maxTokens picks the reply limit from the fields that may carry it; 0
+// means none.
+func maxTokens(fields ...*int) (int, error) {
+	for _, f := range fields {
+		if f == nil {
+			continue
+		}
+		if *f < 1 {
+			return 0, badParam("max_tokens", "max_tokens must be at least 1, not %d", *f)
+		}
+		return *f, nil
+	}
+	return 0, nil
+}
+
+// checkN accepts n only as 1: one reply per request.
+func checkN(n *int) error {
+	if n != nil && *n != 1 {
+		return badParam("n", "n must be 1: this server generates one reply per request")
+	}
+	return nil
+}
+
+// newID returns a response id with the given prefix.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}

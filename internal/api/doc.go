@@ -1,0 +1,31 @@
+// Package api serves the generation service over HTTP: the OpenAI-compatible
+// API that editors and agents use, token counting, health and metrics, and
+// the part of Ollama's API that some editors list models through.
+//
+// # Routes
+//
+// routes.go is the table of every route; each family has its own file
+// (chat.go, completions.go, models.go, tokenize.go, metrics.go, ollama.go).
+// Handlers decode and check the request, hand it to the service, and render
+// its events: as server-sent events for OpenAI streams, as NDJSON for
+// Ollama, or as one JSON body.
+//
+// # Gate
+//
+// Every request passes one gate before dispatch (gate.go):
+//   - the Host header must name this machine (loopback names, or the hosts
+//     the server was told about), which defeats DNS rebinding;
+//   - a request with an Origin header from another origin is refused unless
+//     the origin is allowed; CORS headers go only to allowed origins;
+//   - POST bodies must be application/json, which browsers cannot send
+//     cross-origin without a preflight, and are bounded by MaxBodyBytes;
+//   - with an API key, every route but /health needs it as a Bearer token.
+//
+// # Errors
+//
+// Errors are written in one place (errors.go), in the OpenAI shape
+// {"error": {"message", "type", "param", "code"}}: 400 for bad input, a
+// prompt over the context included (naming both token counts), 401 for a
+// bad key, 404 for unknown paths, 413 for an oversized body, 429 with
+// Retry-After when the queue is full. Bad input never gives a 500.
+package api

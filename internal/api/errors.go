@@ -1,0 +1,86 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"strconv"
+
+	"petal/internal/service"
+)
+
+// RetryAfterSeconds is what a 429 tells the client to wait.
+const RetryAfterSeconds = 2
+
+// apiError is an error as the client sees it.
+type apiError struct {
+	Status  int    `json:"-"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"` // a field name, or null
+	Code    any    `json:"code"`  // a short code, or null
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}
+}
+
+func badParam(param, format string, args ...any) *apiError {
+	e := badRequest(format, args...)
+	e.Param = param
+	return e
+}
+
+// errorFor maps any error to what the client is told. Errors that are not
+// the client's are logged and reported without their details.
+func errorFor(err error, logger *log.Logger) *apiError {
+	var ae *apiError
+	var ce *service.ContextError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &ce):
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages",
+			Code: "context_length_exceeded", Message: ce.Error()}
+	case errors.Is(err, service.ErrBadRequest):
+		return badRequest("%s", err.Error())
+	case errors.Is(err, service.ErrQueueFull):
+		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "queue_full",
+			Message: "the model is busy with other requests: retry in a few seconds"}
+	case errors.As(err, &tooBig):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+			Message: fmt.Sprintf("the request body exceeds %d bytes", tooBig.Limit)}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: statusClientClosed, Type: "server_error", Message: "the request was cancelled"}
+	}
+	logger.Printf("internal error: %v", err)
+	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: "internal error; see the server log"}
+}
+
+// statusClientClosed is nginx's code for a client that went away; it is
+// only logged, as the client is no longer there to read it.
+const statusClientClosed = 499
+
+// writeError answers with err in the OpenAI shape.
+func writeError(w http.ResponseWriter, err error, logger *log.Logger) {
+	e := errorFor(err, logger)
+	if e.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+	}
+	writeJSON(w, e.Status, struct {
+		Error *apiError `json:"error"`
+	}{e})
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

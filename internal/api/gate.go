@@ -1,0 +1,103 @@
+package api
+
+import (
+	"crypto/subtle"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// PreflightMaxAge is how long, in seconds, a browser may cache an allowed
+// preflight.
+const PreflightMaxAge = 600
+
+// gate checks what every request must satisfy before its handler runs.
+func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
+	if !s.hostAllowed(r.Host) {
+		return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "host_not_allowed",
+			Message: "the Host header " + strconv.Quote(r.Host) + " does not name this server"}
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		if !s.originAllowed(origin, r.Host) {
+			return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "origin_not_allowed",
+				Message: "cross-origin requests from " + strconv.Quote(origin) + " are not allowed"}
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Max-Age", strconv.Itoa(PreflightMaxAge))
+	}
+	if rt == nil {
+		return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+			Message: "no route " + strconv.Quote(r.URL.Path)}
+	}
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	if _, ok := rt.methods[method]; !ok && !(method == http.MethodOptions && origin != "") {
+		allow := make([]string, 0, len(rt.methods))
+		for m := range rt.methods {
+			allow = append(allow, m)
+		}
+		slices.Sort(allow)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		return &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+			Message: r.Method + " is not allowed here; use " + strings.Join(allow, " or ")}
+	}
+	if method == http.MethodOptions {
+		return nil
+	}
+	if s.opts.APIKey != "" && !rt.public && !s.keyMatches(r) {
+		return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+			Message: "missing or wrong API key: send it as \"Authorization: Bearer KEY\""}
+	}
+	if method == http.MethodPost {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			return &apiError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
+				Message: "the request body must be JSON, sent with \"Content-Type: application/json\""}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	}
+	return nil
+}
+
+// hostAllowed reports whether the Host header names this server.
+func (s *Server) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	return host != "" && s.hosts[host]
+}
+
+// originAllowed reports whether a browser at origin may call the API: the
+// origin is listed, or it is the server itself.
+func (s *Server) originAllowed(origin, host string) bool {
+	if origin == "" {
+		return false
+	}
+	if slices.Contains(s.opts.AllowedOrigins, origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, host)
+}
+
+// keyMatches checks the Bearer token in constant time.
+func (s *Server) keyMatches(r *http.Request) bool {
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		key = r.Header.Get("X-Api-Key")
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.opts.APIKey)) == 1
+}

@@ -1,0 +1,129 @@
+package api
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"petal/engine/tokenizer"
+	"petal/internal/service"
+	"petal/internal/service/servicetest"
+)
+
+// testServer is the API over a scripted model, listening on loopback TCP.
+type testServer struct {
+	*httptest.Server
+	svc   *service.Service
+	model *servicetest.Model
+	tok   *tokenizer.Tokenizer
+}
+
+// newTestServer serves a scripted model whose reply to a prompt is
+// reply(prompt text).
+func newTestServer(t testing.TB, svcOpts service.Options, opts Options, reply func(prompt string) string) *testServer {
+	t.Helper()
+	dir := t.TempDir()
+	if err := servicetest.WriteFolder(dir); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(dir + "/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := servicetest.NewModel(4096, servicetest.Text(tok, reply))
+	if svcOpts.Name == "" {
+		svcOpts.Name = "qwen-test"
+	}
+	svc, err := service.New(m, dir, svcOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: httptest.NewServer(New(svc, opts)), svc: svc, model: m, tok: tok}
+	t.Cleanup(func() {
+		ts.Close()
+		svc.Close()
+	})
+	return ts
+}
+
+func constant(text string) func(string) string { return func(string) string { return text } }
+
+// lastUser is the text of the last user turn in a rendered prompt.
+func lastUser(prompt string) string {
+	i := strings.LastIndex(prompt, "<|im_start|>user\n")
+	if i < 0 {
+		return ""
+	}
+	rest := prompt[i+len("<|im_start|>user\n"):]
+	if j := strings.Index(rest, "<|im_end|>"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// do sends a raw request and returns the response with its body read.
+func do(t testing.TB, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+func post(t testing.TB, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req
+}
+
+func get(t testing.TB, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// sseEvents splits an SSE body into its events' data and counts comments;
+// it fails on anything that is not an event, a comment or a blank line.
+func sseEvents(t testing.TB, body string) (data []string, comments int) {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(nil, 1<<20)
+	blank := true
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			blank = true
+		case strings.HasPrefix(line, ": "):
+			comments++
+		case strings.HasPrefix(line, "data: "):
+			if !blank {
+				t.Fatalf("two data lines without a blank line between them in %q", body)
+			}
+			blank = false
+			data = append(data, strings.TrimPrefix(line, "data: "))
+		default:
+			t.Fatalf("unexpected SSE line %q", line)
+		}
+	}
+	if !blank {
+		t.Fatalf("stream does not end with a blank line: %q", body)
+	}
+	return data, comments
+}

@@ -1,0 +1,42 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"petal/internal/service"
+)
+
+// metrics writes the service's counters in the Prometheus text format.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
+	m := s.svc.Metrics()
+	var b strings.Builder
+	metric := func(name, kind, help string, value float64) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", name, help, name, kind, name, num(value))
+	}
+	metric("petal_requests_completed_total", "counter", "Generations that finished.", float64(m.Completed))
+	metric("petal_requests_failed_total", "counter", "Generations that failed or were cancelled.", float64(m.Failed))
+	metric("petal_requests_rejected_total", "counter", "Requests refused because the queue was full.", float64(m.Rejected))
+	metric("petal_queue_depth", "gauge", "Requests waiting for the model.", float64(m.Waiting))
+	metric("petal_requests_running", "gauge", "Requests holding the model.", float64(m.Running))
+	metric("petal_prompt_tokens_total", "counter", "Prompt tokens of finished prefills.", float64(m.PromptTokens))
+	metric("petal_prompt_cached_tokens_total", "counter", "Prompt tokens served from the prefix cache.", float64(m.CachedTokens))
+	metric("petal_completion_tokens_total", "counter", "Generated tokens.", float64(m.CompletionTokens))
+	metric("petal_decode_seconds_total", "counter", "Time spent generating tokens.", m.DecodeSeconds)
+	metric("petal_decode_tokens_per_second", "gauge", "Decode speed of the latest generation.", m.LastTokensPerSecond)
+	metric("petal_prefix_cache_entries", "gauge", "Sequences held by the prefix cache.", float64(m.CacheEntries))
+	metric("petal_prefix_cache_bytes", "gauge", "Memory held by the prefix cache.", float64(m.CacheBytes))
+	const ttft = "petal_time_to_first_token_seconds"
+	fmt.Fprintf(&b, "# HELP %s Time from request to first token, queueing included.\n# TYPE %s histogram\n", ttft, ttft)
+	for i, le := range service.TTFTBuckets {
+		fmt.Fprintf(&b, "%s_bucket{le=\"%s\"} %d\n", ttft, num(le), m.TTFTCumulative[i])
+	}
+	fmt.Fprintf(&b, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", ttft, m.TTFTCount, ttft, num(m.TTFTSum), ttft, m.TTFTCount)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write([]byte(b.String())) // a failed write means the scraper left
+	return nil
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }

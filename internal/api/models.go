@@ -1,0 +1,50 @@
+package api
+
+import (
+	"net/http"
+)
+
+// modelEntry is a model in /v1/models. Besides OpenAI's fields it carries
+// the context length under the names that clients read (LM Studio's and
+// vLLM's).
+type modelEntry struct {
+	ID            string `json:"id"`
+	Object        string `json:"object"`
+	Created       int64  `json:"created"`
+	OwnedBy       string `json:"owned_by"`
+	ContextLength int    `json:"context_length"`
+	MaxModelLen   int    `json:"max_model_len"`
+}
+
+func (s *Server) model() modelEntry {
+	info := s.svc.Info()
+	return modelEntry{ID: info.Name, Object: "model", Created: info.Created.Unix(), OwnedBy: "petal",
+		ContextLength: info.ContextLength, MaxModelLen: info.ContextLength}
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, struct {
+		Object string       `json:"object"`
+		Data   []modelEntry `json:"data"`
+	}{"list", []modelEntry{s.model()}})
+	return nil
+}
+
+// getModel answers for any id with the served model: clients often name a
+// model the server does not know, and there is only one.
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, s.model())
+	return nil
+}
+
+// health answers at once, whatever the engine is doing.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
+	m := s.svc.Metrics()
+	writeJSON(w, http.StatusOK, struct {
+		Status  string `json:"status"`
+		Model   string `json:"model"`
+		Waiting int    `json:"waiting"`
+		Busy    bool   `json:"busy"`
+	}{"ok", s.svc.Info().Name, m.Waiting, m.Running > 0})
+	return nil
+}

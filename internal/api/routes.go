@@ -1,0 +1,78 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+)
+
+// handler serves one route. An error it returns before writing anything is
+// answered by the server in the route's error shape.
+type handler func(w http.ResponseWriter, r *http.Request) error
+
+// route is one path with a handler per method.
+type route struct {
+	methods map[string]handler
+	// public routes need no API key.
+	public bool
+	// ollama routes answer errors in Ollama's shape.
+	ollama bool
+}
+
+// table lists every route, read top to bottom.
+func (s *Server) table() map[string]*route {
+	t := map[string]*route{}
+	add := func(method, path string, h handler, flags ...string) {
+		rt := t[path]
+		if rt == nil {
+			rt = &route{methods: map[string]handler{}}
+			t[path] = rt
+		}
+		rt.methods[method] = h
+		for _, f := range flags {
+			switch f {
+			case "public":
+				rt.public = true
+			case "ollama":
+				rt.ollama = true
+			}
+		}
+	}
+	// OpenAI-compatible API.
+	add("POST", "/v1/chat/completions", s.chatCompletions)
+	add("POST", "/chat/completions", s.chatCompletions)
+	add("POST", "/v1/completions", s.completions)
+	add("POST", "/completions", s.completions)
+	add("GET", "/v1/models", s.listModels)
+	add("GET", "/models", s.listModels)
+	add("GET", "/v1/models/{id}", s.getModel)
+	add("POST", "/v1/tokenize", s.tokenize)
+	add("POST", "/tokenize", s.tokenize)
+	// Operations.
+	add("GET", "/health", s.health, "public")
+	add("GET", "/metrics", s.metrics)
+	// Ollama-compatible subset.
+	add("GET", "/api/version", s.ollamaVersion, "ollama")
+	add("GET", "/api/tags", s.ollamaTags, "ollama")
+	add("POST", "/api/show", s.ollamaShow, "ollama")
+	add("POST", "/api/chat", s.ollamaChat, "ollama")
+	return t
+}
+
+// modelPrefix is the path of one model; anything after it is the model's id.
+const modelPrefix = "/v1/models/"
+
+// lookup finds the route of a path. A trailing "?" (an empty query that a
+// client escaped into the path) and a trailing slash are ignored.
+func (s *Server) lookup(path string) *route {
+	path = strings.TrimSuffix(path, "?")
+	if len(path) > 1 {
+		path = strings.TrimSuffix(path, "/")
+	}
+	if rt, ok := s.routes[path]; ok {
+		return rt
+	}
+	if strings.HasPrefix(path, modelPrefix) && len(path) > len(modelPrefix) {
+		return s.routes[modelPrefix+"{id}"]
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package api
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"strings"
+	"time"
+
+	"petal/internal/service"
+)
+
+// Limits and timeouts of the server.
+const (
+	// MaxBodyBytes bounds a request body; a long agent conversation with
+	// tool results is a few megabytes.
+	MaxBodyBytes = 16 << 20
+	// MaxMessages bounds the messages of one request.
+	MaxMessages = 4096
+	// MaxTools bounds the tools of one request.
+	MaxTools = 512
+	// DefaultPingInterval is how long a stream may stay silent (while the
+	// request waits in the queue or its prompt is processed) before an SSE
+	// comment is sent, so that clients do not time out.
+	DefaultPingInterval = 5 * time.Second
+	// StreamWriteTimeout bounds one write to a client; a stream whose
+	// client stops reading is ended.
+	StreamWriteTimeout = 60 * time.Second
+	// ReadHeaderTimeout bounds the time to read a request's headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes idle keep-alive connections.
+	IdleTimeout = 120 * time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	// APIKey, when set, must be sent as "Authorization: Bearer KEY" on
+	// every route but /health.
+	APIKey string
+	// AllowedOrigins are the browser origins (such as
+	// "http://localhost:3000") that may call the API; same-origin requests
+	// are always allowed.
+	AllowedOrigins []string
+	// AllowedHosts are host names, besides loopback ones, that the Host
+	// header may carry (the address the server listens on, for one).
+	AllowedHosts []string
+	// PingInterval overrides DefaultPingInterval.
+	PingInterval time.Duration
+	// Logger receives internal errors; nil discards them.
+	Logger *log.Logger
+}
+
+// Server is the HTTP API over one generation service.
+type Server struct {
+	svc    *service.Service
+	opts   Options
+	logger *log.Logger
+	routes map[string]*route // by path
+	hosts  map[string]bool
+}
+
+// New returns the API over svc.
+func New(svc *service.Service, opts Options) *Server {
+	s := &Server{svc: svc, opts: opts, logger: opts.Logger, hosts: map[string]bool{}}
+	if s.logger == nil {
+		s.logger = log.New(io.Discard, "", 0)
+	}
+	if s.opts.PingInterval <= 0 {
+		s.opts.PingInterval = DefaultPingInterval
+	}
+	for _, h := range append([]string{"localhost", "127.0.0.1", "::1"}, opts.AllowedHosts...) {
+		s.hosts[strings.ToLower(strings.Trim(h, "[]"))] = true
+	}
+	s.routes = s.table()
+	return s
+}
+
+// HTTPServer returns an http.Server for s on addr with the server's
+// timeouts. There is no write timeout: streams last as long as generation,
+// and each write has its own deadline instead.
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		ErrorLog:          s.logger,
+	}
+}
+
+// ServeHTTP passes the request through the gate, then to its route.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := s.lookup(r.URL.Path)
+	if err := s.gate(w, r, rt); err != nil {
+		s.fail(w, rt, err)
+		return
+	}
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent) // an allowed preflight
+		return
+	}
+	h := rt.methods[r.Method]
+	if r.Method == http.MethodHead {
+		h = rt.methods[http.MethodGet]
+	}
+	if err := h(w, r); err != nil {
+		s.fail(w, rt, err)
+	}
+}
+
+// fail writes err in the route family's error shape.
+func (s *Server) fail(w http.ResponseWriter, rt *route, err error) {
+	if rt != nil && rt.ollama {
+		e := errorFor(err, s.logger)
+		writeJSON(w, e.Status, map[string]string{"error": e.Message})
+		return
+	}
+	writeError(w, err, s.logger)
+}
