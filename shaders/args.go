@@ -38,6 +38,60 @@ type MoEArgs struct {
 	_         int32
 }
 
+// AttnPrepArgs mirrors struct AttnPrepArgs.
+type AttnPrepArgs struct {
+	Heads     int32
+	KVHeads   int32
+	HeadDim   int32
+	RotaryDim int32
+	Pos       int32
+	Eps       float32
+	_         [2]int32
+	InvFreq   [AttnMaxHeadDim / 2]float32
+}
+
+// AttnDecodeArgs mirrors struct AttnDecodeArgs.
+type AttnDecodeArgs struct {
+	N       int32
+	Blocks  int32
+	Heads   int32
+	KVHeads int32
+	Scale   float32
+	_       [3]int32
+}
+
+// DeltaConvArgs mirrors struct DeltaConvArgs.
+type DeltaConvArgs struct {
+	Channels int32
+	Kernel   int32
+	_        [2]int32
+}
+
+// DeltaStepArgs mirrors struct DeltaStepArgs.
+type DeltaStepArgs struct {
+	KeyHeads   int32
+	ValueHeads int32
+	ValueDim   int32
+	QScale     float32
+	Eps        float32
+	_          [3]int32
+}
+
+// Mixer tiling constants and function-constant bases shared with args.h.
+const (
+	AttnBlock             = 256
+	AttnSimdgroups        = 8
+	AttnHeadsPerSimdgroup = 2
+	AttnMaxHeadDim        = 256
+	AttnMaxGroup          = 16
+	AttnPrepMaxThreads    = 256
+	FCAttn                = 600
+	DeltaConvThreads      = 256
+	DeltaRowsPerThread    = 32
+	DeltaMaxSimdgroups    = 32
+	FCDelta               = 700
+)
+
 // Tiling constants shared with args.h (a test checks they agree).
 const (
 	RMSNormMaxSimdgroups = 32
@@ -54,6 +108,6 @@ const (
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs](a *T) []byte {
+func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

@@ -69,4 +69,65 @@ struct MoEArgs {
     int32_t _pad;
 };
 
+// ---- attention.metal
+// Positions per threadgroup of attn_decode_f32; more than one block takes
+// the split route (partials, then attn_merge_f32).
+#define ATTN_BLOCK 256
+// attn_decode_f32 runs ATTN_SIMDGROUPS simd-groups (at most; a grid of
+// head columns by position stripes), each holding ATTN_HEADS_PER_SIMDGROUP
+// query heads of the GQA group in registers.
+#define ATTN_SIMDGROUPS 8
+#define ATTN_HEADS_PER_SIMDGROUP 2
+// Register arrays hold ATTN_MAX_HEAD_DIM/32 dims per lane; a GQA group
+// fills at most ATTN_SIMDGROUPS head columns.
+#define ATTN_MAX_HEAD_DIM 256
+#define ATTN_MAX_GROUP 16
+// attn_prep_f32 runs at most this many threads per head.
+#define ATTN_PREP_MAX_THREADS 256
+// Function constants: FC_ATTN + 0 = head_dim, FC_ATTN + 1 = GQA group.
+#define FC_ATTN 600
+
+struct AttnPrepArgs {
+    int32_t heads;          // query heads
+    int32_t kv_heads;
+    int32_t head_dim;
+    int32_t rotary_dim;     // leading dims of each head that RoPE rotates (even)
+    int32_t pos;            // the token's position: RoPE angle and cache row
+    float eps;              // of the q/k RMSNorms
+    int32_t _pad[2];
+    float inv_freq[ATTN_MAX_HEAD_DIM / 2]; // theta^(-2j/rotary_dim), rounded to fp32 by the host
+};
+
+struct AttnDecodeArgs {
+    int32_t n;              // positions attended: 0..n-1
+    int32_t blocks;         // ceil(n / ATTN_BLOCK); 1: attn_decode_f32 writes o
+    int32_t heads;          // query heads
+    int32_t kv_heads;
+    float scale;            // 1/sqrt(head_dim), rounded to fp32 by the host
+    int32_t _pad[3];
+};
+
+// ---- deltanet.metal
+#define DELTA_CONV_THREADS 256
+// delta_step_f32: a thread holds this many key rows of one state column.
+#define DELTA_ROWS_PER_THREAD 32
+#define DELTA_MAX_SIMDGROUPS 32
+// Function constants: FC_DELTA + 0 = key head dim.
+#define FC_DELTA 700
+
+struct DeltaConvArgs {
+    int32_t channels;
+    int32_t kernel;         // conv taps; the state keeps kernel-1 inputs per channel
+    int32_t _pad[2];
+};
+
+struct DeltaStepArgs {
+    int32_t key_heads;
+    int32_t value_heads;    // a multiple of key_heads
+    int32_t value_dim;
+    float q_scale;          // 1/sqrt(key_dim), rounded to fp32 by the host
+    float eps;              // of the gated output RMSNorm
+    int32_t _pad[3];
+};
+
 #endif

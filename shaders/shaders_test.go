@@ -134,6 +134,12 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
         sizeof(ArgmaxArgs), OFF(ArgmaxArgs, n), OFF(ArgmaxArgs, out_index),
         RMSNORM_MAX_SIMDGROUPS, QMV_ROWS, QMV_SIMDGROUPS, QMV_GROUP_SIZE, QMV_WORDS_PER_LANE, ARGMAX_MAX_SIMDGROUPS,
         MOE_MAX_EXPERTS, MOE_MAX_TOPK, ARGMAX_UNROLL,
+        sizeof(AttnPrepArgs), OFF(AttnPrepArgs, heads), OFF(AttnPrepArgs, kv_heads), OFF(AttnPrepArgs, head_dim), OFF(AttnPrepArgs, rotary_dim), OFF(AttnPrepArgs, pos), OFF(AttnPrepArgs, eps), OFF(AttnPrepArgs, inv_freq),
+        sizeof(AttnDecodeArgs), OFF(AttnDecodeArgs, n), OFF(AttnDecodeArgs, blocks), OFF(AttnDecodeArgs, heads), OFF(AttnDecodeArgs, kv_heads), OFF(AttnDecodeArgs, scale),
+        sizeof(DeltaConvArgs), OFF(DeltaConvArgs, channels), OFF(DeltaConvArgs, kernel),
+        sizeof(DeltaStepArgs), OFF(DeltaStepArgs, key_heads), OFF(DeltaStepArgs, value_heads), OFF(DeltaStepArgs, value_dim), OFF(DeltaStepArgs, q_scale), OFF(DeltaStepArgs, eps),
+        ATTN_BLOCK, ATTN_SIMDGROUPS, ATTN_HEADS_PER_SIMDGROUP, ATTN_MAX_HEAD_DIM, ATTN_MAX_GROUP, ATTN_PREP_MAX_THREADS, FC_ATTN,
+        DELTA_CONV_THREADS, DELTA_ROWS_PER_THREAD, DELTA_MAX_SIMDGROUPS, FC_DELTA,
     };
     for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
 }
@@ -152,6 +158,12 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		a   shaders.ArgmaxArgs
 		moe shaders.MoEArgs
 	)
+	var (
+		ap shaders.AttnPrepArgs
+		ad shaders.AttnDecodeArgs
+		dc shaders.DeltaConvArgs
+		ds shaders.DeltaStepArgs
+	)
 	want := []uintptr{
 		unsafe.Sizeof(r), unsafe.Offsetof(r.N), unsafe.Offsetof(r.Eps), unsafe.Offsetof(r.WeightOffset), unsafe.Offsetof(r.RowStride),
 		unsafe.Sizeof(q), unsafe.Offsetof(q.Rows), unsafe.Offsetof(q.K), unsafe.Offsetof(q.XStride), unsafe.Offsetof(q.Experts),
@@ -159,6 +171,12 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		unsafe.Sizeof(a), unsafe.Offsetof(a.N), unsafe.Offsetof(a.OutIndex),
 		shaders.RMSNormMaxSimdgroups, shaders.QMVRows, shaders.QMVSimdgroups, shaders.QMVGroupSize, shaders.QMVWordsPerLane, shaders.ArgmaxMaxSimdgroups,
 		shaders.MoEMaxExperts, shaders.MoEMaxTopK, shaders.ArgmaxUnroll,
+		unsafe.Sizeof(ap), unsafe.Offsetof(ap.Heads), unsafe.Offsetof(ap.KVHeads), unsafe.Offsetof(ap.HeadDim), unsafe.Offsetof(ap.RotaryDim), unsafe.Offsetof(ap.Pos), unsafe.Offsetof(ap.Eps), unsafe.Offsetof(ap.InvFreq),
+		unsafe.Sizeof(ad), unsafe.Offsetof(ad.N), unsafe.Offsetof(ad.Blocks), unsafe.Offsetof(ad.Heads), unsafe.Offsetof(ad.KVHeads), unsafe.Offsetof(ad.Scale),
+		unsafe.Sizeof(dc), unsafe.Offsetof(dc.Channels), unsafe.Offsetof(dc.Kernel),
+		unsafe.Sizeof(ds), unsafe.Offsetof(ds.KeyHeads), unsafe.Offsetof(ds.ValueHeads), unsafe.Offsetof(ds.ValueDim), unsafe.Offsetof(ds.QScale), unsafe.Offsetof(ds.Eps),
+		shaders.AttnBlock, shaders.AttnSimdgroups, shaders.AttnHeadsPerSimdgroup, shaders.AttnMaxHeadDim, shaders.AttnMaxGroup, shaders.AttnPrepMaxThreads, shaders.FCAttn,
+		shaders.DeltaConvThreads, shaders.DeltaRowsPerThread, shaders.DeltaMaxSimdgroups, shaders.FCDelta,
 	}
 	out := u32s(t, d, make([]uint32, len(want)))
 	if err := run(t, d, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},

@@ -1,0 +1,219 @@
+package shaders
+
+import (
+	"fmt"
+	"math"
+
+	"petal/gpu"
+)
+
+const attentionFile = "attention.metal"
+
+// maxCacheFloats bounds a KV cache's floats so that every index the
+// attention kernels form fits the 32-bit arithmetic they start from.
+const maxCacheFloats = math.MaxInt32
+
+// attnCheck reports why a is not a shape the attention kernels take.
+func attnCheck(op string, a AttnShape) error {
+	switch {
+	case a.Heads < 1 || a.KVHeads < 1 || a.Heads%a.KVHeads != 0:
+		return fmt.Errorf("%w: shaders: %s: %d query heads do not share %d KV heads evenly", gpu.ErrInvalid, op, a.Heads, a.KVHeads)
+	case a.Heads/a.KVHeads > AttnMaxGroup:
+		return fmt.Errorf("%w: shaders: %s: GQA group %d exceeds %d", gpu.ErrInvalid, op, a.Heads/a.KVHeads, AttnMaxGroup)
+	case a.HeadDim < gpu.SimdWidth || a.HeadDim > AttnMaxHeadDim || a.HeadDim%gpu.SimdWidth != 0:
+		return fmt.Errorf("%w: shaders: %s: head dim %d is not a multiple of %d in [%d,%d]", gpu.ErrInvalid, op, a.HeadDim, gpu.SimdWidth, gpu.SimdWidth, AttnMaxHeadDim)
+	}
+	return nil
+}
+
+// attnCheckPrep adds what AttnPrep needs of a: the RoPE and norm
+// parameters.
+func attnCheckPrep(op string, a AttnShape) error {
+	if err := attnCheck(op, a); err != nil {
+		return err
+	}
+	switch {
+	case a.RotaryDim < 0 || a.RotaryDim > a.HeadDim || a.RotaryDim%2 != 0:
+		return fmt.Errorf("%w: shaders: %s: rotary dim %d is not even in [0,%d]", gpu.ErrInvalid, op, a.RotaryDim, a.HeadDim)
+	case !(a.Theta > 0) || math.IsInf(a.Theta, 0):
+		return fmt.Errorf("%w: shaders: %s: rope theta %v", gpu.ErrInvalid, op, a.Theta)
+	case !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0):
+		return fmt.Errorf("%w: shaders: %s: norm eps %v", gpu.ErrInvalid, op, a.Eps)
+	}
+	return nil
+}
+
+// mixerFloats reports why v cannot hold n floats.
+func mixerFloats(op, what string, v View, n int) error {
+	switch {
+	case v.Buf == nil:
+		return fmt.Errorf("%w: shaders: %s: %s has no buffer", gpu.ErrInvalid, op, what)
+	case v.Off < 0 || v.Off%4 != 0:
+		return fmt.Errorf("%w: shaders: %s: %s offset %d is not a multiple of 4", gpu.ErrInvalid, op, what, v.Off)
+	case n < 0 || v.Off > v.Buf.Len() || n > (v.Buf.Len()-v.Off)/4:
+		return fmt.Errorf("%w: shaders: %s: %s needs %d floats at offset %d of a %d-byte buffer", gpu.ErrInvalid, op, what, n, v.Off, v.Buf.Len())
+	}
+	return nil
+}
+
+// attnCheckCache reports why a cache view cannot hold rows positions.
+func attnCheckCache(op, what string, v View, a AttnShape, rows int) error {
+	row := a.KVHeads * a.HeadDim
+	if rows > maxCacheFloats/row {
+		return fmt.Errorf("%w: shaders: %s: position %d is past the %d the kernels index", gpu.ErrInvalid, op, rows-1, maxCacheFloats/row)
+	}
+	return mixerFloats(op, what, v, rows*row)
+}
+
+// AttnPrep readies one token's attention inputs: for each query head, q =
+// RoPE(RMSNorm(query) * qNorm) and gate copied out of qg's [query | gate]
+// halves; for each KV head, RoPE(RMSNorm(k) * kNorm) and v written to row
+// pos of the caches. Views are f32: q, gate [Heads][HeadDim]; qg
+// [Heads][2*HeadDim]; k, v [KVHeads][HeadDim]; kCache, vCache
+// [capacity][KVHeads][HeadDim]; qNorm, kNorm [HeadDim].
+func (k *Kernels) AttnPrep(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos int) error {
+	const op = "AttnPrep"
+	if err := attnCheckPrep(op, a); err != nil {
+		return err
+	}
+	if pos < 0 {
+		return fmt.Errorf("%w: shaders: %s: position %d", gpu.ErrInvalid, op, pos)
+	}
+	hd := a.Heads * a.HeadDim
+	kd := a.KVHeads * a.HeadDim
+	for _, c := range []struct {
+		what string
+		v    View
+		n    int
+	}{
+		{"q", q, hd}, {"gate", gate, hd}, {"qg", qg, 2 * hd},
+		{"k", key, kd}, {"v", v, kd},
+		{"q norm", qNorm, a.HeadDim}, {"k norm", kNorm, a.HeadDim},
+	} {
+		if err := mixerFloats(op, c.what, c.v, c.n); err != nil {
+			return err
+		}
+	}
+	if err := attnCheckCache(op, "k cache", kCache, a, pos+1); err != nil {
+		return err
+	}
+	if err := attnCheckCache(op, "v cache", vCache, a, pos+1); err != nil {
+		return err
+	}
+	p, err := k.Pipeline(attentionFile, "attn_prep_f32")
+	if err != nil {
+		return err
+	}
+	args := AttnPrepArgs{
+		Heads: int32(a.Heads), KVHeads: int32(a.KVHeads), HeadDim: int32(a.HeadDim),
+		RotaryDim: int32(a.RotaryDim), Pos: int32(pos), Eps: a.Eps,
+	}
+	for j := range a.RotaryDim / 2 {
+		// As engine/cpu's rope: computed in float64, rounded to fp32.
+		args.InvFreq[j] = float32(math.Pow(a.Theta, -2*float64(j)/float64(a.RotaryDim)))
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p,
+		Groups:   gpu.Size{X: a.Heads + a.KVHeads, Y: 1, Z: 1},
+		Threads:  gpu.Size{X: min(a.HeadDim, AttnPrepMaxThreads), Y: 1, Z: 1},
+		Args: []gpu.Arg{
+			gpu.BytesArg(0, Bytes(&args)), qg.Arg(1), key.Arg(2), v.Arg(3), qNorm.Arg(4), kNorm.Arg(5),
+			q.Arg(6), gate.Arg(7), kCache.Arg(8), vCache.Arg(9),
+		},
+	})
+}
+
+// attnBlocks is how many ATTN_BLOCK blocks n positions take.
+func attnBlocks(n int) int { return (n + AttnBlock - 1) / AttnBlock }
+
+// AttnScratchBytes is the scratch AttnDecode needs to attend n positions:
+// 0 on the single-pass route (n <= AttnBlock).
+func AttnScratchBytes(a AttnShape, n int) int {
+	b := attnBlocks(n)
+	if b <= 1 {
+		return 0
+	}
+	return a.Heads * b * (a.HeadDim + 2) * 4
+}
+
+// attnGeometry is attn_decode_f32's simd-group grid for a GQA group: head
+// columns by position stripes, as the kernel derives it.
+func attnGeometry(group int) (columns, stripes int) {
+	columns = (group + AttnHeadsPerSimdgroup - 1) / AttnHeadsPerSimdgroup
+	return columns, AttnSimdgroups / columns
+}
+
+// AttnDecode attends each query head's one new query to cached positions
+// 0..n-1 of its KV head (causal softmax, scale 1/sqrt(HeadDim), fp32),
+// then gates the result: o = attn * sigmoid(gate). Views are f32: o, q,
+// gate [Heads][HeadDim]; the caches [capacity][KVHeads][HeadDim]; scratch
+// at least [AttnScratchBytes] bytes (unused, and may be empty, when that
+// is 0). Past AttnBlock positions it encodes two dispatches, blocks then
+// merge, with a barrier between.
+func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, o, q, gate, kCache, vCache, scratch View, a AttnShape, n int) error {
+	const op = "AttnDecode"
+	if err := attnCheck(op, a); err != nil {
+		return err
+	}
+	if n < 1 {
+		return fmt.Errorf("%w: shaders: %s: attending %d positions", gpu.ErrInvalid, op, n)
+	}
+	hd := a.Heads * a.HeadDim
+	for _, c := range []struct {
+		what string
+		v    View
+		n    int
+	}{{"o", o, hd}, {"q", q, hd}, {"gate", gate, hd}} {
+		if err := mixerFloats(op, c.what, c.v, c.n); err != nil {
+			return err
+		}
+	}
+	if err := attnCheckCache(op, "k cache", kCache, a, n); err != nil {
+		return err
+	}
+	if err := attnCheckCache(op, "v cache", vCache, a, n); err != nil {
+		return err
+	}
+	blocks := attnBlocks(n)
+	if blocks > 1 {
+		if err := mixerFloats(op, "scratch", scratch, AttnScratchBytes(a, n)/4); err != nil {
+			return err
+		}
+	} else {
+		scratch = o // bound but not touched: Metal wants every argument bound
+	}
+	group := a.Heads / a.KVHeads
+	consts := []gpu.Constant{gpu.IntConstant(FCAttn, int32(a.HeadDim)), gpu.IntConstant(FCAttn+1, int32(group))}
+	p, err := k.Pipeline(attentionFile, "attn_decode_f32", consts...)
+	if err != nil {
+		return err
+	}
+	args := AttnDecodeArgs{
+		N: int32(n), Blocks: int32(blocks), Heads: int32(a.Heads), KVHeads: int32(a.KVHeads),
+		Scale: float32(1 / math.Sqrt(float64(a.HeadDim))),
+	}
+	columns, stripes := attnGeometry(group)
+	// Stripes after the first pass (acc, m, l) per head; Metal wants a
+	// nonzero multiple of 16 bytes.
+	tg := max(16, ((stripes-1)*group*(a.HeadDim+2)*4+15)/16*16)
+	if err := cb.Dispatch(&gpu.Dispatch{
+		Pipeline:          p,
+		Groups:            gpu.Size{X: a.KVHeads, Y: blocks, Z: 1},
+		Threads:           gpu.Size{X: columns * stripes * gpu.SimdWidth, Y: 1, Z: 1},
+		Args:              []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), q.Arg(1), gate.Arg(2), kCache.Arg(3), vCache.Arg(4), o.Arg(5), scratch.Arg(6)},
+		ThreadgroupMemory: []int{tg},
+	}); err != nil || blocks == 1 {
+		return err
+	}
+	merge, err := k.Pipeline(attentionFile, "attn_merge_f32", consts...)
+	if err != nil {
+		return err
+	}
+	cb.Barrier()
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: merge,
+		Groups:   gpu.Size{X: a.Heads, Y: 1, Z: 1},
+		Threads:  gpu.Size{X: a.HeadDim, Y: 1, Z: 1},
+		Args:     []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), scratch.Arg(1), gate.Arg(2), o.Arg(3)},
+	})
+}

@@ -1,0 +1,275 @@
+// attention.metal: gated full attention for one decode token.
+//
+//   attn_prep_f32:   q_h = RoPE(RMSNorm(query_h) * q_norm), gate_h = gate part of qg_h;
+//                    K[pos] = RoPE(RMSNorm(k_h) * k_norm), V[pos] = v_h
+//   attn_decode_f32: o_h = softmax_p(q_h . K[p] * scale) . V[p] over p < n,
+//                    times sigmoid(gate_h) (single pass), or the block's
+//                    unnormalised partial (split route)
+//   attn_merge_f32:  o_h = sum_b e^(m_b - M) acc_b / sum_b e^(m_b - M) l_b,
+//                    times sigmoid(gate_h)
+//
+// RoPE rotates the first rotary_dim dims of a head in rotate-half pairs
+// (j, j + rotary_dim/2) by pos * inv_freq[j]; the host rounds inv_freq to
+// fp32 and the angle is one fp32 product, so both sides see the same angle,
+// and precise::sin/cos keep large angles (long contexts) accurate.
+//
+// Layout: qg is float[heads][2*head_dim] (per head the query, then the
+// gate); q, gate and o are float[heads][head_dim]; k and v are
+// float[kv_heads][head_dim]; the caches are float[capacity][kv_heads][head_dim]
+// (position p of KV head h at (p*kv_heads + h)*head_dim). Query head h reads
+// KV head h / (heads/kv_heads). The split route's scratch holds
+// float acc[heads][blocks][head_dim], then float2 (max, sum)[heads][blocks].
+//
+// Mapping:
+//   attn_prep_f32: one threadgroup per query head, then one per KV head;
+//   thread t handles dims t, t + threads, ... (rotated pairs by their first
+//   dim).
+//   attn_decode_f32: one threadgroup per (KV head, block of ATTN_BLOCK
+//   positions), so a K/V row is fetched once for the GROUP query heads that
+//   share it. Its simd-groups form a grid of head columns (each holds
+//   ATTN_HEADS_PER_SIMDGROUP query heads) by position stripes; the simd-groups
+//   of one stripe read the same rows together (one fetch, then cache hits),
+//   stripes take every stripes-th position. Lane l holds dims l, l+32, ... of
+//   its heads' query and accumulator in registers, so a row is one coalesced
+//   load per 32 dims and a score one simd_sum. Each simd-group keeps an fp32
+//   online softmax (running max m, sum l, accumulator); stripes merge through
+//   threadgroup memory. With one block the threadgroup writes o; otherwise it
+//   writes (m, l, acc) and attn_merge_f32 (one threadgroup per query head,
+//   one thread per dim) combines the blocks.
+//   Block size: ATTN_BLOCK = 256 gives 2 KV heads x n/256 threadgroups, which
+//   fills the GPU from a few thousand positions on, while the merge reads only
+//   1/256 of the cache's bytes again.
+//
+// Threadgroup memory: attn_prep_f32, one float per simd-group (the sum of
+// squares). attn_decode_f32, (stripes - 1) * GROUP * (head_dim + 2) floats
+// for the partials of every stripe but the first, which merges them.
+//
+// CPU reference: engine/cpu/attention.go (rmsNorm, rope.apply, the causal
+// softmax and the sigmoid gate), fp32 throughout.
+#include <metal_stdlib>
+#include "args.h"
+using namespace metal;
+
+constant int HEAD_DIM [[function_constant(FC_ATTN + 0)]];
+constant int GROUP [[function_constant(FC_ATTN + 1)]];
+
+// A running max that exp() of any real score minus it underflows to 0,
+// finite so that fast math may assume no infinities.
+constant float ATTN_NO_SCORE = -3.0e38f;
+
+kernel void attn_prep_f32(
+    constant AttnPrepArgs& args [[buffer(0)]],
+    device const float* qg [[buffer(1)]],
+    device const float* k [[buffer(2)]],
+    device const float* v [[buffer(3)]],
+    device const float* q_norm [[buffer(4)]],
+    device const float* k_norm [[buffer(5)]],
+    device float* q [[buffer(6)]],
+    device float* gate [[buffer(7)]],
+    device float* k_cache [[buffer(8)]],
+    device float* v_cache [[buffer(9)]],
+    uint g [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint threads [[threads_per_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]],
+    uint simdgroups [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[ATTN_PREP_MAX_THREADS / 32];
+    const int d = args.head_dim;
+    device const float* x;
+    device const float* w;
+    device float* y;
+    if (int(g) < args.heads) {
+        x = qg + ulong(g) * 2 * d;
+        w = q_norm;
+        y = q + ulong(g) * d;
+        for (int i = int(tid); i < d; i += int(threads)) {
+            gate[ulong(g) * d + i] = x[d + i];
+        }
+    } else {
+        const int h = int(g) - args.heads;
+        const ulong row = (ulong(args.pos) * args.kv_heads + h) * d;
+        x = k + ulong(h) * d;
+        w = k_norm;
+        y = k_cache + row;
+        for (int i = int(tid); i < d; i += int(threads)) {
+            v_cache[row + i] = v[ulong(h) * d + i];
+        }
+    }
+
+    float ss = 0.0f;
+    for (int i = int(tid); i < d; i += int(threads)) {
+        ss += x[i] * x[i];
+    }
+    ss = simd_sum(ss);
+    if (lane == 0) {
+        partial[sg] = ss;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total = 0.0f;
+    for (uint s = 0; s < simdgroups; s++) {
+        total += partial[s];
+    }
+    const float inv = rsqrt(total / float(d) + args.eps);
+
+    const int half_rot = args.rotary_dim / 2;
+    for (int i = int(tid); i < half_rot; i += int(threads)) {
+        const float a = x[i] * inv * w[i];
+        const float b = x[i + half_rot] * inv * w[i + half_rot];
+        const float angle = float(args.pos) * args.inv_freq[i];
+        const float c = precise::cos(angle);
+        const float s = precise::sin(angle);
+        y[i] = a * c - b * s;
+        y[i + half_rot] = b * c + a * s;
+    }
+    for (int i = args.rotary_dim + int(tid); i < d; i += int(threads)) {
+        y[i] = x[i] * inv * w[i];
+    }
+}
+
+kernel void attn_decode_f32(
+    constant AttnDecodeArgs& args [[buffer(0)]],
+    device const float* q [[buffer(1)]],
+    device const float* gate [[buffer(2)]],
+    device const float* k_cache [[buffer(3)]],
+    device const float* v_cache [[buffer(4)]],
+    device float* o [[buffer(5)]],
+    device float* scratch [[buffer(6)]],
+    threadgroup float* stripes_tg [[threadgroup(0)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint sg [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]])
+{
+    const int dims = HEAD_DIM / 32;
+    const int columns = (GROUP + ATTN_HEADS_PER_SIMDGROUP - 1) / ATTN_HEADS_PER_SIMDGROUP;
+    const int stripes = ATTN_SIMDGROUPS / columns;
+    const int column = int(sg) % columns;
+    const int stripe = int(sg) / columns;
+    const int kh = int(group.x);
+    const int block = int(group.y);
+    const int first = column * ATTN_HEADS_PER_SIMDGROUP; // within the group
+    const int nh = min(ATTN_HEADS_PER_SIMDGROUP, GROUP - first);
+    const int start = block * ATTN_BLOCK;
+    const int end = min(args.n, start + ATTN_BLOCK);
+    const ulong row_stride = ulong(args.kv_heads) * HEAD_DIM;
+
+    float qr[ATTN_HEADS_PER_SIMDGROUP][ATTN_MAX_HEAD_DIM / 32];
+    float acc[ATTN_HEADS_PER_SIMDGROUP][ATTN_MAX_HEAD_DIM / 32];
+    float m[ATTN_HEADS_PER_SIMDGROUP];
+    float l[ATTN_HEADS_PER_SIMDGROUP];
+    for (int j = 0; j < nh; j++) {
+        device const float* qh = q + ulong(kh * GROUP + first + j) * HEAD_DIM;
+        for (int i = 0; i < dims; i++) {
+            qr[j][i] = qh[int(lane) + 32 * i];
+            acc[j][i] = 0.0f;
+        }
+        m[j] = ATTN_NO_SCORE;
+        l[j] = 0.0f;
+    }
+
+    for (int p = start + stripe; p < end; p += stripes) {
+        device const float* kp = k_cache + ulong(p) * row_stride + ulong(kh) * HEAD_DIM;
+        device const float* vp = v_cache + ulong(p) * row_stride + ulong(kh) * HEAD_DIM;
+        float kr[ATTN_MAX_HEAD_DIM / 32];
+        float vr[ATTN_MAX_HEAD_DIM / 32];
+        for (int i = 0; i < dims; i++) {
+            kr[i] = kp[int(lane) + 32 * i];
+            vr[i] = vp[int(lane) + 32 * i];
+        }
+        for (int j = 0; j < nh; j++) {
+            float dot = 0.0f;
+            for (int i = 0; i < dims; i++) {
+                dot += qr[j][i] * kr[i];
+            }
+            const float s = simd_sum(dot) * args.scale;
+            const float mn = max(m[j], s);
+            const float c = exp(m[j] - mn);
+            const float e = exp(s - mn);
+            l[j] = l[j] * c + e;
+            for (int i = 0; i < dims; i++) {
+                acc[j][i] = acc[j][i] * c + e * vr[i];
+            }
+            m[j] = mn;
+        }
+    }
+
+    // Stripes after the first hand their partials to the first.
+    threadgroup float* stats_tg = stripes_tg + (stripes - 1) * GROUP * HEAD_DIM;
+    if (stripe > 0) {
+        for (int j = 0; j < nh; j++) {
+            const int slot = (stripe - 1) * GROUP + first + j;
+            for (int i = 0; i < dims; i++) {
+                stripes_tg[slot * HEAD_DIM + int(lane) + 32 * i] = acc[j][i];
+            }
+            if (lane == 0) {
+                stats_tg[2 * slot] = m[j];
+                stats_tg[2 * slot + 1] = l[j];
+            }
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (stripe > 0) {
+        return;
+    }
+    for (int s = 1; s < stripes; s++) {
+        for (int j = 0; j < nh; j++) {
+            const int slot = (s - 1) * GROUP + first + j;
+            const float ms = stats_tg[2 * slot];
+            const float mn = max(m[j], ms);
+            const float c = exp(m[j] - mn);
+            const float cs = exp(ms - mn);
+            l[j] = l[j] * c + stats_tg[2 * slot + 1] * cs;
+            for (int i = 0; i < dims; i++) {
+                acc[j][i] = acc[j][i] * c + stripes_tg[slot * HEAD_DIM + int(lane) + 32 * i] * cs;
+            }
+            m[j] = mn;
+        }
+    }
+
+    for (int j = 0; j < nh; j++) {
+        const int h = kh * GROUP + first + j;
+        if (args.blocks == 1) {
+            const float inv = 1.0f / l[j];
+            for (int i = 0; i < dims; i++) {
+                const ulong at = ulong(h) * HEAD_DIM + int(lane) + 32 * i;
+                o[at] = acc[j][i] * inv / (1.0f + exp(-gate[at]));
+            }
+        } else {
+            const ulong part = ulong(h) * args.blocks + block;
+            for (int i = 0; i < dims; i++) {
+                scratch[part * HEAD_DIM + int(lane) + 32 * i] = acc[j][i];
+            }
+            if (lane == 0) {
+                device float* stats = scratch + ulong(args.heads) * args.blocks * HEAD_DIM;
+                stats[2 * part] = m[j];
+                stats[2 * part + 1] = l[j];
+            }
+        }
+    }
+}
+
+kernel void attn_merge_f32(
+    constant AttnDecodeArgs& args [[buffer(0)]],
+    device const float* scratch [[buffer(1)]],
+    device const float* gate [[buffer(2)]],
+    device float* o [[buffer(3)]],
+    uint h [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]])
+{
+    device const float* acc = scratch + ulong(h) * args.blocks * HEAD_DIM;
+    device const float* stats = scratch + ulong(args.heads) * args.blocks * HEAD_DIM + ulong(h) * args.blocks * 2;
+    float mx = ATTN_NO_SCORE;
+    for (int b = 0; b < args.blocks; b++) {
+        mx = max(mx, stats[2 * b]);
+    }
+    float sum = 0.0f;
+    float out = 0.0f;
+    for (int b = 0; b < args.blocks; b++) {
+        const float c = exp(stats[2 * b] - mx);
+        sum += stats[2 * b + 1] * c;
+        out += acc[ulong(b) * HEAD_DIM + tid] * c;
+    }
+    const ulong at = ulong(h) * HEAD_DIM + tid;
+    o[at] = out / sum / (1.0f + exp(-gate[at]));
+}

@@ -1,0 +1,402 @@
+package shaders_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"petal/gpu"
+	"petal/gpu/sim"
+	"petal/shaders"
+)
+
+// mixerKernels opens a sim device (fast: without the race check's second
+// run) and its kernels.
+func mixerKernels(t testing.TB, fast bool) (*sim.Device, *shaders.Kernels) {
+	t.Helper()
+	d, err := sim.Open(sim.Options{Fast: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, shaders.NewKernels(d)
+}
+
+// mixerRun encodes ops into one command buffer and runs it.
+func mixerRun(t testing.TB, d gpu.Device, encode func(cb gpu.CommandBuffer) error) (*gpu.Trace, error) {
+	t.Helper()
+	cb, err := d.NewCommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := encode(cb); err != nil {
+		return nil, err
+	}
+	if err := cb.Commit(); err != nil {
+		return nil, err
+	}
+	return cb.Trace(), cb.Wait()
+}
+
+func view(b gpu.Buffer) shaders.View { return shaders.View{Buf: b} }
+
+func randFloats(rng *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * scale)
+	}
+	return x
+}
+
+// The reference below follows engine/cpu (model.go rmsNorm, attention.go
+// rope and softmax) operation by operation in fp32.
+
+func refRMSNorm(dst, x, w []float32, eps float32) {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	inv := float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
+	for i, v := range x {
+		dst[i] = v * inv * w[i]
+	}
+}
+
+func refRope(x []float32, dims int, theta float64, pos int) {
+	half := dims / 2
+	for j := 0; j < half; j++ {
+		inv := float32(math.Pow(theta, -2*float64(j)/float64(dims)))
+		ang := float64(float32(float64(pos) * float64(inv)))
+		cos, sin := float32(math.Cos(ang)), float32(math.Sin(ang))
+		a, b := x[j], x[j+half]
+		x[j] = a*cos - b*sin
+		x[j+half] = b*cos + a*sin
+	}
+}
+
+func refSigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+
+// refAttend is softmax(q.K^T * scale).V over positions 0..n-1 of KV head
+// kh, gated, in float64 from the fp32 inputs.
+func refAttend(q, gate, kc, vc []float32, a shaders.AttnShape, h, n int) []float64 {
+	d := a.HeadDim
+	kh := h / (a.Heads / a.KVHeads)
+	scale := float64(float32(1 / math.Sqrt(float64(d))))
+	scores := make([]float64, n)
+	best := math.Inf(-1)
+	for p := range n {
+		var s float64
+		for i := range d {
+			s += float64(q[h*d+i]) * float64(kc[(p*a.KVHeads+kh)*d+i])
+		}
+		scores[p] = s * scale
+		best = max(best, scores[p])
+	}
+	var sum float64
+	for p := range scores {
+		scores[p] = math.Exp(scores[p] - best)
+		sum += scores[p]
+	}
+	o := make([]float64, d)
+	for p := range n {
+		for i := range d {
+			o[i] += scores[p] / sum * float64(vc[(p*a.KVHeads+kh)*d+i])
+		}
+	}
+	for i := range o {
+		o[i] /= 1 + math.Exp(-float64(gate[h*d+i]))
+	}
+	return o
+}
+
+func TestAttnPrep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	cases := []struct {
+		a    shaders.AttnShape
+		pos  int
+		race bool
+	}{
+		{shaders.AttnShape{Heads: 2, KVHeads: 1, HeadDim: 32, RotaryDim: 32, Theta: 10000, Eps: 1e-6}, 0, true},
+		{shaders.AttnShape{Heads: 4, KVHeads: 2, HeadDim: 64, RotaryDim: 16, Theta: 1e7, Eps: 1e-6}, 7, false},
+		{shaders.AttnShape{Heads: 3, KVHeads: 3, HeadDim: 64, RotaryDim: 0, Theta: 1e7, Eps: 1e-5}, 2, false}, // no rotation
+		{shaders.AttnShape{Heads: 16, KVHeads: 2, HeadDim: 256, RotaryDim: 64, Theta: 1e7, Eps: 1e-6}, 5, false},
+		// A long context: angles of 1e5 radians must stay accurate.
+		{shaders.AttnShape{Heads: 1, KVHeads: 1, HeadDim: 32, RotaryDim: 32, Theta: 10000, Eps: 1e-6}, 100000, false},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("heads=%d/kv=%d/dim=%d/rot=%d/pos=%d", c.a.Heads, c.a.KVHeads, c.a.HeadDim, c.a.RotaryDim, c.pos), func(t *testing.T) {
+			d, k := mixerKernels(t, !c.race)
+			a, hd, kd := c.a, c.a.Heads*c.a.HeadDim, c.a.KVHeads*c.a.HeadDim
+			qg := randFloats(rng, 2*hd, 2)
+			kin := randFloats(rng, kd, 2)
+			vin := randFloats(rng, kd, 1)
+			qn := randFloats(rng, a.HeadDim, 0.3)
+			kn := randFloats(rng, a.HeadDim, 0.3)
+			for i := range qn {
+				qn[i]++
+				kn[i]++
+			}
+			rows := c.pos + 2 // a row past pos shows nothing else is written
+			sentinel := make([]float32, rows*kd)
+			for i := range sentinel {
+				sentinel[i] = 42
+			}
+			qb, gb := floats(t, d, make([]float32, hd)), floats(t, d, make([]float32, hd))
+			kc, vc := floats(t, d, sentinel), floats(t, d, sentinel)
+			_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
+				return k.AttnPrep(cb, view(qb), view(gb), view(floats(t, d, qg)), view(floats(t, d, kin)), view(floats(t, d, vin)),
+					view(kc), view(vc), view(floats(t, d, qn)), view(floats(t, d, kn)), a, c.pos)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each output is a norm (sum of d squares: fp32 relative error
+			// below d*2^-24 = 1.5e-5 at d = 256, in practice ~1e-7), a
+			// product and a rotation by cos/sin accurate to a few ulp of
+			// the same fp32 angle: 1e-5 relative to the pair's magnitude.
+			check := func(what string, got, want []float32) {
+				t.Helper()
+				for i := range want {
+					pair := math.Abs(float64(want[i]))
+					if j := i % a.HeadDim; j < a.RotaryDim {
+						half := a.RotaryDim / 2
+						pair += math.Abs(float64(want[i-j+(j+half)%a.RotaryDim]))
+					}
+					if !within(float64(got[i]), float64(want[i]), 1e-5*pair+1e-7) {
+						t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
+					}
+				}
+			}
+			wantQ := make([]float32, hd)
+			wantG := make([]float32, hd)
+			for h := range a.Heads {
+				dq := wantQ[h*a.HeadDim : (h+1)*a.HeadDim]
+				refRMSNorm(dq, qg[2*h*a.HeadDim:(2*h+1)*a.HeadDim], qn, a.Eps)
+				refRope(dq, a.RotaryDim, a.Theta, c.pos)
+				copy(wantG[h*a.HeadDim:], qg[(2*h+1)*a.HeadDim:(2*h+2)*a.HeadDim])
+			}
+			wantK := make([]float32, kd)
+			for h := range a.KVHeads {
+				dk := wantK[h*a.HeadDim : (h+1)*a.HeadDim]
+				refRMSNorm(dk, kin[h*a.HeadDim:(h+1)*a.HeadDim], kn, a.Eps)
+				refRope(dk, a.RotaryDim, a.Theta, c.pos)
+			}
+			check("q", readFloats(qb, hd), wantQ)
+			check("gate", readFloats(gb, hd), wantG)
+			kAll, vAll := readFloats(kc, rows*kd), readFloats(vc, rows*kd)
+			check("k cache", kAll[c.pos*kd:(c.pos+1)*kd], wantK)
+			check("v cache", vAll[c.pos*kd:(c.pos+1)*kd], vin)
+			for i := range kAll {
+				if (i < c.pos*kd || i >= (c.pos+1)*kd) && (kAll[i] != 42 || vAll[i] != 42) {
+					t.Fatalf("cache float %d (row %d) written; only row %d should be", i, i/kd, c.pos)
+				}
+			}
+		})
+	}
+}
+
+// attnTol bounds attention's error relative to 1 + |o| (see
+// testAttnDecode).
+const attnTol = 1e-5
+
+func TestAttnDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	shapes := []shaders.AttnShape{
+		{Heads: 4, KVHeads: 2, HeadDim: 32},   // GQA 2:1
+		{Heads: 16, KVHeads: 2, HeadDim: 64},  // 8:1
+		{Heads: 4, KVHeads: 2, HeadDim: 256},  // the real head dim, 2:1
+		{Heads: 16, KVHeads: 2, HeadDim: 256}, // the model's shape
+		{Heads: 3, KVHeads: 1, HeadDim: 64},   // odd group: a simd-group with one head
+		{Heads: 16, KVHeads: 1, HeadDim: 32},  // the largest group: one position stripe
+		{Heads: 2, KVHeads: 2, HeadDim: 32},   // no sharing
+	}
+	B := shaders.AttnBlock
+	lengths := []int{1, B - 1, B, B + 1, 3*B + 5}
+	for si, a := range shapes {
+		for li, n := range lengths {
+			// The race check runs both kernels of every shape once
+			// (3B+5 takes the split route), the rest run fast.
+			race := li == len(lengths)-1 && si%2 == 0
+			t.Run(fmt.Sprintf("heads=%d/kv=%d/dim=%d/n=%d/race=%v", a.Heads, a.KVHeads, a.HeadDim, n, race), func(t *testing.T) {
+				testAttnDecode(t, rng, a, n, n+3, race)
+			})
+		}
+	}
+	// Past the block threshold many times over, on the model's shape.
+	t.Run("long", func(t *testing.T) { testAttnDecode(t, rng, shapes[3], 20*B+17, 20*B+17, false) })
+}
+
+func testAttnDecode(t *testing.T, rng *rand.Rand, a shaders.AttnShape, n, capacity int, race bool) {
+	d, k := mixerKernels(t, !race)
+	hd, kd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	// Scores of standard deviation ~2: softmax weights spread over e^+-4,
+	// so a wrong position or scale moves the output well past tolerance.
+	q := randFloats(rng, hd, 2/math.Sqrt(math.Sqrt(float64(a.HeadDim))))
+	kc := randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim))))
+	vc := randFloats(rng, capacity*kd, 1)
+	gate := randFloats(rng, hd, 2)
+	for p := n * kd; p < capacity*kd; p++ {
+		kc[p], vc[p] = 1e4, 1e4 // positions past n must not count
+	}
+	ob := floats(t, d, make([]float32, hd))
+	scratch := view(floats(t, d, make([]float32, max(1, shaders.AttnScratchBytes(a, n)/4))))
+	tr, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
+		return k.AttnDecode(cb, view(ob), view(floats(t, d, q)), view(floats(t, d, gate)), view(floats(t, d, kc)), view(floats(t, d, vc)), scratch, a, n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDispatches := 1
+	if n > shaders.AttnBlock {
+		wantDispatches = 2
+	}
+	if tr.Dispatches() != wantDispatches || tr.Levels() != wantDispatches || tr.Events[0].Barrier || tr.Events[len(tr.Events)-1].Barrier {
+		t.Errorf("encoded %d dispatches in %d levels (%d events), want %d in %d with no leading or trailing barrier",
+			tr.Dispatches(), tr.Levels(), len(tr.Events), wantDispatches, wantDispatches)
+	}
+	got := readFloats(ob, hd)
+	for h := range a.Heads {
+		want := refAttend(q, gate, kc, vc, a, h, n)
+		for i, w := range want {
+			// Scores are fp32 dot products of HeadDim terms whose
+			// rounding errors add up like a random walk: ~sqrt(HeadDim)
+			// * 2^-24 * |q||k| ~ 1e-6 here; they move the weights by that
+			// relative amount, and the online softmax and merge add an
+			// fp32 rounding per position (~sqrt(n) * 2^-24 relative).
+			// The errors seen are below 2e-7; 1e-5 * (1 + |o|) leaves a
+			// margin of 50, while one position too many or too few moves
+			// o by ~|v|/n, above 1e-3 for every n tested.
+			if g := float64(got[h*a.HeadDim+i]); !within(g, w, attnTol*(1+math.Abs(w))) {
+				t.Fatalf("o[%d][%d] = %v, want %v", h, i, g, w)
+			}
+		}
+	}
+}
+
+// TestAttnSequence decodes a sequence token by token through AttnPrep and
+// AttnDecode in one command buffer, across the block threshold, and
+// compares every step with engine/cpu's attention.
+func TestAttnSequence(t *testing.T) {
+	d, k := mixerKernels(t, true)
+	rng := rand.New(rand.NewPCG(15, 16))
+	a := shaders.AttnShape{Heads: 4, KVHeads: 2, HeadDim: 64, RotaryDim: 16, Theta: 1e7, Eps: 1e-6}
+	steps := shaders.AttnBlock + 4
+	hd, kd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	qg := randFloats(rng, steps*2*hd, 1)
+	kin := randFloats(rng, steps*kd, 1)
+	vin := randFloats(rng, steps*kd, 1)
+	qn := randFloats(rng, a.HeadDim, 0.2)
+	kn := randFloats(rng, a.HeadDim, 0.2)
+	for i := range qn {
+		qn[i] += 1.5
+		kn[i] += 1.5
+	}
+	qgb, kb, vb := floats(t, d, qg), floats(t, d, kin), floats(t, d, vin)
+	kc, vc := floats(t, d, make([]float32, steps*kd)), floats(t, d, make([]float32, steps*kd))
+	qb, gb := floats(t, d, make([]float32, hd)), floats(t, d, make([]float32, hd))
+	ob := floats(t, d, make([]float32, steps*hd))
+	scratch := view(floats(t, d, make([]float32, shaders.AttnScratchBytes(a, steps)/4)))
+	_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
+		for p := range steps {
+			if err := k.AttnPrep(cb, view(qb), view(gb), view(qgb).At(4*p*2*hd), view(kb).At(4*p*kd), view(vb).At(4*p*kd),
+				view(kc), view(vc), view(floats(t, d, qn)), view(floats(t, d, kn)), a, p); err != nil {
+				return err
+			}
+			cb.Barrier()
+			if err := k.AttnDecode(cb, view(ob).At(4*p*hd), view(qb), view(gb), view(kc), view(vc), scratch, a, p+1); err != nil {
+				return err
+			}
+			cb.Barrier()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readFloats(ob, steps*hd)
+	// engine/cpu: norms, RoPE, cache append, then causal softmax per head.
+	var kAll, vAll []float32
+	q := make([]float32, hd)
+	gate := make([]float32, hd)
+	for p := range steps {
+		for h := range a.Heads {
+			src := qg[(p*a.Heads+h)*2*a.HeadDim:]
+			refRMSNorm(q[h*a.HeadDim:(h+1)*a.HeadDim], src[:a.HeadDim], qn, a.Eps)
+			refRope(q[h*a.HeadDim:(h+1)*a.HeadDim], a.RotaryDim, a.Theta, p)
+			copy(gate[h*a.HeadDim:(h+1)*a.HeadDim], src[a.HeadDim:2*a.HeadDim])
+		}
+		kp := make([]float32, kd)
+		for h := range a.KVHeads {
+			refRMSNorm(kp[h*a.HeadDim:(h+1)*a.HeadDim], kin[p*kd+h*a.HeadDim:p*kd+(h+1)*a.HeadDim], kn, a.Eps)
+			refRope(kp[h*a.HeadDim:(h+1)*a.HeadDim], a.RotaryDim, a.Theta, p)
+		}
+		kAll = append(kAll, kp...)
+		vAll = append(vAll, vin[p*kd:(p+1)*kd]...)
+		for h := range a.Heads {
+			want := refAttend(q, gate, kAll, vAll, a, h, p+1)
+			for i, w := range want {
+				// As TestAttnDecode; q and k differ from the reference's
+				// by ~1e-7 relative (their norms), which moves scores by
+				// less than their own rounding.
+				if g := float64(got[p*hd+h*a.HeadDim+i]); !within(g, w, attnTol*(1+math.Abs(w))) {
+					t.Fatalf("step %d: o[%d][%d] = %v, want %v", p, h, i, g, w)
+				}
+			}
+		}
+	}
+}
+
+func TestAttnErrors(t *testing.T) {
+	d, k := mixerKernels(t, true)
+	a := shaders.AttnShape{Heads: 4, KVHeads: 2, HeadDim: 32, RotaryDim: 8, Theta: 1e4, Eps: 1e-6}
+	buf := func(n int) shaders.View { return view(floats(t, d, make([]float32, n))) }
+	hd, kd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	const capacity = 300
+	kc, vc := buf(capacity*kd), buf(capacity*kd)
+	prep := func(a shaders.AttnShape, qg shaders.View, pos int) error {
+		_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
+			return k.AttnPrep(cb, buf(hd), buf(hd), qg, buf(kd), buf(kd), kc, vc, buf(a.HeadDim), buf(a.HeadDim), a, pos)
+		})
+		return err
+	}
+	decode := func(a shaders.AttnShape, scratch shaders.View, n int) error {
+		_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
+			return k.AttnDecode(cb, buf(hd), buf(hd), buf(hd), kc, vc, scratch, a, n)
+		})
+		return err
+	}
+	bad := func(f func(*shaders.AttnShape)) shaders.AttnShape {
+		b := a
+		f(&b)
+		return b
+	}
+	cases := map[string]error{
+		"pos past the cache":   prep(a, buf(2*hd), capacity),
+		"negative pos":         prep(a, buf(2*hd), -1),
+		"short qg":             prep(a, buf(2*hd-1), 0),
+		"qg without buffer":    prep(a, shaders.View{}, 0),
+		"misaligned qg":        prep(a, buf(2*hd+1).At(2), 0),
+		"uneven GQA":           prep(bad(func(s *shaders.AttnShape) { s.KVHeads = 3 }), buf(2*hd), 0),
+		"odd rotary dim":       prep(bad(func(s *shaders.AttnShape) { s.RotaryDim = 7 }), buf(2*hd), 0),
+		"rotary past the head": prep(bad(func(s *shaders.AttnShape) { s.RotaryDim = 34 }), buf(2*hd), 0),
+		"zero theta":           prep(bad(func(s *shaders.AttnShape) { s.Theta = 0 }), buf(2*hd), 0),
+		"NaN eps":              prep(bad(func(s *shaders.AttnShape) { s.Eps = float32(math.NaN()) }), buf(2*hd), 0),
+		"head dim 48":          decode(bad(func(s *shaders.AttnShape) { s.HeadDim = 48 }), buf(1), 1),
+		"head dim 512":         decode(bad(func(s *shaders.AttnShape) { s.HeadDim = 512 }), buf(1), 1),
+		"group 32":             decode(bad(func(s *shaders.AttnShape) { s.Heads, s.KVHeads = 32, 1 }), buf(1), 1),
+		"no positions":         decode(a, buf(1), 0),
+		"n past the cache":     decode(a, buf(shaders.AttnScratchBytes(a, capacity+1)/4), capacity+1),
+		"short scratch":        decode(a, buf(shaders.AttnScratchBytes(a, 257)/4-1), 257),
+		"no scratch":           decode(a, shaders.View{}, 257),
+	}
+	for name, err := range cases {
+		if !errors.Is(err, gpu.ErrInvalid) {
+			t.Errorf("%s: got %v, want gpu.ErrInvalid", name, err)
+		}
+	}
+	if err := decode(a, shaders.View{}, shaders.AttnBlock); err != nil {
+		t.Errorf("single pass without scratch: %v", err)
+	}
+}

@@ -1,0 +1,111 @@
+package shaders
+
+import (
+	"fmt"
+	"math"
+
+	"petal/gpu"
+)
+
+const deltaNetFile = "deltanet.metal"
+
+// DeltaConv runs one token through the causal depthwise conv of c channels
+// with kern taps, then SiLU: out[ch] = silu(sum_{j<kern-1} w[ch][j] *
+// state[ch][j] + w[ch][kern-1] * u[ch]); the state (the last kern-1 inputs
+// per channel, oldest first) then shifts u in. Views are f32: out, u [c];
+// state [c][kern-1]; w [c][kern]. out may be u.
+func (k *Kernels) DeltaConv(cb gpu.CommandBuffer, out, u, state, w View, c, kern int) error {
+	const op = "DeltaConv"
+	if c < 1 || kern < 2 || c > math.MaxInt32/kern {
+		return fmt.Errorf("%w: shaders: %s: %d channels of %d taps (want at least 1 channel and 2 taps)", gpu.ErrInvalid, op, c, kern)
+	}
+	for _, v := range []struct {
+		what string
+		v    View
+		n    int
+	}{{"out", out, c}, {"u", u, c}, {"state", state, c * (kern - 1)}, {"w", w, c * kern}} {
+		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
+			return err
+		}
+	}
+	p, err := k.Pipeline(deltaNetFile, "delta_conv_f32")
+	if err != nil {
+		return err
+	}
+	args := DeltaConvArgs{Channels: int32(c), Kernel: int32(kern)}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p,
+		Groups:   gpu.Size{X: (c + DeltaConvThreads - 1) / DeltaConvThreads, Y: 1, Z: 1},
+		Threads:  gpu.Size{X: DeltaConvThreads, Y: 1, Z: 1},
+		Args:     []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), u.Arg(1), state.Arg(2), w.Arg(3), out.Arg(4)},
+	})
+}
+
+// deltaSlices is how many row slices delta_step_f32 splits a state column
+// into: one thread each.
+func deltaSlices(keyDim int) int {
+	return keyDim / min(keyDim, DeltaRowsPerThread)
+}
+
+// DeltaStep advances each value head's recurrent state by one token and
+// writes its gated output: q, k l2-normalised (q also by 1/sqrt(KeyDim)),
+// beta = sigmoid(b), alpha = exp(negA * softplus(a + dtBias)); S = alpha S;
+// S += k (x) beta (v - S^T k); o = RMSNorm(S^T q) * norm * silu(z). Views
+// are f32: o, z [ValueHeads][ValueDim]; qkv [d.Channels()] (DeltaConv's
+// output, q | k | v); b, a, negA, dtBias [ValueHeads]; state
+// [ValueHeads][KeyDim][ValueDim]; norm [ValueDim].
+func (k *Kernels) DeltaStep(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm View, d DeltaShape) error {
+	const op = "DeltaStep"
+	switch {
+	case d.KeyHeads < 1 || d.ValueHeads < 1 || d.ValueHeads%d.KeyHeads != 0:
+		return fmt.Errorf("%w: shaders: %s: %d value heads do not share %d key heads evenly", gpu.ErrInvalid, op, d.ValueHeads, d.KeyHeads)
+	case d.KeyDim < 1 || (d.KeyDim > DeltaRowsPerThread && d.KeyDim%DeltaRowsPerThread != 0):
+		return fmt.Errorf("%w: shaders: %s: key dim %d is neither at most %d nor a multiple of it", gpu.ErrInvalid, op, d.KeyDim, DeltaRowsPerThread)
+	case d.ValueDim < 1 || d.ValueDim*deltaSlices(d.KeyDim) > gpu.MaxThreadsPerThreadgroup:
+		return fmt.Errorf("%w: shaders: %s: value dim %d x %d row slices exceeds %d threads", gpu.ErrInvalid, op, d.ValueDim, deltaSlices(d.KeyDim), gpu.MaxThreadsPerThreadgroup)
+	case !(d.Eps >= 0) || math.IsInf(float64(d.Eps), 0):
+		return fmt.Errorf("%w: shaders: %s: norm eps %v", gpu.ErrInvalid, op, d.Eps)
+	}
+	hv := d.ValueHeads * d.ValueDim
+	if int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32 {
+		return fmt.Errorf("%w: shaders: %s: state of %dx%dx%d is too large", gpu.ErrInvalid, op, d.ValueHeads, d.KeyDim, d.ValueDim)
+	}
+	for _, v := range []struct {
+		what string
+		v    View
+		n    int
+	}{
+		{"o", o, hv}, {"qkv", qkv, d.Channels()}, {"z", z, hv}, {"b", b, d.ValueHeads}, {"a", a, d.ValueHeads},
+		{"state", state, d.ValueHeads * d.KeyDim * d.ValueDim}, {"negA", negA, d.ValueHeads},
+		{"dtBias", dtBias, d.ValueHeads}, {"norm", norm, d.ValueDim},
+	} {
+		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
+			return err
+		}
+	}
+	slices := deltaSlices(d.KeyDim)
+	// q and k of the head, then the kv and o slices; Metal wants a multiple
+	// of 16 bytes.
+	tg := ((2*d.KeyDim+2*slices*d.ValueDim)*4 + 15) / 16 * 16
+	if tg > gpu.MaxThreadgroupMemory {
+		return fmt.Errorf("%w: shaders: %s: key dim %d and value dim %d need %d bytes of threadgroup memory", gpu.ErrInvalid, op, d.KeyDim, d.ValueDim, tg)
+	}
+	p, err := k.Pipeline(deltaNetFile, "delta_step_f32", gpu.IntConstant(FCDelta, int32(d.KeyDim)))
+	if err != nil {
+		return err
+	}
+	args := DeltaStepArgs{
+		KeyHeads: int32(d.KeyHeads), ValueHeads: int32(d.ValueHeads), ValueDim: int32(d.ValueDim),
+		QScale: float32(1 / math.Sqrt(float64(d.KeyDim))), Eps: d.Eps,
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p,
+		Groups:   gpu.Size{X: d.ValueHeads, Y: 1, Z: 1},
+		Threads:  gpu.Size{X: slices * d.ValueDim, Y: 1, Z: 1},
+		Args: []gpu.Arg{
+			gpu.BytesArg(0, Bytes(&args)), qkv.Arg(1), z.Arg(2), b.Arg(3), a.Arg(4), state.Arg(5),
+			negA.Arg(6), dtBias.Arg(7), norm.Arg(8), o.Arg(9),
+		},
+		ThreadgroupMemory: []int{tg},
+	})
+}

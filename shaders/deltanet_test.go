@@ -1,0 +1,268 @@
+package shaders_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"petal/gpu"
+	"petal/shaders"
+)
+
+func refSilu(x float64) float64 { return x / (1 + math.Exp(-x)) }
+
+func TestDeltaConv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	cases := []struct {
+		c, kern int
+		race    bool
+	}{
+		{1, 4, true}, // one channel
+		{255, 4, false},
+		{256, 2, false}, // one tap of history
+		{257, 4, true},  // past one threadgroup
+		{8192, 4, false},
+		{100, 6, false},
+	}
+	const steps = 5 // more tokens than the window, so history shifts out
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("c=%d/kern=%d/race=%v", c.c, c.kern, c.race), func(t *testing.T) {
+			d, k := mixerKernels(t, !c.race)
+			us := randFloats(rng, steps*c.c, 1)
+			w := randFloats(rng, c.c*c.kern, 0.5)
+			hist := randFloats(rng, c.c*(c.kern-1), 1)
+			ub := floats(t, d, us)
+			wb, sb := floats(t, d, w), floats(t, d, hist)
+			outb := floats(t, d, make([]float32, steps*c.c))
+			_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
+				for s := range steps {
+					if err := k.DeltaConv(cb, view(outb).At(4*s*c.c), view(ub).At(4*s*c.c), view(sb), view(wb), c.c, c.kern); err != nil {
+						return err
+					}
+					cb.Barrier()
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := readFloats(outb, steps*c.c)
+			for s := range steps {
+				for ch := range c.c {
+					// engine/cpu/deltanet.go: the current input's tap, then
+					// the history oldest first; the history shifts u in.
+					hc := hist[ch*(c.kern-1) : (ch+1)*(c.kern-1)]
+					cur := us[s*c.c+ch]
+					acc := float64(w[ch*c.kern+c.kern-1]) * float64(cur)
+					for j := range c.kern - 1 {
+						acc += float64(w[ch*c.kern+j]) * float64(hc[j])
+					}
+					copy(hc, hc[1:])
+					hc[c.kern-2] = cur
+					// A sum of kern fp32 products: kern * 2^-24 relative to
+					// the sum of their magnitudes (< 10 here).
+					if g := float64(got[s*c.c+ch]); !within(g, refSilu(acc), 1e-6*(1+math.Abs(acc))) {
+						t.Fatalf("step %d: out[%d] = %v, want %v", s, ch, g, refSilu(acc))
+					}
+				}
+			}
+			if gotHist := readFloats(sb, len(hist)); fmt.Sprint(gotHist) != fmt.Sprint(hist) {
+				t.Fatalf("state after %d steps = %v, want %v", steps, gotHist, hist)
+			}
+		})
+	}
+}
+
+// deltaRef is the Gated DeltaNet recurrence of engine/cpu/deltanet.go in
+// float64: one token, every value head.
+type deltaRef struct {
+	d                      shaders.DeltaShape
+	negA, dtBias, norm     []float32
+	state                  []float64
+	maxStateErr, maxOutErr float64
+}
+
+func (r *deltaRef) step(qkv, z, b, a []float32) []float64 {
+	d := r.d
+	l2 := func(x []float32, scale float64) []float64 {
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		out := make([]float64, len(x))
+		for i, v := range x {
+			out[i] = float64(v) / math.Sqrt(ss+1e-6) * scale
+		}
+		return out
+	}
+	o := make([]float64, d.ValueHeads*d.ValueDim)
+	for h := range d.ValueHeads {
+		kh := h / (d.ValueHeads / d.KeyHeads)
+		q := l2(qkv[kh*d.KeyDim:(kh+1)*d.KeyDim], 1/math.Sqrt(float64(d.KeyDim)))
+		k := l2(qkv[(d.KeyHeads+kh)*d.KeyDim:(d.KeyHeads+kh+1)*d.KeyDim], 1)
+		v := qkv[2*d.KeyHeads*d.KeyDim+h*d.ValueDim:]
+		beta := 1 / (1 + math.Exp(-float64(b[h])))
+		x := float64(a[h]) + float64(r.dtBias[h])
+		sp := x
+		if x <= 20 {
+			sp = math.Log1p(math.Exp(x))
+		}
+		alpha := math.Exp(float64(r.negA[h]) * sp)
+		S := r.state[h*d.KeyDim*d.ValueDim : (h+1)*d.KeyDim*d.ValueDim]
+		oh := o[h*d.ValueDim : (h+1)*d.ValueDim]
+		for j := range d.ValueDim {
+			var kv float64
+			for i := range d.KeyDim {
+				S[i*d.ValueDim+j] *= alpha
+				kv += S[i*d.ValueDim+j] * k[i]
+			}
+			delta := beta * (float64(v[j]) - kv)
+			for i := range d.KeyDim {
+				S[i*d.ValueDim+j] += k[i] * delta
+				oh[j] += S[i*d.ValueDim+j] * q[i]
+			}
+		}
+		var ss float64
+		for _, x := range oh {
+			ss += x * x
+		}
+		inv := 1 / math.Sqrt(ss/float64(d.ValueDim)+float64(d.Eps))
+		for j := range oh {
+			oh[j] *= inv * float64(r.norm[j]) * refSilu(float64(z[h*d.ValueDim+j]))
+		}
+	}
+	return o
+}
+
+func TestDeltaStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	cases := []struct {
+		d    shaders.DeltaShape
+		race bool
+	}{
+		{shaders.DeltaShape{KeyHeads: 1, ValueHeads: 1, KeyDim: 16, ValueDim: 16, Eps: 1e-6}, true}, // half a simd-group
+		{shaders.DeltaShape{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 32, Eps: 1e-6}, false},
+		{shaders.DeltaShape{KeyHeads: 2, ValueHeads: 2, KeyDim: 64, ValueDim: 48, Eps: 1e-5}, true},      // 2 row slices, ragged simd-groups
+		{shaders.DeltaShape{KeyHeads: 1, ValueHeads: 2, KeyDim: 128, ValueDim: 16, Eps: 1e-6}, false},    // simd-groups span slices
+		{shaders.DeltaShape{KeyHeads: 2, ValueHeads: 4, KeyDim: 128, ValueDim: 128, Eps: 1e-6}, true},    // the model's head dims
+		{shaders.DeltaShape{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, Eps: 1e-6}, false}, // the model's layer
+	}
+	const steps = 3
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("hk=%d/hv=%d/dk=%d/dv=%d/race=%v", c.d.KeyHeads, c.d.ValueHeads, c.d.KeyDim, c.d.ValueDim, c.race), func(t *testing.T) {
+			dev, k := mixerKernels(t, !c.race)
+			d := c.d
+			hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
+			qkv := randFloats(rng, steps*ch, 1)
+			z := randFloats(rng, steps*hv, 1.5)
+			bs := randFloats(rng, steps*d.ValueHeads, 2)
+			as := randFloats(rng, steps*d.ValueHeads, 3)
+			negA := make([]float32, d.ValueHeads)
+			for h := range negA {
+				negA[h] = -float32(math.Exp(rng.Float64()*4 - 2))
+			}
+			dtBias := randFloats(rng, d.ValueHeads, 1)
+			// Both branches of softplus: past its threshold, and far below 0.
+			as[0], as[1%len(as)] = 30, -30
+			norm := randFloats(rng, d.ValueDim, 0.3)
+			for i := range norm {
+				norm[i]++
+			}
+			state := randFloats(rng, d.ValueHeads*d.KeyDim*d.ValueDim, 0.5)
+			ref := &deltaRef{d: d, negA: negA, dtBias: dtBias, norm: norm, state: make([]float64, len(state))}
+			for i, v := range state {
+				ref.state[i] = float64(v)
+			}
+			qkvb, zb, bb, ab := floats(t, dev, qkv), floats(t, dev, z), floats(t, dev, bs), floats(t, dev, as)
+			sb := floats(t, dev, state)
+			ob := floats(t, dev, make([]float32, steps*hv))
+			nb, db, normb := floats(t, dev, negA), floats(t, dev, dtBias), floats(t, dev, norm)
+			tr, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
+				for s := range steps {
+					if err := k.DeltaStep(cb, view(ob).At(4*s*hv), view(qkvb).At(4*s*ch), view(zb).At(4*s*hv), view(bb).At(4*s*d.ValueHeads),
+						view(ab).At(4*s*d.ValueHeads), view(sb), view(nb), view(db), view(normb), d); err != nil {
+						return err
+					}
+					cb.Barrier()
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Dispatches() != steps {
+				t.Errorf("%d dispatches for %d steps", tr.Dispatches(), steps)
+			}
+			got := readFloats(ob, steps*hv)
+			for s := range steps {
+				want := ref.step(qkv[s*ch:], z[s*hv:], bs[s*d.ValueHeads:], as[s*d.ValueHeads:])
+				for i, w := range want {
+					// The fp32 sums over KeyDim terms err like a random
+					// walk (~sqrt(128) * 2^-24 ~ 1e-6 of their terms'
+					// size); the RMSNorm then scales o by 1/rms(o), which
+					// magnifies that error in a head whose o cancelled to
+					// small values. Seen: up to 1.3e-5 on the model's
+					// layer; 5e-5 * (1 + |o|) keeps a margin of ~4.
+					if g := float64(got[s*hv+i]); !within(g, w, 5e-5*(1+math.Abs(w))) {
+						t.Fatalf("step %d: o[%d][%d] = %v, want %v", s, i/d.ValueDim, i%d.ValueDim, g, w)
+					}
+				}
+			}
+			for i, g := range readFloats(sb, len(state)) {
+				// |S| ~ 1 and no normalisation: the ~1e-6 relative
+				// error of kv and the update's own rounding (seen: 3e-7
+				// after 3 steps).
+				if w := ref.state[i]; !within(float64(g), w, 2e-6*(1+math.Abs(w))) {
+					t.Fatalf("state[%d][%d][%d] = %v, want %v", i/(d.KeyDim*d.ValueDim), i/d.ValueDim%d.KeyDim, i%d.ValueDim, g, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDeltaErrors(t *testing.T) {
+	dev, k := mixerKernels(t, true)
+	buf := func(n int) shaders.View { return view(floats(t, dev, make([]float32, n))) }
+	good := shaders.DeltaShape{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 32, Eps: 1e-6}
+	step := func(d shaders.DeltaShape, state shaders.View) error {
+		n := max(1, d.ValueHeads*d.ValueDim)
+		_, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
+			return k.DeltaStep(cb, buf(n), buf(max(1, d.Channels())), buf(n), buf(max(1, d.ValueHeads)), buf(max(1, d.ValueHeads)), state,
+				buf(max(1, d.ValueHeads)), buf(max(1, d.ValueHeads)), buf(max(1, d.ValueDim)), d)
+		})
+		return err
+	}
+	conv := func(c, kern int, state shaders.View) error {
+		_, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
+			return k.DeltaConv(cb, buf(max(1, c)), buf(max(1, c)), state, buf(max(1, c*kern)), c, kern)
+		})
+		return err
+	}
+	with := func(f func(*shaders.DeltaShape)) shaders.DeltaShape {
+		d := good
+		f(&d)
+		return d
+	}
+	cases := map[string]error{
+		"uneven heads":        step(with(func(d *shaders.DeltaShape) { d.ValueHeads = 3 }), buf(3*32*32)),
+		"no key heads":        step(with(func(d *shaders.DeltaShape) { d.KeyHeads = 0 }), buf(4*32*32)),
+		"key dim 48":          step(with(func(d *shaders.DeltaShape) { d.KeyDim = 48 }), buf(4*48*32)),
+		"too many threads":    step(with(func(d *shaders.DeltaShape) { d.KeyDim, d.ValueDim = 256, 256 }), buf(4*256*256)),
+		"negative eps":        step(with(func(d *shaders.DeltaShape) { d.Eps = -1 }), buf(4*32*32)),
+		"short state":         step(good, buf(4*32*32-1)),
+		"state without data":  step(good, shaders.View{}),
+		"conv without taps":   conv(8, 1, buf(8)),
+		"conv short state":    conv(8, 4, buf(8*3-1)),
+		"conv of no channels": conv(0, 4, buf(1)),
+	}
+	for name, err := range cases {
+		if !errors.Is(err, gpu.ErrInvalid) {
+			t.Errorf("%s: got %v, want gpu.ErrInvalid", name, err)
+		}
+	}
+	if err := step(good, buf(4*32*32)); err != nil {
+		t.Errorf("good shape: %v", err)
+	}
+}
