@@ -3,8 +3,8 @@ package api
 import (
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
