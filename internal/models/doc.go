@@ -1,0 +1,16 @@
+// Package models decides which model Petal runs when none is named: the
+// installed Qwen3.6-35B-A3B if there is one, else the demo model built into
+// the binary (package petal/models/demo), so that a fresh machine answers
+// at once.
+//
+// # Where models live
+//
+// Installed models are folders under [Root]: $PETAL_MODELS, else
+// ~/.petal/models. The real model is the folder [RealModelName] there.
+//
+// The demo model is embedded in the binary, but the engine maps weights
+// from files, so [DemoDir] unpacks it once into the user's cache folder,
+// under a name that carries a hash of its contents: a binary with another
+// demo model unpacks its own, and a folder that exists is complete,
+// because it is renamed into place only after every file is written.
+package models

@@ -1,0 +1,136 @@
+package models
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"petal/engine/cpu"
+	"petal/models/demo"
+)
+
+// isolate points the models root and the user cache at fresh folders.
+func isolate(t *testing.T) (root, cache string) {
+	t.Helper()
+	root, cache = t.TempDir(), t.TempDir()
+	t.Setenv(EnvRoot, root)
+	t.Setenv("XDG_CACHE_HOME", cache) // os.UserCacheDir on Linux and the BSDs
+	t.Setenv("HOME", cache)           // and on macOS, below $HOME/Library/Caches
+	return root, cache
+}
+
+func TestDefaultIsDemoWithoutRealModel(t *testing.T) {
+	_, cache := isolate(t)
+	dir, isDemo, err := DefaultModelDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isDemo {
+		t.Fatalf("DefaultModelDir() = %s, not the demo, with nothing installed", dir)
+	}
+	if !strings.HasPrefix(dir, cache) || !strings.HasPrefix(filepath.Base(dir), demoPrefix) {
+		t.Errorf("demo unpacked to %s, want a %s* folder in the cache %s", dir, demoPrefix, cache)
+	}
+	for _, name := range demo.Names {
+		want, _ := demo.Files.ReadFile(name)
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: unpacked copy differs from the embedded file (%v)", name, err)
+		}
+	}
+	m, err := cpu.Open(dir)
+	if err != nil {
+		t.Fatalf("unpacked demo does not open: %v", err)
+	}
+	m.Close()
+
+	// A second call reuses the folder and leaves no temporary folders.
+	again, isDemo, err := DefaultModelDir()
+	if err != nil || !isDemo || again != dir {
+		t.Errorf("second call: %s, %v, %v; want %s, true, nil", again, isDemo, err, dir)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	if len(entries) != 1 {
+		t.Errorf("cache holds %d entries, want only the demo folder", len(entries))
+	}
+}
+
+func TestDefaultIsInstalledRealModel(t *testing.T) {
+	root, _ := isolate(t)
+	realDir := filepath.Join(root, RealModelName)
+	if err := os.MkdirAll(realDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Any config Petal accepts will do to count as installed: the demo's.
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		data, _ := demo.Files.ReadFile(name)
+		if err := os.WriteFile(filepath.Join(realDir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, isDemo, err := DefaultModelDir()
+	if err != nil || isDemo || dir != realDir {
+		t.Errorf("DefaultModelDir() = %s, %v, %v; want %s, false, nil", dir, isDemo, err, realDir)
+	}
+}
+
+func TestDamagedRealModelIsAnError(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"bad config": {"config.json": "{not json", "model.safetensors": "x"},
+		"no weights": {"config.json": ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root, _ := isolate(t)
+			realDir := filepath.Join(root, RealModelName)
+			if err := os.MkdirAll(realDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for f, content := range files {
+				data := []byte(content)
+				if content == "" {
+					data, _ = demo.Files.ReadFile(f)
+				}
+				if err := os.WriteFile(filepath.Join(realDir, f), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir, isDemo, err := DefaultModelDir()
+			if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), realDir) {
+				t.Errorf("DefaultModelDir() = %s, %v, %v; want an ErrDamaged error naming %s", dir, isDemo, err, realDir)
+			}
+		})
+	}
+}
+
+func TestRootDefaultsToHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv(EnvRoot, "")
+	t.Setenv("HOME", home)
+	root, err := Root()
+	if err != nil || root != filepath.Join(home, ".petal", "models") {
+		t.Errorf("Root() = %s, %v; want %s", root, err, filepath.Join(home, ".petal", "models"))
+	}
+}
+
+func TestUnpackKeepsExistingFolder(t *testing.T) {
+	parent := t.TempDir()
+	dir, err := unpackDemo(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A folder that is there is trusted as complete (it only appears by rename).
+	marker := filepath.Join(dir, "marker")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := unpackDemo(parent)
+	if err != nil || again != dir {
+		t.Fatalf("unpackDemo again = %s, %v; want %s", again, err, dir)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Error("second unpack rewrote the folder")
+	}
+}
