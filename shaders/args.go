@@ -63,7 +63,7 @@ type AttnDecodeArgs struct {
 // DeltaConvArgs mirrors struct DeltaConvArgs.
 type DeltaConvArgs struct {
 	Channels int32
-	Kernel   int32
+	Taps     int32
 	_        [2]int32
 }
 

@@ -117,7 +117,7 @@ struct AttnDecodeArgs {
 
 struct DeltaConvArgs {
     int32_t channels;
-    int32_t kernel;         // conv taps; the state keeps kernel-1 inputs per channel
+    int32_t taps;           // conv kernel size; the state keeps taps-1 inputs per channel
     int32_t _pad[2];
 };
 

@@ -53,9 +53,10 @@ using namespace metal;
 constant int HEAD_DIM [[function_constant(FC_ATTN + 0)]];
 constant int GROUP [[function_constant(FC_ATTN + 1)]];
 
-// A running max that exp() of any real score minus it underflows to 0,
-// finite so that fast math may assume no infinities.
-constant float ATTN_NO_SCORE = -3.0e38f;
+// The running max before any score: exp() of it minus any real score
+// underflows to 0. Finite, and far enough from -FLT_MAX that exp's
+// scaling by log2(e) stays finite, since fast math assumes no infinities.
+constant float ATTN_NO_SCORE = -1.0e30f;
 
 kernel void attn_prep_f32(
     constant AttnPrepArgs& args [[buffer(0)]],
@@ -178,11 +179,11 @@ kernel void attn_decode_f32(
             vr[i] = vp[int(lane) + 32 * i];
         }
         for (int j = 0; j < nh; j++) {
-            float dot = 0.0f;
+            float qk = 0.0f;
             for (int i = 0; i < dims; i++) {
-                dot += qr[j][i] * kr[i];
+                qk += qr[j][i] * kr[i];
             }
-            const float s = simd_sum(dot) * args.scale;
+            const float s = simd_sum(qk) * args.scale;
             const float mn = max(m[j], s);
             const float c = exp(m[j] - mn);
             const float e = exp(s - mn);

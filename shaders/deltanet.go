@@ -32,7 +32,7 @@ func (k *Kernels) DeltaConv(cb gpu.CommandBuffer, out, u, state, w View, c, kern
 	if err != nil {
 		return err
 	}
-	args := DeltaConvArgs{Channels: int32(c), Kernel: int32(kern)}
+	args := DeltaConvArgs{Channels: int32(c), Taps: int32(kern)}
 	return cb.Dispatch(&gpu.Dispatch{
 		Pipeline: p,
 		Groups:   gpu.Size{X: (c + DeltaConvThreads - 1) / DeltaConvThreads, Y: 1, Z: 1},

@@ -56,7 +56,7 @@ kernel void delta_conv_f32(
     if (int(c) >= args.channels) {
         return;
     }
-    const int taps = args.kernel;
+    const int taps = args.taps;
     device float* hist = state + ulong(c) * (taps - 1);
     device const float* wc = w + ulong(c) * taps;
     const float cur = u[c];
@@ -136,8 +136,8 @@ kernel void delta_step_f32(
 
     const float beta = 1.0f / (1.0f + exp(-b[h]));
     const float x = a[h] + dt_bias[h];
-    const float softplus = x > DELTA_SOFTPLUS_THRESHOLD ? x : log(1.0f + exp(x));
-    const float alpha = exp(neg_a[h] * softplus);
+    const float sp = x > DELTA_SOFTPLUS_THRESHOLD ? x : log(1.0f + exp(x));
+    const float alpha = exp(neg_a[h] * sp);
 
     // kv_j = sum_a (alpha S[a][j]) k[a] over this thread's rows.
     device float* col = state + (ulong(h) * KEY_DIM + ulong(r) * rows) * vd + j;
