@@ -248,8 +248,15 @@ func (d *Device) runOp(o *op) error {
 	if err := d.exec(o, 0, poisonFirst); err != nil {
 		return err
 	}
-	first := snapshot(o.written)
+	// first holds what the first run wrote; a buffer it left unchanged (an
+	// input) needs neither a copy nor a restore.
+	first := make([][]byte, len(o.written))
 	for i, b := range o.written {
+		if bytes.Equal(before[i], b.data) {
+			first[i] = before[i]
+			continue
+		}
+		first[i] = bytes.Clone(b.data)
 		copy(b.data, before[i])
 	}
 	if err := d.exec(o, 1, poisonSecond); err != nil {
