@@ -22,7 +22,6 @@ import gzip
 import json
 import math
 import os
-import shutil
 import sys
 import time
 
@@ -240,9 +239,31 @@ def train_tokenizer(texts):
     return tok, learned
 
 
+# The Qwen3.5 generation prompt opens a think block unless enable_thinking is false; the demo model
+# never learned to think, so its template always closes an empty one.
+THINKING_SWITCH = """    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- else %}
+        {{- '<think>\\n' }}
+    {%- endif %}
+"""
+NO_THINKING = """    {#- The demo model was trained without thinking: its prompt always closes an empty think block. #}
+    {{- '<think>\\n\\n</think>\\n\\n' }}
+"""
+
+
+def demo_template():
+    with open(TEMPLATE) as f:
+        src = f.read()
+    if src.count(THINKING_SWITCH) != 1:
+        raise RuntimeError(f"{TEMPLATE}: the generation prompt's thinking switch is not where expected")
+    return src.replace(THINKING_SWITCH, NO_THINKING)
+
+
 def tokenizer_files(out, tok, eos_ids, added_ids):
     tok.save(os.path.join(out, "tokenizer.json"))
-    shutil.copyfile(TEMPLATE, os.path.join(out, "chat_template.jinja"))
+    with open(os.path.join(out, "chat_template.jinja"), "w") as f:
+        f.write(demo_template())
     decoder = {}
     for a in qwen_added_tokens():
         decoder[str(added_ids[a["content"]])] = {k: a[k] for k in ("content", "lstrip", "normalized", "rstrip",
