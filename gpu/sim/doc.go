@@ -52,9 +52,12 @@
 //     (and threadgroups) in index order and then in reverse, and different
 //     poison in threadgroup memory; any difference in a buffer it may write
 //     means the result depends on thread order (a missing barrier, a read of
-//     threadgroup memory no one wrote, two threadgroups writing one element). A kernel whose output may legitimately depend
-//     on order (an atomic append) needs a device with Options.Fast.
-//     Buffers from WrapNoCopy are never snapshotted: kernels only read them.
+//     threadgroup memory no one wrote, two threadgroups writing one
+//     element). A simd shuffle or broadcast from a lane that returned or does
+//     not exist yields poison, so a result depending on it is caught the same
+//     way. A kernel whose output may legitimately depend on order (an atomic
+//     append) needs a device with Options.Fast. Buffers from WrapNoCopy are
+//     never snapshotted: kernels only read them.
 //   - [ErrOutOfBounds]: buffers the sim allocates end against a guard page;
 //     an access past the end faults and is reported (an access past the end
 //     but within the 16-byte alignment padding, or into a wrapped buffer, is

@@ -115,7 +115,10 @@ func TestHalfRounds(t *testing.T) {
 }
 
 func TestSimdGroupFunctions(t *testing.T) {
-	d := openSim(t, sim.Options{})
+	// Fast: in the partial simd-group some shuffles read lanes that do not
+	// exist, which the kernel writes out (undefined, and poison in the sim;
+	// TestInactiveLaneReads covers that the race check reports it).
+	d := openSim(t, sim.Options{Fast: true})
 	p := mustPipeline(t, d, features(t), "simd_ops")
 	const threads = 48 // a full simd-group and one of 16 lanes
 	out, _ := d.NewBuffer(4 * 11 * threads)
@@ -414,6 +417,29 @@ func TestMinMaxNaN(t *testing.T) {
 			if got != want && !(got != got && want != want) {
 				t.Errorf("case %d result %d = %g, want %g", i, k, got, want)
 			}
+		}
+	}
+}
+
+// TestInactiveLaneReads: a shuffle from a lane the simd-group lacks is
+// undefined on the GPU; the sim returns poison, so the race check reports a
+// result that depends on it, and a full simd-group passes.
+func TestInactiveLaneReads(t *testing.T) {
+	d := openSim(t, sim.Options{})
+	p := mustPipeline(t, d, features(t), "shuffle_sum")
+	for _, n := range []int{32, 20} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = 1
+		}
+		out, _ := d.NewBuffer(4)
+		err := runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(1, 1), Threads: size(n, 1),
+			Args: []gpu.Arg{gpu.BufferArg(0, f32buf(t, d, x), 0), gpu.BufferArg(1, out, 0)}})
+		switch {
+		case n == 32 && (err != nil || f32(out, 0) != 32):
+			t.Errorf("full simd-group: %v, sum %g", err, f32(out, 0))
+		case n < 32 && !errors.Is(err, sim.ErrRace):
+			t.Errorf("%d lanes: got %v, want sim.ErrRace", n, err)
 		}
 	}
 }

@@ -1076,6 +1076,14 @@ template <class T> inline T petal_shuffle_from(T v, uint32_t src, bool valid, in
 	petal::Lane* L = petal::cur_lane;
 	int p = petal::simd_exchange(v, src, site);
 	if (!valid || src >= (uint32_t)petal::kWidth) return v;
+	if (!((petal::live_mask(L, p) >> src) & 1)) {
+		// The source lane has returned or does not exist: undefined on the
+		// GPU. Poison differs between the race check's two runs, so a
+		// result that depends on it is reported.
+		T r;
+		__builtin_memset(&r, (int)petal::cur_worker->launch->poison, sizeof r);
+		return r;
+	}
 	return petal::get_slot<T>(petal::sibling(L, (int)src), p);
 }
 template <class T> inline T simd_shuffle(T v, ushort lane, int site = __builtin_LINE()) {

@@ -27,7 +27,7 @@ var compatHeader string
 var (
 	ErrDivergence  = errors.New("sim: simd-group function not reached by every live lane")
 	ErrDeadlock    = errors.New("sim: threadgroup barrier deadlock")
-	ErrRace        = errors.New("sim: result depends on thread order (threadgroup memory race or uninitialised read)")
+	ErrRace        = errors.New("sim: result depends on thread order (threadgroup memory race, uninitialised read or a shuffle from an inactive lane)")
 	ErrOutOfBounds = errors.New("sim: memory fault (out-of-bounds access)")
 	ErrTrap        = errors.New("sim: arithmetic trap (integer division by zero)")
 )

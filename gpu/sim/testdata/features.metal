@@ -157,3 +157,17 @@ kernel void minmax(device const float* a [[buffer(0)]],
     out[4 * i + 2] = fmin(a[i], b[i]);
     out[4 * i + 3] = fmax(a[i], b[i]);
 }
+
+// A shuffle reduction that assumes 32 lanes: with a partial simd-group,
+// lane 0 adds values from lanes that do not exist.
+kernel void shuffle_sum(device const float* x [[buffer(0)]],
+                        device float* out [[buffer(1)]],
+                        uint tid [[thread_index_in_threadgroup]]) {
+    float v = x[tid];
+    for (ushort offset = 16; offset > 0; offset /= 2) {
+        v += simd_shuffle_down(v, offset);
+    }
+    if (tid == 0) {
+        out[0] = v;
+    }
+}
