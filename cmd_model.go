@@ -10,11 +10,50 @@ import (
 
 	"petal/engine"
 	"petal/engine/cpu"
+	"petal/engine/gpumodel"
+	"petal/gpu"
+	"petal/gpu/metal"
+	"petal/gpu/sim"
 )
 
 // backends maps --backend values to loaders.
 var backends = map[string]func(dir string) (engine.Model, error){
-	"cpu": func(dir string) (engine.Model, error) { return cpu.Open(dir) },
+	"cpu":   func(dir string) (engine.Model, error) { return cpu.Open(dir) },
+	"sim":   func(dir string) (engine.Model, error) { return openGPU(dir, openSim) },
+	"metal": func(dir string) (engine.Model, error) { return openGPU(dir, metal.Open) },
+}
+
+// openSim opens the simulated-Metal driver with its race check off: the
+// check runs every dispatch twice, which the kernel tests pay for, not
+// whole-model runs.
+func openSim() (gpu.Device, error) { return sim.Open(sim.Options{Fast: true}) }
+
+// openGPU opens a device and the model on it; the model's Close does not
+// close the device, so gpuModel does.
+func openGPU(dir string, open func() (gpu.Device, error)) (engine.Model, error) {
+	dev, err := open()
+	if err != nil {
+		return nil, err
+	}
+	m, err := gpumodel.Open(dir, dev)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return gpuModel{m, dev}, nil
+}
+
+type gpuModel struct {
+	*gpumodel.Model
+	dev gpu.Device
+}
+
+func (g gpuModel) Close() error {
+	err := g.Model.Close()
+	if e := g.dev.Close(); err == nil {
+		err = e
+	}
+	return err
 }
 
 func openModel(dir, backend string) (engine.Model, error) {
@@ -23,11 +62,7 @@ func openModel(dir, backend string) (engine.Model, error) {
 	}
 	open, ok := backends[backend]
 	if !ok {
-		names := make([]string, 0, len(backends))
-		for n := range backends {
-			names = append(names, n)
-		}
-		return nil, fmt.Errorf("unknown backend %q (have %s)", backend, strings.Join(names, ", "))
+		return nil, fmt.Errorf("unknown backend %q (have cpu, sim, metal)", backend)
 	}
 	return open(dir)
 }

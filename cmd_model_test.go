@@ -141,3 +141,39 @@ func TestGenerateStopsAtEOS(t *testing.T) {
 		t.Fatal("no greedy run of the fixture reaches an eos id")
 	}
 }
+
+// The sim backend runs the GPU path: it must generate what the CPU does on
+// a fixture, through the same command.
+func TestGenerateSimBackend(t *testing.T) {
+	dir := "engine/testdata/fixtures/tiny-a"
+	var cpuOut, simOut bytes.Buffer
+	args := []string{"generate", "--model", dir, "--tokens", "7,8,9,10", "--max-tokens", "5"}
+	if err := dispatch(args, &cpuOut); err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatch(append(args, "--backend", "sim"), &simOut); err != nil {
+		t.Fatal(err)
+	}
+	if cpuOut.String() != simOut.String() {
+		t.Errorf("sim generated %s, cpu %s", simOut.String(), cpuOut.String())
+	}
+}
+
+func TestBenchDryRun(t *testing.T) {
+	var out bytes.Buffer
+	if err := dispatch([]string{"bench", "--dry-run", "--context", "100"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Qwen3.6-35B-A3B", "position 100", "dispatches:", "dependency levels:", "weight bytes read:    16", "bound at 546 GB/s", "bound at 614 GB/s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := dispatch([]string{"bench", "--dry-run", "--model", "engine/testdata/fixtures/real-heads"}, &out); err != nil || !strings.Contains(out.String(), "real-heads") {
+		t.Errorf("dry run of a fixture's config: %v\n%s", err, out.String())
+	}
+	if err := dispatch([]string{"bench", "--model", "engine/testdata/fixtures/tiny-a", "--context", "4", "--tokens", "3"}, &out); err != nil || !strings.Contains(out.String(), "decode:  3 tokens") {
+		t.Errorf("bench: %v\n%s", err, out.String())
+	}
+}

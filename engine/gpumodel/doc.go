@@ -1,0 +1,26 @@
+// Package gpumodel is the GPU backend: the model's forward pass as Petal's
+// Metal kernels (package shaders) dispatched through a gpu.Device — the
+// Metal driver on a Mac, the simulated-Metal driver everywhere else, with
+// the identical dispatch sequence.
+//
+// # Decode step
+//
+// One token is one command buffer holding one concurrent compute pass:
+// embedding gather (the token id read on the GPU from a slot), then per
+// layer the mixer, the post-attention norm, the MoE block, and finally the
+// lm_head product and an argmax that writes the next token id into the slot
+// the next step reads. Barriers sit only between dependent ops, so
+// independent products (q/k/v, the router and the shared expert, ...)
+// share a dependency level. In greedy generation two steps are in flight:
+// the CPU encodes step n+1 while the GPU runs step n, and never reads a
+// token back before deciding to stop.
+//
+// # Weights
+//
+// Every safetensors shard is wrapped, not copied (gpu.Device.WrapNoCopy of
+// the mmapped file); quantized matrices are views into those buffers. Only
+// the small vectors (norm gains, conv taps, gates) are converted to float32
+// buffers at load.
+//
+// Prompts run through the decode kernels one token at a time for now.
+package gpumodel

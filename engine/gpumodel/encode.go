@@ -1,0 +1,119 @@
+package gpumodel
+
+import (
+	"errors"
+
+	"petal/engine/checkpoint"
+	"petal/gpu"
+	"petal/shaders"
+)
+
+// step encodes one decode step for the token at position pos, read on the
+// GPU from token. With logits it computes the lm_head product into the
+// logits buffer; with next set it also writes the argmax there.
+type step struct {
+	pos    int
+	token  shaders.View
+	logits bool
+	next   *shaders.View
+}
+
+// encode records one step into cb. Barriers sit only between dependent ops;
+// the ops listed together between two barriers read only what earlier
+// levels wrote.
+func (s *Sequence) encode(cb gpu.CommandBuffer, st step) error {
+	m, k, act := s.m, s.m.k, &s.act
+	c := m.cfg
+	var errs []error
+	do := func(err error) { errs = append(errs, err) }
+
+	do(k.Embed(cb, act.x, m.embed, st.token))
+	cb.Barrier()
+	do(k.RMSNorm(cb, act.xn, act.x, m.layers[0].inNorm, c.Hidden, 1, c.RMSNormEps))
+	cb.Barrier()
+	for i := range m.layers {
+		l, ls := &m.layers[i], &s.layers[i]
+		if l.kind == checkpoint.Attention {
+			do(s.attention(cb, l, ls, st.pos))
+		} else {
+			do(s.deltaNet(cb, l, ls))
+		}
+		cb.Barrier()
+		do(k.AddRMSNorm(cb, act.x, act.delta, act.xn, l.postNorm, c.Hidden, c.RMSNormEps))
+		cb.Barrier()
+		do(s.moe(cb, l))
+		cb.Barrier()
+		next := m.finalNorm
+		if i+1 < len(m.layers) {
+			next = m.layers[i+1].inNorm
+		}
+		do(k.AddRMSNorm(cb, act.x, act.delta, act.xn, next, c.Hidden, c.RMSNormEps))
+		cb.Barrier()
+	}
+	if st.logits || st.next != nil {
+		do(k.QMV(cb, act.logits, m.lmHead, act.xn))
+		if st.next != nil {
+			cb.Barrier()
+			do(k.Argmax(cb, *st.next, act.logits, c.Vocab))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Sequence) attention(cb gpu.CommandBuffer, l *layer, ls *layerState, pos int) error {
+	k, act, a := s.m.k, &s.act, s.m.attn
+	var errs []error
+	do := func(err error) { errs = append(errs, err) }
+	do(k.QMV(cb, act.qg, l.q, act.xn))
+	do(k.QMV(cb, act.k, l.kp, act.xn))
+	do(k.QMV(cb, act.v, l.v, act.xn))
+	cb.Barrier()
+	do(k.AttnPrep(cb, act.q, act.gate, act.qg, act.k, act.v, ls.kCache, ls.vCache, l.qNorm, l.kNorm, a, pos))
+	cb.Barrier()
+	do(k.AttnDecode(cb, act.o, act.q, act.gate, ls.kCache, ls.vCache, act.attnScratch, a, pos+1))
+	cb.Barrier()
+	do(k.QMV(cb, act.delta, l.o, act.o))
+	return errors.Join(errs...)
+}
+
+func (s *Sequence) deltaNet(cb gpu.CommandBuffer, l *layer, ls *layerState) error {
+	k, act, d := s.m.k, &s.act, s.m.delta
+	var errs []error
+	do := func(err error) { errs = append(errs, err) }
+	do(k.QMV(cb, act.u, l.qkv, act.xn))
+	do(k.QMV(cb, act.z, l.z, act.xn))
+	do(k.QMV(cb, act.b, l.b, act.xn))
+	do(k.QMV(cb, act.a, l.a, act.xn))
+	cb.Barrier()
+	do(k.DeltaConv(cb, act.convOut, act.u, ls.conv, l.conv, d.Channels(), d.ConvKernel))
+	cb.Barrier()
+	do(k.DeltaStep(cb, act.dOut, act.convOut, act.z, act.b, act.a, ls.state, l.negA, l.dtBias, l.gnNorm, d))
+	cb.Barrier()
+	do(k.QMV(cb, act.delta, l.out, act.dOut))
+	return errors.Join(errs...)
+}
+
+// moe writes the MoE block's output for act.xn into act.delta.
+func (s *Sequence) moe(cb gpu.CommandBuffer, l *layer) error {
+	k, act, c := s.m.k, &s.act, s.m.cfg
+	var errs []error
+	do := func(err error) { errs = append(errs, err) }
+	do(k.QMV(cb, act.routerLogits, l.router, act.xn))
+	do(k.QMV(cb, act.shGate, l.shExpertGate, act.xn))
+	do(k.QMV(cb, act.shG, l.shGate, act.xn))
+	do(k.QMV(cb, act.shU, l.shUp, act.xn))
+	cb.Barrier()
+	do(k.RouterTopK(cb, act.ids, act.weights, act.routerLogits, c.Experts, c.TopK, c.NormTopK))
+	do(k.SiluMul(cb, act.shH, act.shG, act.shU, c.SharedIntermediate))
+	cb.Barrier()
+	do(k.QMVExperts(cb, act.eg, l.gate, act.xn, 0, act.ids, c.TopK))
+	do(k.QMVExperts(cb, act.eu, l.up, act.xn, 0, act.ids, c.TopK))
+	do(k.QMV(cb, act.shOut, l.shDown, act.shH))
+	cb.Barrier()
+	do(k.SiluMul(cb, act.eh, act.eg, act.eu, c.TopK*c.ExpertIntermediate))
+	cb.Barrier()
+	do(k.QMVExperts(cb, act.ys, l.down, act.eh, c.ExpertIntermediate, act.ids, c.TopK))
+	cb.Barrier()
+	do(k.MoECombine(cb, act.delta, act.ys, act.weights, act.shOut, act.shGate, c.Hidden, c.TopK))
+	return errors.Join(errs...)
+}

@@ -1,0 +1,198 @@
+package gpumodel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"petal/engine"
+	"petal/engine/checkpoint"
+	"petal/engine/safetensors"
+	"petal/gpu"
+	"petal/gpu/record"
+	"petal/shaders"
+)
+
+// Model is a checkpoint resident on a GPU device.
+type Model struct {
+	ckpt   *checkpoint.Model
+	cfg    *checkpoint.Config
+	k      *shaders.Kernels
+	shards []gpu.Buffer
+	owned  []gpu.Buffer // float32 copies of the small vectors
+
+	embed, lmHead shaders.QMatrix
+	finalNorm     shaders.View
+	layers        []layer
+	attn          shaders.AttnShape
+	delta         shaders.DeltaShape
+}
+
+type layer struct {
+	kind             checkpoint.LayerKind
+	inNorm, postNorm shaders.View
+	// attention
+	q, kp, v, o  shaders.QMatrix
+	qNorm, kNorm shaders.View
+	// DeltaNet
+	qkv, z, b, a, out          shaders.QMatrix
+	conv, negA, dtBias, gnNorm shaders.View
+	// MoE
+	router, gate, up, down             shaders.QMatrix
+	shGate, shUp, shDown, shExpertGate shaders.QMatrix
+}
+
+// Open opens the checkpoint in dir on dev.
+func Open(dir string, dev gpu.Device) (*Model, error) {
+	ckpt, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := New(ckpt, dev)
+	if err != nil {
+		ckpt.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// New places an opened checkpoint on dev. On success the Model owns ckpt.
+func New(ckpt *checkpoint.Model, dev gpu.Device) (*Model, error) {
+	c := ckpt.Config
+	m := &Model{
+		ckpt: ckpt, cfg: c, k: shaders.NewKernels(dev),
+		attn: shaders.AttnShape{
+			Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+			RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps,
+		},
+		delta: shaders.DeltaShape{
+			KeyHeads: c.LinearKeyHeads, ValueHeads: c.LinearValueHeads,
+			KeyDim: c.LinearKeyDim, ValueDim: c.LinearValueDim,
+			ConvKernel: c.ConvKernel, Eps: c.RMSNormEps,
+		},
+	}
+	if err := m.load(); err != nil {
+		m.release()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Model) load() error {
+	dev := m.k.Device()
+	bufOf := map[*safetensors.File]gpu.Buffer{}
+	for _, s := range m.ckpt.Shards {
+		b, err := dev.WrapNoCopy(s.Data)
+		if err != nil {
+			return fmt.Errorf("gpumodel: wrapping %s: %w", s.Path, err)
+		}
+		m.shards = append(m.shards, b)
+		bufOf[s] = b
+	}
+	view := func(t *safetensors.Tensor) shaders.View {
+		if t.File == nil { // a shape-only model: counted, never read
+			return shaders.View{Buf: record.Placeholder(int(t.End))}
+		}
+		return shaders.View{Buf: bufOf[t.File], Off: int(t.Offset)}
+	}
+	var errs []error
+	mat := func(x *checkpoint.Matrix) shaders.QMatrix {
+		if x.Bits == 0 {
+			errs = append(errs, fmt.Errorf("gpumodel: %s is not quantized; the GPU backend runs MLX affine 4/8-bit matrices only", x.Name))
+			return shaders.QMatrix{}
+		}
+		return shaders.QMatrix{
+			Codes: view(x.Weight), Scales: view(x.Scales), Biases: view(x.Biases),
+			Rows: x.Rows, Cols: x.Cols, Bits: x.Bits, GroupSize: x.GroupSize,
+		}
+	}
+	vec := func(v *checkpoint.Vector, f func(float32) float32) shaders.View {
+		b, err := m.floats(vectorValues(v, f))
+		errs = append(errs, err)
+		return b
+	}
+	ck := m.ckpt
+	m.embed, m.lmHead = mat(&ck.Embed), mat(&ck.LMHead)
+	m.finalNorm = vec(&ck.FinalNorm, nil)
+	m.layers = make([]layer, len(ck.Layers))
+	for i := range ck.Layers {
+		src, l := &ck.Layers[i], &m.layers[i]
+		l.kind = src.Kind
+		l.inNorm, l.postNorm = vec(&src.InputNorm, nil), vec(&src.PostNorm, nil)
+		if a := src.Attn; a != nil {
+			l.q, l.kp, l.v, l.o = mat(&a.Q), mat(&a.K), mat(&a.V), mat(&a.O)
+			l.qNorm, l.kNorm = vec(&a.QNorm, nil), vec(&a.KNorm, nil)
+		}
+		if d := src.Delta; d != nil {
+			l.qkv, l.z, l.b, l.a, l.out = mat(&d.QKV), mat(&d.Z), mat(&d.B), mat(&d.A), mat(&d.Out)
+			l.conv = vec(&d.Conv, nil)
+			l.negA = vec(&d.ALog, func(x float32) float32 { return -float32(math.Exp(float64(x))) })
+			l.dtBias, l.gnNorm = vec(&d.DtBias, nil), vec(&d.Norm, nil)
+		}
+		e := &src.MoE
+		l.router, l.gate, l.up, l.down = mat(&e.Router), mat(&e.Gate), mat(&e.Up), mat(&e.Down)
+		l.shGate, l.shUp, l.shDown, l.shExpertGate = mat(&e.SharedGate), mat(&e.SharedUp), mat(&e.SharedDown), mat(&e.SharedExpertGate)
+	}
+	return errors.Join(errs...)
+}
+
+// vectorValues converts a checkpoint vector to float32, applying f if set.
+func vectorValues(v *checkpoint.Vector, f func(float32) float32) []float32 {
+	t := v.T
+	var out []float32
+	if t.DType == safetensors.F32 {
+		out = append(out, t.Float32s()...)
+	} else {
+		for _, u := range t.Uint16s() {
+			out = append(out, math.Float32frombits(uint32(u)<<16))
+		}
+	}
+	if f != nil {
+		for i := range out {
+			out[i] = f(out[i])
+		}
+	}
+	return out
+}
+
+// floats uploads v into a new buffer the model owns.
+func (m *Model) floats(v []float32) (shaders.View, error) {
+	b, err := m.k.Device().NewBuffer(4 * len(v))
+	if err != nil {
+		return shaders.View{}, err
+	}
+	m.owned = append(m.owned, b)
+	putFloats(b.Contents(), v)
+	return shaders.View{Buf: b}, nil
+}
+
+func putFloats(dst []byte, v []float32) {
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(x))
+	}
+}
+
+func (m *Model) release() {
+	for _, b := range m.owned {
+		b.Release()
+	}
+	for _, b := range m.shards {
+		b.Release()
+	}
+	m.owned, m.shards = nil, nil
+}
+
+// Config is the checkpoint's configuration.
+func (m *Model) Config() *checkpoint.Config { return m.cfg }
+
+// Close releases the device buffers and the checkpoint's mappings.
+func (m *Model) Close() error {
+	m.release()
+	return m.ckpt.Close()
+}
+
+// DecodeWeightBytes is how many bytes of weights one decode step reads.
+func (m *Model) DecodeWeightBytes() int64 { return m.ckpt.DecodeWeightBytes() }
+
+var _ engine.Model = (*Model)(nil)

@@ -1,0 +1,445 @@
+package gpumodel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"petal/engine"
+	"petal/engine/checkpoint"
+	"petal/gpu"
+	"petal/shaders"
+)
+
+// initialCapacity is the KV cache length a sequence starts with; it doubles
+// as the sequence grows.
+const initialCapacity = 256
+
+// Sequence is one token sequence's caches and activations on the device.
+type Sequence struct {
+	m      *Model
+	pos    int
+	cap    int // positions the KV caches hold
+	bufs   []gpu.Buffer
+	layers []layerState
+	act    activations
+	closed bool
+}
+
+type layerState struct {
+	kCache, vCache shaders.View // attention: [cap][kvHeads][headDim]
+	conv, state    shaders.View // DeltaNet: [channels][kernel-1], [valueHeads][keyDim][valueDim]
+}
+
+// activations are the per-step scratch buffers, reused by every layer and
+// step: layers run in order and command buffers run in commit order.
+type activations struct {
+	x, xn, delta           shaders.View
+	qg, k, v, q, gate, o   shaders.View
+	attnScratch            shaders.View
+	u, convOut, z, b, a    shaders.View
+	dOut                   shaders.View
+	routerLogits, weights  shaders.View
+	ids                    shaders.View
+	eg, eu, eh, ys         shaders.View
+	shG, shU, shH, shOut   shaders.View
+	shGate                 shaders.View
+	logits                 shaders.View
+	tokens                 shaders.View // u32 token slots: step inputs and argmax outputs
+	tokenCap               int
+	logitsBuf, tokensBuf   gpu.Buffer
+	attnScratchPerPosition int
+}
+
+func (s *Sequence) alloc(n int) (shaders.View, error) {
+	b, err := s.m.k.Device().NewBuffer(max(n, 16))
+	if err != nil {
+		return shaders.View{}, err
+	}
+	s.bufs = append(s.bufs, b)
+	return shaders.View{Buf: b}, nil
+}
+
+// NewSequence allocates an empty sequence's state.
+func (m *Model) NewSequence() (engine.Sequence, error) {
+	s, err := m.newSequence()
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (m *Model) newSequence() (*Sequence, error) {
+	s := &Sequence{m: m, layers: make([]layerState, len(m.layers))}
+	if err := s.allocate(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Sequence) allocate() error {
+	c := s.m.cfg
+	d := s.m.delta
+	f := 4 // bytes per float32
+	var errs []error
+	a := func(n int) shaders.View {
+		v, err := s.alloc(n)
+		errs = append(errs, err)
+		return v
+	}
+	act := &s.act
+	h, nh, kvh, hd := c.Hidden, c.Heads, c.KVHeads, c.HeadDim
+	act.x, act.xn, act.delta = a(h*f), a(h*f), a(h*f)
+	act.qg, act.k, act.v = a(nh*2*hd*f), a(kvh*hd*f), a(kvh*hd*f)
+	act.q, act.gate, act.o = a(nh*hd*f), a(nh*hd*f), a(nh*hd*f)
+	ch, vd := d.Channels(), d.ValueHeads*d.ValueDim
+	act.u, act.convOut, act.z = a(ch*f), a(ch*f), a(vd*f)
+	act.b, act.a, act.dOut = a(d.ValueHeads*f), a(d.ValueHeads*f), a(vd*f)
+	ek, ei := c.TopK, c.ExpertIntermediate
+	act.routerLogits, act.weights, act.ids = a(c.Experts*f), a(ek*f), a(ek*4)
+	act.eg, act.eu, act.eh, act.ys = a(ek*ei*f), a(ek*ei*f), a(ek*ei*f), a(ek*h*f)
+	si := c.SharedIntermediate
+	act.shG, act.shU, act.shH, act.shOut, act.shGate = a(si*f), a(si*f), a(si*f), a(h*f), a(f)
+	act.logits = a(c.Vocab * f)
+	act.logitsBuf = act.logits.Buf
+	for i, l := range s.m.layers {
+		if l.kind == checkpoint.DeltaNet {
+			s.layers[i].conv = a(ch * (d.ConvKernel - 1) * f)
+			s.layers[i].state = a(d.ValueHeads * d.KeyDim * d.ValueDim * f)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := s.ensureTokens(16); err != nil {
+		return err
+	}
+	return s.ensureCapacity(min(initialCapacity, s.maxPositions()))
+}
+
+func (s *Sequence) maxPositions() int {
+	if p := s.m.cfg.MaxPositions; p > 0 {
+		return p
+	}
+	return math.MaxInt32
+}
+
+// ensureCapacity grows the KV caches (and the attention scratch) to hold n
+// positions, copying what they hold. No command buffer may be in flight.
+func (s *Sequence) ensureCapacity(n int) error {
+	if n <= s.cap {
+		return nil
+	}
+	if n > s.maxPositions() {
+		return fmt.Errorf("gpumodel: %d positions exceed the model's %d", n, s.maxPositions())
+	}
+	newCap := max(s.cap, 1)
+	for newCap < n {
+		newCap *= 2
+	}
+	newCap = min(newCap, s.maxPositions())
+	c := s.m.cfg
+	row := c.KVHeads * c.HeadDim * 4
+	for i, l := range s.m.layers {
+		if l.kind != checkpoint.Attention {
+			continue
+		}
+		st := &s.layers[i]
+		for _, cache := range []*shaders.View{&st.kCache, &st.vCache} {
+			nv, err := s.alloc(newCap * row)
+			if err != nil {
+				return err
+			}
+			if cache.Buf != nil {
+				copy(nv.Buf.Contents(), cache.Buf.Contents()[:s.pos*row])
+				s.free(cache.Buf)
+			}
+			*cache = nv
+		}
+	}
+	if s.act.attnScratch.Buf != nil {
+		s.free(s.act.attnScratch.Buf)
+	}
+	sc, err := s.alloc(shaders.AttnScratchBytes(s.m.attn, newCap))
+	if err != nil {
+		return err
+	}
+	s.act.attnScratch = sc
+	s.cap = newCap
+	return nil
+}
+
+// ensureTokens makes room for n token slots.
+func (s *Sequence) ensureTokens(n int) error {
+	if n <= s.act.tokenCap {
+		return nil
+	}
+	if s.act.tokensBuf != nil {
+		s.free(s.act.tokensBuf)
+	}
+	v, err := s.alloc(4 * n)
+	if err != nil {
+		return err
+	}
+	s.act.tokens, s.act.tokensBuf, s.act.tokenCap = v, v.Buf, n
+	return nil
+}
+
+// free releases one buffer the sequence allocated.
+func (s *Sequence) free(b gpu.Buffer) {
+	for i, x := range s.bufs {
+		if x == b {
+			s.bufs = append(s.bufs[:i], s.bufs[i+1:]...)
+			break
+		}
+	}
+	b.Release()
+}
+
+// Len is the number of tokens the caches hold.
+func (s *Sequence) Len() int { return s.pos }
+
+// Bytes is the device memory the sequence holds.
+func (s *Sequence) Bytes() int64 {
+	var n int64
+	for _, b := range s.bufs {
+		n += int64(b.Len())
+	}
+	return n
+}
+
+// Close releases the sequence's buffers.
+func (s *Sequence) Close() error {
+	for _, b := range s.bufs {
+		b.Release()
+	}
+	s.bufs, s.closed = nil, true
+	return nil
+}
+
+// Fork copies the caches into a new sequence.
+func (s *Sequence) Fork() (engine.Sequence, error) {
+	if s.closed {
+		return nil, errors.New("gpumodel: sequence is closed")
+	}
+	f, err := s.m.newSequence()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.ensureCapacity(max(s.pos, 1)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	for i := range s.layers {
+		src, dst := &s.layers[i], &f.layers[i]
+		for _, p := range [][2]shaders.View{{src.kCache, dst.kCache}, {src.vCache, dst.vCache}, {src.conv, dst.conv}, {src.state, dst.state}} {
+			if p[0].Buf != nil {
+				n := min(p[0].Buf.Len(), p[1].Buf.Len())
+				copy(p[1].Buf.Contents()[:n], p[0].Buf.Contents()[:n])
+			}
+		}
+	}
+	f.pos = s.pos
+	return f, nil
+}
+
+// Forward runs tokens one decode step each (see engine.Sequence).
+func (s *Sequence) Forward(tokens []int, out []float32) error {
+	if s.closed {
+		return errors.New("gpumodel: sequence is closed")
+	}
+	c := s.m.cfg
+	if err := engine.CheckTokens(tokens, c.Vocab); err != nil {
+		return err
+	}
+	all, err := engine.CheckOut(out, len(tokens), c.Vocab)
+	if err != nil {
+		return err
+	}
+	if err := s.ensureCapacity(s.pos + len(tokens)); err != nil {
+		return err
+	}
+	if err := s.ensureTokens(len(tokens)); err != nil {
+		return err
+	}
+	s.putTokens(0, tokens)
+	for i := 0; i < len(tokens); {
+		// One command buffer runs steps up to the next one whose logits
+		// are wanted; the CPU needs nothing from the steps before it.
+		cb, err := s.m.k.Device().NewCommandBuffer()
+		if err != nil {
+			return err
+		}
+		j, want := i, false
+		for j < len(tokens) && !want && j-i < maxStepsPerCommandBuffer {
+			want = all || (len(out) > 0 && j == len(tokens)-1)
+			if j > i {
+				cb.Barrier()
+			}
+			if err := s.encode(cb, step{pos: s.pos + j - i, token: s.slot(j), logits: want}); err != nil {
+				return err
+			}
+			j++
+		}
+		if err := s.run(cb, j-i); err != nil {
+			return err
+		}
+		if want {
+			dst := out
+			if all {
+				dst = out[(j-1)*c.Vocab : j*c.Vocab]
+			}
+			readFloats(dst, s.act.logitsBuf.Contents())
+		}
+		i = j
+	}
+	return nil
+}
+
+// maxStepsPerCommandBuffer bounds one command buffer of prompt steps, so
+// the GPU's watchdog never sees one that runs for seconds.
+const maxStepsPerCommandBuffer = 64
+
+// slot is token slot i.
+func (s *Sequence) slot(i int) shaders.View { return s.act.tokens.At(4 * i) }
+
+// putTokens writes ids into the slots from index at.
+func (s *Sequence) putTokens(at int, ids []int) {
+	b := s.act.tokensBuf.Contents()
+	for i, t := range ids {
+		binary.LittleEndian.PutUint32(b[4*(at+i):], uint32(t))
+	}
+}
+
+func (s *Sequence) token(i int) int {
+	return int(binary.LittleEndian.Uint32(s.act.tokensBuf.Contents()[4*i:]))
+}
+
+// run commits cb, waits for it, and advances the sequence by steps.
+func (s *Sequence) run(cb gpu.CommandBuffer, steps int) error {
+	if err := cb.Commit(); err != nil {
+		return err
+	}
+	return s.wait(cb, steps)
+}
+
+func (s *Sequence) wait(cb gpu.CommandBuffer, steps int) error {
+	if err := cb.Wait(); err != nil {
+		return fmt.Errorf("gpumodel: steps at positions %d..%d: %w", s.pos, s.pos+steps-1, err)
+	}
+	s.pos += steps
+	return nil
+}
+
+// Greedy feeds prompt, then decodes up to maxTokens most-likely tokens,
+// stopping after an id in eos. The argmax runs on the GPU and writes the
+// next step's input slot, and two steps are in flight: step n+1 is encoded
+// and committed before step n's token is read back. Afterwards the caches
+// hold the prompt and the generated tokens, possibly but the last (Len
+// says how many).
+func (s *Sequence) Greedy(prompt []int, maxTokens int, eos []int) ([]int, error) {
+	if s.closed {
+		return nil, errors.New("gpumodel: sequence is closed")
+	}
+	c := s.m.cfg
+	if len(prompt) == 0 || maxTokens < 1 {
+		return nil, errors.New("gpumodel: greedy needs a prompt and at least one token")
+	}
+	if err := engine.CheckTokens(prompt, c.Vocab); err != nil {
+		return nil, err
+	}
+	n := len(prompt)
+	if err := s.ensureCapacity(s.pos + n + maxTokens); err != nil {
+		return nil, err
+	}
+	if err := s.ensureTokens(n + maxTokens + 1); err != nil {
+		return nil, err
+	}
+	s.putTokens(0, prompt)
+	dev := s.m.k.Device()
+	base := s.pos
+	var pending gpu.CommandBuffer
+	pendingSteps := 0
+	// Prompt steps in command buffers of bounded size; the last step's
+	// argmax writes slot n, the first generated token.
+	for i := 0; i < n; {
+		cb, err := dev.NewCommandBuffer()
+		if err != nil {
+			return nil, err
+		}
+		j := i
+		for ; j < n && j-i < maxStepsPerCommandBuffer; j++ {
+			if j > i {
+				cb.Barrier()
+			}
+			st := step{pos: base + j, token: s.slot(j)}
+			if j == n-1 {
+				next := s.slot(n)
+				st.next = &next
+			}
+			if err := s.encode(cb, st); err != nil {
+				return nil, err
+			}
+		}
+		if pending != nil {
+			if err := s.wait(pending, pendingSteps); err != nil {
+				return nil, err
+			}
+		}
+		if err := cb.Commit(); err != nil {
+			return nil, err
+		}
+		pending, pendingSteps = cb, j-i
+		i = j
+	}
+	var out []int
+	for g := 0; g < maxTokens; g++ {
+		var next gpu.CommandBuffer
+		if g+1 < maxTokens {
+			cb, err := dev.NewCommandBuffer()
+			if err != nil {
+				s.wait(pending, pendingSteps)
+				return nil, err
+			}
+			nextSlot := s.slot(n + g + 1)
+			if err := s.encode(cb, step{pos: base + n + g, token: s.slot(n + g), next: &nextSlot}); err != nil {
+				s.wait(pending, pendingSteps)
+				return nil, err
+			}
+			if err := cb.Commit(); err != nil {
+				s.wait(pending, pendingSteps)
+				return nil, err
+			}
+			next = cb
+		}
+		if err := s.wait(pending, pendingSteps); err != nil {
+			if next != nil {
+				next.Wait()
+			}
+			return out, err
+		}
+		tok := s.token(n + g)
+		out = append(out, tok)
+		pending, pendingSteps = next, 1
+		if slices.Contains(eos, tok) {
+			break
+		}
+	}
+	if pending != nil {
+		if err := s.wait(pending, pendingSteps); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func readFloats(dst []float32, src []byte) {
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+	}
+}
+
+var _ engine.Sequence = (*Sequence)(nil)
