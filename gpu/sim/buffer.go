@@ -15,13 +15,13 @@ import (
 const bufferAlign = 16
 
 // buffer is a sim buffer. One the sim allocates is mmapped with its end
-// against an inaccessible guard page, so a kernel reading or writing past
-// the end faults and the fault becomes an ErrOutOfBounds report.
+// against an inaccessible guard page (and another guard page below its data
+// pages), so a kernel reading or writing past the end faults and the fault
+// becomes an ErrOutOfBounds report.
 type buffer struct {
 	dev     *Device
 	data    []byte // exactly Len bytes
-	mapping []byte // whole mmap including the guard page; nil for wrapped memory
-	guard   uintptr
+	mapping []byte // whole mmap including the guard pages; nil for wrapped memory
 	wrapped bool
 	once    sync.Once
 }
@@ -51,16 +51,19 @@ func (d *Device) NewBuffer(length int) (gpu.Buffer, error) {
 	page := os.Getpagesize()
 	padded := (length + bufferAlign - 1) / bufferAlign * bufferAlign
 	dataPages := (padded + page - 1) / page * page
-	m, err := syscall.Mmap(-1, 0, dataPages+page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	// Layout: guard page, data pages with the buffer at their end, guard page.
+	m, err := syscall.Mmap(-1, 0, page+dataPages+page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		return nil, fmt.Errorf("sim: allocating %d bytes: %w", length, err)
 	}
-	if err := syscall.Mprotect(m[dataPages:], syscall.PROT_NONE); err != nil {
-		syscall.Munmap(m)
-		return nil, fmt.Errorf("sim: guard page: %w", err)
+	for _, g := range [][]byte{m[:page], m[page+dataPages:]} {
+		if err := syscall.Mprotect(g, syscall.PROT_NONE); err != nil {
+			syscall.Munmap(m)
+			return nil, fmt.Errorf("sim: guard page: %w", err)
+		}
 	}
-	start := dataPages - padded
-	b := &buffer{dev: d, data: m[start : start+length : start+length], mapping: m, guard: uintptr(unsafe.Pointer(&m[0])) + uintptr(dataPages)}
+	start := page + dataPages - padded
+	b := &buffer{dev: d, data: m[start : start+length : start+length], mapping: m}
 	d.mu.Lock()
 	d.bufs[b.base()] = b
 	d.mu.Unlock()
@@ -84,9 +87,19 @@ func (d *Device) WrapNoCopy(mem []byte) (gpu.Buffer, error) {
 func (d *Device) describeFault(addr uintptr, bound map[*buffer][]int) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	page := uintptr(os.Getpagesize())
 	for b, idx := range bound {
-		if b.mapping != nil && addr >= b.guard && addr < b.guard+uintptr(os.Getpagesize()) {
-			return fmt.Sprintf("access %d bytes past the end of the %d-byte buffer bound at index %v", addr-(b.base()+uintptr(len(b.data))), len(b.data), idx)
+		if b.mapping == nil {
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(&b.mapping[0]))
+		hi := lo + uintptr(len(b.mapping))
+		end := b.base() + uintptr(len(b.data))
+		switch {
+		case addr >= hi-page && addr < hi:
+			return fmt.Sprintf("access %d bytes past the end of the %d-byte buffer bound at index %v", addr-end, len(b.data), idx)
+		case addr >= lo && addr < lo+page:
+			return fmt.Sprintf("access %d bytes or more before the start of the %d-byte buffer bound at index %v", b.base()-(lo+page), len(b.data), idx)
 		}
 	}
 	for b, idx := range bound {

@@ -60,3 +60,28 @@ func TestTrapsAreReported(t *testing.T) {
 		t.Errorf("write to read-only memory: %v", err)
 	}
 }
+
+// TestOutOfBoundsBothEnds: reads past the end of a buffer and before its
+// start (page-sized buffers start on the guard page's edge) are reported.
+func TestOutOfBoundsBothEnds(t *testing.T) {
+	d := openSim(t, sim.Options{})
+	p := mustPipeline(t, d, features(t), "shifted_copy")
+	n := os.Getpagesize() / 4
+	x := f32buf(t, d, make([]float32, n))
+	y, _ := d.NewBuffer(4 * n)
+	for _, c := range []struct {
+		shift int32
+		want  error
+		where string
+	}{{0, nil, ""}, {1, sim.ErrOutOfBounds, "past the end"}, {-1, sim.ErrOutOfBounds, "before the start"}} {
+		shift := []byte{byte(c.shift), byte(c.shift >> 8), byte(c.shift >> 16), byte(c.shift >> 24)}
+		err := runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(n/64, 1), Threads: size(64, 1),
+			Args: []gpu.Arg{gpu.BufferArg(0, x, 0), gpu.BufferArg(1, y, 0), gpu.BytesArg(2, shift)}})
+		if !errors.Is(err, c.want) && !(c.want == nil && err == nil) {
+			t.Errorf("shift %d: got %v, want %v", c.shift, err, c.want)
+		}
+		if c.want != nil && (err == nil || !strings.Contains(err.Error(), c.where) || !strings.Contains(err.Error(), "index [0]")) {
+			t.Errorf("shift %d: %v does not say %q of index 0", c.shift, err, c.where)
+		}
+	}
+}

@@ -171,3 +171,11 @@ kernel void shuffle_sum(device const float* x [[buffer(0)]],
         out[0] = v;
     }
 }
+
+// Reads x[i + shift]; a negative shift reads before the buffer.
+kernel void shifted_copy(device const float* x [[buffer(0)]],
+                         device float* y [[buffer(1)]],
+                         constant int& shift [[buffer(2)]],
+                         uint i [[thread_position_in_grid]]) {
+    y[i] = x[int(i) + shift];
+}
