@@ -28,7 +28,7 @@ func TestManyClients(t *testing.T) {
 	const clients = 24
 	base := runtime.NumGoroutine()
 	ts := newTestServer(t, service.Options{QueueLimit: clients}, Options{}, echoReply)
-	ts.model.StepDelay = 200 * time.Microsecond
+	ts.model.SetStepDelay(200 * time.Microsecond)
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
 	for i := range clients {
@@ -45,7 +45,11 @@ func TestManyClients(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// A client that hung up last is noticed at the server's next token.
 	m := ts.svc.Metrics()
+	for deadline := time.Now().Add(5 * time.Second); m.Running+m.Waiting > 0 && time.Now().Before(deadline); m = ts.svc.Metrics() {
+		time.Sleep(time.Millisecond)
+	}
 	if m.Completed < clients*2/3 || m.Completed+m.Failed != clients || m.Waiting != 0 || m.Running != 0 {
 		t.Errorf("metrics after all clients: %+v", m)
 	}

@@ -18,7 +18,7 @@ import (
 func TestSSEFraming(t *testing.T) {
 	ts := newTestServer(t, service.Options{}, Options{PingInterval: 20 * time.Millisecond}, constant("Hmm.</think>\n\nYes."))
 	// A slow model makes the prefill outlast several ping intervals.
-	ts.model.StepDelay = 30 * time.Millisecond
+	ts.model.SetStepDelay(30 * time.Millisecond)
 	resp, body := do(t, post(t, ts.URL+"/v1/chat/completions",
 		`{"model":"x","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`))
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -187,7 +187,7 @@ func TestTrailingQuestionMark(t *testing.T) {
 
 func TestQueueFull(t *testing.T) {
 	ts := newTestServer(t, service.Options{QueueLimit: 1}, Options{}, constant("</think>\n\n"+strings.Repeat("x", 300)))
-	ts.model.StepDelay = 2 * time.Millisecond
+	ts.model.SetStepDelay(2 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// One request runs, one waits; both are cancelled at the end.

@@ -209,7 +209,7 @@ func TestOpenAIToolRoundTrip(t *testing.T) {
 
 func TestOpenAICancel(t *testing.T) {
 	ts := newTestServer(t, service.Options{}, Options{}, constant("</think>\n\n"+strings.Repeat("tick ", 400)))
-	ts.model.StepDelay = 5 * time.Millisecond
+	ts.model.SetStepDelay(5 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := client(ts, "").CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "go"}},
@@ -225,7 +225,7 @@ func TestOpenAICancel(t *testing.T) {
 	cancel()
 	stream.Close()
 	// The engine is freed at the next token: a new request runs at once.
-	ts.model.StepDelay = 0
+	ts.model.SetStepDelay(0)
 	start := time.Now()
 	resp, err := client(ts, "").CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "again"}}, MaxTokens: 5,

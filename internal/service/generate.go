@@ -86,13 +86,13 @@ func (g *Generation) Run(ctx context.Context, emit Emit) (Summary, error) {
 		return Summary{}, err
 	}
 	sum, err := s.run(ctx, g.p, emit, g.start)
-	g.Close()
 	if err != nil {
 		s.stats.failed.Add(1)
-		return sum, err
+	} else {
+		s.stats.completed.Add(1)
 	}
-	s.stats.completed.Add(1)
-	return sum, nil
+	g.Close()
+	return sum, err
 }
 
 // Close frees the generation's place in the queue or the engine; it may be

@@ -306,7 +306,7 @@ func TestPrefixCacheEvicts(t *testing.T) {
 
 func TestQueueFullAndCancel(t *testing.T) {
 	s, m := scripted(t, Options{QueueLimit: 1}, constant("</think>\n\n"+strings.Repeat("z", 200)))
-	m.StepDelay = 2 * time.Millisecond
+	m.SetStepDelay(2 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	var wg sync.WaitGroup

@@ -135,11 +135,9 @@ func Text(tok *tokenizer.Tokenizer, reply func(prompt string) string) Script {
 // the first time a sequence is asked for logits after tokens that are not
 // the script's own, the tokens so far are the prompt.
 type Model struct {
-	cfg    checkpoint.Config
-	script Script
-	// StepDelay is slept in every Forward, to make generations slow enough
-	// to cancel.
-	StepDelay time.Duration
+	cfg       checkpoint.Config
+	script    Script
+	stepDelay atomic.Int64 // nanoseconds
 	live      atomic.Int64
 	forwarded atomic.Int64
 }
@@ -160,6 +158,10 @@ func (m *Model) NewSequence() (engine.Sequence, error) {
 
 // Close does nothing: the model holds no resources.
 func (m *Model) Close() error { return nil }
+
+// SetStepDelay makes every Forward sleep for d, so that generations are
+// slow enough to cancel; it may be called while sequences run.
+func (m *Model) SetStepDelay(d time.Duration) { m.stepDelay.Store(int64(d)) }
 
 // Live is the number of sequences not yet closed.
 func (m *Model) Live() int64 { return m.live.Load() }
@@ -193,8 +195,8 @@ func (s *sequence) Forward(tokens []int, out []float32) error {
 	if len(s.history)+len(tokens) > s.m.cfg.MaxPositions {
 		return fmt.Errorf("servicetest: %d tokens exceed %d positions", len(s.history)+len(tokens), s.m.cfg.MaxPositions)
 	}
-	if s.m.StepDelay > 0 {
-		time.Sleep(s.m.StepDelay)
+	if d := time.Duration(s.m.stepDelay.Load()); d > 0 {
+		time.Sleep(d)
 	}
 	s.m.forwarded.Add(int64(len(tokens)))
 	for i, t := range tokens {
