@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"petal/internal/api"
+	"petal/internal/service"
+)
+
+// Defaults of petal serve.
+const (
+	// DefaultAddr is loopback only: other machines cannot reach the server
+	// unless asked for with --addr.
+	DefaultAddr = "127.0.0.1:8080"
+	// ShutdownTimeout is how long running requests may take to finish
+	// after an interrupt.
+	ShutdownTimeout = 10 * time.Second
+)
+
+func init() {
+	commands["serve"] = command{
+		summary: "serve the model over an OpenAI-compatible HTTP API",
+		run:     runServe,
+	}
+}
+
+func runServe(args []string, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, args, stdout)
+}
+
+// serve runs the server until ctx ends, then shuts it down gracefully.
+func serve(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("serve", os.Stderr)
+	dir := fs.String("model", "", "checkpoint folder")
+	addr := fs.String("addr", DefaultAddr, "address to listen on")
+	backend := fs.String("backend", "cpu", "backend")
+	apiKey := fs.String("api-key", os.Getenv("PETAL_API_KEY"), "API key clients must send as a Bearer token (default $PETAL_API_KEY)")
+	origins := fs.String("allow-origin", "", "comma-separated browser origins allowed to call the API")
+	hosts := fs.String("allow-host", "", "comma-separated host names the Host header may carry besides loopback")
+	ctxLen := fs.Int("context", 0, "context length in tokens (default: the model's)")
+	queue := fs.Int("queue", service.DefaultQueueLimit, "requests that may wait for the model")
+	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *queue < 1 || *ctxLen < 0 || *cacheMB < 0 {
+		return errors.New("--queue must be at least 1, --context and --cache-mb at least 0")
+	}
+	m, err := openModel(*dir, *backend)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	cacheBytes := *cacheMB << 20
+	if cacheBytes == 0 {
+		cacheBytes = -1
+	}
+	svc, err := service.New(m, *dir, service.Options{ContextLength: *ctxLen, QueueLimit: *queue, CacheBytes: cacheBytes})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	opts := api.Options{APIKey: *apiKey, AllowedOrigins: splitList(*origins), AllowedHosts: splitList(*hosts),
+		Logger: log.New(os.Stderr, "petal: ", log.LstdFlags)}
+	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
+		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+			opts.AllowedHosts = append(opts.AllowedHosts, host)
+		}
+	}
+	srv := api.New(svc, opts).HTTPServer(*addr)
+	info := svc.Info()
+	fmt.Fprintf(stdout, "serving %s (context %d tokens) on http://%s/v1\n", info.Name, info.ContextLength, ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
