@@ -18,7 +18,7 @@ import (
 
 // scripted returns a service over a scripted model whose reply to a
 // prompt is reply(prompt text).
-func scripted(t *testing.T, opts Options, reply func(prompt string) string) (*Service, *servicetest.Model) {
+func scripted(t testing.TB, opts Options, reply func(prompt string) string) (*Service, *servicetest.Model) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := servicetest.WriteFolder(dir); err != nil {
