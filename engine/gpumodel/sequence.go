@@ -154,7 +154,12 @@ func (s *Sequence) ensureCapacity(n int) error {
 				return err
 			}
 			if cache.Buf != nil {
-				copy(nv.Buf.Contents(), cache.Buf.Contents()[:s.pos*row])
+				// Only a sequence that holds positions has anything to
+				// copy; touching Contents otherwise would make the
+				// recording driver allocate the whole cache.
+				if s.pos > 0 {
+					copy(nv.Buf.Contents(), cache.Buf.Contents()[:s.pos*row])
+				}
 				s.free(cache.Buf)
 			}
 			*cache = nv
