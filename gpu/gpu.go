@@ -3,7 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"math"
 	"os"
 	"unsafe"
@@ -203,13 +203,17 @@ func CheckConstants(cs []Constant) error {
 	return nil
 }
 
+// keySeed seeds the hash of sources in pipeline keys. The keys live only in
+// this process's caches, so a per-process seed is fine, and maphash is fast
+// enough that hashing a kernel file on every lookup costs little.
+var keySeed = maphash.MakeSeed()
+
 // PipelineKey is the cache key of a pipeline: the source's content hash, the
 // function, and every function constant (order-independent), so two
-// specialisations of one kernel never share a pipeline.
+// specialisations of one kernel never share a pipeline. Keys are valid
+// within one process.
 func PipelineKey(src Source, function string, constants []Constant) string {
-	h := fnv.New64a()
-	h.Write([]byte(src.Text))
-	key := fmt.Sprintf("%s:%016x:%s", src.Name, h.Sum64(), function)
+	key := fmt.Sprintf("%s:%016x:%s", src.Name, maphash.String(keySeed, src.Text), function)
 	byIndex := make(map[int]Constant, len(constants))
 	maxIndex := -1
 	for _, c := range constants {

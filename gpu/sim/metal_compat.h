@@ -326,8 +326,11 @@ constexpr int kTgArena = 32768;    // dynamic threadgroup memory per worker
 constexpr int kMaxTgDecls = 64;    // static threadgroup variables per kernel
 constexpr int kMaxTgBindings = 8;  // [[threadgroup(n)]] slots
 
+struct Worker;
+
 struct Lane {
 	void* sp;
+	Worker* worker;     // saves thread-local lookups on the hot paths
 	int state;
 	int site;
 	uint32_t seq;       // simd-group calls completed; parity picks the slot
@@ -469,7 +472,7 @@ constexpr int kSwitchLinkSlot = 11;  // x30's slot: where the first ret jumps
 static void fiber_main();
 
 inline void to_scheduler(Lane* L) {
-	Worker* W = cur_worker;
+	Worker* W = L->worker;
 	W->in_kernel = 0;
 #if defined(PETAL_ASM_SWITCH)
 	petal_switch(&L->sp, W->sched_sp);
@@ -491,8 +494,8 @@ inline void to_fiber(Worker* W, Lane* L) {
 }
 
 static void fiber_main() {
-	Worker* W = cur_worker;
 	Lane* L = cur_lane;
+	Worker* W = L->worker;
 	W->launch->entry(W->launch, L);
 	L->state = ST_DONE;
 	to_scheduler(L);
@@ -531,7 +534,7 @@ inline void wait_simd(int site) {
 
 inline Lane* sibling(Lane* L, int lane) { return L - (L->index % kWidth) + lane; }
 inline uint32_t lane_of(Lane* L) { return L->index % kWidth; }
-inline uint32_t live_mask(Lane* L, int p) { return cur_worker->sgs[L->index / kWidth].mask[p]; }
+inline uint32_t live_mask(Lane* L, int p) { return L->worker->sgs[L->index / kWidth].mask[p]; }
 
 template <class T> inline void put_slot(Lane* L, int p, const T& v) {
 	static_assert(sizeof(T) <= kSlot, "simd value too large");
@@ -630,6 +633,7 @@ static int run_group(Worker* W, const Launch* Lc, Result* R) {
 	}
 	for (int i = 0; i < n; i++) {
 		Lane* L = &W->lanes[i];
+		L->worker = W;
 		L->state = ST_READY;
 		L->site = 0;
 		L->seq = 0;
@@ -1081,7 +1085,7 @@ template <class T> inline T petal_shuffle_from(T v, uint32_t src, bool valid, in
 		// GPU. Poison differs between the race check's two runs, so a
 		// result that depends on it is reported.
 		T r;
-		__builtin_memset(&r, (int)petal::cur_worker->launch->poison, sizeof r);
+		__builtin_memset(&r, (int)L->worker->launch->poison, sizeof r);
 		return r;
 	}
 	return petal::get_slot<T>(petal::sibling(L, (int)src), p);

@@ -565,7 +565,7 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 		return 0, r.errorf(r.tok(i), "kernel %s defined twice", name)
 	}
 	r.out.kernels[name] = kernelInfo{maxThreads: maxThreads}
-	fmt.Fprintf(&r.trampolines, "extern \"C\" __attribute__((visibility(\"default\"))) void petal_kernel_%s(const petal::Launch* Lc, const petal::Lane* L) {\n\tpetal::Worker* W = petal::cur_worker;\n\t(void)W;\n\t%s(%s);\n}\n",
+	fmt.Fprintf(&r.trampolines, "extern \"C\" __attribute__((visibility(\"default\"))) void petal_kernel_%s(const petal::Launch* Lc, const petal::Lane* L) {\n\tpetal::Worker* W = L->worker;\n\t(void)W;\n\t%s(%s);\n}\n",
 		name, name, strings.Join(args, ",\n\t\t"))
 	return j, nil
 }
