@@ -339,19 +339,16 @@ func (d *Device) exec(o *op, schedule, poison uint32) error {
 			}
 		}
 	}
-	// A dispatch that fits one call runs on this goroutine: waking another
-	// costs more than a small kernel.
-	if par == 1 {
-		work()
-		return first
-	}
-	for range par {
+	// This goroutine is one of the workers: waking another costs more than
+	// a small kernel.
+	for range par - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			work()
 		}()
 	}
+	work()
 	wg.Wait()
 	return first
 }
