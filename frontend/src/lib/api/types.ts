@@ -1,0 +1,169 @@
+// Types of the HTTP APIs the UI talks to: the OpenAI-compatible /v1 routes
+// (internal/api) and the same-origin management routes under /manage
+// (internal/manage). Field names are the wire names.
+
+/** The error body every Petal route answers with. */
+export interface ErrorBody {
+  error: { message: string; type?: string; param?: string | null; code?: string | null };
+}
+
+// ---- /v1 ----
+
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
+
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface ChatMessage {
+  role: Role;
+  content: string;
+  reasoning_content?: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+}
+
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  stream: true;
+  stream_options: { include_usage: boolean };
+  max_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  presence_penalty?: number;
+  chat_template_kwargs?: { enable_thinking?: boolean };
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+}
+
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function?: { name?: string; arguments?: string };
+}
+
+export interface ChatChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    delta: {
+      role?: Role;
+      content?: string;
+      reasoning_content?: string;
+      reasoning?: string;
+      tool_calls?: ToolCallDelta[];
+    };
+    finish_reason: FinishReason | null;
+  }[];
+  usage?: Usage;
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface ModelInfo {
+  id: string;
+  object: 'model';
+  owned_by: string;
+  context_length: number;
+}
+
+export interface ModelList {
+  object: 'list';
+  data: ModelInfo[];
+}
+
+// ---- /manage ----
+
+/** What the loaded model is doing. */
+export type ModelState = 'absent' | 'loading' | 'ready' | 'failed';
+
+export interface Status {
+  model: {
+    name: string;
+    state: ModelState;
+    context_length: number;
+    backend: string;
+    dir: string;
+    error?: string;
+  };
+  /** The OpenAI base URL clients should use, e.g. http://127.0.0.1:8080/v1. */
+  endpoint: string;
+  api_key_required: boolean;
+  /** Whether a download manager is wired in (the Setup screen needs it). */
+  downloads: boolean;
+  /** Whether a memory-fit estimator is wired in. */
+  fit: boolean;
+}
+
+export type Verdict = 'fits' | 'reduced' | 'no';
+
+export interface FitReport {
+  verdict: Verdict;
+  max_context: number;
+  context: number;
+  working_set_bytes: number;
+  weights_bytes: number;
+  kv_bytes_per_token: number;
+  /** Plain sentences the Setup screen shows as they are (the 32 GB guidance among them). */
+  advice: string;
+  /** Where the budget came from (Metal's working set, available memory, a simulated Mac). */
+  working_set_source: string;
+}
+
+export type DownloadState = 'idle' | 'running' | 'paused' | 'verifying' | 'done' | 'failed' | 'cancelled';
+
+export interface DownloadFile {
+  name: string;
+  size: number;
+  done: number;
+  verified: boolean;
+}
+
+export interface DownloadStatus {
+  state: DownloadState;
+  repo: string;
+  revision: string;
+  bytes_done: number;
+  bytes_total: number;
+  /** Bytes per second over the last few seconds. */
+  speed: number;
+  /** Seconds left at the current speed; 0 when unknown. */
+  eta_seconds: number;
+  files: DownloadFile[];
+  error?: { code: string; message: string };
+}
+
+export type DownloadAction = 'start' | 'pause' | 'resume' | 'cancel' | 'verify' | 'delete';
+
+export type SamplingPreset = 'thinking' | 'coding' | 'instruct';
+
+export interface Settings {
+  context_length: number;
+  thinking: boolean;
+  preset: SamplingPreset;
+  port: number;
+  expose: boolean;
+  access_token: string;
+  api_key: string;
+  allowed_origins: string[];
+  start_at_login: boolean;
+}
+
+export interface SettingsReply {
+  settings: Settings;
+  /** Settings that take effect only after petal restarts. */
+  restart_required: string[];
+}

@@ -1,0 +1,36 @@
+// The one place that knows about the desktop shell. In the Wails window the
+// runtime is injected as window.runtime; in a browser every call is a no-op,
+// so components never need to ask where they run.
+
+interface WailsRuntime {
+  WindowHide(): void;
+  BrowserOpenURL(url: string): void;
+  ClipboardSetText(text: string): Promise<boolean>;
+}
+
+function runtime(): WailsRuntime | null {
+  const w = globalThis as unknown as { runtime?: WailsRuntime };
+  return w.runtime && typeof w.runtime.WindowHide === 'function' ? w.runtime : null;
+}
+
+/** Whether the UI runs inside the desktop app. */
+export function inDesktop(): boolean {
+  return runtime() !== null;
+}
+
+/** Hides the chat window (Escape in the desktop app); nothing in a browser. */
+export function hideWindow(): void {
+  runtime()?.WindowHide();
+}
+
+/** Copies text, through the shell when there is one (webviews may lack the clipboard API). */
+export async function copyText(text: string): Promise<boolean> {
+  const rt = runtime();
+  if (rt) return rt.ClipboardSetText(text);
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,23 @@
+// The stores the whole UI shares, created once.
+
+import { ChatStore } from './chat.svelte';
+import { ModelStore } from './model.svelte';
+import { SettingsStore } from './settings.svelte';
+
+export const chat = new ChatStore();
+export const model = new ModelStore();
+export const settings = new SettingsStore();
+
+export type View = 'chat' | 'setup' | 'settings' | 'endpoint';
+export const VIEWS: { id: View; label: string; key: string }[] = [
+  { id: 'chat', label: 'Chat', key: '1' },
+  { id: 'setup', label: 'Model', key: '2' },
+  { id: 'settings', label: 'Settings', key: '3' },
+  { id: 'endpoint', label: 'Endpoint', key: '4' },
+];
+
+/** The view named by the URL hash (#/settings), chat when none. */
+export function viewFromHash(hash: string): View {
+  const name = hash.replace(/^#\/?/, '');
+  return VIEWS.some((v) => v.id === name) ? (name as View) : 'chat';
+}

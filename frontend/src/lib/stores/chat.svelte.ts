@@ -1,0 +1,233 @@
+// Conversations, kept in localStorage, and the one reply that may be
+// streaming at a time.
+
+import { ApiError, NETWORK_ERROR } from '../api/http';
+import { streamChat, type Reply } from '../api/chat';
+import type { ChatMessage, ChatRequest, FinishReason, ToolCall } from '../api/types';
+import { PRESETS } from '../presets';
+import type { SamplingPreset } from '../api/types';
+
+/** localStorage key of the saved conversations. */
+export const STORAGE_KEY = 'petal.conversations';
+/** How many conversations are kept; the oldest beyond this are dropped. */
+export const MAX_CONVERSATIONS = 200;
+/** Characters of the first message used as a conversation's title. */
+export const TITLE_CHARS = 60;
+
+export interface TurnStats {
+  /** Completion tokens (from usage, or counted chunks when the stream was stopped). */
+  tokens: number;
+  /** Seconds from the first streamed token to the last. */
+  seconds: number;
+  promptTokens: number;
+  cachedTokens: number;
+}
+
+export interface Turn {
+  role: 'user' | 'assistant';
+  content: string;
+  reasoning?: string;
+  toolCalls?: ToolCall[];
+  finish?: FinishReason | 'stopped' | null;
+  stats?: TurnStats;
+  error?: { code: string; message: string };
+}
+
+export interface Conversation {
+  id: string;
+  title: string;
+  turns: Turn[];
+  updated: number;
+}
+
+/** What a reply is generated with. */
+export interface GenerationOptions {
+  model: string;
+  thinking: boolean;
+  preset: SamplingPreset;
+}
+
+export type StreamFn = typeof streamChat;
+
+export interface ChatDeps {
+  storage?: Pick<Storage, 'getItem' | 'setItem'>;
+  stream?: StreamFn;
+  now?: () => number;
+}
+
+function newId(): string {
+  return typeof crypto !== 'undefined' && 'randomUUID' in crypto
+    ? crypto.randomUUID()
+    : `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+}
+
+/** The history sent to the server: finished turns, without errors or the reasoning text. */
+export function toMessages(turns: Turn[]): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  for (const t of turns) {
+    if (t.error && !t.content) continue;
+    const m: ChatMessage = { role: t.role, content: t.content };
+    if (t.toolCalls?.length) m.tool_calls = t.toolCalls;
+    out.push(m);
+  }
+  return out;
+}
+
+export class ChatStore {
+  conversations = $state<Conversation[]>([]);
+  currentId = $state<string | null>(null);
+  streaming = $state(false);
+  /** Tokens used by the current conversation's last reply (prompt + completion). */
+  contextUsed = $derived.by(() => {
+    const c = this.current;
+    if (!c) return 0;
+    for (let i = c.turns.length - 1; i >= 0; i--) {
+      const s = c.turns[i].stats;
+      if (s) return s.promptTokens + s.tokens;
+    }
+    return 0;
+  });
+
+  #abort: AbortController | null = null;
+  #storage: Pick<Storage, 'getItem' | 'setItem'> | null;
+  #stream: StreamFn;
+  #now: () => number;
+
+  constructor(deps: ChatDeps = {}) {
+    this.#storage = deps.storage ?? (typeof localStorage !== 'undefined' ? localStorage : null);
+    this.#stream = deps.stream ?? streamChat;
+    this.#now = deps.now ?? (() => performance.now());
+    this.#load();
+  }
+
+  get current(): Conversation | undefined {
+    return this.conversations.find((c) => c.id === this.currentId);
+  }
+
+  newConversation(): Conversation {
+    const c: Conversation = { id: newId(), title: 'New chat', turns: [], updated: Date.now() };
+    this.conversations.unshift(c);
+    this.currentId = c.id;
+    return this.conversations[0];
+  }
+
+  select(id: string): void {
+    if (this.streaming) this.stop();
+    if (this.conversations.some((c) => c.id === id)) this.currentId = id;
+  }
+
+  remove(id: string): void {
+    if (id === this.currentId && this.streaming) this.stop();
+    this.conversations = this.conversations.filter((c) => c.id !== id);
+    if (this.currentId === id) this.currentId = this.conversations[0]?.id ?? null;
+    this.save();
+  }
+
+  /** Sends text as the user's next message and streams the reply. */
+  async send(text: string, opts: GenerationOptions): Promise<void> {
+    text = text.trim();
+    if (!text || this.streaming) return;
+    const c = this.current ?? this.newConversation();
+    if (c.turns.length === 0) c.title = text.length > TITLE_CHARS ? text.slice(0, TITLE_CHARS - 1) + '…' : text;
+    c.turns.push({ role: 'user', content: text });
+    await this.#reply(c, opts);
+  }
+
+  /** Replaces the last reply with a new one. */
+  async regenerate(opts: GenerationOptions): Promise<void> {
+    const c = this.current;
+    if (!c || this.streaming) return;
+    while (c.turns.length && c.turns[c.turns.length - 1].role === 'assistant') c.turns.pop();
+    if (c.turns.length === 0) return;
+    await this.#reply(c, opts);
+  }
+
+  /** Stops the streaming reply; what arrived is kept. */
+  stop(): void {
+    this.#abort?.abort();
+  }
+
+  save(): void {
+    if (!this.#storage) return;
+    const keep = $state.snapshot(this.conversations).slice(0, MAX_CONVERSATIONS);
+    try {
+      this.#storage.setItem(STORAGE_KEY, JSON.stringify(keep));
+    } catch {
+      // Storage full or disabled: the chat still works, it is just not kept.
+    }
+  }
+
+  #load(): void {
+    try {
+      const raw = this.#storage?.getItem(STORAGE_KEY);
+      if (!raw) return;
+      const parsed: unknown = JSON.parse(raw);
+      if (!Array.isArray(parsed)) return;
+      this.conversations = parsed.filter(
+        (c): c is Conversation =>
+          !!c && typeof c.id === 'string' && typeof c.title === 'string' && Array.isArray(c.turns),
+      );
+      this.currentId = this.conversations[0]?.id ?? null;
+    } catch {
+      // A damaged store is ignored rather than breaking the app.
+    }
+  }
+
+  async #reply(c: Conversation, opts: GenerationOptions): Promise<void> {
+    const messages = toMessages(c.turns);
+    c.turns.push({ role: 'assistant', content: '', reasoning: '', finish: null });
+    const turn = c.turns[c.turns.length - 1];
+    const sampling = PRESETS[opts.preset].sampling;
+    const req: ChatRequest = {
+      model: opts.model,
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+      ...sampling,
+      chat_template_kwargs: { enable_thinking: opts.thinking },
+    };
+    const abort = new AbortController();
+    this.#abort = abort;
+    this.streaming = true;
+    let first = 0;
+    let last = 0;
+    let chunks = 0;
+    const apply = (r: Reply) => {
+      turn.content = r.content;
+      turn.reasoning = r.reasoning;
+      if (r.toolCalls.length) turn.toolCalls = r.toolCalls.map((tc) => ({ ...tc, function: { ...tc.function } }));
+    };
+    const onChunk = (r: Reply) => {
+      const t = this.#now();
+      if (!first) first = t;
+      last = t;
+      chunks++;
+      apply(r);
+    };
+    try {
+      const r = await this.#stream(req, onChunk, abort.signal);
+      apply(r);
+      turn.finish = abort.signal.aborted ? 'stopped' : r.finish;
+      turn.stats = {
+        tokens: r.usage?.completion_tokens ?? chunks,
+        seconds: Math.max(0, (last - first) / 1000),
+        promptTokens: r.usage?.prompt_tokens ?? 0,
+        cachedTokens: r.usage?.prompt_tokens_details?.cached_tokens ?? 0,
+      };
+    } catch (e) {
+      const err = e instanceof ApiError ? e : new ApiError(0, NETWORK_ERROR, String(e));
+      turn.error = { code: err.code, message: err.message };
+    } finally {
+      this.streaming = false;
+      this.#abort = null;
+      c.updated = Date.now();
+      this.save();
+    }
+  }
+}
+
+/** Tokens per second of a finished reply, or 0 when too short to say. */
+export function tokensPerSecond(s: TurnStats | undefined): number {
+  if (!s || s.seconds <= 0 || s.tokens < 2) return 0;
+  return (s.tokens - 1) / s.seconds;
+}

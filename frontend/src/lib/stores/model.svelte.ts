@@ -1,0 +1,129 @@
+// The model as the Setup screen sees it: status, memory fit and the download,
+// polled while something is moving. Polling never waits on generation: the
+// server answers /manage routes beside the queue.
+
+import { ApiError } from '../api/http';
+import { listModels } from '../api/chat';
+import { downloadAction, getDownload, getFit, getStatus, loadModel } from '../api/manage';
+import type { DownloadAction, DownloadStatus, FitReport, Status } from '../api/types';
+
+/** How often the download is polled while it runs. */
+export const DOWNLOAD_POLL_MS = 500;
+/** How often the status is polled otherwise. */
+export const STATUS_POLL_MS = 5000;
+
+export interface ModelApi {
+  status: typeof getStatus;
+  fit: typeof getFit;
+  download: typeof getDownload;
+  action: typeof downloadAction;
+  load: typeof loadModel;
+  models: typeof listModels;
+}
+
+const defaultApi: ModelApi = {
+  status: getStatus,
+  fit: getFit,
+  download: getDownload,
+  action: downloadAction,
+  load: loadModel,
+  models: listModels,
+};
+
+/** True while a download state means bytes may still move. */
+export function downloadActive(d: DownloadStatus | null): boolean {
+  return !!d && (d.state === 'running' || d.state === 'verifying');
+}
+
+export class ModelStore {
+  status = $state<Status | null>(null);
+  fit = $state<FitReport | null>(null);
+  download = $state<DownloadStatus | null>(null);
+  /** The model id chat requests name, from /v1/models. */
+  modelId = $state('');
+  contextLength = $state(0);
+  error = $state<ApiError | null>(null);
+  busy = $state(false);
+
+  #api: ModelApi;
+  #timer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(api: ModelApi = defaultApi) {
+    this.#api = api;
+  }
+
+  /** Reads everything once; management routes that are missing leave their fields null. */
+  async refresh(): Promise<void> {
+    try {
+      const list = await this.#api.models();
+      const m = list.data[0];
+      if (m) {
+        this.modelId = m.id;
+        this.contextLength = m.context_length;
+      }
+      this.error = null;
+    } catch (e) {
+      this.error = e instanceof ApiError ? e : null;
+    }
+    try {
+      this.status = await this.#api.status();
+      if (this.status.model.context_length) this.contextLength = this.status.model.context_length;
+      if (this.status.downloads) this.download = await this.#api.download();
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) this.error = e instanceof ApiError ? e : null;
+    }
+  }
+
+  async checkFit(context: number): Promise<void> {
+    try {
+      this.fit = await this.#api.fit(context);
+    } catch (e) {
+      this.error = e instanceof ApiError ? e : null;
+    }
+  }
+
+  async act(action: DownloadAction): Promise<void> {
+    this.busy = true;
+    try {
+      this.download = await this.#api.action(action);
+      this.error = null;
+      this.poll();
+    } catch (e) {
+      this.error = e instanceof ApiError ? e : null;
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  async load(): Promise<void> {
+    this.busy = true;
+    try {
+      this.status = await this.#api.load();
+      await this.refresh();
+    } catch (e) {
+      this.error = e instanceof ApiError ? e : null;
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /** Polls fast while a download moves, slowly otherwise, until stopPolling. */
+  poll(): void {
+    this.stopPolling();
+    const tick = async () => {
+      try {
+        if (this.status?.downloads) this.download = await this.#api.download();
+        this.status = await this.#api.status();
+      } catch {
+        // A missed poll is retried at the next tick.
+      }
+      this.#timer = setTimeout(tick, downloadActive(this.download) ? DOWNLOAD_POLL_MS : STATUS_POLL_MS);
+    };
+    this.#timer = setTimeout(tick, DOWNLOAD_POLL_MS);
+  }
+
+  stopPolling(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+  }
+}

@@ -1,0 +1,74 @@
+// Settings as the server keeps them (/manage/settings), with the model card's
+// defaults when no management API answers (a plain petal serve without it).
+
+import { ApiError } from '../api/http';
+import { getSettings, putSettings } from '../api/manage';
+import type { Settings } from '../api/types';
+
+export const DEFAULT_SETTINGS: Settings = {
+  context_length: 0,
+  thinking: true,
+  preset: 'thinking',
+  port: 8080,
+  expose: false,
+  access_token: '',
+  api_key: '',
+  allowed_origins: [],
+  start_at_login: false,
+};
+
+export interface SettingsApi {
+  get: typeof getSettings;
+  put: typeof putSettings;
+}
+
+export class SettingsStore {
+  settings = $state<Settings>({ ...DEFAULT_SETTINGS });
+  /** Settings the server says need a restart of petal. */
+  restartRequired = $state<string[]>([]);
+  /** Whether the server keeps settings; false means edits stay in this page. */
+  managed = $state(false);
+  error = $state<ApiError | null>(null);
+  saving = $state(false);
+
+  #api: SettingsApi;
+
+  constructor(api: SettingsApi = { get: getSettings, put: putSettings }) {
+    this.#api = api;
+  }
+
+  async load(): Promise<void> {
+    try {
+      const r = await this.#api.get();
+      this.settings = { ...DEFAULT_SETTINGS, ...r.settings };
+      this.restartRequired = r.restart_required ?? [];
+      this.managed = true;
+      this.error = null;
+    } catch (e) {
+      this.managed = false;
+      // A server without the management routes is not an error worth showing.
+      this.error = e instanceof ApiError && e.status !== 404 ? e : null;
+    }
+  }
+
+  /** Saves next on the server, or only in this page when the server keeps no settings. */
+  async save(next: Settings): Promise<boolean> {
+    if (!this.managed) {
+      this.settings = { ...next };
+      return true;
+    }
+    this.saving = true;
+    try {
+      const r = await this.#api.put(next);
+      this.settings = { ...DEFAULT_SETTINGS, ...r.settings };
+      this.restartRequired = r.restart_required ?? [];
+      this.error = null;
+      return true;
+    } catch (e) {
+      this.error = e instanceof ApiError ? e : null;
+      return false;
+    } finally {
+      this.saving = false;
+    }
+  }
+}
