@@ -77,6 +77,24 @@ type DeltaStepArgs struct {
 	_          [3]int32
 }
 
+// QMMArgs mirrors struct QMMArgs.
+type QMMArgs struct {
+	Rows    int32
+	K       int32
+	Tokens  int32
+	XDiv    int32
+	Experts int32
+	_       [3]int32
+}
+
+// MoERouteArgs mirrors struct MoERouteArgs.
+type MoERouteArgs struct {
+	Experts  int32
+	Pairs    int32
+	Capacity int32
+	_        int32
+}
+
 // Mixer tiling constants and function-constant bases shared with args.h.
 const (
 	AttnBlock             = 256
@@ -108,6 +126,6 @@ const (
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs](a *T) []byte {
+func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

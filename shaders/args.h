@@ -130,4 +130,33 @@ struct DeltaStepArgs {
     int32_t _pad[3];
 };
 
+// ---- qmm.metal
+// A threadgroup computes a QMM_BM x QMM_BN tile of y (token rows by output
+// columns) with QMM_THREADS threads, each a QMM_TM x QMM_TN block in
+// registers; the K loop steps one quantization group (QMM_BK) at a time.
+#define QMM_BM 32
+#define QMM_BN 64
+#define QMM_BK 64
+#define QMM_TM 4
+#define QMM_TN 4
+#define QMM_THREADS ((QMM_BM / QMM_TM) * (QMM_BN / QMM_TN))
+
+struct QMMArgs {
+    int32_t rows;           // output columns: weight rows (per expert)
+    int32_t k;              // inputs per row; a multiple of QMM_BK
+    int32_t tokens;         // qmm: rows of x and y
+    int32_t x_div;          // qmm_experts: x row = map[slot] / x_div; 0: x row = slot
+    int32_t experts;        // qmm_experts: expert ids below this are valid
+    int32_t _pad[3];
+};
+
+// ---- moe_grouped.metal
+// moe_route_f32 runs one threadgroup of at most MOE_MAX_EXPERTS threads.
+struct MoERouteArgs {
+    int32_t experts;        // router experts; ids at or past it are dropped
+    int32_t pairs;          // (token, choice) pairs: tokens * k
+    int32_t capacity;       // block-map entries; the rest after the last block are sentinels
+    int32_t _pad;
+};
+
 #endif

@@ -1,0 +1,193 @@
+// qmm.metal: MLX-affine quantized matrix times a block of token rows (the
+// prefill GEMM), dense and grouped by expert, with the dequantization fused
+// in: weight tiles are expanded only into threadgroup memory.
+//
+//   qmm:         y[t][r] = sum_c x[t][c] * (scale[r][c/64] * q[r][c] + bias[r][c/64])
+//                for t < tokens, r < rows
+//   qmm_experts: for each block (e, m0, m_end) of the block map and each
+//                slot m in [m0, m_end): y[m][r] = the same with expert e's
+//                matrix and the input row map[m] / x_div (x_div 0: row m)
+//
+// Layout: codes, scales and biases as in qmv.metal (uint[rows][k*BITS/32],
+// bfloat[rows][k/64]; experts stacked). x is float[.][k] with 16-byte
+// aligned rows; y is float[.][rows]. blocks is uint4[capacity] = (expert,
+// m0, m_end, 0); an entry with m_end <= m0 is a sentinel (padding up to a
+// capacity the host sized without knowing the routing) and does nothing.
+// map is uint[slots].
+// Mapping: grid (ceil(rows / QMM_BN), token tiles or block-map entries);
+// QMM_THREADS threads, thread (tm, tn) = (tid / 16, tid % 16) owns tokens
+// m0 + 4tm .. +3 and outputs n0 + 4tn .. +3 in registers (fp32). Each K
+// step of QMM_BK = one quantization group: all threads load the x tile
+// (zeros past the last row) and dequantize the weight tile (one scale and
+// bias per row) into threadgroup memory, barrier, accumulate 64 rank-1
+// updates, barrier. The weights are read once per token tile, never written
+// back expanded.
+// Threadgroup memory: x tile float[QMM_BK][QMM_BM] (8 KiB) and weight tile
+// float[QMM_BK][QMM_BN] (16 KiB), k-major so a thread's 4 values are one
+// float4.
+// CPU reference: engine/cpu matrix.mulQuant per token (dequantized weights,
+// fp32 sums; the order of additions differs).
+#include <metal_stdlib>
+#include "args.h"
+using namespace metal;
+
+// qmm_tile computes the tile of slots [m0, min(m0 + QMM_BM, m_end)) by
+// outputs [n0, n0 + QMM_BN) of one matrix. With GATHER, slot m reads x row
+// map[m] / x_div (or m when x_div is 0). Every thread of the threadgroup
+// must call it.
+template <int BITS, bool GATHER>
+METAL_FUNC void qmm_tile(
+    device const uint* codes,
+    device const bfloat* scales,
+    device const bfloat* biases,
+    device const float* x,
+    device const uint* map,
+    device float* y,
+    threadgroup float* xs,
+    threadgroup float* ws,
+    int rows, int k, int x_div, int m0, int m_end, int n0, uint tid)
+{
+    constexpr int per_word = 32 / BITS;
+    constexpr int words_per_group = QMM_BK / per_word;
+    constexpr uint mask = (1u << BITS) - 1u;
+    const int row_words = k / per_word;
+    const int groups = k / QMM_BK;
+    const int tm = int(tid) / (QMM_BN / QMM_TN);
+    const int tn = int(tid) % (QMM_BN / QMM_TN);
+
+    float acc[QMM_TM][QMM_TN];
+    for (int i = 0; i < QMM_TM; i++) {
+        for (int j = 0; j < QMM_TN; j++) {
+            acc[i][j] = 0.0f;
+        }
+    }
+    for (int g = 0; g < groups; g++) {
+        const int kb = g * QMM_BK;
+        for (int idx = int(tid); idx < QMM_BM * (QMM_BK / 4); idx += QMM_THREADS) {
+            const int mi = idx / (QMM_BK / 4);
+            const int c4 = idx % (QMM_BK / 4);
+            const int m = m0 + mi;
+            float4 v = float4(0.0f);
+            if (m < m_end) {
+                ulong xr = ulong(m);
+                if (GATHER && x_div > 0) {
+                    xr = ulong(map[m] / uint(x_div));
+                }
+                v = *(device const float4*)(x + xr * ulong(k) + kb + 4 * c4);
+            }
+            xs[(4 * c4 + 0) * QMM_BM + mi] = v.x;
+            xs[(4 * c4 + 1) * QMM_BM + mi] = v.y;
+            xs[(4 * c4 + 2) * QMM_BM + mi] = v.z;
+            xs[(4 * c4 + 3) * QMM_BM + mi] = v.w;
+        }
+        for (int idx = int(tid); idx < QMM_BN * words_per_group; idx += QMM_THREADS) {
+            const int ni = idx / words_per_group;
+            const int wi = idx % words_per_group;
+            // Rows past the end repeat the last row: in bounds, never stored.
+            const ulong r = ulong(min(n0 + ni, rows - 1));
+            const uint w = codes[r * ulong(row_words) + ulong(g * words_per_group + wi)];
+            const ulong si = r * ulong(groups) + ulong(g);
+            const float s = float(scales[si]);
+            const float b = float(biases[si]);
+            for (int i = 0; i < per_word; i++) {
+                ws[(wi * per_word + i) * QMM_BN + ni] = s * float((w >> (BITS * i)) & mask) + b;
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (int c = 0; c < QMM_BK; c++) {
+            const float4 a = *(threadgroup const float4*)(xs + c * QMM_BM + QMM_TM * tm);
+            const float4 w = *(threadgroup const float4*)(ws + c * QMM_BN + QMM_TN * tn);
+            for (int j = 0; j < QMM_TN; j++) {
+                acc[0][j] = fma(a.x, w[j], acc[0][j]);
+                acc[1][j] = fma(a.y, w[j], acc[1][j]);
+                acc[2][j] = fma(a.z, w[j], acc[2][j]);
+                acc[3][j] = fma(a.w, w[j], acc[3][j]);
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    for (int i = 0; i < QMM_TM; i++) {
+        const int m = m0 + QMM_TM * tm + i;
+        if (m >= m_end) {
+            break;
+        }
+        for (int j = 0; j < QMM_TN; j++) {
+            const int n = n0 + QMM_TN * tn + j;
+            if (n < rows) {
+                y[ulong(m) * ulong(rows) + ulong(n)] = acc[i][j];
+            }
+        }
+    }
+}
+
+template <int BITS>
+METAL_FUNC void qmm(
+    constant QMMArgs& args,
+    device const uint* codes,
+    device const bfloat* scales,
+    device const bfloat* biases,
+    device const float* x,
+    device float* y,
+    threadgroup float* xs,
+    threadgroup float* ws,
+    uint2 group, uint tid)
+{
+    const int m0 = int(group.y) * QMM_BM;
+    qmm_tile<BITS, false>(codes, scales, biases, x, (device const uint*)codes, y, xs, ws,
+                          args.rows, args.k, 0, m0, args.tokens, int(group.x) * QMM_BN, tid);
+}
+
+kernel void qmm_bf16_gs64_b4(
+    constant QMMArgs& args [[buffer(0)]],
+    device const uint* codes [[buffer(1)]],
+    device const bfloat* scales [[buffer(2)]],
+    device const bfloat* biases [[buffer(3)]],
+    device const float* x [[buffer(4)]],
+    device float* y [[buffer(5)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]])
+{
+    threadgroup float xs[QMM_BK * QMM_BM];
+    threadgroup float ws[QMM_BK * QMM_BN];
+    qmm<4>(args, codes, scales, biases, x, y, xs, ws, group, tid);
+}
+
+kernel void qmm_bf16_gs64_b8(
+    constant QMMArgs& args [[buffer(0)]],
+    device const uint* codes [[buffer(1)]],
+    device const bfloat* scales [[buffer(2)]],
+    device const bfloat* biases [[buffer(3)]],
+    device const float* x [[buffer(4)]],
+    device float* y [[buffer(5)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]])
+{
+    threadgroup float xs[QMM_BK * QMM_BM];
+    threadgroup float ws[QMM_BK * QMM_BN];
+    qmm<8>(args, codes, scales, biases, x, y, xs, ws, group, tid);
+}
+
+kernel void qmm_experts_bf16_gs64_b4(
+    constant QMMArgs& args [[buffer(0)]],
+    device const uint* codes [[buffer(1)]],
+    device const bfloat* scales [[buffer(2)]],
+    device const bfloat* biases [[buffer(3)]],
+    device const float* x [[buffer(4)]],
+    device float* y [[buffer(5)]],
+    device const uint4* blocks [[buffer(6)]],
+    device const uint* map [[buffer(7)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]])
+{
+    threadgroup float xs[QMM_BK * QMM_BM];
+    threadgroup float ws[QMM_BK * QMM_BN];
+    const uint4 blk = blocks[group.y];
+    if (blk.z <= blk.y || blk.x >= uint(args.experts)) {
+        return; // the whole threadgroup: a sentinel, or an id no expert has
+    }
+    const ulong expert_words = ulong(args.rows) * ulong(args.k / 8);
+    const ulong expert_groups = ulong(args.rows) * ulong(args.k / QMM_BK);
+    qmm_tile<4, true>(codes + blk.x * expert_words, scales + blk.x * expert_groups,
+                      biases + blk.x * expert_groups, x, map, y, xs, ws,
+                      args.rows, args.k, args.x_div, int(blk.y), int(blk.z), int(group.x) * QMM_BN, tid);
+}
