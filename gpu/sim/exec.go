@@ -354,8 +354,8 @@ func (d *Device) exec(o *op, schedule, poison uint32) error {
 }
 
 func (d *Device) hazard(o *op, kind int32, r *cResult) error {
-	msg := string(r.msg[:max(0, bytes.IndexByte(r.msg[:], 0))])
-	e := &HazardError{Kernel: o.pipe.name, Group: r.group, Thread: int(r.thread), Detail: msg}
+	msg, _, _ := bytes.Cut(r.msg[:], []byte{0})
+	e := &HazardError{Kernel: o.pipe.name, Group: r.group, Thread: int(r.thread), Detail: string(msg)}
 	switch kind {
 	case hazDivergence:
 		e.Kind = ErrDivergence
@@ -368,8 +368,10 @@ func (d *Device) hazard(o *op, kind int32, r *cResult) error {
 			e.Kind = ErrTrap
 			e.Detail = "integer division by zero or overflow (a GPU returns an unspecified value instead)"
 		}
+	case hazSetup:
+		return fmt.Errorf("%w: %s: sim runtime: %s", gpu.ErrExecution, o.pipe.name, msg)
 	default:
-		return fmt.Errorf("%w: %s: %s", gpu.ErrExecution, o.pipe.name, msg)
+		return fmt.Errorf("%w: %s: unknown sim result %d", gpu.ErrExecution, o.pipe.name, kind)
 	}
 	return e
 }
