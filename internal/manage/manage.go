@@ -1,0 +1,376 @@
+package manage
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Limits of a request.
+const (
+	// MaxBodyBytes bounds a request body; settings are the largest, well
+	// under a kilobyte.
+	MaxBodyBytes = 64 << 10
+	// Prefix is the path every route starts with.
+	Prefix = "/manage/"
+)
+
+// Model states, as Status reports them.
+const (
+	StateAbsent  = "absent"
+	StateLoading = "loading"
+	StateReady   = "ready"
+	StateFailed  = "failed"
+)
+
+// ModelStatus is what the server knows of its model.
+type ModelStatus struct {
+	Name          string `json:"name"`
+	State         string `json:"state"`
+	ContextLength int    `json:"context_length"`
+	Backend       string `json:"backend"`
+	Dir           string `json:"dir"`
+	Error         string `json:"error,omitempty"`
+}
+
+// Status is the answer of GET /manage/status.
+type Status struct {
+	Model ModelStatus `json:"model"`
+	// Endpoint is the OpenAI base URL clients should use.
+	Endpoint       string `json:"endpoint"`
+	APIKeyRequired bool   `json:"api_key_required"`
+	// Downloads and Fit say whether those features are wired in.
+	Downloads bool `json:"downloads"`
+	Fit       bool `json:"fit"`
+}
+
+// Action is something the UI asks of the download.
+type Action string
+
+// The download actions.
+const (
+	Start  Action = "start"
+	Pause  Action = "pause"
+	Resume Action = "resume"
+	Cancel Action = "cancel"
+	Verify Action = "verify"
+	Delete Action = "delete"
+)
+
+var actions = map[Action]bool{Start: true, Pause: true, Resume: true, Cancel: true, Verify: true, Delete: true}
+
+// DownloadFile is the progress of one file.
+type DownloadFile struct {
+	Name     string `json:"name"`
+	Size     int64  `json:"size"`
+	Done     int64  `json:"done"`
+	Verified bool   `json:"verified"`
+}
+
+// DownloadError is a failure the UI can act on by its code.
+type DownloadError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// DownloadStatus is the answer of GET /manage/download. State is one of
+// idle, running, paused, verifying, done, failed, cancelled.
+type DownloadStatus struct {
+	State      string         `json:"state"`
+	Repo       string         `json:"repo"`
+	Revision   string         `json:"revision"`
+	BytesDone  int64          `json:"bytes_done"`
+	BytesTotal int64          `json:"bytes_total"`
+	Speed      float64        `json:"speed"`
+	ETASeconds float64        `json:"eta_seconds"`
+	Files      []DownloadFile `json:"files"`
+	Error      *DownloadError `json:"error,omitempty"`
+}
+
+// Downloader drives the model download (an adapter over the download
+// manager). Do returns once the action has been taken, not when the
+// download ends; progress is read with Status.
+type Downloader interface {
+	Status() DownloadStatus
+	Do(ctx context.Context, a Action) error
+}
+
+// Options wire the features in; nil ones are reported as not available.
+type Options struct {
+	// Model reports the served model. Required.
+	Model func() ModelStatus
+	// Endpoint is the OpenAI base URL, e.g. http://127.0.0.1:8080/v1.
+	Endpoint string
+	// APIKey, when set, is required from every caller (as on /v1), and lets
+	// callers on other machines in.
+	APIKey string
+	// Fit returns the memory verdict at a context length (0: the default).
+	Fit        func(contextLen int) (any, error)
+	Downloader Downloader
+	// Load loads the downloaded model.
+	Load func(ctx context.Context) error
+	// Settings are kept here; Running are the values the server applied at
+	// start, which tell which saved settings wait for a restart.
+	Settings *SettingsStore
+	Running  Settings
+	Logger   *log.Logger
+}
+
+// Handler serves the routes under Prefix.
+type Handler struct {
+	opts Options
+	mux  *http.ServeMux
+	h    http.Handler
+	log  *log.Logger
+}
+
+// New returns the management handler.
+func New(opts Options) (*Handler, error) {
+	if opts.Model == nil {
+		return nil, errors.New("manage: Options.Model is required")
+	}
+	h := &Handler{opts: opts, mux: http.NewServeMux(), log: opts.Logger}
+	if h.log == nil {
+		h.log = log.New(io.Discard, "", 0)
+	}
+	h.mux.HandleFunc("GET /manage/status", h.status)
+	h.mux.HandleFunc("GET /manage/fit", h.fit)
+	h.mux.HandleFunc("GET /manage/download", h.download)
+	h.mux.HandleFunc("POST /manage/download/{action}", h.downloadAction)
+	h.mux.HandleFunc("POST /manage/model/load", h.load)
+	h.mux.HandleFunc("GET /manage/settings", h.getSettings)
+	h.mux.HandleFunc("PUT /manage/settings", h.putSettings)
+	h.mux.HandleFunc("/manage/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no management route "+strconv.Quote(r.URL.Path))
+	})
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross_origin", "management requests from another origin are refused")
+	}))
+	h.h = cop.Handler(http.HandlerFunc(h.gate))
+	return h, nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.h.ServeHTTP(w, r)
+}
+
+// gate admits a request: from this machine or with the API key, the key
+// when one is set, JSON bodies only.
+func (h *Handler) gate(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	keyOK := h.opts.APIKey != "" && keyMatches(r, h.opts.APIKey)
+	if h.opts.APIKey != "" && !keyOK {
+		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or wrong API key: send it as \"Authorization: Bearer KEY\"")
+		return
+	}
+	if !keyOK && !fromLoopback(r) {
+		writeError(w, http.StatusForbidden, "not_local", "management requests from another machine need the server's API key")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the request body must be JSON, sent with \"Content-Type: application/json\"")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, h.statusNow())
+}
+
+func (h *Handler) statusNow() Status {
+	return Status{
+		Model:          h.opts.Model(),
+		Endpoint:       h.opts.Endpoint,
+		APIKeyRequired: h.opts.APIKey != "",
+		Downloads:      h.opts.Downloader != nil,
+		Fit:            h.opts.Fit != nil,
+	}
+}
+
+func (h *Handler) fit(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Fit == nil {
+		notAvailable(w, "the memory-fit check")
+		return
+	}
+	n := 0
+	if q := r.URL.Query().Get("context"); q != "" {
+		v, err := strconv.Atoi(q)
+		if err != nil || v < 0 || v > MaxContextLength {
+			writeError(w, http.StatusBadRequest, "bad_context", fmt.Sprintf("context must be a number of tokens from 0 to %d, not %q", MaxContextLength, q))
+			return
+		}
+		n = v
+	}
+	rep, err := h.opts.Fit(n)
+	if err != nil {
+		h.log.Printf("manage: fit at context %d: %v", n, err)
+		writeError(w, http.StatusInternalServerError, "fit_failed", "the memory check failed: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Downloader == nil {
+		notAvailable(w, "downloading")
+		return
+	}
+	writeJSON(w, http.StatusOK, h.opts.Downloader.Status())
+}
+
+func (h *Handler) downloadAction(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Downloader == nil {
+		notAvailable(w, "downloading")
+		return
+	}
+	a := Action(r.PathValue("action"))
+	if !actions[a] {
+		writeError(w, http.StatusNotFound, "not_found", "no download action "+strconv.Quote(string(a)))
+		return
+	}
+	var empty struct{}
+	if !decode(w, r, &empty) {
+		return
+	}
+	if err := h.opts.Downloader.Do(r.Context(), a); err != nil {
+		writeError(w, http.StatusConflict, "download_"+string(a)+"_refused", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, h.opts.Downloader.Status())
+}
+
+func (h *Handler) load(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Load == nil {
+		notAvailable(w, "loading another model")
+		return
+	}
+	var empty struct{}
+	if !decode(w, r, &empty) {
+		return
+	}
+	if err := h.opts.Load(r.Context()); err != nil {
+		h.log.Printf("manage: load: %v", err)
+		writeError(w, http.StatusConflict, "load_failed", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, h.statusNow())
+}
+
+// settingsReply is the answer of both settings routes.
+type settingsReply struct {
+	Settings        Settings `json:"settings"`
+	RestartRequired []string `json:"restart_required"`
+}
+
+func (h *Handler) getSettings(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Settings == nil {
+		notAvailable(w, "keeping settings")
+		return
+	}
+	s := h.opts.Settings.Get()
+	writeJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
+}
+
+func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Settings == nil {
+		notAvailable(w, "keeping settings")
+		return
+	}
+	var s Settings
+	if !decode(w, r, &s) {
+		return
+	}
+	if err := h.opts.Settings.Set(s); err != nil {
+		if errors.Is(err, ErrBadSettings) {
+			writeError(w, http.StatusBadRequest, "bad_settings", strings.TrimPrefix(err.Error(), ErrBadSettings.Error()+": "))
+			return
+		}
+		h.log.Printf("manage: saving settings: %v", err)
+		writeError(w, http.StatusInternalServerError, "settings_not_saved", "the settings could not be saved: "+err.Error())
+		return
+	}
+	s = h.opts.Settings.Get()
+	writeJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
+}
+
+// decode reads one JSON value strictly: unknown fields and trailing data
+// are errors here, unlike on /v1, because only our own UI calls these routes.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("data after the JSON value")
+	}
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", MaxBodyBytes))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "bad_json", "the body is not the JSON this route takes: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func notAvailable(w http.ResponseWriter, what string) {
+	writeError(w, http.StatusNotFound, "not_available", "this server is not set up for "+what)
+}
+
+type errorBody struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	var b errorBody
+	b.Error.Message, b.Error.Code = message, code
+	b.Error.Type = "invalid_request_error"
+	if status >= http.StatusInternalServerError {
+		b.Error.Type = "server_error"
+	}
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) // a failed write means the client left
+}
+
+// fromLoopback reports whether the request came from this machine.
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// keyMatches checks the Bearer token in constant time.
+func keyMatches(r *http.Request, want string) bool {
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(want)) == 1
+}
