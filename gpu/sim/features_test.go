@@ -443,3 +443,25 @@ func TestInactiveLaneReads(t *testing.T) {
 		}
 	}
 }
+
+func TestMathFunctions(t *testing.T) {
+	d := openSim(t, sim.Options{})
+	p := mustPipeline(t, d, features(t), "math_funcs")
+	x := []float32{0.5, 1, 2.25, 7}
+	out, _ := d.NewBuffer(4 * 10 * len(x))
+	if err := runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(1, 1), Threads: size(len(x), 1),
+		Args: []gpu.Arg{gpu.BufferArg(0, f32buf(t, d, x), 0), gpu.BufferArg(1, out, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, xv := range x {
+		v := float64(xv)
+		want := []float64{math.Exp(v), math.Exp(v), math.Exp(v), 1 / math.Sqrt(v), v*v + 1, math.Sqrt(v),
+			math.Tanh(v), math.Log(v), math.Pow(v, 1.5), 2}
+		for k, w := range want {
+			// libm's float functions are within a few ulp: 1e-6 relative.
+			if got := float64(f32(out, 10*i+k)); math.Abs(got-w) > 1e-6*math.Abs(w) {
+				t.Errorf("x=%g result %d = %g, want %g", v, k, got, w)
+			}
+		}
+	}
+}

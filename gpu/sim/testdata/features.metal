@@ -179,3 +179,22 @@ kernel void shifted_copy(device const float* x [[buffer(0)]],
                          uint i [[thread_position_in_grid]]) {
     y[i] = x[int(i) + shift];
 }
+
+// Math through every spelling a kernel may use.
+kernel void math_funcs(device const float* x [[buffer(0)]],
+                       device float* out [[buffer(1)]],
+                       uint i [[thread_position_in_grid]]) {
+    float v = x[i];
+    device float* o = out + 10 * i;
+    o[0] = exp(v);
+    o[1] = fast::exp(v);
+    o[2] = precise::exp(v);
+    o[3] = metal::rsqrt(v);
+    o[4] = fma(v, v, 1.0f);
+    o[5] = metal::precise::sqrt(v);
+    o[6] = tanh(v);
+    o[7] = log(v);
+    o[8] = pow(v, 1.5f);
+    float4 e = exp(float4(v, 0.0f, 1.0f, -v));
+    o[9] = e.x * e.w + e.y;
+}
