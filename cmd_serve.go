@@ -53,6 +53,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	ctxLen := fs.Int("context", 0, "context length in tokens (default: the model's)")
 	queue := fs.Int("queue", service.DefaultQueueLimit, "requests that may wait for the model")
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off)")
+	settingsFile := fs.String("settings", "", "the web UI's settings file (default: petal/settings.json in the user's config folder)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,6 +88,11 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
 			opts.AllowedHosts = append(opts.AllowedHosts, host)
 		}
+	}
+	if opts.Fallback, err = webUI(uiConfig{svc: svc, dir: *dir, backend: *backend, addr: ln.Addr().String(), apiKey: *apiKey,
+		origins: opts.AllowedOrigins, ctxLen: *ctxLen, settings: *settingsFile, logger: opts.Logger}); err != nil {
+		ln.Close()
+		return err
 	}
 	srv := api.New(svc, opts).HTTPServer(*addr)
 	info := svc.Info()

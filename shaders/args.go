@@ -95,6 +95,25 @@ type MoERouteArgs struct {
 	_        int32
 }
 
+// DeltaChunkArgs mirrors struct DeltaChunkArgs.
+type DeltaChunkArgs struct {
+	Channels int32
+	Taps     int32
+	Tokens   int32
+	_        int32
+}
+
+// DeltaScanArgs mirrors struct DeltaScanArgs.
+type DeltaScanArgs struct {
+	KeyHeads   int32
+	ValueHeads int32
+	ValueDim   int32
+	QScale     float32
+	Eps        float32
+	Tokens     int32
+	_          [2]int32
+}
+
 // Mixer tiling constants and function-constant bases shared with args.h.
 const (
 	AttnBlock             = 256
@@ -126,6 +145,6 @@ const (
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs](a *T) []byte {
+func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

@@ -159,4 +159,26 @@ struct MoERouteArgs {
     int32_t _pad;
 };
 
+// ---- deltanet_chunk.metal
+// delta_conv_rows_f32 keeps a channel's history in registers: at most this
+// many taps.
+#define DELTA_MAX_TAPS 8
+
+struct DeltaChunkArgs {
+    int32_t channels;
+    int32_t taps;           // conv kernel size; the state keeps taps-1 inputs per channel
+    int32_t tokens;         // rows of the chunk, in order
+    int32_t _pad;
+};
+
+struct DeltaScanArgs {
+    int32_t key_heads;
+    int32_t value_heads;    // a multiple of key_heads
+    int32_t value_dim;
+    float q_scale;          // 1/sqrt(key_dim), rounded to fp32 by the host
+    float eps;              // of the gated output RMSNorm
+    int32_t tokens;         // rows of the chunk, in order
+    int32_t _pad[2];
+};
+
 #endif

@@ -252,7 +252,7 @@ func TestPrefillRejectsBadInput(t *testing.T) {
 // constants in args.h equal to their Go mirrors, as TestArgsLayout does for
 // the decode families.
 func TestPrefillArgsLayout(t *testing.T) {
-	d := device(t)
+	dev := device(t)
 	const probe = `#include <metal_stdlib>
 #include "args.h"
 using namespace metal;
@@ -263,6 +263,8 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
         sizeof(QMMArgs), OFF(QMMArgs, rows), OFF(QMMArgs, k), OFF(QMMArgs, tokens), OFF(QMMArgs, x_div), OFF(QMMArgs, experts),
         sizeof(MoERouteArgs), OFF(MoERouteArgs, experts), OFF(MoERouteArgs, pairs), OFF(MoERouteArgs, capacity),
         QMM_BM, QMM_BN, QMM_BK, QMM_TM, QMM_TN, QMM_THREADS,
+        sizeof(DeltaChunkArgs), OFF(DeltaChunkArgs, channels), OFF(DeltaChunkArgs, taps), OFF(DeltaChunkArgs, tokens), DELTA_MAX_TAPS,
+        sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens),
     };
     for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
 }
@@ -271,21 +273,25 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := d.NewPipeline(gpu.Source{Name: "layout.metal", Text: src}, "layout")
+	p, err := dev.NewPipeline(gpu.Source{Name: "layout.metal", Text: src}, "layout")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var (
 		q shaders.QMMArgs
 		r shaders.MoERouteArgs
+		c shaders.DeltaChunkArgs
+		d shaders.DeltaScanArgs
 	)
 	want := []uintptr{
 		unsafe.Sizeof(q), unsafe.Offsetof(q.Rows), unsafe.Offsetof(q.K), unsafe.Offsetof(q.Tokens), unsafe.Offsetof(q.XDiv), unsafe.Offsetof(q.Experts),
 		unsafe.Sizeof(r), unsafe.Offsetof(r.Experts), unsafe.Offsetof(r.Pairs), unsafe.Offsetof(r.Capacity),
 		shaders.QMMBM, shaders.QMMBN, shaders.QMMBK, shaders.QMMTM, shaders.QMMTN, shaders.QMMThreads,
+		unsafe.Sizeof(c), unsafe.Offsetof(c.Channels), unsafe.Offsetof(c.Taps), unsafe.Offsetof(c.Tokens), shaders.DeltaMaxTaps,
+		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens),
 	}
-	out := u32s(t, d, make([]uint32, len(want)))
-	if err := run(t, d, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},
+	out := u32s(t, dev, make([]uint32, len(want)))
+	if err := run(t, dev, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},
 		Args: []gpu.Arg{gpu.BufferArg(0, out, 0)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,11 @@ type Options struct {
 	PingInterval time.Duration
 	// Logger receives internal errors; nil discards them.
 	Logger *log.Logger
+	// Fallback, when set, serves the paths that are no route of the API
+	// (the web UI and its management routes), once the Host header has
+	// passed the gate. Paths under /v1/ and /api/ never reach it: clients
+	// probing for a route must get a JSON 404, not the UI's page.
+	Fallback http.Handler
 }
 
 // Server is the HTTP API over one generation service.
@@ -91,6 +96,11 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 // ServeHTTP passes the request through the gate, then to its route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := s.lookup(r.URL.Path)
+	if rt == nil && s.opts.Fallback != nil && s.hostAllowed(r.Host) &&
+		!strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/api/") {
+		s.opts.Fallback.ServeHTTP(w, r)
+		return
+	}
 	if err := s.gate(w, r, rt); err != nil {
 		s.fail(w, rt, err)
 		return

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"petal/frontend"
+	"petal/internal/manage"
+	"petal/internal/service"
+)
+
+// uiConfig is what the web UI and its management routes need to know of
+// the running server.
+type uiConfig struct {
+	svc      *service.Service
+	dir      string
+	backend  string
+	addr     string // the address listened on
+	apiKey   string
+	origins  []string
+	ctxLen   int
+	settings string // the settings file; "" for the user's default
+	logger   *log.Logger
+}
+
+// webUI serves what the API leaves over: /manage/ and the UI at every
+// other path.
+func webUI(c uiConfig) (http.Handler, error) {
+	path := c.settings
+	if path == "" {
+		p, err := manage.DefaultSettingsPath()
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	store, err := manage.OpenSettings(path)
+	if err != nil {
+		return nil, err
+	}
+	running := store.Get()
+	running.APIKey, running.AllowedOrigins, running.ContextLength = c.apiKey, c.origins, c.ctxLen
+	if running.AllowedOrigins == nil {
+		running.AllowedOrigins = []string{}
+	}
+	host, port, err := net.SplitHostPort(c.addr)
+	if err == nil {
+		if p, err := strconv.Atoi(port); err == nil {
+			running.Port = p
+		}
+		running.Expose = !isLoopbackHost(host)
+	}
+	info := c.svc.Info()
+	m, err := manage.New(manage.Options{
+		Model: func() manage.ModelStatus {
+			return manage.ModelStatus{Name: info.Name, State: manage.StateReady, ContextLength: info.ContextLength,
+				Backend: c.backend, Dir: c.dir}
+		},
+		Endpoint: "http://" + endpointHost(c.addr) + "/v1",
+		APIKey:   c.apiKey,
+		Settings: store,
+		Running:  running,
+		Logger:   c.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ui := frontend.Handler()
+	mux := http.NewServeMux()
+	mux.Handle(manage.Prefix, m)
+	mux.Handle("/", ui)
+	return mux, nil
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// endpointHost is the host:port clients on this machine should use: an
+// address listening on every interface is reached through loopback.
+func endpointHost(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
