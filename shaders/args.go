@@ -114,6 +114,16 @@ type DeltaScanArgs struct {
 	_          [2]int32
 }
 
+// AttnPrefillArgs mirrors struct AttnPrefillArgs.
+type AttnPrefillArgs struct {
+	Tokens  int32
+	Pos0    int32
+	Heads   int32
+	KVHeads int32
+	Scale   float32
+	_       [3]int32
+}
+
 // Mixer tiling constants and function-constant bases shared with args.h.
 const (
 	AttnBlock             = 256
@@ -145,6 +155,6 @@ const (
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs](a *T) []byte {
+func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

@@ -181,4 +181,14 @@ struct DeltaScanArgs {
     int32_t _pad[2];
 };
 
+// ---- attention_prefill.metal
+struct AttnPrefillArgs {
+    int32_t tokens;         // query rows of the chunk
+    int32_t pos0;           // positions cached before the chunk: row t attends 0 .. pos0+t
+    int32_t heads;          // query heads
+    int32_t kv_heads;
+    float scale;            // 1/sqrt(head_dim), rounded to fp32 by the host
+    int32_t _pad[3];
+};
+
 #endif

@@ -265,6 +265,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
         QMM_BM, QMM_BN, QMM_BK, QMM_TM, QMM_TN, QMM_THREADS,
         sizeof(DeltaChunkArgs), OFF(DeltaChunkArgs, channels), OFF(DeltaChunkArgs, taps), OFF(DeltaChunkArgs, tokens), DELTA_MAX_TAPS,
         sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens),
+        sizeof(AttnPrefillArgs), OFF(AttnPrefillArgs, tokens), OFF(AttnPrefillArgs, pos0), OFF(AttnPrefillArgs, heads), OFF(AttnPrefillArgs, kv_heads), OFF(AttnPrefillArgs, scale),
     };
     for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
 }
@@ -282,6 +283,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		r shaders.MoERouteArgs
 		c shaders.DeltaChunkArgs
 		d shaders.DeltaScanArgs
+		a shaders.AttnPrefillArgs
 	)
 	want := []uintptr{
 		unsafe.Sizeof(q), unsafe.Offsetof(q.Rows), unsafe.Offsetof(q.K), unsafe.Offsetof(q.Tokens), unsafe.Offsetof(q.XDiv), unsafe.Offsetof(q.Experts),
@@ -289,6 +291,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		shaders.QMMBM, shaders.QMMBN, shaders.QMMBK, shaders.QMMTM, shaders.QMMTN, shaders.QMMThreads,
 		unsafe.Sizeof(c), unsafe.Offsetof(c.Channels), unsafe.Offsetof(c.Taps), unsafe.Offsetof(c.Tokens), shaders.DeltaMaxTaps,
 		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens),
+		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Pos0), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.KVHeads), unsafe.Offsetof(a.Scale),
 	}
 	out := u32s(t, dev, make([]uint32, len(want)))
 	if err := run(t, dev, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},

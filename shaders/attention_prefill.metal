@@ -1,0 +1,83 @@
+// attention_prefill.metal: causal gated attention for a chunk of prompt
+// tokens over the KV cache, which already holds the chunk's own rows.
+//
+//   attn_prefill_f32: for token t of the chunk and query head h,
+//                     o[t][h] = softmax_p(q[t][h] . K[p] * scale) . V[p]
+//                     over p <= pos0 + t, times sigmoid(gate[t][h])
+//
+// Layout: q, gate and o are float[tokens][heads][head_dim] (AttnPrep's q
+// and gate per token); the caches are float[capacity][kv_heads][head_dim]
+// as in attention.metal, rows 0 .. pos0+tokens-1 written. Query head h
+// reads KV head h / GROUP.
+// Mapping: one threadgroup per (KV head, token), GROUP simd-groups, one per
+// query head sharing that KV head, so a K/V row fetched by one simd-group
+// is a cache hit for the others. Lane l holds dims l, l+32, ... of its
+// head's query and accumulator in registers (as attn_decode_f32); each
+// position is one coalesced row load and one simd_sum; fp32 online softmax
+// (running max, sum, accumulator) over the positions in order.
+// Threadgroup memory: none.
+// CPU reference: engine/cpu/attention.go (the causal softmax and the sigmoid
+// gate), per token, fp32.
+#include <metal_stdlib>
+#include "args.h"
+using namespace metal;
+
+constant int HEAD_DIM [[function_constant(FC_ATTN + 0)]];
+constant int GROUP [[function_constant(FC_ATTN + 1)]];
+
+// The running max before any score (as attention.metal's ATTN_NO_SCORE):
+// finite, so fast-math exp of it minus a score stays defined.
+constant float PREFILL_NO_SCORE = -1.0e30f;
+
+kernel void attn_prefill_f32(
+    constant AttnPrefillArgs& args [[buffer(0)]],
+    device const float* q [[buffer(1)]],
+    device const float* gate [[buffer(2)]],
+    device const float* kc [[buffer(3)]],
+    device const float* vc [[buffer(4)]],
+    device float* o [[buffer(5)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint sg [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]])
+{
+    constexpr int per_lane_max = ATTN_MAX_HEAD_DIM / 32;
+    const int per_lane = HEAD_DIM / 32;
+    const int kh = int(group.x);
+    const int t = int(group.y);
+    const int h = kh * GROUP + int(sg);
+    const ulong at = (ulong(t) * ulong(args.heads) + ulong(h)) * HEAD_DIM;
+    const ulong row = ulong(args.kv_heads) * HEAD_DIM;
+    device const float* kh_base = kc + ulong(kh) * HEAD_DIM;
+    device const float* vh_base = vc + ulong(kh) * HEAD_DIM;
+
+    float qr[per_lane_max];
+    float acc[per_lane_max];
+    for (int i = 0; i < per_lane; i++) {
+        qr[i] = q[at + ulong(lane) + ulong(32 * i)] * args.scale;
+        acc[i] = 0.0f;
+    }
+    float m = PREFILL_NO_SCORE;
+    float l = 0.0f;
+    const int n = args.pos0 + t + 1;
+    for (int p = 0; p < n; p++) {
+        device const float* kr = kh_base + ulong(p) * row;
+        float s = 0.0f;
+        for (int i = 0; i < per_lane; i++) {
+            s += qr[i] * kr[lane + 32 * i];
+        }
+        s = simd_sum(s);
+        const float m_new = max(m, s);
+        const float c = exp(m - m_new);
+        const float e = exp(s - m_new);
+        l = l * c + e;
+        device const float* vr = vh_base + ulong(p) * row;
+        for (int i = 0; i < per_lane; i++) {
+            acc[i] = acc[i] * c + e * vr[lane + 32 * i];
+        }
+        m = m_new;
+    }
+    for (int i = 0; i < per_lane; i++) {
+        const ulong d = at + ulong(lane) + ulong(32 * i);
+        o[d] = acc[i] / l / (1.0f + exp(-gate[d]));
+    }
+}
