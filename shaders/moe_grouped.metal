@@ -12,6 +12,8 @@
 //                        the capacity.
 //   moe_combine_rows_f32: out[t][i] = sum_j w[t*k+j] * ys[slot_of[t*k+j]][i]
 //                        + sigmoid(sg[t]) * shared[t][i]
+//   swiglu_f32:          out[i] = silu(gate[i]) * up[i] over n floats (the
+//                        experts' and the shared expert's gate and up rows)
 //
 // Layout: ids, map, slot_of uint[pairs]; blocks uint4[capacity]; w float
 // [pairs]; ys float[pairs][n]; sg float[tokens]; shared, out float[tokens][n].
@@ -21,11 +23,12 @@
 // experts' pairs in order and writes their blocks; the sentinels are
 // strided over all threads. Nothing depends on thread order, so the result
 // is deterministic. moe_combine_rows_f32: one thread per element, grid.y the
-// token.
+// token; swiglu_f32: one thread per element.
 // Threadgroup memory: moe_route, two uint[MOE_MAX_EXPERTS] arrays (slot and
 // tile offsets) and the tile total.
 // CPU reference: engine/cpu Sequence.moe (the weighted sum of the chosen
-// experts' outputs plus the gated shared expert), per token.
+// experts' outputs plus the gated shared expert, silu as engine/cpu's), per
+// token.
 #include <metal_stdlib>
 #include "args.h"
 using namespace metal;
@@ -116,4 +119,18 @@ kernel void moe_combine_rows_f32(
     }
     const float g = sg[t];
     out[t * ulong(n) + pos.x] = acc + shared[t * ulong(n) + pos.x] / (1.0f + exp(-g));
+}
+
+kernel void swiglu_f32(
+    constant MoEArgs& args [[buffer(0)]],
+    device const float* gate [[buffer(1)]],
+    device const float* up [[buffer(2)]],
+    device float* out [[buffer(3)]],
+    uint i [[thread_position_in_grid]])
+{
+    if (int(i) >= args.n) {
+        return;
+    }
+    const float g = gate[i];
+    out[i] = g / (1.0f + exp(-g)) * up[i];
 }

@@ -222,3 +222,64 @@ func (k *Kernels) MoECombineRows(cb gpu.CommandBuffer, out, ys, weights, slotOf,
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), ys.Arg(1), weights.Arg(2), slotOf.Arg(3), shared.Arg(4), sharedGate.Arg(5), out.Arg(6)},
 	})
 }
+
+// SwiGLU writes out = silu(gate) * up over n floats (rows of the experts'
+// or the shared expert's gate and up products, packed).
+func (k *Kernels) SwiGLU(cb gpu.CommandBuffer, out, gate, up View, n int) error {
+	const op = "SwiGLU"
+	if n < 1 || n > maxElements {
+		return fmt.Errorf("%w: shaders: %s: %d elements", gpu.ErrInvalid, op, n)
+	}
+	for _, v := range []struct {
+		what string
+		v    View
+	}{{"out", out}, {"gate", gate}, {"up", up}} {
+		if err := requireView(op, v.what, v.v, 4*n, offsetAlign); err != nil {
+			return err
+		}
+	}
+	groups, err := denseGroups(op, n, elementwiseThreads)
+	if err != nil {
+		return err
+	}
+	p, err := k.Pipeline(moeGroupedFile, "swiglu_f32")
+	if err != nil {
+		return err
+	}
+	args := MoEArgs{N: int32(n)}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(elementwiseThreads),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), gate.Arg(1), up.Arg(2), out.Arg(3)},
+	})
+}
+
+// AddRMSNormRows is AddRMSNorm over rows packed rows of n floats, one
+// threadgroup per row: x[r] += delta[r]; out[r] = RMSNorm(x[r]) * w. out
+// must not be x.
+func (k *Kernels) AddRMSNormRows(cb gpu.CommandBuffer, x, delta, out, w View, n, rows int, eps float32) error {
+	const op = "AddRMSNormRows"
+	args, err := normArgs(op, n, rows, eps)
+	if err != nil {
+		return err
+	}
+	if x.Buf == out.Buf && x.Off == out.Off {
+		return fmt.Errorf("%w: shaders: %s: out is x", gpu.ErrInvalid, op)
+	}
+	for _, v := range []struct {
+		what  string
+		v     View
+		bytes int
+	}{{"x", x, 4 * n * rows}, {"delta", delta, 4 * n * rows}, {"out", out, 4 * n * rows}, {"w", w, 4 * n}} {
+		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
+			return err
+		}
+	}
+	p, err := k.Pipeline(rmsnormFile, "add_rmsnorm_f32")
+	if err != nil {
+		return err
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(rows), Threads: denseSize(denseThreads(p, normThreads(n))),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1), delta.Arg(2), w.Arg(3), out.Arg(4)},
+	})
+}

@@ -304,3 +304,62 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		}
 	}
 }
+
+func TestSwiGLU(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(37, 38))
+	for i, n := range []int{300, 1, 64 * 8 * 512} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			g, u := denseRand(rng, n, 3), denseRand(rng, n, 1)
+			gv, uv, out := denseBuf(t, d, 0, denseF32s(g)), denseBuf(t, d, 4, denseF32s(u)), denseBuf(t, d, 0, make([]byte, 4*n))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.SwiGLU(cb, out, gv, uv, n) })
+			for j, o := range denseReadF32(out, n) {
+				want := float64(g[j]) * denseSigmoid(g[j]) * float64(u[j])
+				// exp within a few ulp, an add, two divides or multiplies.
+				if math.Abs(float64(o)-want) > 16*denseU*math.Abs(want)+1e-30 {
+					t.Fatalf("out[%d] = %v, want %v", j, o, want)
+				}
+			}
+		})
+	}
+}
+
+// AddRMSNormRows against the per-row reference: the residual exactly (one
+// fp32 add), the norm within AddRMSNorm's tolerance.
+func TestAddRMSNormRows(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(39, 40))
+	for i, c := range []struct{ rows, n int }{{3, 100}, {33, 2048}, {1, 1}} {
+		t.Run(fmt.Sprintf("rows=%d/n=%d", c.rows, c.n), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			x, delta, w := denseRand(rng, c.rows*c.n, 2), denseRand(rng, c.rows*c.n, 1), denseRand(rng, c.n, 1)
+			xv, dv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 8, denseF32s(delta)), denseBuf(t, d, 0, denseF32s(w))
+			out := denseBuf(t, d, 0, make([]byte, 4*c.rows*c.n))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.AddRMSNormRows(cb, xv, dv, out, wv, c.n, c.rows, 1e-6) })
+			gotX, gotOut := denseReadF32(xv, c.rows*c.n), denseReadF32(out, c.rows*c.n)
+			for r := range c.rows {
+				sum := make([]float32, c.n)
+				for j := range sum {
+					sum[j] = x[r*c.n+j] + delta[r*c.n+j]
+					if gotX[r*c.n+j] != sum[j] {
+						t.Fatalf("residual x[%d][%d] = %v, want %v", r, j, gotX[r*c.n+j], sum[j])
+					}
+				}
+				for j, want := range denseRMSRef(sum, w, 1e-6) {
+					if g := gotOut[r*c.n+j]; math.Abs(float64(g)-want) > denseNormTol(c.n)*math.Abs(want)+1e-30 {
+						t.Fatalf("out[%d][%d] = %v, want %v", r, j, g, want)
+					}
+				}
+			}
+		})
+	}
+}
