@@ -44,7 +44,7 @@ func runServe(args []string, stdout io.Writer) error {
 // serve runs the server until ctx ends, then shuts it down gracefully.
 func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("serve", os.Stderr)
-	dir := fs.String("model", "", "checkpoint folder")
+	dir := fs.String("model", "", "checkpoint folder (default: the installed Qwen3.6-35B-A3B, else the built-in demo model)")
 	addr := fs.String("addr", DefaultAddr, "address to listen on")
 	backend := fs.String("backend", "cpu", "backend")
 	apiKey := fs.String("api-key", os.Getenv("PETAL_API_KEY"), "API key clients must send as a Bearer token (default $PETAL_API_KEY)")
@@ -62,6 +62,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *queue < 1 || *ctxLen < 0 || *cacheMB < 0 {
 		return errors.New("--queue must be at least 1, --context and --cache-mb at least 0")
+	}
+	var err error
+	if *dir, err = resolveModel(*dir, stdout); err != nil {
+		return err
 	}
 	m, err := openModel(*dir, *backend)
 	if err != nil {
@@ -85,7 +89,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	opts := api.Options{APIKey: *apiKey, AllowedOrigins: splitList(*origins), AllowedHosts: splitList(*hosts),
 		Logger: log.New(os.Stderr, "petal: ", log.LstdFlags)}
 	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
-		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		switch ip := net.ParseIP(host); {
+		case ip != nil && ip.IsUnspecified():
+			fmt.Fprintln(stdout, "note: listening on every interface; requests must name this machine with a host given to --allow-host (or a loopback name)")
+		case ip != nil:
 			opts.AllowedHosts = append(opts.AllowedHosts, host)
 		}
 	}
