@@ -15,12 +15,29 @@ type RMSNormArgs struct {
 	_            uint64
 }
 
+// MoENormArgs mirrors struct MoENormArgs.
+type MoENormArgs struct {
+	N   int32
+	K   int32
+	Eps float32
+	_   int32
+}
+
 // QMVArgs mirrors struct QMVArgs.
 type QMVArgs struct {
 	Rows    int32
 	K       int32
 	XStride int32
 	Experts int32
+}
+
+// QMVMultiArgs mirrors struct QMVMultiArgs.
+type QMVMultiArgs struct {
+	K        int32
+	Matrices int32
+	_        [2]int32
+	Rows     [QMVMultiMax]int32
+	BlockEnd [QMVMultiMax]int32
 }
 
 // ArgmaxArgs mirrors struct ArgmaxArgs.
@@ -146,6 +163,7 @@ const (
 	QMVSimdgroups        = 2
 	QMVGroupSize         = 64
 	QMVWordsPerLane      = 2
+	QMVMultiMax          = 4
 	MoEMaxExperts        = 512
 	MoEMaxTopK           = 16
 	ArgmaxUnroll         = 4
@@ -155,6 +173,6 @@ const (
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | QMVArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs](a *T) []byte {
+func Bytes[T RMSNormArgs | MoENormArgs | QMVArgs | QMVMultiArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

@@ -26,6 +26,15 @@ struct RMSNormArgs {
     uint64_t _pad2;
 };
 
+// moe_combine_add_rmsnorm_f32: the MoE combine, the residual add and the
+// next RMSNorm of one row (gain = w).
+struct MoENormArgs {
+    int32_t n;              // hidden size
+    int32_t k;              // routed experts combined
+    float eps;              // added to the mean square
+    int32_t _pad;
+};
+
 // ---- qmv.metal
 // One simd-group computes QMV_ROWS rows; QMV_SIMDGROUPS simd-groups share a
 // threadgroup. The host sizes the grid with the same numbers (dense.go).
@@ -43,6 +52,20 @@ struct QMVArgs {
     int32_t k;              // inputs per row; a multiple of QMV_GROUP_SIZE
     int32_t x_stride;       // qmv_experts: floats between the slots' inputs (0: shared)
     int32_t experts;        // qmv_experts: expert ids below this are valid
+};
+
+// qmv_multi: up to QMV_MULTI_MAX matrices of one width and bit width that
+// read the same x. The grid's simd-groups index the matrices' blocks of
+// QMV_ROWS rows laid end to end: matrix i owns blocks
+// block_end[i-1] .. block_end[i]-1 (block_end[-1] = 0).
+#define QMV_MULTI_MAX 4
+
+struct QMVMultiArgs {
+    int32_t k;              // inputs per row of every matrix
+    int32_t matrices;       // 1..QMV_MULTI_MAX
+    int32_t _pad[2];
+    int32_t rows[QMV_MULTI_MAX];      // each matrix's output rows
+    int32_t block_end[QMV_MULTI_MAX]; // blocks of matrices 0..i together
 };
 
 // ---- argmax.metal
@@ -63,9 +86,9 @@ struct ArgmaxArgs {
 #define MOE_MAX_TOPK 16
 
 struct MoEArgs {
-    int32_t n;              // experts (router), elements (silu_mul), hidden size (combine)
+    int32_t n;              // experts
     int32_t k;              // experts chosen per token
-    int32_t normalize;      // router: 1 to renormalise the k weights to sum 1
+    int32_t normalize;      // 1 to renormalise the k weights to sum 1
     int32_t _pad;
 };
 

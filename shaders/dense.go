@@ -7,9 +7,10 @@ import (
 	"petal/gpu"
 )
 
-// The dense family: embedding gather, RMSNorm (alone and fused with the
-// residual add), quantized matrix-vector products (single and gathered by
-// expert), the MoE router, SwiGLU and combine, and argmax. All activations
+// The dense family: embedding gather, RMSNorm (alone, fused with the
+// residual add, and fused with the MoE combine before that), quantized
+// matrix-vector products (single, several on one input, SwiGLU pairs, and
+// gathered by expert), the MoE router, and argmax. All activations
 // are float32; quantized matrices are MLX affine (bf16 scales and biases,
 // group 64) used in place.
 
@@ -27,7 +28,7 @@ const (
 	// many elements of a row (2048 -> 256 threads), within [32, 1024].
 	normValuesPerThread = 8
 	// elementwiseThreads is the threadgroup of the one-thread-per-element
-	// kernels (embed, SwiGLU, combine).
+	// embedding gather.
 	elementwiseThreads = 256
 	// argmaxThreads is the one threadgroup that scans the logits.
 	argmaxThreads = gpu.MaxThreadsPerThreadgroup
@@ -212,6 +213,44 @@ func (k *Kernels) AddRMSNorm(cb gpu.CommandBuffer, x, delta, out, w View, n int,
 	})
 }
 
+// MoECombineAddRMSNorm ends a MoE block in one dispatch: it adds
+// sum_j weights[j]*ys[j] + sigmoid(sharedGate)*shared to the residual
+// stream x in place (h floats), then writes out = RMSNorm(x) * w. ys is
+// float32[topK][h], weights float32[topK], sharedGate one float32 logit.
+// out must not be x.
+func (k *Kernels) MoECombineAddRMSNorm(cb gpu.CommandBuffer, x, ys, weights, shared, sharedGate, out, w View, h, topK int, eps float32) error {
+	const op = "MoECombineAddRMSNorm"
+	if topK < 1 || topK > MoEMaxTopK || h < 1 || int64(h)*int64(topK) > maxElements {
+		return fmt.Errorf("%w: shaders: %s: %d experts of %d: want 1..%d experts", gpu.ErrInvalid, op, topK, h, MoEMaxTopK)
+	}
+	if _, err := normArgs(op, h, 1, eps); err != nil {
+		return err
+	}
+	if x.Buf == out.Buf && x.Off == out.Off {
+		return fmt.Errorf("%w: shaders: %s: out is x", gpu.ErrInvalid, op)
+	}
+	for _, v := range []struct {
+		what  string
+		v     View
+		bytes int
+	}{{"x", x, 4 * h}, {"ys", ys, 4 * h * topK}, {"weights", weights, 4 * topK}, {"shared", shared, 4 * h},
+		{"sharedGate", sharedGate, 4}, {"out", out, 4 * h}, {"w", w, 4 * h}} {
+		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
+			return err
+		}
+	}
+	p, err := k.Pipeline(rmsnormFile, "moe_combine_add_rmsnorm_f32")
+	if err != nil {
+		return err
+	}
+	args := MoENormArgs{N: int32(h), K: int32(topK), Eps: eps}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(1), Threads: denseSize(denseThreads(p, normThreads(h))),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1), ys.Arg(2), weights.Arg(3), shared.Arg(4),
+			sharedGate.Arg(5), w.Arg(6), out.Arg(7)},
+	})
+}
+
 // qmvRowsPerGroup is how many rows one QMV threadgroup computes.
 const qmvRowsPerGroup = QMVRows * QMVSimdgroups
 
@@ -241,6 +280,116 @@ func (k *Kernels) QMV(cb gpu.CommandBuffer, out View, m QMatrix, x View) error {
 		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), x.Arg(4), out.Arg(5)},
 	})
+}
+
+// QMVMulti writes outs[i] = ms[i] · x for up to QMVMultiMax matrices of one
+// width and bit width that read the same x (attention's q/k/v, DeltaNet's
+// four input projections, the router with the shared expert's gate), in
+// one dispatch: its simd-groups cover the matrices' rows end to end. x
+// must start on 16 bytes.
+func (k *Kernels) QMVMulti(cb gpu.CommandBuffer, outs []View, ms []QMatrix, x View) error {
+	const op = "QMVMulti"
+	if len(ms) < 1 || len(ms) > QMVMultiMax || len(outs) != len(ms) {
+		return fmt.Errorf("%w: shaders: %s: %d matrices and %d outputs: want 1..%d of each, as many outputs as matrices", gpu.ErrInvalid, op, len(ms), len(outs), QMVMultiMax)
+	}
+	args := QMVMultiArgs{K: int32(ms[0].Cols), Matrices: int32(len(ms))}
+	blocks := 0
+	for i := range ms {
+		m := &ms[i]
+		if err := requireQMatrix(op, m, 1); err != nil {
+			return fmt.Errorf("matrix %d: %w", i, err)
+		}
+		if m.Cols != ms[0].Cols || m.Bits != ms[0].Bits {
+			return fmt.Errorf("%w: shaders: %s: matrix %d is %d columns at %d bits, matrix 0 %d at %d: want one width and bit width", gpu.ErrInvalid, op, i, m.Cols, m.Bits, ms[0].Cols, ms[0].Bits)
+		}
+		if err := requireView(op, fmt.Sprintf("out %d", i), outs[i], 4*m.Rows, offsetAlign); err != nil {
+			return err
+		}
+		blocks += (m.Rows + QMVRows - 1) / QMVRows
+		args.Rows[i], args.BlockEnd[i] = int32(m.Rows), int32(blocks)
+	}
+	if err := requireView(op, "x", x, 4*ms[0].Cols, vectorAlign); err != nil {
+		return err
+	}
+	groups, err := denseGroups(op, blocks, QMVSimdgroups)
+	if err != nil {
+		return err
+	}
+	p, err := k.Pipeline(qmvFile, fmt.Sprintf("qmv_multi_bf16_gs64_b%d", ms[0].Bits))
+	if err != nil {
+		return err
+	}
+	bind := []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1)}
+	for slot := range QMVMultiMax {
+		// Every binding must be valid: unused slots repeat matrix 0, whose
+		// blocks end before theirs would start.
+		i := slot
+		if i >= len(ms) {
+			i = 0
+		}
+		bind = append(bind, ms[i].Codes.Arg(2+slot), ms[i].Scales.Arg(2+QMVMultiMax+slot),
+			ms[i].Biases.Arg(2+2*QMVMultiMax+slot), outs[i].Arg(2+3*QMVMultiMax+slot))
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups), Args: bind,
+	})
+}
+
+// requireSwiGLU checks that gate and up are 4-bit matrices (stacks) of one
+// shape.
+func requireSwiGLU(op string, gate, up *QMatrix) error {
+	if err := requireQMatrix(op, gate, 1); err != nil {
+		return err
+	}
+	if err := requireQMatrix(op, up, 1); err != nil {
+		return err
+	}
+	if gate.Bits != 4 || up.Bits != 4 {
+		return fmt.Errorf("%w: shaders: %s: %d- and %d-bit gate and up, want 4", gpu.ErrInvalid, op, gate.Bits, up.Bits)
+	}
+	if gate.Rows != up.Rows || gate.Cols != up.Cols {
+		return fmt.Errorf("%w: shaders: %s: gate %dx%d, up %dx%d: want one shape", gpu.ErrInvalid, op, gate.Rows, gate.Cols, up.Rows, up.Cols)
+	}
+	return nil
+}
+
+// QMVSwiGLU writes out[r] = silu(gate[r] · x) * (up[r] · x) (float32[Rows])
+// for 4-bit gate and up of one shape, in one dispatch whose simd-groups
+// compute the same rows of both. x must start on 16 bytes.
+func (k *Kernels) QMVSwiGLU(cb gpu.CommandBuffer, out View, gate, up QMatrix, x View) error {
+	const op = "QMVSwiGLU"
+	if err := requireSwiGLU(op, &gate, &up); err != nil {
+		return err
+	}
+	if err := requireView(op, "x", x, 4*gate.Cols, vectorAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "out", out, 4*gate.Rows, offsetAlign); err != nil {
+		return err
+	}
+	groups, err := denseGroups(op, gate.Rows, qmvRowsPerGroup)
+	if err != nil {
+		return err
+	}
+	p, err := k.Pipeline(qmvFile, "qmv_swiglu_bf16_gs64_b4")
+	if err != nil {
+		return err
+	}
+	args := QMVArgs{Rows: int32(gate.Rows), K: int32(gate.Cols)}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), gate.Codes.Arg(1), gate.Scales.Arg(2), gate.Biases.Arg(3),
+			up.Codes.Arg(4), up.Scales.Arg(5), up.Biases.Arg(6), x.Arg(7), out.Arg(8)},
+	})
+}
+
+// heldExperts is how many experts of m's shape its views hold: ids past
+// them would read other tensors.
+func heldExperts(m *QMatrix) int32 {
+	n := min((m.Codes.Buf.Len()-m.Codes.Off)/m.ExpertCodeBytes(),
+		(m.Scales.Buf.Len()-m.Scales.Off)/m.ExpertScaleBytes(),
+		(m.Biases.Buf.Len()-m.Biases.Off)/m.ExpertScaleBytes())
+	return int32(min(n, math.MaxInt32))
 }
 
 // QMVExperts writes out[j] = W[ids[j]] · x_j for j < slots, one dispatch
@@ -273,10 +422,6 @@ func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, 
 	if err := requireView(op, "ids", ids, 4*slots, offsetAlign); err != nil {
 		return err
 	}
-	// The experts the views hold: ids past them would read other tensors.
-	experts := min((m.Codes.Buf.Len()-m.Codes.Off)/m.ExpertCodeBytes(),
-		(m.Scales.Buf.Len()-m.Scales.Off)/m.ExpertScaleBytes(),
-		(m.Biases.Buf.Len()-m.Biases.Off)/m.ExpertScaleBytes())
 	groups, err := denseGroups(op, m.Rows, qmvRowsPerGroup)
 	if err != nil {
 		return err
@@ -285,46 +430,50 @@ func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, 
 	if err != nil {
 		return err
 	}
-	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols), XStride: int32(xStride), Experts: int32(min(experts, math.MaxInt32))}
+	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols), XStride: int32(xStride), Experts: heldExperts(&m)}
 	return cb.Dispatch(&gpu.Dispatch{
 		Pipeline: p, Groups: gpu.Size{X: groups, Y: slots, Z: 1}, Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), x.Arg(4), out.Arg(5), ids.Arg(6)},
 	})
 }
 
-// moeElementwise dispatches fn of moe.metal over n elements.
-func (k *Kernels) moeElementwise(cb gpu.CommandBuffer, op, fn string, n int, args *MoEArgs, views ...View) error {
-	groups, err := denseGroups(op, n, elementwiseThreads)
+// QMVExpertsSwiGLU writes out[j] = silu(G[ids[j]] · x) * (U[ids[j]] · x)
+// for j < slots in one dispatch, where G and U are the stacks of 4-bit
+// experts of gate's and up's (one) shape laid out as for QMVExperts; out is
+// float32[slots][gate.Rows], x (shared by all slots) starts on 16 bytes,
+// ids is uint32[slots], read on the GPU. An id at or past the number of
+// experts both stacks' views hold yields NaNs.
+func (k *Kernels) QMVExpertsSwiGLU(cb gpu.CommandBuffer, out View, gate, up QMatrix, x View, ids View, slots int) error {
+	const op = "QMVExpertsSwiGLU"
+	if slots < 1 || slots > maxGridGroups {
+		return fmt.Errorf("%w: shaders: %s: %d slots", gpu.ErrInvalid, op, slots)
+	}
+	if err := requireSwiGLU(op, &gate, &up); err != nil {
+		return err
+	}
+	if err := requireView(op, "x", x, 4*gate.Cols, vectorAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "out", out, 4*slots*gate.Rows, offsetAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "ids", ids, 4*slots, offsetAlign); err != nil {
+		return err
+	}
+	groups, err := denseGroups(op, gate.Rows, qmvRowsPerGroup)
 	if err != nil {
 		return err
 	}
-	p, err := k.Pipeline(moeFile, fn)
+	p, err := k.Pipeline(qmvFile, "qmv_experts_swiglu_bf16_gs64_b4")
 	if err != nil {
 		return err
 	}
-	bind := []gpu.Arg{gpu.BytesArg(0, Bytes(args))}
-	for i, v := range views {
-		bind = append(bind, v.Arg(i+1))
-	}
-	return cb.Dispatch(&gpu.Dispatch{Pipeline: p, Groups: denseSize(groups), Threads: denseSize(elementwiseThreads), Args: bind})
-}
-
-// SiluMul writes out = silu(gate) * up over n floats.
-func (k *Kernels) SiluMul(cb gpu.CommandBuffer, out, gate, up View, n int) error {
-	const op = "SiluMul"
-	if n < 1 || n > maxElements {
-		return fmt.Errorf("%w: shaders: %s: %d elements", gpu.ErrInvalid, op, n)
-	}
-	for _, v := range []struct {
-		what string
-		v    View
-	}{{"out", out}, {"gate", gate}, {"up", up}} {
-		if err := requireView(op, v.what, v.v, 4*n, offsetAlign); err != nil {
-			return err
-		}
-	}
-	args := MoEArgs{N: int32(n)}
-	return k.moeElementwise(cb, op, "silu_mul_f32", n, &args, gate, up, out)
+	args := QMVArgs{Rows: int32(gate.Rows), K: int32(gate.Cols), Experts: min(heldExperts(&gate), heldExperts(&up))}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: gpu.Size{X: groups, Y: slots, Z: 1}, Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), gate.Codes.Arg(1), gate.Scales.Arg(2), gate.Biases.Arg(3),
+			up.Codes.Arg(4), up.Scales.Arg(5), up.Biases.Arg(6), x.Arg(7), out.Arg(8), ids.Arg(9)},
+	})
 }
 
 // RouterTopK picks the topK largest of experts router logits into ids
@@ -357,27 +506,6 @@ func (k *Kernels) RouterTopK(cb gpu.CommandBuffer, ids, weights, logits View, ex
 		Pipeline: p, Groups: denseSize(1), Threads: denseSize(gpu.SimdWidth),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), logits.Arg(1), ids.Arg(2), weights.Arg(3)},
 	})
-}
-
-// MoECombine writes out = sum_j weights[j]*ys[j] + sigmoid(sharedGate)*shared
-// over h floats: ys is float32[topK][h], weights float32[topK], sharedGate
-// one float32 logit.
-func (k *Kernels) MoECombine(cb gpu.CommandBuffer, out, ys, weights, shared, sharedGate View, h, topK int) error {
-	const op = "MoECombine"
-	if h < 1 || topK < 1 || topK > MoEMaxTopK || int64(h)*int64(topK) > maxElements {
-		return fmt.Errorf("%w: shaders: %s: %d experts of %d", gpu.ErrInvalid, op, topK, h)
-	}
-	for _, v := range []struct {
-		what  string
-		v     View
-		bytes int
-	}{{"out", out, 4 * h}, {"ys", ys, 4 * h * topK}, {"weights", weights, 4 * topK}, {"shared", shared, 4 * h}, {"sharedGate", sharedGate, 4}} {
-		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
-			return err
-		}
-	}
-	args := MoEArgs{N: int32(h), K: int32(topK)}
-	return k.moeElementwise(cb, op, "moe_combine_f32", h, &args, ys, weights, shared, sharedGate, out)
 }
 
 // Argmax writes the index of the largest of n logits (the first on ties;

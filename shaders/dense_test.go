@@ -259,6 +259,147 @@ func TestQMVExperts(t *testing.T) {
 	}
 }
 
+func TestQMVMulti(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(23, 24))
+	cases := []struct {
+		rows       []int
+		cols, bits int
+	}{
+		{[]int{13, 5, 1, 9}, 192, 4},     // the most matrices, no row count a multiple of a block
+		{[]int{256, 1}, 320, 8},          // the router and shared_expert_gate; a partial step
+		{[]int{64, 16, 16}, 256, 4},      // attention's q/k/v, scaled down
+		{[]int{7}, 64, 4},                // one matrix, one group
+		{[]int{300, 128, 2, 2}, 2048, 4}, // DeltaNet's qkv/z/b/a at the model's width
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("rows=%v/cols=%d/bits=%d", c.rows, c.cols, c.bits), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			qs := make([]*denseQ, len(c.rows))
+			ms := make([]shaders.QMatrix, len(c.rows))
+			outs := make([]shaders.View, len(c.rows))
+			for j, r := range c.rows {
+				qs[j] = newDenseQ(t, d, rng, 1, r, c.cols, c.bits)
+				ms[j] = qs[j].m
+				outs[j] = denseBuf(t, d, 0, make([]byte, 4*r))
+			}
+			x := denseRand(rng, c.cols, 1)
+			xv := denseBuf(t, d, 16, denseF32s(x))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.QMVMulti(cb, outs, ms, xv) })
+			for j, q := range qs {
+				got := denseReadF32(outs[j], c.rows[j])
+				for r := range c.rows[j] {
+					want, mag := q.mul(0, r, x)
+					if tol := denseQMVTol(c.cols, mag); math.Abs(float64(got[r])-want) > tol {
+						t.Fatalf("matrix %d: y[%d] = %v, want %v (tol %.3g)", j, r, got[r], want, tol)
+					}
+				}
+			}
+		})
+	}
+}
+
+// denseSwiGLU is silu(g)*u in float64 for the products g and u of rows of
+// k columns with magnitudes gmag and umag, and a bound on the kernel's
+// error: g and u are each off by up to denseQMVTol; silu's slope stays
+// within 1.1 in magnitude, so g's error moves the result by at most
+// 1.1*eg*(|u|+eu) and u's by |silu(g)|*eu; silu itself (exp within 4 ulp,
+// an add, a divide) and the last multiply add 16 ulp of the result.
+func denseSwiGLU(g, gmag, u, umag float64, k int) (want, tol float64) {
+	silu := g / (1 + math.Exp(-g))
+	eg, eu := denseQMVTol(k, gmag), denseQMVTol(k, umag)
+	want = silu * u
+	tol = 1.1*eg*(math.Abs(u)+eu) + math.Abs(silu)*eu + 16*denseU*(math.Abs(want)+1.1*eg*(math.Abs(u)+eu)) + 1e-30
+	return want, tol
+}
+
+func TestQMVSwiGLU(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(25, 26))
+	cases := []struct{ rows, cols int }{
+		{13, 576},   // rows not a multiple of a threadgroup's 8; a partial last step
+		{1, 64},     // one row, one group
+		{512, 2048}, // the shared expert's gate and up
+		{37, 256},
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("rows=%d/cols=%d", c.rows, c.cols), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			gate, up := newDenseQ(t, d, rng, 1, c.rows, c.cols, 4), newDenseQ(t, d, rng, 1, c.rows, c.cols, 4)
+			x := denseRand(rng, c.cols, 1)
+			xv := denseBuf(t, d, 16, denseF32s(x))
+			out := denseBuf(t, d, 0, make([]byte, 4*c.rows))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.QMVSwiGLU(cb, out, gate.m, up.m, xv) })
+			for r, o := range denseReadF32(out, c.rows) {
+				g, gmag := gate.mul(0, r, x)
+				u, umag := up.mul(0, r, x)
+				if want, tol := denseSwiGLU(g, gmag, u, umag, c.cols); math.Abs(float64(o)-want) > tol {
+					t.Fatalf("y[%d] = %v, want %v (tol %.3g)", r, o, want, tol)
+				}
+			}
+		})
+	}
+}
+
+func TestQMVExpertsSwiGLU(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(27, 28))
+	const experts = 6
+	cases := []struct {
+		rows, cols int
+		ids        []uint32
+	}{
+		{13, 192, []uint32{4, 0, 5}},                    // rows not a multiple of 8
+		{1, 64, []uint32{2}},                            // one slot, one row
+		{40, 256, []uint32{0, experts, 2}},              // an id past the stack: NaNs for that slot only
+		{64, 512, []uint32{1, 2, 3, 4, 0, 5, 5, 1}},     // top-8 with repeats
+		{24, 2048, []uint32{3, 1, 4, 1, 5, 0, 2, 1, 0}}, // the model's width
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("rows=%d/cols=%d/slots=%d", c.rows, c.cols, len(c.ids)), func(t *testing.T) {
+			k := fast
+			if i == 0 {
+				k = race
+			}
+			d := k.Device()
+			gate, up := newDenseQ(t, d, rng, experts, c.rows, c.cols, 4), newDenseQ(t, d, rng, experts, c.rows, c.cols, 4)
+			slots := len(c.ids)
+			x := denseRand(rng, c.cols, 1)
+			xv := denseBuf(t, d, 0, denseF32s(x))
+			ids := denseBuf(t, d, 4, denseU32s(c.ids))
+			out := denseBuf(t, d, 0, make([]byte, 4*slots*c.rows))
+			denseRun(t, k, func(cb gpu.CommandBuffer) error {
+				return k.QMVExpertsSwiGLU(cb, out, gate.m, up.m, xv, ids, slots)
+			})
+			got := denseReadF32(out, slots*c.rows)
+			for j, e := range c.ids {
+				for r := range c.rows {
+					o := got[j*c.rows+r]
+					if int(e) >= experts {
+						if !math.IsNaN(float64(o)) {
+							t.Fatalf("slot %d (expert %d out of range): y[%d] = %v, want NaN", j, e, r, o)
+						}
+						continue
+					}
+					g, gmag := gate.mul(int(e), r, x)
+					u, umag := up.mul(int(e), r, x)
+					if want, tol := denseSwiGLU(g, gmag, u, umag, c.cols); math.Abs(float64(o)-want) > tol {
+						t.Fatalf("slot %d expert %d: y[%d] = %v, want %v (tol %.3g)", j, e, r, o, want, tol)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestEmbed(t *testing.T) {
 	race, fast := denseDevices(t)
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -399,34 +540,6 @@ func TestAddRMSNorm(t *testing.T) {
 
 func denseSigmoid(x float32) float64 { return 1 / (1 + math.Exp(-float64(x))) }
 
-func TestSiluMul(t *testing.T) {
-	race, fast := denseDevices(t)
-	rng := rand.New(rand.NewPCG(11, 12))
-	for i, n := range []int{1000, 1, 256, 8 * 512, 4099} {
-		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
-			g, up := denseRand(rng, n, 4), denseRand(rng, n, 1)
-			if n > 3 {
-				g[0], g[1], g[2] = 100, -100, 0 // saturated and zero gates
-			}
-			gv, uv := denseBuf(t, d, 0, denseF32s(g)), denseBuf(t, d, 0, denseF32s(up))
-			out := denseBuf(t, d, 0, make([]byte, 4*n))
-			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.SiluMul(cb, out, gv, uv, n) })
-			for j, o := range denseReadF32(out, n) {
-				want := float64(g[j]) * denseSigmoid(g[j]) * float64(up[j])
-				// exp within 4 ulp, then an add, a divide and a multiply.
-				if math.Abs(float64(o)-want) > 16*denseU*math.Abs(want)+1e-30 {
-					t.Fatalf("out[%d] = %v, want %v (gate %v, up %v)", j, o, want, g[j], up[j])
-				}
-			}
-		})
-	}
-}
-
 // denseRouterRef is engine/cpu's routing: a stable sort by logit, softmax over
 // all experts in float64, renormalised over the top k when normalize.
 func denseRouterRef(lg []float32, k int, normalize bool) ([]uint32, []float64) {
@@ -522,10 +635,16 @@ func TestRouterTopKSkipsNaN(t *testing.T) {
 	}
 }
 
-func TestMoECombine(t *testing.T) {
+func TestMoECombineAddRMSNorm(t *testing.T) {
 	race, fast := denseDevices(t)
 	rng := rand.New(rand.NewPCG(15, 16))
-	cases := []struct{ h, k int }{{300, 8}, {1, 1}, {2048, 8}, {100, 16}, {257, 3}}
+	cases := []struct{ h, k int }{
+		{300, 8},  // not a multiple of the threadgroup
+		{1, 1},    // one element, one expert
+		{2048, 8}, // the model
+		{100, 16}, // the most experts
+		{5000, 3}, // more elements than 1024 threads hold at 8 each
+	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("h=%d/k=%d", c.h, c.k), func(t *testing.T) {
 			k := fast
@@ -533,24 +652,36 @@ func TestMoECombine(t *testing.T) {
 				k = race
 			}
 			d := k.Device()
+			x, w := denseRand(rng, c.h, 2), denseRand(rng, c.h, 1)
 			ys, ws, sh := denseRand(rng, c.k*c.h, 1), denseRand(rng, c.k, 0.3), denseRand(rng, c.h, 1)
 			gate := []float32{float32(rng.NormFloat64())}
+			xv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 8, denseF32s(w))
+			yv, wsv, sv, gv := denseBuf(t, d, 0, denseF32s(ys)), denseBuf(t, d, 0, denseF32s(ws)), denseBuf(t, d, 0, denseF32s(sh)), denseBuf(t, d, 4, denseF32s(gate))
 			out := denseBuf(t, d, 0, make([]byte, 4*c.h))
-			yv, wv, sv, gv := denseBuf(t, d, 0, denseF32s(ys)), denseBuf(t, d, 0, denseF32s(ws)), denseBuf(t, d, 0, denseF32s(sh)), denseBuf(t, d, 4, denseF32s(gate))
-			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.MoECombine(cb, out, yv, wv, sv, gv, c.h, c.k) })
+			denseRun(t, k, func(cb gpu.CommandBuffer) error {
+				return k.MoECombineAddRMSNorm(cb, xv, yv, wsv, sv, gv, out, wv, c.h, c.k, 1e-6)
+			})
 			sg := denseSigmoid(gate[0])
-			for i, o := range denseReadF32(out, c.h) {
-				var want, mag float64
+			gotX := denseReadF32(xv, c.h)
+			for i, g := range gotX {
+				want, mag := float64(x[i]), math.Abs(float64(x[i]))
 				for j := range c.k {
 					want += float64(ws[j]) * float64(ys[j*c.h+i])
 					mag += math.Abs(float64(ws[j]) * float64(ys[j*c.h+i]))
 				}
 				want += sg * float64(sh[i])
 				mag += math.Abs(sg * float64(sh[i]))
-				// k multiply-adds in sequence, then the gate (exp within 4
-				// ulp, an add, a divide) times shared and a last add.
-				if tol := float64(2*c.k+16) * denseU * mag; math.Abs(float64(o)-want) > tol {
-					t.Fatalf("out[%d] = %v, want %v", i, o, want)
+				// k multiply-adds in sequence, the gate (exp within 4 ulp,
+				// an add, a divide) times shared, and two last adds.
+				if tol := float64(2*c.k+18) * denseU * mag; math.Abs(float64(g)-want) > tol {
+					t.Fatalf("x[%d] = %v, want %v (tol %.3g)", i, g, want, tol)
+				}
+			}
+			// The norm of the residual the kernel wrote.
+			want := denseRMSRef(gotX, w, 1e-6)
+			for j, g := range denseReadF32(out, c.h) {
+				if math.Abs(float64(g)-want[j]) > denseNormTol(c.h)*math.Abs(want[j])+1e-30 {
+					t.Fatalf("out[%d] = %v, want %v", j, g, want[j])
 				}
 			}
 		})
@@ -622,34 +753,48 @@ func TestDenseChain(t *testing.T) {
 	k := race
 	d := k.Device()
 	rng := rand.New(rand.NewPCG(19, 20))
-	const h, inter, experts, topK = 128, 64, 8, 2
+	const h, inter, shInter, experts, topK = 128, 64, 64, 8, 2
 	router := newDenseQ(t, d, rng, 1, experts, h, 8)
+	shExpGate := newDenseQ(t, d, rng, 1, 1, h, 8)
 	gate := newDenseQ(t, d, rng, experts, inter, h, 4)
+	up := newDenseQ(t, d, rng, experts, inter, h, 4)
 	down := newDenseQ(t, d, rng, experts, h, inter, 4)
-	x, w := denseRand(rng, h, 1), denseRand(rng, h, 1)
-	xv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 0, denseF32s(w))
+	shGate := newDenseQ(t, d, rng, 1, shInter, h, 4)
+	shUp := newDenseQ(t, d, rng, 1, shInter, h, 4)
+	shDown := newDenseQ(t, d, rng, 1, h, shInter, 4)
+	x, w, wNext := denseRand(rng, h, 1), denseRand(rng, h, 1), denseRand(rng, h, 1)
+	xv, wv, wNextV := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 0, denseF32s(w)), denseBuf(t, d, 0, denseF32s(wNext))
 	buf := func(n int) shaders.View { return denseBuf(t, d, 0, make([]byte, 4*n)) }
-	xn, logits, ids, ws := buf(h), buf(experts), buf(topK), buf(topK)
-	g, act, ys, shared, sg, out := buf(topK*inter), buf(topK*inter), buf(topK*h), buf(h), buf(1), buf(h)
+	xn, logits, sg, ids, ws := buf(h), buf(experts), buf(1), buf(topK), buf(topK)
+	shH, shOut, eh, ys, out := buf(shInter), buf(h), buf(topK*inter), buf(topK*h), buf(h)
 	cb, err := d.NewCommandBuffer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := []func() error{
-		func() error { return k.RMSNorm(cb, xn, xv, wv, h, 1, 1e-6) },
-		func() error { return k.QMV(cb, logits, router.m, xn) },
-		func() error { return k.RouterTopK(cb, ids, ws, logits, experts, topK, true) },
-		func() error { return k.QMVExperts(cb, g, gate.m, xn, 0, ids, topK) },
-		func() error { return k.SiluMul(cb, act, g, g, topK*inter) },
-		func() error { return k.QMVExperts(cb, ys, down.m, act, inter, ids, topK) },
-		func() error { return k.MoECombine(cb, out, ys, ws, shared, sg, h, topK) },
+	levels := [][]func() error{
+		{func() error { return k.RMSNorm(cb, xn, xv, wv, h, 1, 1e-6) }},
+		{
+			func() error {
+				return k.QMVMulti(cb, []shaders.View{logits, sg}, []shaders.QMatrix{router.m, shExpGate.m}, xn)
+			},
+			func() error { return k.QMVSwiGLU(cb, shH, shGate.m, shUp.m, xn) },
+		},
+		{
+			func() error { return k.RouterTopK(cb, ids, ws, logits, experts, topK, true) },
+			func() error { return k.QMV(cb, shOut, shDown.m, shH) },
+		},
+		{func() error { return k.QMVExpertsSwiGLU(cb, eh, gate.m, up.m, xn, ids, topK) }},
+		{func() error { return k.QMVExperts(cb, ys, down.m, eh, inter, ids, topK) }},
+		{func() error { return k.MoECombineAddRMSNorm(cb, xv, ys, ws, shOut, sg, out, wNextV, h, topK, 1e-6) }},
 	}
-	for i, s := range steps {
+	for i, level := range levels {
 		if i > 0 {
 			cb.Barrier()
 		}
-		if err := s(); err != nil {
-			t.Fatal(err)
+		for _, op := range level {
+			if err := op(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := cb.Commit(); err != nil {
@@ -661,39 +806,61 @@ func TestDenseChain(t *testing.T) {
 
 	// The host chain, from the GPU's own intermediate results at each
 	// discrete choice (the routed ids), so rounding cannot flip a choice.
-	xnRef := denseRMSRef(x, w, 1e-6)
-	xn32 := make([]float32, h)
-	for i, v := range xnRef {
-		xn32[i] = float32(v)
+	f32 := func(v []float64) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(x)
+		}
+		return out
 	}
+	xn32 := f32(denseRMSRef(x, w, 1e-6))
 	lg := denseReadF32(logits, experts)
 	wantIDs, wantWs := denseRouterRef(lg, topK, true)
 	if got := denseReadU32(ids, topK); fmt.Sprint(got) != fmt.Sprint(wantIDs) {
 		t.Fatalf("ids = %v, want %v", got, wantIDs)
 	}
-	want := make([]float64, h)
-	for j, e := range wantIDs {
-		a := make([]float32, inter)
-		for r := range inter {
-			gv, _ := gate.mul(int(e), r, xn32)
-			a[r] = float32(gv * denseSigmoid(float32(gv)) * gv)
+	// swiglu is expert e's silu(gate x) * (up x), rounded to fp32 as the
+	// GPU stores it.
+	swiglu := func(g, u *denseQ, e, rows int) []float32 {
+		a := make([]float32, rows)
+		for r := range rows {
+			gv, _ := g.mul(e, r, xn32)
+			uv, _ := u.mul(e, r, xn32)
+			a[r] = float32(gv / (1 + math.Exp(-gv)) * uv)
 		}
+		return a
+	}
+	sgLogit, _ := shExpGate.mul(0, 0, xn32)
+	shA := swiglu(shGate, shUp, 0, shInter)
+	want := make([]float64, h)
+	for r := range h {
+		y, _ := shDown.mul(0, r, shA)
+		want[r] = float64(x[r]) + y/(1+math.Exp(-sgLogit))
+	}
+	for j, e := range wantIDs {
+		a := swiglu(gate, up, int(e), inter)
 		for r := range h {
 			y, _ := down.mul(int(e), r, a)
 			want[r] += wantWs[j] * y
 		}
 	}
-	got := denseReadF32(out, h)
-	var scale float64
-	for _, v := range want {
-		scale = max(scale, math.Abs(v))
-	}
-	for i := range h {
-		// Each stage's fp32 error (about 1e-6 relative) carries through
-		// three products; 1e-4 of the output's scale bounds it loosely
-		// while a wrong expert, slot or stride is off by the scale itself.
-		if math.Abs(float64(got[i])-want[i]) > 1e-4*scale {
-			t.Fatalf("out[%d] = %v, want %v", i, got[i], want[i])
+	wantOut := denseRMSRef(f32(want), wNext, 1e-6)
+	// Each stage's fp32 error (about 1e-6 relative) carries through three
+	// products; 1e-4 of a result's scale bounds it loosely while a wrong
+	// expert, slot, stride or matrix is off by the scale itself.
+	for _, c := range []struct {
+		name string
+		got  []float32
+		want []float64
+	}{{"residual", denseReadF32(xv, h), want}, {"out", denseReadF32(out, h), wantOut}} {
+		var scale float64
+		for _, v := range c.want {
+			scale = max(scale, math.Abs(v))
+		}
+		for i := range h {
+			if math.Abs(float64(c.got[i])-c.want[i]) > 1e-4*scale {
+				t.Fatalf("%s[%d] = %v, want %v", c.name, i, c.got[i], c.want[i])
+			}
 		}
 	}
 }
@@ -704,6 +871,7 @@ func TestDenseRejectsBadInput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	q := newDenseQ(t, d, rng, 2, 16, 128, 4)
 	q8 := newDenseQ(t, d, rng, 1, 16, 128, 8)
+	wide := newDenseQ(t, d, rng, 1, 16, 192, 4)
 	buf := func(n int) shaders.View { return denseBuf(t, d, 0, make([]byte, 4*n)) }
 	x, out, ids := buf(256), buf(64), buf(4)
 	badCols := q.m
@@ -742,11 +910,27 @@ func TestDenseRejectsBadInput(t *testing.T) {
 		{"RMSNorm rows", k.RMSNorm(cb, out, out, out, 64, 2, 1e-6)},
 		{"RMSNorm eps", k.RMSNorm(cb, out, out, out, 64, 1, float32(math.NaN()))},
 		{"AddRMSNorm out is x", k.AddRMSNorm(cb, out, x, out, x, 64, 1e-6)},
-		{"SiluMul n", k.SiluMul(cb, out, out, out, 65)},
 		{"RouterTopK k > experts", k.RouterTopK(cb, ids, ids, out, 2, 3, true)},
 		{"RouterTopK experts", k.RouterTopK(cb, ids, ids, buf(1024), 513, 8, true)},
 		{"RouterTopK k", k.RouterTopK(cb, buf(32), buf(32), out, 64, 17, true)},
-		{"MoECombine ys short", k.MoECombine(cb, out, out, ids, out, ids, 64, 2)},
+		{"QMVMulti none", k.QMVMulti(cb, nil, nil, x)},
+		{"QMVMulti five", k.QMVMulti(cb, []shaders.View{out, out, out, out, out}, []shaders.QMatrix{q.m, q.m, q.m, q.m, q.m}, x)},
+		{"QMVMulti outputs", k.QMVMulti(cb, []shaders.View{out}, []shaders.QMatrix{q.m, q.m}, x)},
+		{"QMVMulti bits differ", k.QMVMulti(cb, []shaders.View{out, out}, []shaders.QMatrix{q.m, q8.m}, x)},
+		{"QMVMulti cols differ", k.QMVMulti(cb, []shaders.View{out, out}, []shaders.QMatrix{q.m, wide.m}, x)},
+		{"QMVMulti bad matrix", k.QMVMulti(cb, []shaders.View{out, out}, []shaders.QMatrix{q.m, badGroup}, x)},
+		{"QMVMulti out short", k.QMVMulti(cb, []shaders.View{out, buf(8)}, []shaders.QMatrix{q.m, q.m}, x)},
+		{"QMVMulti x misaligned", k.QMVMulti(cb, []shaders.View{out}, []shaders.QMatrix{q.m}, x.At(4))},
+		{"QMVSwiGLU 8-bit", k.QMVSwiGLU(cb, out, q8.m, q8.m, x)},
+		{"QMVSwiGLU shapes differ", k.QMVSwiGLU(cb, out, q.m, wide.m, x)},
+		{"QMVSwiGLU out short", k.QMVSwiGLU(cb, buf(8), q.m, q.m, x)},
+		{"QMVExpertsSwiGLU no slots", k.QMVExpertsSwiGLU(cb, out, q.m, q.m, x, ids, 0)},
+		{"QMVExpertsSwiGLU ids short", k.QMVExpertsSwiGLU(cb, buf(4*16), q.m, q.m, x, ids, 5)},
+		{"QMVExpertsSwiGLU bad up", k.QMVExpertsSwiGLU(cb, out, q.m, noBuf, x, ids, 2)},
+		{"MoECombineAddRMSNorm ys short", k.MoECombineAddRMSNorm(cb, out, out, ids, out, ids, buf(64), out, 64, 2, 1e-6)},
+		{"MoECombineAddRMSNorm out is x", k.MoECombineAddRMSNorm(cb, out, buf(128), ids, out, ids, out, out, 64, 2, 1e-6)},
+		{"MoECombineAddRMSNorm k", k.MoECombineAddRMSNorm(cb, out, buf(64*17), buf(17), out, ids, buf(64), out, 64, 17, 1e-6)},
+		{"MoECombineAddRMSNorm eps", k.MoECombineAddRMSNorm(cb, out, buf(128), ids, out, ids, buf(64), out, 64, 2, -1)},
 		{"Argmax n", k.Argmax(cb, ids, out, 0)},
 		{"Argmax short", k.Argmax(cb, ids, out, 65)},
 	}

@@ -1,25 +1,21 @@
-// moe.metal: the sparse MoE block's glue around its matrix products: router
-// softmax and top-k, the SwiGLU product, and the weighted combine with the
-// gated shared expert.
+// moe.metal: the sparse MoE block's router: softmax and top-k. (Its SwiGLU
+// products live in qmv.metal, its combine with the gated shared expert in
+// rmsnorm.metal, fused with the residual add and the next norm.)
 //
 //   router_topk_f32: p = softmax(logits) over all n experts (fp32);
 //                    ids[0..k) = the k largest logits, largest first, ties to
 //                    the lower index (NaN ranks below every number);
 //                    weights[j] = p[ids[j]], divided by sum_j p[ids[j]] when
 //                    args.normalize
-//   silu_mul_f32:    out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g)
-//   moe_combine_f32: out[i] = sum_j weights[j] * ys[j][i] + sigmoid(sg[0]) * shared[i]
 //
-// Layout: logits, weights, gate, up, ys ([k][n] rows), shared and out are
-// float; ids is uint[k]; sg is one float (the shared expert gate's logit).
+// Layout: logits and weights are float; ids is uint[k].
 // Mapping: router_topk_f32 is one simd-group; lane l holds the logits of
 // experts l, l+32, ... (at most MOE_MAX_EXPERTS/32) in registers and a mask
 // of those already taken; each of the k rounds is a simd_max of the lanes'
-// best values and a simd_min of the indices that reach it. The other two
-// are one thread per element.
+// best values and a simd_min of the indices that reach it.
 // Threadgroup memory: none.
 // CPU reference: engine/cpu Sequence.moe (stable sort by logit, softmax in
-// float64 there, fp32 here; silu and sigmoid as engine/cpu's).
+// float64 there, fp32 here).
 #include <metal_stdlib>
 #include "args.h"
 using namespace metal;
@@ -86,38 +82,4 @@ kernel void router_topk_f32(
         ids[lane] = mine;
         weights[lane] = p / (args.normalize != 0 ? chosen : all);
     }
-}
-
-kernel void silu_mul_f32(
-    constant MoEArgs& args [[buffer(0)]],
-    device const float* gate [[buffer(1)]],
-    device const float* up [[buffer(2)]],
-    device float* out [[buffer(3)]],
-    uint i [[thread_position_in_grid]])
-{
-    if (int(i) >= args.n) {
-        return;
-    }
-    const float g = gate[i];
-    out[i] = g / (1.0f + exp(-g)) * up[i];
-}
-
-kernel void moe_combine_f32(
-    constant MoEArgs& args [[buffer(0)]],
-    device const float* ys [[buffer(1)]],
-    device const float* weights [[buffer(2)]],
-    device const float* shared [[buffer(3)]],
-    device const float* shared_gate [[buffer(4)]],
-    device float* out [[buffer(5)]],
-    uint i [[thread_position_in_grid]])
-{
-    if (int(i) >= args.n) {
-        return;
-    }
-    float acc = 0.0f;
-    for (int j = 0; j < args.k; j++) {
-        acc += weights[j] * ys[ulong(j) * ulong(args.n) + i];
-    }
-    const float g = 1.0f / (1.0f + exp(-shared_gate[0]));
-    out[i] = acc + g * shared[i];
 }

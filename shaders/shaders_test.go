@@ -140,6 +140,8 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
         sizeof(DeltaStepArgs), OFF(DeltaStepArgs, key_heads), OFF(DeltaStepArgs, value_heads), OFF(DeltaStepArgs, value_dim), OFF(DeltaStepArgs, q_scale), OFF(DeltaStepArgs, eps),
         ATTN_BLOCK, ATTN_SIMDGROUPS, ATTN_HEADS_PER_SIMDGROUP, ATTN_MAX_HEAD_DIM, ATTN_MAX_GROUP, ATTN_PREP_MAX_THREADS, FC_ATTN,
         DELTA_CONV_THREADS, DELTA_ROWS_PER_THREAD, DELTA_MAX_SIMDGROUPS, FC_DELTA,
+        sizeof(QMVMultiArgs), OFF(QMVMultiArgs, k), OFF(QMVMultiArgs, matrices), OFF(QMVMultiArgs, rows), OFF(QMVMultiArgs, block_end), QMV_MULTI_MAX,
+        sizeof(MoENormArgs), OFF(MoENormArgs, n), OFF(MoENormArgs, k), OFF(MoENormArgs, eps),
     };
     for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
 }
@@ -164,6 +166,10 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		dc shaders.DeltaConvArgs
 		ds shaders.DeltaStepArgs
 	)
+	var (
+		qm shaders.QMVMultiArgs
+		mn shaders.MoENormArgs
+	)
 	want := []uintptr{
 		unsafe.Sizeof(r), unsafe.Offsetof(r.N), unsafe.Offsetof(r.Eps), unsafe.Offsetof(r.WeightOffset), unsafe.Offsetof(r.RowStride),
 		unsafe.Sizeof(q), unsafe.Offsetof(q.Rows), unsafe.Offsetof(q.K), unsafe.Offsetof(q.XStride), unsafe.Offsetof(q.Experts),
@@ -177,6 +183,8 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		unsafe.Sizeof(ds), unsafe.Offsetof(ds.KeyHeads), unsafe.Offsetof(ds.ValueHeads), unsafe.Offsetof(ds.ValueDim), unsafe.Offsetof(ds.QScale), unsafe.Offsetof(ds.Eps),
 		shaders.AttnBlock, shaders.AttnSimdgroups, shaders.AttnHeadsPerSimdgroup, shaders.AttnMaxHeadDim, shaders.AttnMaxGroup, shaders.AttnPrepMaxThreads, shaders.FCAttn,
 		shaders.DeltaConvThreads, shaders.DeltaRowsPerThread, shaders.DeltaMaxSimdgroups, shaders.FCDelta,
+		unsafe.Sizeof(qm), unsafe.Offsetof(qm.K), unsafe.Offsetof(qm.Matrices), unsafe.Offsetof(qm.Rows), unsafe.Offsetof(qm.BlockEnd), shaders.QMVMultiMax,
+		unsafe.Sizeof(mn), unsafe.Offsetof(mn.N), unsafe.Offsetof(mn.K), unsafe.Offsetof(mn.Eps),
 	}
 	out := u32s(t, d, make([]uint32, len(want)))
 	if err := run(t, d, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},

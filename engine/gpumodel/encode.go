@@ -41,13 +41,11 @@ func (s *Sequence) encode(cb gpu.CommandBuffer, st step) error {
 		cb.Barrier()
 		do(k.AddRMSNorm(cb, act.x, act.delta, act.xn, l.postNorm, c.Hidden, c.RMSNormEps))
 		cb.Barrier()
-		do(s.moe(cb, l))
-		cb.Barrier()
 		next := m.finalNorm
 		if i+1 < len(m.layers) {
 			next = m.layers[i+1].inNorm
 		}
-		do(k.AddRMSNorm(cb, act.x, act.delta, act.xn, next, c.Hidden, c.RMSNormEps))
+		do(s.moe(cb, l, next))
 		cb.Barrier()
 	}
 	if st.logits || st.next != nil {
@@ -64,9 +62,7 @@ func (s *Sequence) attention(cb gpu.CommandBuffer, l *layer, ls *layerState, pos
 	k, act, a := s.m.k, &s.act, s.m.attn
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
-	do(k.QMV(cb, act.qg, l.q, act.xn))
-	do(k.QMV(cb, act.k, l.kp, act.xn))
-	do(k.QMV(cb, act.v, l.v, act.xn))
+	do(s.qmvs(cb, []shaders.View{act.qg, act.k, act.v}, []shaders.QMatrix{l.q, l.kp, l.v}, act.xn))
 	cb.Barrier()
 	do(k.AttnPrep(cb, act.q, act.gate, act.qg, act.k, act.v, ls.kCache, ls.vCache, l.qNorm, l.kNorm, a, pos))
 	cb.Barrier()
@@ -80,10 +76,7 @@ func (s *Sequence) deltaNet(cb gpu.CommandBuffer, l *layer, ls *layerState) erro
 	k, act, d := s.m.k, &s.act, s.m.delta
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
-	do(k.QMV(cb, act.u, l.qkv, act.xn))
-	do(k.QMV(cb, act.z, l.z, act.xn))
-	do(k.QMV(cb, act.b, l.b, act.xn))
-	do(k.QMV(cb, act.a, l.a, act.xn))
+	do(s.qmvs(cb, []shaders.View{act.u, act.z, act.b, act.a}, []shaders.QMatrix{l.qkv, l.z, l.b, l.a}, act.xn))
 	cb.Barrier()
 	do(k.DeltaConv(cb, act.convOut, act.u, ls.conv, l.conv, d.Channels(), d.ConvKernel))
 	cb.Barrier()
@@ -93,27 +86,45 @@ func (s *Sequence) deltaNet(cb gpu.CommandBuffer, l *layer, ls *layerState) erro
 	return errors.Join(errs...)
 }
 
-// moe writes the MoE block's output for act.xn into act.delta.
-func (s *Sequence) moe(cb gpu.CommandBuffer, l *layer) error {
+// moe runs the MoE block on act.xn, adds its output to the residual
+// stream act.x, and leaves RMSNorm(x) * next in act.xn for what follows.
+func (s *Sequence) moe(cb gpu.CommandBuffer, l *layer, next shaders.View) error {
 	k, act, c := s.m.k, &s.act, s.m.cfg
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
-	do(k.QMV(cb, act.routerLogits, l.router, act.xn))
-	do(k.QMV(cb, act.shGate, l.shExpertGate, act.xn))
-	do(k.QMV(cb, act.shG, l.shGate, act.xn))
-	do(k.QMV(cb, act.shU, l.shUp, act.xn))
+	do(s.qmvs(cb, []shaders.View{act.routerLogits, act.shGate}, []shaders.QMatrix{l.router, l.shExpertGate}, act.xn))
+	do(k.QMVSwiGLU(cb, act.shH, l.shGate, l.shUp, act.xn))
 	cb.Barrier()
 	do(k.RouterTopK(cb, act.ids, act.weights, act.routerLogits, c.Experts, c.TopK, c.NormTopK))
-	do(k.SiluMul(cb, act.shH, act.shG, act.shU, c.SharedIntermediate))
-	cb.Barrier()
-	do(k.QMVExperts(cb, act.eg, l.gate, act.xn, 0, act.ids, c.TopK))
-	do(k.QMVExperts(cb, act.eu, l.up, act.xn, 0, act.ids, c.TopK))
 	do(k.QMV(cb, act.shOut, l.shDown, act.shH))
 	cb.Barrier()
-	do(k.SiluMul(cb, act.eh, act.eg, act.eu, c.TopK*c.ExpertIntermediate))
+	do(k.QMVExpertsSwiGLU(cb, act.eh, l.gate, l.up, act.xn, act.ids, c.TopK))
 	cb.Barrier()
 	do(k.QMVExperts(cb, act.ys, l.down, act.eh, c.ExpertIntermediate, act.ids, c.TopK))
 	cb.Barrier()
-	do(k.MoECombine(cb, act.delta, act.ys, act.weights, act.shOut, act.shGate, c.Hidden, c.TopK))
+	do(k.MoECombineAddRMSNorm(cb, act.x, act.ys, act.weights, act.shOut, act.shGate, act.xn, next, c.Hidden, c.TopK, c.RMSNormEps))
+	return errors.Join(errs...)
+}
+
+// qmvs writes outs[i] = ms[i] · x in as few dispatches as QMVMulti allows:
+// matrices of one width and bit width share one, up to its limit (a
+// checkpoint may quantize the projections of one input differently).
+func (s *Sequence) qmvs(cb gpu.CommandBuffer, outs []shaders.View, ms []shaders.QMatrix, x shaders.View) error {
+	var errs []error
+	done := make([]bool, len(ms))
+	for i := range ms {
+		if done[i] {
+			continue
+		}
+		var o []shaders.View
+		var g []shaders.QMatrix
+		for j := i; j < len(ms) && len(g) < shaders.QMVMultiMax; j++ {
+			if !done[j] && ms[j].Cols == ms[i].Cols && ms[j].Bits == ms[i].Bits {
+				done[j] = true
+				o, g = append(o, outs[j]), append(g, ms[j])
+			}
+		}
+		errs = append(errs, s.m.k.QMVMulti(cb, o, g, x))
+	}
 	return errors.Join(errs...)
 }

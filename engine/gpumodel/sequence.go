@@ -43,9 +43,8 @@ type activations struct {
 	dOut                   shaders.View
 	routerLogits, weights  shaders.View
 	ids                    shaders.View
-	eg, eu, eh, ys         shaders.View
-	shG, shU, shH, shOut   shaders.View
-	shGate                 shaders.View
+	eh, ys                 shaders.View
+	shH, shOut, shGate     shaders.View
 	logits                 shaders.View
 	tokens                 shaders.View // u32 token slots: step inputs and argmax outputs
 	tokenCap               int
@@ -100,9 +99,8 @@ func (s *Sequence) allocate() error {
 	act.b, act.a, act.dOut = a(d.ValueHeads*f), a(d.ValueHeads*f), a(vd*f)
 	ek, ei := c.TopK, c.ExpertIntermediate
 	act.routerLogits, act.weights, act.ids = a(c.Experts*f), a(ek*f), a(ek*4)
-	act.eg, act.eu, act.eh, act.ys = a(ek*ei*f), a(ek*ei*f), a(ek*ei*f), a(ek*h*f)
-	si := c.SharedIntermediate
-	act.shG, act.shU, act.shH, act.shOut, act.shGate = a(si*f), a(si*f), a(si*f), a(h*f), a(f)
+	act.eh, act.ys = a(ek*ei*f), a(ek*h*f)
+	act.shH, act.shOut, act.shGate = a(c.SharedIntermediate*f), a(h*f), a(f)
 	act.logits = a(c.Vocab * f)
 	act.logitsBuf = act.logits.Buf
 	for i, l := range s.m.layers {
