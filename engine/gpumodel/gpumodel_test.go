@@ -194,18 +194,31 @@ func TestMatchesCPU(t *testing.T) {
 	}
 }
 
-// The 35B shape, counted without weights.
+// The reference engine's recorded decode step (SEED.md), which fusion
+// must stay under.
+const (
+	referenceDispatches = 795
+	referenceLevels     = 555
+)
+
+// The 35B shape, counted without weights, before and past the attention's
+// split into blocks.
 func TestDryRun35B(t *testing.T) {
 	cfg := checkpoint.Qwen36()
-	r, err := DryRun(cfg, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("35B decode step: %d dispatches, %d levels, %d weight bytes", r.Dispatches, r.Levels, r.WeightBytes)
-	if r.Levels >= r.Dispatches || r.Levels < 40*4 {
-		t.Errorf("%d levels for %d dispatches: barriers missing or everywhere", r.Levels, r.Dispatches)
-	}
-	if r.WeightBytes < 1.6e9 || r.WeightBytes > 1.72e9 {
-		t.Errorf("weight bytes %d", r.WeightBytes)
+	for _, pos := range []int{4096, 32768} {
+		r, err := DryRun(cfg, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("35B decode step at %d: %d dispatches, %d levels, %d weight bytes", pos, r.Dispatches, r.Levels, r.WeightBytes)
+		if r.Levels >= r.Dispatches || r.Levels < 40*4 {
+			t.Errorf("%d levels for %d dispatches: barriers missing or everywhere", r.Levels, r.Dispatches)
+		}
+		if r.Dispatches >= referenceDispatches || r.Levels >= referenceLevels {
+			t.Errorf("%d dispatches in %d levels: not under the reference's %d in %d", r.Dispatches, r.Levels, referenceDispatches, referenceLevels)
+		}
+		if r.WeightBytes < 1.6e9 || r.WeightBytes > 1.72e9 {
+			t.Errorf("weight bytes %d", r.WeightBytes)
+		}
 	}
 }
