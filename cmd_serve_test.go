@@ -70,8 +70,8 @@ func TestServeCommand(t *testing.T) {
 }
 
 func TestServeFlags(t *testing.T) {
+	// No --model is not an error: it serves the default model (TestServeDefaultsToDemo).
 	for _, args := range [][]string{
-		{"--addr", "127.0.0.1:0"},
 		{"--model", "x", "--queue", "0"},
 		{"--model", "x", "stray"},
 		{"--model", "x", "--backend", "nope"},

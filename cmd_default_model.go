@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"petal/internal/models"
+)
+
+// resolveModel returns dir when one was named; otherwise the installed
+// real model, else the demo model built into the binary, and says on w
+// which one it chose.
+func resolveModel(dir string, w io.Writer) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	d, isDemo, err := models.DefaultModelDir()
+	if err != nil {
+		return "", err
+	}
+	if !isDemo {
+		fmt.Fprintf(w, "using the installed model in %s\n", d)
+		return d, nil
+	}
+	root, err := models.Root()
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(w, "no model installed in %s: using the built-in demo model, a small toy that knows a few hundred dialogues (put %s there for the real one)\n",
+		root, models.RealModelName)
+	return d, nil
+}
