@@ -94,3 +94,52 @@ func BenchmarkQMVExperts(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQMVFused times the decode step's fused products at the 35B
+// shape in the sim: DeltaNet's four input projections in one QMVMulti, the
+// shared expert's gate and up in one QMVSwiGLU, and the routed experts'
+// gate and up at top-8 in one QMVExpertsSwiGLU; bytes are the weights read.
+func BenchmarkQMVFused(b *testing.B) {
+	const hidden, experts, topK = 2048, 16, 8
+	d, err := sim.Open(sim.Options{Fast: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	k := shaders.NewKernels(d)
+	rng := rand.New(rand.NewPCG(11, 12))
+	weightBytes := func(m shaders.QMatrix) int64 { return int64(m.ExpertCodeBytes() + 2*m.ExpertScaleBytes()) }
+	x := denseBuf(b, d, 0, make([]byte, 4*hidden))
+
+	var ms []shaders.QMatrix
+	var outs []shaders.View
+	var multiBytes int64
+	for _, rows := range []int{8192, 4096, 32, 32} {
+		q := newDenseQ(b, d, rng, 1, rows, hidden, 4)
+		ms, outs = append(ms, q.m), append(outs, denseBuf(b, d, 0, make([]byte, 4*rows)))
+		multiBytes += weightBytes(q.m)
+	}
+	shGate, shUp := newDenseQ(b, d, rng, 1, 512, hidden, 4), newDenseQ(b, d, rng, 1, 512, hidden, 4)
+	gate, up := newDenseQ(b, d, rng, experts, 512, hidden, 4), newDenseQ(b, d, rng, experts, 512, hidden, 4)
+	ids := denseBuf(b, d, 0, denseU32s([]uint32{3, 1, 4, 15, 9, 2, 6, 5}))
+	y := denseBuf(b, d, 0, make([]byte, 4*topK*512))
+	for _, c := range []struct {
+		name  string
+		bytes int64
+		run   func(cb gpu.CommandBuffer) error
+	}{
+		{"QMVMulti/rows=8192+4096+32+32/k=2048", multiBytes, func(cb gpu.CommandBuffer) error { return k.QMVMulti(cb, outs, ms, x) }},
+		{"QMVSwiGLU/rows=512/k=2048", 2 * weightBytes(shGate.m), func(cb gpu.CommandBuffer) error { return k.QMVSwiGLU(cb, y, shGate.m, shUp.m, x) }},
+		{"QMVExpertsSwiGLU/rows=512/k=2048/slots=8", 2 * topK * weightBytes(gate.m), func(cb gpu.CommandBuffer) error {
+			return k.QMVExpertsSwiGLU(cb, y, gate.m, up.m, x, ids, topK)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			denseRun(b, k, c.run) // compiles the pipeline off the clock
+			b.SetBytes(c.bytes)
+			for b.Loop() {
+				denseRun(b, k, c.run)
+			}
+		})
+	}
+}

@@ -296,8 +296,8 @@ func (k *Kernels) QMVMulti(cb gpu.CommandBuffer, outs []View, ms []QMatrix, x Vi
 	blocks := 0
 	for i := range ms {
 		m := &ms[i]
-		if err := requireQMatrix(op, m, 1); err != nil {
-			return fmt.Errorf("matrix %d: %w", i, err)
+		if err := requireQMatrix(fmt.Sprintf("%s matrix %d", op, i), m, 1); err != nil {
+			return err
 		}
 		if m.Cols != ms[0].Cols || m.Bits != ms[0].Bits {
 			return fmt.Errorf("%w: shaders: %s: matrix %d is %d columns at %d bits, matrix 0 %d at %d: want one width and bit width", gpu.ErrInvalid, op, i, m.Cols, m.Bits, ms[0].Cols, ms[0].Bits)
