@@ -3,6 +3,7 @@ module petal
 go 1.26
 
 require (
+	github.com/adrg/xdg v0.5.3 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/ebitengine/purego v0.11.3 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"petal/internal/hub"
+)
+
+func init() {
+	commands["pull"] = command{
+		summary: "download the model from the Hugging Face Hub (resumable, every file hashed)",
+		run:     runPull,
+	}
+}
+
+// barWidth is the progress bar's length in characters.
+const barWidth = 30
+
+func runPull(args []string, stdout io.Writer) error {
+	fs := newFlags("pull", os.Stderr)
+	endpoint := fs.String("endpoint", "", "Hub URL (default: $HF_ENDPOINT, else "+hub.DefaultEndpoint+")")
+	repo := fs.String("repo", hub.DefaultRepo, "repository")
+	revision := fs.String("revision", hub.DefaultRevision, "revision (a commit id pins the files)")
+	dir := fs.String("dir", "", "model folder (default: the repository's name under $PETAL_MODELS, else the XDG data folder's petal/models)")
+	noCache := fs.Bool("no-hf-cache", false, "do not import from the Hugging Face cache")
+	parallel := fs.Int("parallel", hub.DefaultParallel, "connections at once")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *parallel < 1 || *parallel > hub.MaxParallel {
+		return fmt.Errorf("--parallel must be 1..%d", hub.MaxParallel)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt)
+	defer signal.Stop(interrupt)
+	go func() {
+		if _, ok := <-interrupt; ok {
+			cancel(hub.ErrPaused)
+		}
+	}()
+	bar := &progressBar{w: os.Stderr}
+	out, err := hub.Pull(ctx, hub.Options{
+		Endpoint: *endpoint, Repo: *repo, Revision: *revision, Dir: *dir,
+		NoHFCache: *noCache, Parallel: *parallel, Progress: bar.show,
+	})
+	bar.end()
+	if errors.Is(err, hub.ErrPaused) {
+		return errors.New("pull paused: run the same command again to resume where it stopped")
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s@%s is in %s\n", *repo, *revision, out)
+	return err
+}
+
+// progressBar draws pull events on one terminal line.
+type progressBar struct {
+	w     io.Writer
+	drawn bool
+}
+
+func (b *progressBar) show(ev hub.Event) {
+	fmt.Fprintf(b.w, "\r%s\x1b[K", renderProgress(ev))
+	b.drawn = true
+}
+
+func (b *progressBar) end() {
+	if b.drawn {
+		fmt.Fprintln(b.w)
+	}
+}
+
+// renderProgress is one line for an event: phase, bar, sizes in GB
+// (10^9 bytes, as download sizes are quoted), speed and time left.
+func renderProgress(ev hub.Event) string {
+	frac := 0.0
+	if ev.Total > 0 {
+		frac = min(1, float64(ev.Done)/float64(ev.Total))
+	}
+	filled := int(frac * barWidth)
+	line := fmt.Sprintf("%-11s [%s%s] %5.1f%% %.2f/%.2f GB", ev.Phase,
+		strings.Repeat("#", filled), strings.Repeat(".", barWidth-filled), 100*frac,
+		float64(ev.Done)/1e9, float64(ev.Total)/1e9)
+	if ev.BytesPerSecond > 0 {
+		line += fmt.Sprintf(" %.1f MB/s", ev.BytesPerSecond/1e6)
+	}
+	if ev.ETA > 0 {
+		line += " ETA " + ev.ETA.Round(time.Second).String()
+	}
+	if ev.File != "" {
+		line += " " + ev.File
+	}
+	if ev.Retry != nil {
+		line += " (retrying: " + ev.Retry.Error() + ")"
+	}
+	return line
+}

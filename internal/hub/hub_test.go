@@ -1,0 +1,491 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"petal/engine/checkpoint"
+)
+
+const fixture = "../../engine/testdata/fixtures/tiny-a"
+
+// opts pulls h's repository into a fresh folder, with small chunks and
+// quick retries so faults show within a test's time.
+func (h *fakeHub) opts(t *testing.T) Options {
+	return Options{
+		Endpoint: h.hub.URL, Token: "secret-token", Repo: h.repo, Revision: h.sha,
+		Dir: filepath.Join(t.TempDir(), "models", "tiny"), NoHFCache: true,
+		Parallel: 3, ChunkBytes: 64 << 10, StallTimeout: 5 * time.Second,
+		MaxRetries: 3, RetryBase: time.Millisecond,
+		FreeSpace: func(string) (int64, error) { return 1 << 50, nil },
+	}
+}
+
+// checkPulled asserts dir holds exactly the served files and opens as a
+// checkpoint.
+func (h *fakeHub) checkPulled(t *testing.T, dir string) {
+	t.Helper()
+	for name, want := range h.files {
+		got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, err %v; want the served %d bytes", name, len(got), err, len(want))
+		}
+	}
+	m, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatalf("pulled folder does not open: %v", err)
+	}
+	m.Close()
+	if _, err := readManifest(dir); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateName)); err == nil {
+		t.Error("resume state left in the finished folder")
+	}
+}
+
+// checkAbsent asserts that no model folder exists: nothing half-made looks
+// complete.
+func checkAbsent(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s exists after a failed pull", dir)
+	}
+}
+
+func TestPull(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	o := h.opts(t)
+	var mu sync.Mutex
+	var last Event
+	o.Progress = func(ev Event) {
+		mu.Lock()
+		last = ev
+		mu.Unlock()
+	}
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir != o.Dir {
+		t.Errorf("pulled into %s, asked %s", dir, o.Dir)
+	}
+	h.checkPulled(t, dir)
+	if got := h.servedTotal(); got != h.total() {
+		t.Errorf("served %d bytes for %d bytes of files", got, h.total())
+	}
+	if !h.auth["hub"] || h.auth["cdn"] {
+		t.Errorf("Authorization seen by hub %v, cdn %v: want the hub only", h.auth["hub"], h.auth["cdn"])
+	}
+	if last.Phase != Done || last.Done != h.total() || last.Total != h.total() {
+		t.Errorf("last event %+v", last)
+	}
+	// Pulling again finds the finished folder without asking the Hub.
+	before := h.listings
+	if _, err := Pull(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	if h.listings != before {
+		t.Error("a finished pull asked the Hub again")
+	}
+}
+
+func TestPullResumesAfterCuts(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	for name := range h.files {
+		if h.lfs[name] {
+			h.cutAfter[name] = int64(len(h.files[name]) / 3)
+		}
+	}
+	o := h.opts(t)
+	o.ChunkBytes = 1 << 20 // one chunk a file: cuts land mid-chunk
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.checkPulled(t, dir)
+	if got := h.servedTotal(); got != h.total() {
+		t.Errorf("served %d bytes for %d bytes of files: a cut connection made the pull fetch bytes again", got, h.total())
+	}
+}
+
+func TestPullStalledServer(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	shard := "model-00002-of-00003.safetensors"
+	h.stallAfter[shard] = 1000
+	o := h.opts(t)
+	o.StallTimeout = 200 * time.Millisecond
+	start := time.Now()
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > h.stallHold {
+		t.Error("the stall was waited out, not detected")
+	}
+	h.checkPulled(t, dir)
+	if got := h.servedTotal(); got != h.total() {
+		t.Errorf("served %d bytes for %d", got, h.total())
+	}
+}
+
+// TestPullResumesAfterStop stops a pull midway, as a crash, a reboot or a
+// pause would, and checks that the next one fetches only the rest.
+func TestPullResumesAfterStop(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	shard := "model-00001-of-00003.safetensors"
+	h.stallAfter[shard] = 30 << 10 // this shard hangs 30 KiB in
+	o := h.opts(t)
+	o.Parallel = 1
+	ctx, cancel := context.WithCancelCause(t.Context())
+	o.Progress = func(ev Event) {
+		if ev.Phase == Downloading && h.servedTotal() >= 200<<10 {
+			cancel(ErrPaused)
+		}
+	}
+	if _, err := Pull(ctx, o); !errors.Is(err, ErrPaused) {
+		t.Fatalf("stopped pull: %v, want ErrPaused", err)
+	}
+	checkAbsent(t, o.Dir)
+	first := h.servedTotal()
+	if first == 0 || first >= h.total() {
+		t.Fatalf("first run served %d of %d bytes", first, h.total())
+	}
+	o.Progress = nil
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.checkPulled(t, dir)
+	if got := h.servedTotal(); got != h.total() {
+		t.Errorf("two runs served %d bytes for %d: %d fetched again", got, h.total(), got-h.total())
+	}
+}
+
+func TestPullWrongHash(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	shard := "model-00003-of-00003.safetensors"
+	h.corrupt[shard] = true
+	o := h.opts(t)
+	_, err := Pull(t.Context(), o)
+	if !errors.Is(err, ErrChecksum) {
+		t.Fatalf("pull of a corrupt file: %v, want ErrChecksum", err)
+	}
+	checkAbsent(t, o.Dir)
+	staging, _ := stagingPaths(o.Dir)
+	for _, n := range []string{shard, shard + partSuffix} {
+		if _, err := os.Stat(filepath.Join(staging, n)); err == nil {
+			t.Errorf("%s kept after its hash failed", n)
+		}
+	}
+	// Once the server is fixed, the next pull fetches that file anew and
+	// keeps the verified others.
+	h.corrupt[shard] = false
+	before := h.servedTotal()
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.checkPulled(t, dir)
+	if got := h.servedTotal() - before; got > h.total()-int64(len(h.files["model-00001-of-00003.safetensors"])) {
+		t.Errorf("second pull fetched %d bytes: verified files were fetched again", got)
+	}
+}
+
+func TestPullNotFound(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	h.missing["config.json"] = true
+	o := h.opts(t)
+	_, err := Pull(t.Context(), o)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("pull of a missing file: %v, want ErrNotFound", err)
+	}
+	if n := h.resolves["config.json"]; n != 1 {
+		t.Errorf("a 404 was asked %d times; it is not worth retrying", n)
+	}
+	checkAbsent(t, o.Dir)
+
+	o.Repo = "petal-test/absent"
+	if _, err := Pull(t.Context(), o); !errors.Is(err, ErrNotFound) {
+		t.Errorf("pull of an unknown repository: %v, want ErrNotFound", err)
+	}
+}
+
+func TestPullFullDisk(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	o := h.opts(t)
+	o.FreeSpace = func(string) (int64, error) { return DiskMargin + h.total()/2, nil }
+	if _, err := Pull(t.Context(), o); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("pull onto a small disk: %v, want ErrNoSpace", err)
+	}
+	if n := h.resolveCount(); n != 0 {
+		t.Errorf("%d files requested before the free-space check failed", n)
+	}
+	checkAbsent(t, o.Dir)
+
+	// The disk fills up while writing.
+	o = h.opts(t)
+	var written atomic.Int64
+	o.beforeWrite = func(n int) error {
+		if written.Add(int64(n)) > h.total()/2 {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	if _, err := Pull(t.Context(), o); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("pull onto a disk that fills: %v, want ENOSPC", err)
+	}
+	checkAbsent(t, o.Dir)
+	first := h.servedTotal()
+	o.beforeWrite = nil
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.checkPulled(t, dir)
+	if again := h.servedTotal() - first; again >= h.total() {
+		t.Errorf("after the disk was freed the pull fetched %d of %d bytes: it started over", again, h.total())
+	}
+}
+
+func TestPullHostileNames(t *testing.T) {
+	for _, name := range []string{
+		"../../x", "/etc/passwd", "a/../../b", "a/./b", "a//b", `C:\x`, `a\b`, "c:x",
+		".petal-state.json", "x" + partSuffix, "", " config.json", "a\x00b", "a\nb",
+		string(make([]byte, MaxNameBytes+1)),
+	} {
+		t.Run("", func(t *testing.T) {
+			h := newFakeHub(t, fixture)
+			h.editList = func(m *apiModel) { m.Siblings[0].Name = name }
+			o := h.opts(t)
+			parent := filepath.Dir(o.Dir)
+			_, err := Pull(t.Context(), o)
+			if !errors.Is(err, ErrBadListing) {
+				t.Fatalf("listing with %q: %v, want ErrBadListing", name, err)
+			}
+			if n := h.resolveCount(); n != 0 {
+				t.Errorf("%d files requested from a hostile listing", n)
+			}
+			// Nothing but the lock file was made next to the model folder.
+			entries, _ := os.ReadDir(parent)
+			for _, e := range entries {
+				if !(e.Name() == petalPrefix+"tiny.lock") {
+					t.Errorf("%s written", e.Name())
+				}
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(parent), "x")); err == nil {
+				t.Error("a file escaped the model folder")
+			}
+		})
+	}
+	t.Run("case-insensitive duplicate", func(t *testing.T) {
+		h := newFakeHub(t, fixture)
+		h.editList = func(m *apiModel) { m.Siblings[1].Name = "CONFIG.json"; m.Siblings[0].Name = "config.JSON" }
+		if _, err := Pull(t.Context(), h.opts(t)); !errors.Is(err, ErrBadListing) {
+			t.Fatalf("duplicate names: %v, want ErrBadListing", err)
+		}
+	})
+	t.Run("another commit", func(t *testing.T) {
+		h := newFakeHub(t, fixture)
+		h.editList = func(m *apiModel) { m.SHA = "fedcba9876543210fedcba9876543210fedcba98" }
+		if _, err := Pull(t.Context(), h.opts(t)); !errors.Is(err, ErrBadListing) {
+			t.Fatalf("listing of another commit: %v, want ErrBadListing", err)
+		}
+	})
+	t.Run("huge size", func(t *testing.T) {
+		h := newFakeHub(t, fixture)
+		h.editList = func(m *apiModel) { *m.Siblings[0].Size = MaxFileBytes + 1; m.Siblings[0].LFS = nil }
+		if _, err := Pull(t.Context(), h.opts(t)); !errors.Is(err, ErrBadListing) {
+			t.Fatalf("listing with a huge file: %v, want ErrBadListing", err)
+		}
+	})
+}
+
+// TestPullRedirectKeepsToken checks the other side of the token rule: a
+// redirect back to the endpoint's own host still carries it.
+func TestTokenOnlyToItsHost(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	o := h.opts(t)
+	o.Token = ""
+	if _, err := Pull(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	if h.auth["hub"] || h.auth["cdn"] {
+		t.Error("an Authorization header without a token")
+	}
+}
+
+func TestImportFromHFCache(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	cache := t.TempDir()
+	repoDir := filepath.Join(cache, "models--petal-test--tiny")
+	snap := filepath.Join(repoDir, "snapshots", h.sha)
+	for name, data := range h.files {
+		blob := filepath.Join(repoDir, "blobs", name+".blob")
+		if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(blob, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(snap, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(filepath.Dir(link), blob)
+		if err := os.Symlink(rel, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One cached file is damaged: it must be downloaded, not imported.
+	damaged := "model-00002-of-00003.safetensors"
+	bad := append([]byte(nil), h.files[damaged]...)
+	bad[10] ^= 1
+	os.WriteFile(filepath.Join(repoDir, "blobs", damaged+".blob"), bad, 0o644)
+
+	o := h.opts(t)
+	o.NoHFCache, o.HFCache = false, cache
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.checkPulled(t, dir)
+	for name, n := range h.resolves {
+		if name != damaged {
+			t.Errorf("%s downloaded %d times though the cache holds it", name, n)
+		}
+	}
+	if h.resolves[damaged] == 0 {
+		t.Error("the damaged cached file was imported")
+	}
+	a, _ := os.Stat(filepath.Join(dir, "config.json"))
+	b, _ := os.Stat(filepath.Join(repoDir, "blobs", "config.json.blob"))
+	if !os.SameFile(a, b) {
+		t.Error("config.json was copied, not linked")
+	}
+}
+
+func TestHFCacheDirFromEnvironment(t *testing.T) {
+	t.Setenv(EnvHubCache, "")
+	t.Setenv(EnvHome, "/hf-home")
+	if got := hfCacheDir(); got != filepath.Join("/hf-home", "hub") {
+		t.Errorf("with HF_HOME: %s", got)
+	}
+	t.Setenv(EnvHubCache, "/hub-cache")
+	if got := hfCacheDir(); got != "/hub-cache" {
+		t.Errorf("with HF_HUB_CACHE: %s", got)
+	}
+}
+
+func TestEndpointAndTokenFromEnvironment(t *testing.T) {
+	t.Setenv(EnvEndpoint, "https://mirror.example/")
+	t.Setenv(EnvToken, "tok")
+	t.Setenv(EnvModels, "/models-root")
+	o, err := Options{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Endpoint != "https://mirror.example" || o.Token != "tok" || o.Dir != filepath.Join("/models-root", "Qwen3.6-35B-A3B-4bit") ||
+		o.Repo != DefaultRepo || o.Revision != DefaultRevision {
+		t.Errorf("defaults %+v", o)
+	}
+	for _, bad := range []Options{
+		{Endpoint: "ftp://x"}, {Endpoint: "https://user:pw@x"}, {Repo: "../x"}, {Repo: "a/b/c"},
+		{Revision: "../main"}, {Parallel: MaxParallel + 1}, {ChunkBytes: 10},
+	} {
+		if _, err := bad.withDefaults(); !errors.Is(err, ErrInput) {
+			t.Errorf("%+v: %v, want ErrInput", bad, err)
+		}
+	}
+}
+
+func TestDownloadPauseResumeCancel(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	h.stallAfter["model-00001-of-00003.safetensors"] = 10 << 10
+	o := h.opts(t)
+	o.Parallel = 1
+	var onDisk atomic.Int64
+	o.Progress = func(ev Event) { onDisk.Store(ev.Done) }
+	d := Start(t.Context(), o)
+	// Pause while a connection hangs, once what it sent is on disk.
+	waitFor(t, func() bool { return h.stalled() && onDisk.Load() == h.servedTotal() })
+	d.Pause()
+	if _, err := d.Wait(); !errors.Is(err, ErrPaused) {
+		t.Fatalf("paused download: %v", err)
+	}
+	paused := h.servedTotal()
+	time.Sleep(50 * time.Millisecond)
+	if h.servedTotal() != paused {
+		t.Error("bytes kept coming after Pause")
+	}
+	d.Resume(t.Context())
+	dir, err := d.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.checkPulled(t, dir)
+	if got := h.servedTotal(); got != h.total() {
+		t.Errorf("pause and resume served %d bytes for %d", got, h.total())
+	}
+
+	// Cancel removes what was written; Delete removes a finished model.
+	h2 := newFakeHub(t, fixture)
+	h2.stallAfter["model-00001-of-00003.safetensors"] = 10 << 10
+	o2 := h2.opts(t)
+	d2 := Start(t.Context(), o2)
+	waitFor(t, h2.stalled)
+	if err := d2.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(o2.Dir))
+	if len(entries) != 0 {
+		t.Errorf("%d entries left after Cancel", len(entries))
+	}
+	if err := Delete(t.TempDir()); !errors.Is(err, ErrInput) {
+		t.Errorf("Delete of a folder Petal did not pull: %v", err)
+	}
+	if err := Delete(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ = os.ReadDir(filepath.Dir(dir))
+	if len(entries) != 0 {
+		t.Errorf("%d entries left after Delete", len(entries))
+	}
+}
+
+func TestPullIntoOccupiedFolder(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	o := h.opts(t)
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Pull(t.Context(), o); !errors.Is(err, ErrExists) {
+		t.Fatalf("pull into a folder that holds something: %v, want ErrExists", err)
+	}
+}
+
+// stalled reports whether the stall fault fired.
+func (h *fakeHub) stalled() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.stallAfter) == 0
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
