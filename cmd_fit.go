@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"petal/internal/fit"
+)
+
+func init() {
+	commands["fit"] = command{
+		summary: "whether the model fits this Mac's GPU memory (or a simulated one), and at which context",
+		run:     runFit,
+	}
+}
+
+func runFit(args []string, stdout io.Writer) error {
+	fs := newFlags("fit", os.Stderr)
+	memGB := fs.Float64("memory-gb", 0, "simulate an Apple silicon Mac with this much memory (GB as Apple counts them: 32 means 32 GiB); default: this machine")
+	context := fs.Int("context", fit.DefaultContext, "context length to check, in tokens")
+	sessions := fs.Int("cached-sessions", fit.DefaultCachedSessions, "sessions kept besides the generating one")
+	dir := fs.String("model", "", "checkpoint folder to size (default: the Qwen3.6-35B-A3B shape)")
+	asJSON := fs.Bool("json", false, "print the report as JSON (sizes in bytes)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	m, err := fitModel(*dir)
+	if err != nil {
+		return err
+	}
+	var budget fit.Budget
+	if *memGB != 0 {
+		budget, err = fit.SimulatedMac(*memGB)
+	} else {
+		budget, err = fit.Host()
+	}
+	if err != nil {
+		return err
+	}
+	r, err := fit.Check(m, budget, fit.Request{Context: *context, CachedSessions: *sessions})
+	if err != nil {
+		return err
+	}
+	guidance, err := fit.Guidance(m)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			fit.Report
+			Guidance string `json:"guidance"`
+		}{r, guidance})
+	}
+	return printFit(stdout, r, guidance)
+}
+
+func fitModel(dir string) (fit.Model, error) {
+	if dir == "" {
+		return fit.Qwen36()
+	}
+	return fit.FromCheckpoint(dir)
+}
+
+func printFit(w io.Writer, r fit.Report, guidance string) error {
+	gib := func(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/fit.GiB) }
+	fmt.Fprintf(w, "%s: %s\n", r.Model, r.Advice)
+	fmt.Fprintf(w, "budget: %s (%s)\n", gib(r.WorkingSetBytes), r.WorkingSetSource)
+	if r.MaxContext > 0 {
+		fmt.Fprintf(w, "largest context that fits: %d tokens\n\n", r.MaxContext)
+	} else {
+		fmt.Fprintf(w, "no context fits\n\n")
+	}
+	rows := []struct {
+		what string
+		n    int64
+	}{
+		{"weights", r.WeightsBytes},
+		{"float32 copies of the model's vectors", r.ModelVectorBytes},
+		{fmt.Sprintf("KV cache for %d positions (%s, %d bytes a token) and attention scratch", r.KVCapacity, r.KVDType, r.KVBytesPerToken), r.KVBytes},
+		{"extra while the KV cache grows", r.KVGrowBytes},
+		{fmt.Sprintf("DeltaNet state, %d sessions", r.Sessions), int64(r.Sessions) * r.SessionStateBytes},
+		{fmt.Sprintf("prefill and step scratch, %d sessions", r.Sessions), int64(r.Sessions) * r.PrefillScratchBytes},
+		{"runtime margin", r.OverheadBytes},
+		{fmt.Sprintf("total at %d tokens", r.Context), r.TotalBytes},
+	}
+	width := 0
+	for _, row := range rows {
+		width = max(width, len(row.what))
+	}
+	for _, row := range rows {
+		fmt.Fprintf(w, "  %-*s %10s\n", width, row.what, gib(row.n))
+	}
+	_, err := fmt.Fprintf(w, "\n%s\n", guidance)
+	return err
+}

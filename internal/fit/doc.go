@@ -1,0 +1,39 @@
+// Package fit decides whether a model fits a machine's GPU memory, and at
+// which context length: the check behind `petal fit`, the setup screen, and
+// every model load.
+//
+// # What is counted
+//
+// Everything the GPU backend (package petal/engine/gpumodel) holds:
+//
+//   - the weights, mapped from the safetensors shards as they are on disk;
+//   - the model's float32 copies of its small vectors;
+//   - the KV caches of the 10 attention layers at the context's capacity
+//     (the caches grow by doubling, so a context is paid for at the next
+//     power of two), the attention scratch, and the moment during the
+//     last doubling when the old cache and the new live side by side;
+//   - per resident sequence (the one generating plus the cached sessions),
+//     the Gated DeltaNet conv and recurrent state and the per-step
+//     activations, which are the whole prefill scratch because prompts
+//     run one token at a time;
+//   - a fixed margin for the runtime: Metal's own objects, compiled
+//     pipelines, the tokenizer and the Go heap.
+//
+// The device figures come from gpumodel.MeasureFootprints, which runs the
+// backend's own allocation code on a recording driver, so they are what
+// Petal allocates, not what the model could use: today the KV cache is
+// float32, 40 KiB per token, twice the 20 KiB per token of a bf16 cache.
+//
+// # The budget
+//
+// On a Mac the budget is Metal's recommendedMaxWorkingSetSize, never the
+// physical memory. [SimulatedMac] derives it from a memory size with the
+// rule macOS applies (see [WorkingSetFraction]); elsewhere the budget is
+// the memory the OS reports available.
+//
+// # Units
+//
+// Memory sizes of Macs are binary: a "32 GB" Mac has 32 GiB. Every size
+// this package prints is in GiB (2^30 bytes) and says so; JSON carries
+// bytes.
+package fit

@@ -1,0 +1,305 @@
+package fit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"petal/engine/checkpoint"
+	"petal/engine/gpumodel"
+)
+
+// Defaults and limits of a check.
+const (
+	// DefaultContext is the context asked for when none is named: what
+	// coding agents need at least, and the service's default.
+	DefaultContext = 32768
+	// MinContext is the shortest context worth running; a machine that
+	// cannot hold it gets the verdict [No].
+	MinContext = 4096
+	// DefaultCachedSessions is how many sessions besides the generating
+	// one keep their DeltaNet state resident.
+	DefaultCachedSessions = 4
+	// MaxCachedSessions bounds the sessions a check accepts.
+	MaxCachedSessions = 1024
+	// RuntimeOverheadBytes is a margin for what Go cannot count: Metal's
+	// own objects, compiled pipelines and command buffers, the tokenizer,
+	// the Go heap.
+	RuntimeOverheadBytes = 512 << 20
+	// unstatedMaxContext is the longest context checked for a model whose
+	// config states no maximum.
+	unstatedMaxContext = 1 << 20
+	// firstCapacity is the smallest KV capacity a sequence has (the
+	// backend starts its caches at 256 positions).
+	firstCapacity = 256
+)
+
+// Verdict is the answer of a check.
+type Verdict string
+
+// The three verdicts.
+const (
+	Fits    Verdict = "fits"    // at the asked context
+	Reduced Verdict = "reduced" // only at a shorter context, at least MinContext
+	No      Verdict = "no"      // not even at MinContext
+)
+
+// Model is what a check needs to know of a model.
+type Model struct {
+	Name   string
+	Config *checkpoint.Config
+	// WeightsBytes are the weights as mapped: the shards' sizes.
+	WeightsBytes int64
+}
+
+// Qwen36 is the model Petal ships for, sized from its shape: every
+// matrix's packed bytes and the vectors at bf16, as the shards hold them.
+func Qwen36() (Model, error) {
+	cfg := checkpoint.Qwen36()
+	w, err := storedBytes(cfg)
+	if err != nil {
+		return Model{}, err
+	}
+	return Model{Name: "Qwen3.6-35B-A3B-4bit", Config: cfg, WeightsBytes: w}, nil
+}
+
+// bf16 is the size of a stored vector element.
+const bf16 = 2
+
+func storedBytes(cfg *checkpoint.Config) (int64, error) {
+	m, err := checkpoint.ShapeOnly(cfg)
+	if err != nil {
+		return 0, err
+	}
+	n := m.Embed.Bytes() + m.LMHead.Bytes()
+	vec := func(vs ...*checkpoint.Vector) {
+		for _, v := range vs {
+			e := int64(1)
+			for _, d := range v.T.Shape {
+				e *= int64(d)
+			}
+			n += e * bf16
+		}
+	}
+	vec(&m.FinalNorm)
+	for _, l := range m.Layers {
+		vec(&l.InputNorm, &l.PostNorm)
+		if a := l.Attn; a != nil {
+			n += a.Q.Bytes() + a.K.Bytes() + a.V.Bytes() + a.O.Bytes()
+			vec(&a.QNorm, &a.KNorm)
+		}
+		if d := l.Delta; d != nil {
+			n += d.QKV.Bytes() + d.Z.Bytes() + d.B.Bytes() + d.A.Bytes() + d.Out.Bytes()
+			vec(&d.Conv, &d.ALog, &d.DtBias, &d.Norm)
+		}
+		e := &l.MoE
+		n += e.Router.Bytes() + e.Gate.Bytes() + e.Up.Bytes() + e.Down.Bytes()
+		n += e.SharedGate.Bytes() + e.SharedUp.Bytes() + e.SharedDown.Bytes() + e.SharedExpertGate.Bytes()
+	}
+	return n, nil
+}
+
+// FromCheckpoint is the model in dir, sized by its shard files.
+func FromCheckpoint(dir string) (Model, error) {
+	cfg, err := checkpoint.ReadConfig(dir)
+	if err != nil {
+		return Model{}, err
+	}
+	shards, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil {
+		return Model{}, err
+	}
+	if len(shards) == 0 {
+		return Model{}, fmt.Errorf("fit: %s holds no .safetensors files", dir)
+	}
+	var n int64
+	for _, s := range shards {
+		st, err := os.Stat(s)
+		if err != nil {
+			return Model{}, err
+		}
+		n += st.Size()
+	}
+	return Model{Name: filepath.Base(dir), Config: cfg, WeightsBytes: n}, nil
+}
+
+// Request is what a check asks.
+type Request struct {
+	Context int // 0: DefaultContext
+	// CachedSessions are the sessions besides the generating one (petal
+	// fit assumes DefaultCachedSessions).
+	CachedSessions int
+}
+
+// Report is a check's answer, with every term of the sum.
+type Report struct {
+	Model            string  `json:"model"`
+	Verdict          Verdict `json:"verdict"`
+	Context          int     `json:"context"`
+	MaxContext       int     `json:"max_context"`
+	WorkingSetBytes  int64   `json:"working_set_bytes"`
+	WorkingSetSource string  `json:"working_set_source"`
+	WeightsBytes     int64   `json:"weights_bytes"`
+	ModelVectorBytes int64   `json:"model_vector_bytes"`
+	KVBytesPerToken  int64   `json:"kv_bytes_per_token"`
+	KVDType          string  `json:"kv_dtype"`
+	// KVCapacity is the positions the caches are allocated for at Context.
+	KVCapacity  int   `json:"kv_capacity"`
+	KVBytes     int64 `json:"kv_bytes"`
+	KVGrowBytes int64 `json:"kv_grow_bytes"`
+	// Sessions are the resident sequences: the generating one and the
+	// cached ones, each with its own DeltaNet state and activations.
+	Sessions            int   `json:"sessions"`
+	SessionStateBytes   int64 `json:"session_state_bytes"`
+	PrefillScratchBytes int64 `json:"prefill_scratch_bytes"`
+	OverheadBytes       int64 `json:"overhead_bytes"`
+	TotalBytes          int64 `json:"total_bytes"`
+	// HeadroomBytes is the working set left at Context (negative when it
+	// does not fit): the most a prefix cache may hold.
+	HeadroomBytes int64  `json:"headroom_bytes"`
+	Advice        string `json:"advice"`
+}
+
+// Check decides whether m fits budget at the asked context.
+func Check(m Model, budget Budget, req Request) (Report, error) {
+	cfg := m.Config
+	if cfg == nil {
+		return Report{}, errors.New("fit: model without a config")
+	}
+	if m.WeightsBytes <= 0 || budget.Bytes <= 0 {
+		return Report{}, fmt.Errorf("fit: weights of %d bytes against a budget of %d bytes", m.WeightsBytes, budget.Bytes)
+	}
+	ctx := req.Context
+	if ctx == 0 {
+		ctx = DefaultContext
+	}
+	maxPos := maxContext(cfg)
+	if ctx < 1 || ctx > maxPos {
+		return Report{}, fmt.Errorf("fit: context %d is outside 1..%d, the model's maximum", ctx, maxPos)
+	}
+	if req.CachedSessions < 0 || req.CachedSessions > MaxCachedSessions {
+		return Report{}, fmt.Errorf("fit: %d cached sessions is outside 0..%d", req.CachedSessions, MaxCachedSessions)
+	}
+	fps, contexts, err := measure(cfg, ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	return check(m, budget, ctx, 1+req.CachedSessions, fps, contexts), nil
+}
+
+// measure counts the footprint at every capacity the caches can have, then
+// at ctx (last): the largest context that fits is the largest capacity
+// that fits.
+func measure(cfg *checkpoint.Config, ctx int) ([]gpumodel.Footprint, []int, error) {
+	maxPos := maxContext(cfg)
+	var contexts []int
+	for c := firstCapacity; c < maxPos; c *= 2 {
+		contexts = append(contexts, c)
+	}
+	contexts = append(contexts, maxPos, ctx)
+	fps, err := gpumodel.MeasureFootprints(cfg, contexts)
+	return fps, contexts, err
+}
+
+// check is Check on measured footprints.
+func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, contexts []int) Report {
+	total := func(f gpumodel.Footprint) int64 {
+		return m.WeightsBytes + f.ModelBytes + f.KVBytes + f.ScratchBytes + f.GrowthBytes +
+			int64(sessions)*(f.StateBytes+f.ActivationBytes) + RuntimeOverheadBytes
+	}
+	maxCtx := 0
+	for i, f := range fps[:len(fps)-1] {
+		if total(f) <= budget.Bytes {
+			maxCtx = contexts[i]
+		}
+	}
+	f := fps[len(fps)-1]
+	r := Report{
+		Model: m.Name, Context: ctx, MaxContext: maxCtx,
+		WorkingSetBytes: budget.Bytes, WorkingSetSource: budget.Source,
+		WeightsBytes: m.WeightsBytes, ModelVectorBytes: f.ModelBytes,
+		KVBytesPerToken: f.KVBytesPerPosition(), KVDType: "float32",
+		KVCapacity: f.Capacity, KVBytes: f.KVBytes + f.ScratchBytes, KVGrowBytes: f.GrowthBytes,
+		Sessions: sessions, SessionStateBytes: f.StateBytes, PrefillScratchBytes: f.ActivationBytes,
+		OverheadBytes: RuntimeOverheadBytes, TotalBytes: total(f),
+	}
+	r.HeadroomBytes = budget.Bytes - r.TotalBytes
+	switch {
+	case r.TotalBytes <= budget.Bytes:
+		r.Verdict = Fits
+		r.Advice = fmt.Sprintf("Fits: %s of the %s working set at %d tokens of context, %s left.",
+			gib(r.TotalBytes), gib(budget.Bytes), ctx, gib(r.HeadroomBytes))
+	case maxCtx >= MinContext:
+		r.Verdict = Reduced
+		r.Advice = fmt.Sprintf("Does not fit at %d tokens of context (%s of %s); fits at up to %d tokens.",
+			ctx, gib(r.TotalBytes), gib(budget.Bytes), maxCtx)
+	default:
+		r.Verdict = No
+		r.Advice = fmt.Sprintf("Does not fit: even %d tokens of context need more than the %s working set (the weights alone are %s).",
+			MinContext, gib(budget.Bytes), gib(m.WeightsBytes))
+	}
+	return r
+}
+
+// gib formats bytes in GiB.
+func gib(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/GiB) }
+
+// MacSizes are the memory sizes, in GB, Apple silicon Macs are sold with
+// that [Guidance] walks through.
+var MacSizes = []float64{16, 18, 24, 32, 36, 48, 64, 96, 128, 192, 256, 512}
+
+// Guidance says plainly which Macs run m and at what context, in one
+// paragraph: the smallest that runs it, what a 32 GB Mac gets, and the
+// smallest that holds the model's whole context.
+func Guidance(m Model) (string, error) {
+	var lines []string
+	smallest, full := 0.0, 0.0
+	var at32 Report
+	fps, contexts, err := measure(m.Config, maxContext(m.Config))
+	if err != nil {
+		return "", err
+	}
+	for _, gb := range MacSizes {
+		b, err := SimulatedMac(gb)
+		if err != nil {
+			return "", err
+		}
+		r := check(m, b, maxContext(m.Config), 1+DefaultCachedSessions, fps, contexts)
+		if smallest == 0 && r.Verdict != No {
+			smallest = gb
+		}
+		if full == 0 && r.Verdict == Fits {
+			full = gb
+		}
+		if gb == 32 {
+			at32 = r
+		}
+	}
+	switch {
+	case at32.Verdict == No:
+		lines = append(lines, fmt.Sprintf("A 32 GB Mac cannot run %s: its GPU may use %s and the weights alone are %s.",
+			m.Name, gib(at32.WorkingSetBytes), gib(m.WeightsBytes)))
+	default:
+		lines = append(lines, fmt.Sprintf("A 32 GB Mac runs %s at up to %d tokens of context (its GPU may use %s; the weights take %s, and each token of context %d bytes of KV cache); quit other memory-hungry apps while it runs.",
+			m.Name, at32.MaxContext, gib(at32.WorkingSetBytes), gib(m.WeightsBytes), at32.KVBytesPerToken))
+	}
+	if smallest > 0 {
+		lines = append(lines, fmt.Sprintf("Macs with less than %g GB cannot run it.", smallest))
+	} else {
+		lines = append(lines, "No Mac of up to 512 GB runs it.")
+	}
+	if full > 0 {
+		lines = append(lines, fmt.Sprintf("The whole %d-token context needs %g GB or more.", maxContext(m.Config), full))
+	}
+	return strings.Join(lines, " "), nil
+}
+
+// maxContext is the longest context of cfg.
+func maxContext(cfg *checkpoint.Config) int {
+	if cfg.MaxPositions > 0 {
+		return cfg.MaxPositions
+	}
+	return unstatedMaxContext
+}

@@ -1,0 +1,234 @@
+package fit
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// reference is the fit of Qwen3.6-35B-A3B worked out from MODEL.md's
+// shapes, independently of gpumodel's measurement, with the caches and
+// state in float32 as the backend stores them.
+func reference(weights int64, ctx, sessions int) int64 {
+	const f32 = 4
+	capacity := 256
+	for capacity < ctx {
+		capacity *= 2
+	}
+	kvRow := int64(2 * 256 * f32) // KV heads x head dim, one position of one K or V cache
+	kv := 10 * 2 * kvRow * int64(capacity)
+	blocks := int64((capacity + 255) / 256)
+	scratch := int64(0)
+	if blocks > 1 {
+		scratch = 16 * blocks * (256 + 2) * f32
+	}
+	growth := int64(0)
+	if capacity > 256 {
+		growth = kvRow * int64(capacity/2) // the last old buffer during the copy
+	}
+	state := int64(30 * (32*128*128*f32 + (2*16*128+32*128)*3*f32))
+	return weights + kv + scratch + growth + int64(sessions)*state + RuntimeOverheadBytes
+}
+
+// slack covers what reference leaves out: the model's float32 vectors
+// (about 4.6 MB), per-step activations (about 1.5 MB a session), and the
+// scratch sizes the growth peak nets out.
+const slack = 48 << 20
+
+func TestQwen36Weights(t *testing.T) {
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MODEL.md: about 19.4 GB (18.1 GiB) on disk.
+	if m.WeightsBytes < 19.3e9 || m.WeightsBytes > 19.6e9 {
+		t.Errorf("weights %d bytes, MODEL.md says about 19.4 GB", m.WeightsBytes)
+	}
+}
+
+func TestCheckMacs(t *testing.T) {
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	contexts := []int{4096, 32768, 65536, 131072, 262144}
+	for _, gb := range []float64{16, 24, 32, 36, 48, 64, 128} {
+		b, err := SimulatedMac(gb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ctx := range contexts {
+			r, err := Check(m, b, Request{Context: ctx, CachedSessions: DefaultCachedSessions})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessions := 1 + DefaultCachedSessions
+			want := reference(m.WeightsBytes, ctx, sessions)
+			if d := r.TotalBytes - want; d < 0 || d > slack {
+				t.Errorf("%g GB, context %d: total %d bytes, reference %d", gb, ctx, r.TotalBytes, want)
+			}
+			wantMax := 0
+			for c := 256; c <= 262144; c *= 2 {
+				if reference(m.WeightsBytes, c, sessions)+slack < b.Bytes {
+					wantMax = c
+				}
+			}
+			wantVerdict := No
+			switch {
+			case want+slack < b.Bytes:
+				wantVerdict = Fits
+			case wantMax >= MinContext:
+				wantVerdict = Reduced
+			}
+			if r.Verdict != wantVerdict || r.MaxContext != wantMax {
+				t.Errorf("%g GB, context %d: %s up to %d, want %s up to %d", gb, ctx, r.Verdict, r.MaxContext, wantVerdict, wantMax)
+			}
+			if r.KVBytesPerToken != 40960 || r.KVDType != "float32" {
+				t.Errorf("KV %d bytes per token in %s, want 40960 in float32", r.KVBytesPerToken, r.KVDType)
+			}
+			if r.HeadroomBytes != b.Bytes-r.TotalBytes {
+				t.Errorf("headroom %d, want %d", r.HeadroomBytes, b.Bytes-r.TotalBytes)
+			}
+		}
+	}
+}
+
+// TestThirtyTwoGB pins the guidance users act on: what MODEL.md's
+// numbers say a 32 GB Mac can do with Petal's float32 KV cache.
+func TestThirtyTwoGB(t *testing.T) {
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := SimulatedMac(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 21.33 GiB: 18.17 GiB of weights leave about 2.5 GiB after the
+	// sessions and the margin; 32K costs 1.25 GiB of KV plus 0.03 GiB
+	// while growing, 64K 2.5 GiB plus 1.25.
+	if want := int64(32) * GiB * 2 / 3; b.Bytes != want {
+		t.Fatalf("32 GB budget %d, want %d", b.Bytes, want)
+	}
+	r, err := Check(m, b, Request{Context: 65536, CachedSessions: DefaultCachedSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Reduced || r.MaxContext != 32768 {
+		t.Errorf("32 GB at 64K: %s up to %d, want reduced up to 32768", r.Verdict, r.MaxContext)
+	}
+	g, err := Guidance(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"32 GB Mac runs", "32768 tokens", "21.33 GiB", "less than 32 GB", "48 GB or more"} {
+		if !strings.Contains(g, want) {
+			t.Errorf("guidance %q lacks %q", g, want)
+		}
+	}
+}
+
+func TestSimulatedMac(t *testing.T) {
+	for _, tc := range []struct {
+		gb   float64
+		want int64
+	}{
+		{16, 16 * GiB * 2 / 3}, {24, 16 * GiB}, {32, 32 * GiB * 2 / 3},
+		{36, 27 * GiB}, {64, 48 * GiB}, {128, 96 * GiB},
+	} {
+		b, err := SimulatedMac(tc.gb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Bytes != tc.want {
+			t.Errorf("%g GB: %d bytes, want %d", tc.gb, b.Bytes, tc.want)
+		}
+	}
+	for _, gb := range []float64{0, 4, -32, 1024, math.NaN(), math.Inf(1)} {
+		if _, err := SimulatedMac(gb); err == nil {
+			t.Errorf("%g GB accepted", gb)
+		}
+	}
+}
+
+func TestCheckRejects(t *testing.T) {
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := SimulatedMac(64)
+	for _, req := range []Request{
+		{Context: -1}, {Context: 262145}, {CachedSessions: -1}, {CachedSessions: MaxCachedSessions + 1},
+	} {
+		if _, err := Check(m, b, req); err == nil {
+			t.Errorf("%+v accepted", req)
+		}
+	}
+	if _, err := Check(m, Budget{}, Request{}); err == nil {
+		t.Error("an empty budget accepted")
+	}
+	if _, err := Check(Model{Name: "x"}, b, Request{}); err == nil {
+		t.Error("a model without config accepted")
+	}
+	r, err := Check(m, b, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Context != DefaultContext {
+		t.Errorf("default context %d, want %d", r.Context, DefaultContext)
+	}
+}
+
+func TestFromCheckpoint(t *testing.T) {
+	dir := filepath.Join("..", "..", "engine", "testdata", "fixtures", "tiny-a")
+	m, err := FromCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, _ := filepath.Glob(filepath.Join(dir, "model-*.safetensors"))
+	var want int64
+	for _, s := range shards {
+		st, err := os.Stat(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += st.Size()
+	}
+	if len(shards) != 3 || m.WeightsBytes != want {
+		t.Errorf("weights %d bytes over %d shards, want %d", m.WeightsBytes, len(shards), want)
+	}
+	if _, err := FromCheckpoint(t.TempDir()); err == nil {
+		t.Error("an empty folder gave a model")
+	}
+}
+
+func TestMemAvailable(t *testing.T) {
+	n, err := memAvailable(strings.NewReader("MemTotal: 100 kB\nMemAvailable:    2048 kB\n"))
+	if err != nil || n != 2048*1024 {
+		t.Errorf("got %d, %v; want %d", n, err, 2048*1024)
+	}
+	for _, bad := range []string{"", "MemTotal: 1 kB\n", "MemAvailable: x kB\n", "MemAvailable: 12 MB\n", "MemAvailable: -5 kB\n", "MemAvailable: 99999999999999999999 kB\n"} {
+		if _, err := memAvailable(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestHost(t *testing.T) {
+	b, err := Host()
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		if err == nil {
+			t.Error("a budget on an OS without a probe")
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Bytes <= 0 || b.Source == "" {
+		t.Errorf("host budget %+v", b)
+	}
+}
