@@ -391,6 +391,7 @@ struct Worker {
 };
 
 constexpr uint64_t kStackBytes = 64 * 1024;
+constexpr int kStagger = 61;  // cache lines; under a 4 KiB page of offsets
 constexpr uint64_t kPage = 16384;  // the largest page size (darwin/arm64), so guards align everywhere
 
 inline uint64_t worker_header_bytes() { return (sizeof(Worker) + kPage - 1) / kPage * kPage; }
@@ -503,7 +504,9 @@ static void fiber_main() {
 }
 
 inline void init_fiber(Worker* W, Lane* L, int i) {
-	unsigned char* top = (unsigned char*)W + worker_header_bytes() + (uint64_t)(i + 1) * kStackBytes;
+	// Stack tops are staggered by whole cache lines: tops exactly
+	// kStackBytes apart would all fall in the same cache sets.
+	unsigned char* top = (unsigned char*)W + worker_header_bytes() + (uint64_t)(i + 1) * kStackBytes - (uint64_t)(i % kStagger) * 64;
 #if defined(PETAL_ASM_SWITCH) && defined(__x86_64__)
 	void** sp = (void**)top;
 	*--sp = 0;                        // fake return address of fiber_main
