@@ -244,19 +244,24 @@ func (d *Device) runOp(o *op) error {
 	if d.opts.Fast {
 		return d.exec(o, 0, poisonFirst)
 	}
-	before := snapshot(o.written)
+	// Command buffers of a device run one at a time, so the snapshot
+	// scratch is reused from dispatch to dispatch.
+	d.before = snapshot(d.before, o.written)
+	before := d.before
 	if err := d.exec(o, 0, poisonFirst); err != nil {
 		return err
 	}
 	// first holds what the first run wrote; a buffer it left unchanged (an
 	// input) needs neither a copy nor a restore.
-	first := make([][]byte, len(o.written))
+	d.first = grow(d.first, len(o.written))
+	first := make([][]byte, len(o.written)) // views, never stored: no aliasing between dispatches
 	for i, b := range o.written {
 		if bytes.Equal(before[i], b.data) {
 			first[i] = before[i]
 			continue
 		}
-		first[i] = bytes.Clone(b.data)
+		d.first[i] = append(d.first[i][:0], b.data...)
+		first[i] = d.first[i]
 		copy(b.data, before[i])
 	}
 	if err := d.exec(o, 1, poisonSecond); err != nil {
@@ -280,12 +285,21 @@ func (d *Device) runOp(o *op) error {
 	return nil
 }
 
-func snapshot(bufs []*buffer) [][]byte {
-	out := make([][]byte, len(bufs))
+// snapshot copies each buffer's contents into dst, reusing its memory.
+func snapshot(dst [][]byte, bufs []*buffer) [][]byte {
+	dst = grow(dst, len(bufs))
 	for i, b := range bufs {
-		out[i] = bytes.Clone(b.data)
+		dst[i] = append(dst[i][:0], b.data...)
 	}
-	return out
+	return dst
+}
+
+// grow returns s with at least n elements, keeping their memory.
+func grow(s [][]byte, n int) [][]byte {
+	for len(s) < n {
+		s = append(s, nil)
+	}
+	return s[:n]
 }
 
 // exec runs every threadgroup of o once, spread over the workers.

@@ -87,6 +87,10 @@ type Device struct {
 	nwork   int
 	all     []*worker
 	bufs    map[uintptr]*buffer // by base address of the data, for fault reports
+
+	// The race check's snapshots, reused by the one command buffer that
+	// runs at a time.
+	before, first [][]byte
 }
 
 var _ gpu.Device = (*Device)(nil)
