@@ -3,6 +3,7 @@ package hub
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -487,5 +488,57 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestPullResumesFromStaleState stands for a crash between two saves of
+// the resume state: the state on disk claims fewer bytes than the part
+// files hold. The next pull fetches from what the state claims, no more,
+// and the result is whole.
+func TestPullResumesFromStaleState(t *testing.T) {
+	h := newFakeHub(t, fixture)
+	shard := "model-00001-of-00003.safetensors"
+	h.stallAfter[shard] = 30 << 10
+	o := h.opts(t)
+	o.Parallel = 1
+	ctx, cancel := context.WithCancelCause(t.Context())
+	o.Progress = func(ev Event) {
+		if ev.Phase == Downloading && h.stalled() && ev.Done == h.servedTotal() {
+			cancel(ErrPaused)
+		}
+	}
+	if _, err := Pull(ctx, o); !errors.Is(err, ErrPaused) {
+		t.Fatalf("stopped pull: %v, want ErrPaused", err)
+	}
+	staging, _ := stagingPaths(o.Dir)
+	path := filepath.Join(staging, stateName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st state
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	fs := st.Files[shard]
+	if fs == nil || fs.Verified || fs.Chunks[0] != 30<<10 {
+		t.Fatalf("state of the stopped shard: %+v", fs)
+	}
+	fs.Chunks[0] = 10 << 10 // the last save before the "crash"
+	if data, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := h.servedTotal()
+	o.Progress = nil
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.checkPulled(t, dir)
+	if again, want := h.servedTotal()-first, h.total()-first+20<<10; again != want {
+		t.Errorf("resumed pull fetched %d bytes, want %d (the rest and the 20 KiB the state did not claim)", again, want)
 	}
 }
