@@ -22,5 +22,14 @@
 // the small vectors (norm gains, conv taps, gates) are converted to float32
 // buffers at load.
 //
-// Prompts run through the decode kernels one token at a time for now.
+// # Prefill
+//
+// A prompt of at least prefillMinTokens runs in chunks, one command buffer
+// each: every matrix product is a token-tiled GEMM that dequantizes each
+// weight tile into threadgroup memory once per chunk; attention runs over
+// the chunk and the cache, the DeltaNet conv and recurrence over the chunk
+// in one dispatch each (state in registers); the MoE is a grouped GEMM
+// over a routing (histogram, scan, scatter, block map) built on the GPU in
+// the same command buffer, so nothing is read back until the logits.
+// Shorter runs take the decode kernels one token at a time.
 package gpumodel

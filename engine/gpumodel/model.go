@@ -27,6 +27,8 @@ type Model struct {
 	layers        []layer
 	attn          shaders.AttnShape
 	delta         shaders.DeltaShape
+	// prefillChunk is the tokens per prefill command buffer.
+	prefillChunk int
 }
 
 type layer struct {
@@ -61,7 +63,7 @@ func Open(dir string, dev gpu.Device) (*Model, error) {
 func New(ckpt *checkpoint.Model, dev gpu.Device) (*Model, error) {
 	c := ckpt.Config
 	m := &Model{
-		ckpt: ckpt, cfg: c, k: shaders.NewKernels(dev),
+		ckpt: ckpt, cfg: c, k: shaders.NewKernels(dev), prefillChunk: defaultPrefillChunk,
 		attn: shaders.AttnShape{
 			Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
 			RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps,

@@ -25,6 +25,7 @@ type Sequence struct {
 	bufs   []gpu.Buffer
 	layers []layerState
 	act    activations
+	chunk  chunkActs // prefill activations, allocated by the first prefill
 	closed bool
 }
 
@@ -249,7 +250,8 @@ func (s *Sequence) Fork() (engine.Sequence, error) {
 	return f, nil
 }
 
-// Forward runs tokens one decode step each (see engine.Sequence).
+// Forward runs tokens through the chunked prefill, or one decode step each
+// when they are fewer than prefillMinTokens (see engine.Sequence).
 func (s *Sequence) Forward(tokens []int, out []float32) error {
 	if s.closed {
 		return errors.New("gpumodel: sequence is closed")
@@ -269,6 +271,9 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 		return err
 	}
 	s.putTokens(0, tokens)
+	if len(tokens) >= prefillMinTokens {
+		return s.forwardChunks(len(tokens), all, out)
+	}
 	for i := 0; i < len(tokens); {
 		// One command buffer runs steps up to the next one whose logits
 		// are wanted; the CPU needs nothing from the steps before it.
@@ -344,6 +349,13 @@ func (s *Sequence) wait(cb gpu.CommandBuffer, steps int) error {
 // hold the prompt and the generated tokens, possibly but the last (Len
 // says how many).
 func (s *Sequence) Greedy(prompt []int, maxTokens int, eos []int) ([]int, error) {
+	return s.GreedyFunc(prompt, maxTokens, eos, nil)
+}
+
+// GreedyFunc is Greedy calling each with every token as soon as it is read
+// back, when the step after it is already committed (petal bench times the
+// first token that way).
+func (s *Sequence) GreedyFunc(prompt []int, maxTokens int, eos []int, each func(token int)) ([]int, error) {
 	if s.closed {
 		return nil, errors.New("gpumodel: sequence is closed")
 	}
@@ -366,9 +378,20 @@ func (s *Sequence) Greedy(prompt []int, maxTokens int, eos []int) ([]int, error)
 	base := s.pos
 	var pending gpu.CommandBuffer
 	pendingSteps := 0
-	// Prompt steps in command buffers of bounded size; the last step's
-	// argmax writes slot n, the first generated token.
-	for i := 0; i < n; {
+	// A long prompt takes the chunked prefill, whose last chunk writes the
+	// argmax to slot n, the first generated token.
+	start := 0
+	if n >= prefillMinTokens {
+		next := s.slot(n)
+		cb, steps, err := s.prefill(0, n, lastLogits, nil, &next)
+		if err != nil {
+			return nil, err
+		}
+		pending, pendingSteps, start = cb, steps, n
+	}
+	// Otherwise prompt steps in command buffers of bounded size; the last
+	// step's argmax writes slot n.
+	for i := start; i < n; {
 		cb, err := dev.NewCommandBuffer()
 		if err != nil {
 			return nil, err
@@ -426,6 +449,9 @@ func (s *Sequence) Greedy(prompt []int, maxTokens int, eos []int) ([]int, error)
 		}
 		tok := s.token(n + g)
 		out = append(out, tok)
+		if each != nil {
+			each(tok)
+		}
 		pending, pendingSteps = next, 1
 		if slices.Contains(eos, tok) {
 			break
