@@ -28,9 +28,12 @@ type Footprint struct {
 	// same at any length.
 	StateBytes int64
 	// ActivationBytes are the per-step scratch and the token slots for a
-	// prompt of the whole context; prompts run one token at a time, so
-	// this is all the prefill needs.
+	// prompt of the whole context.
 	ActivationBytes int64
+	// PrefillBytes are the chunk activations a prompt of the whole
+	// context allocates while it runs through the prefill (released
+	// after it, so not in SequenceBytes).
+	PrefillBytes int64
 	// GrowthBytes is how far the sequence's memory rises above its final
 	// size while the caches double to Capacity: the old cache being copied
 	// and the old attention scratch live for a moment next to the new
@@ -126,6 +129,11 @@ func measure(m *Model, dev *meter, context int) (Footprint, error) {
 		f.ScratchBytes = int64(b.Len())
 	}
 	f.ActivationBytes = s.Bytes() - f.KVBytes - f.StateBytes - f.ScratchBytes
+	if context >= prefillMinTokens {
+		if f.PrefillBytes, err = s.chunkBytes(context); err != nil {
+			return Footprint{}, err
+		}
+	}
 	return f, nil
 }
 

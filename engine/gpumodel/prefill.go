@@ -18,8 +18,8 @@ const (
 	// defaultPrefillChunk is how many tokens one prefill command buffer
 	// holds: every weight is read once per chunk (the token tiles of a
 	// chunk share each dequantized weight tile), and the chunk's
-	// activations (about 1.4 MB per token for the 35B model, logits
-	// aside) stay small next to the weights.
+	// activations (about 0.34 MB per token for the 35B model, logits
+	// aside; Footprint.PrefillBytes) stay small next to the weights.
 	defaultPrefillChunk = 512
 )
 
@@ -47,22 +47,47 @@ type chunkActs struct {
 	all                     shaders.View // [cap][vocab], only once allLogits was asked
 }
 
-// ensureChunk allocates the prefill activations for n tokens (and the
-// every-position logits when all).
+// chunkViews lists the prefill activations' views.
+func (ca *chunkActs) views() []shaders.View {
+	return []shaders.View{
+		ca.x, ca.xn, ca.delta, ca.qg, ca.k, ca.v, ca.q, ca.gate, ca.o,
+		ca.u, ca.conv, ca.z, ca.b, ca.a, ca.dOut, ca.router, ca.ids, ca.weights,
+		ca.mapping, ca.slotOf, ca.blocks, ca.eg, ca.eu, ca.eh, ca.ys,
+		ca.shG, ca.shU, ca.shH, ca.shOut, ca.shGate, ca.all,
+	}
+}
+
+// releaseChunk frees the prefill activations; no command buffer using them
+// may be in flight. A sequence at rest holds none, so a prefix cache of
+// many sequences pays for them once, not per sequence.
+func (s *Sequence) releaseChunk() {
+	for _, v := range s.chunk.views() {
+		if v.Buf != nil {
+			s.free(v.Buf)
+		}
+	}
+	s.chunk = chunkActs{}
+}
+
+// chunkCapacity is the token capacity of the prefill activations for a run
+// of n tokens: the chunk, or n rounded up to a power of two, so runs of
+// similar lengths reuse one allocation.
+func (m *Model) chunkCapacity(n int) int {
+	c := 1
+	for c < min(n, m.prefillChunk) {
+		c *= 2
+	}
+	return min(c, m.prefillChunk)
+}
+
+// ensureChunk allocates the prefill activations for runs of n tokens (and
+// the every-position logits when all). No command buffer using the old
+// ones may be in flight.
 func (s *Sequence) ensureChunk(n int, all bool) error {
+	n = s.m.chunkCapacity(n)
 	ca := &s.chunk
 	if n > ca.cap {
-		old := *ca
-		for _, v := range []shaders.View{
-			old.x, old.xn, old.delta, old.qg, old.k, old.v, old.q, old.gate, old.o,
-			old.u, old.conv, old.z, old.b, old.a, old.dOut, old.router, old.ids, old.weights,
-			old.mapping, old.slotOf, old.blocks, old.eg, old.eu, old.eh, old.ys,
-			old.shG, old.shU, old.shH, old.shOut, old.shGate, old.all,
-		} {
-			if v.Buf != nil {
-				s.free(v.Buf)
-			}
-		}
+		s.releaseChunk()
 		*ca = chunkActs{cap: n}
 		c, d := s.m.cfg, s.m.delta
 		var errs []error
@@ -103,6 +128,18 @@ func (s *Sequence) ensureChunk(n int, all bool) error {
 		ca.all = v
 	}
 	return nil
+}
+
+// chunkBytes is the device memory of the prefill activations for a run of
+// n tokens (logits of the last position only).
+func (s *Sequence) chunkBytes(n int) (int64, error) {
+	before := s.Bytes()
+	if err := s.ensureChunk(n, false); err != nil {
+		return 0, err
+	}
+	b := s.Bytes() - before
+	s.releaseChunk()
+	return b, nil
 }
 
 func (m *Model) hasAttention() bool {
@@ -321,6 +358,7 @@ func (s *Sequence) drain(pending gpu.CommandBuffer, steps int, err error) (gpu.C
 // the chunked prefill: logits for every position when all, else the last
 // position's when out has room for them.
 func (s *Sequence) forwardChunks(n int, all bool, out []float32) error {
+	defer s.releaseChunk()
 	mode := noLogits
 	switch {
 	case all:

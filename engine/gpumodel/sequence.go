@@ -359,6 +359,7 @@ func (s *Sequence) GreedyFunc(prompt []int, maxTokens int, eos []int, each func(
 	if s.closed {
 		return nil, errors.New("gpumodel: sequence is closed")
 	}
+	defer s.releaseChunk() // every return below has waited for its steps
 	c := s.m.cfg
 	if len(prompt) == 0 || maxTokens < 1 {
 		return nil, errors.New("gpumodel: greedy needs a prompt and at least one token")
