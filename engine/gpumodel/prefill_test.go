@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"petal/engine/checkpoint"
 )
 
 // checkLogits compares logits of positions with the reference as
@@ -132,5 +134,43 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	}
 	if !slices.Equal(a, b) {
 		t.Errorf("after the decode path %v, after the prefill %v", a, b)
+	}
+}
+
+// The 35B shape's prefill chunk, counted without weights: dispatches and
+// levels independent of the chunk's length but for the per-token ops, and
+// weights read once per chunk.
+func TestDryRunPrefill35B(t *testing.T) {
+	cfg := checkpoint.Qwen36()
+	a, err := DryRunPrefill(cfg, 0, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DryRunPrefill(cfg, 4096, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := DryRun(cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("35B prefill chunk of 512: %d dispatches, %d levels, %d weight bytes, %d cache bytes", a.Dispatches, a.Levels, a.WeightBytes, a.CacheBytes)
+	t.Logf("35B prefill chunk of 64 at 4096: %d dispatches, %d levels, %d weight bytes, %d cache bytes", b.Dispatches, b.Levels, b.WeightBytes, b.CacheBytes)
+	// Per token: one embedding gather, one AttnPrep per attention layer,
+	// one router top-k per layer; the rest is per chunk.
+	perToken := 1 + 10 + 40
+	if d := a.Dispatches - b.Dispatches; d != (512-64)*perToken {
+		t.Errorf("chunks of 512 and 64 differ by %d dispatches, want %d", d, (512-64)*perToken)
+	}
+	if a.Levels != b.Levels {
+		t.Errorf("levels %d and %d: a chunk's levels must not depend on its length", a.Levels, b.Levels)
+	}
+	// All 256 experts can be routed to by 512 tokens; the dense part is
+	// what a decode step reads without its 8 experts.
+	if a.WeightBytes < 18e9 || a.WeightBytes > 19.5e9 || a.WeightBytes < 10*step.WeightBytes {
+		t.Errorf("chunk weight bytes %d", a.WeightBytes)
+	}
+	if _, err := DryRunPrefill(cfg, 0, 1); err == nil {
+		t.Error("a one-token chunk was accepted")
 	}
 }

@@ -1,0 +1,140 @@
+package gpumodel
+
+import (
+	"fmt"
+
+	"petal/engine/checkpoint"
+	"petal/gpu/record"
+)
+
+// DefaultPrefillChunk is the tokens per prefill command buffer.
+const DefaultPrefillChunk = defaultPrefillChunk
+
+// cacheFloatBytes is the size of one cached float: the KV caches and the
+// DeltaNet states are float32.
+const cacheFloatBytes = 4
+
+// DecodeCacheBytes is what a decode step at position pos moves besides
+// weights: the K and V rows 0..pos of every attention layer (read), and
+// every DeltaNet layer's recurrent state and conv window (read and
+// written).
+func DecodeCacheBytes(cfg *checkpoint.Config, pos int) int64 {
+	return attnCacheBytes(cfg, int64(pos+1)) + deltaStateBytes(cfg)
+}
+
+// attnCacheBytes is the K and V bytes of rows positions over every
+// attention layer.
+func attnCacheBytes(cfg *checkpoint.Config, rows int64) int64 {
+	var n int64
+	for _, k := range cfg.Layers {
+		if k == checkpoint.Attention {
+			n += 2 * rows * int64(cfg.KVHeads*cfg.HeadDim) * cacheFloatBytes
+		}
+	}
+	return n
+}
+
+// deltaStateBytes is every DeltaNet layer's state and conv window, read
+// once and written once.
+func deltaStateBytes(cfg *checkpoint.Config) int64 {
+	var n int64
+	state := int64(cfg.LinearValueHeads*cfg.LinearKeyDim*cfg.LinearValueDim) + int64(cfg.ConvChannels()*(cfg.ConvKernel-1))
+	for _, k := range cfg.Layers {
+		if k == checkpoint.DeltaNet {
+			n += 2 * state * cacheFloatBytes
+		}
+	}
+	return n
+}
+
+// ChunkReport describes one recorded prefill chunk.
+type ChunkReport struct {
+	Position    int   // positions cached before the chunk
+	Tokens      int   // tokens in the chunk
+	Dispatches  int   // kernels in the chunk's command buffer
+	Levels      int   // dependency levels: runs of dispatches between barriers
+	WeightBytes int64 // weight bytes the chunk reads: every matrix once, the experts the chunk can route to, the embedding rows
+	CacheBytes  int64 // KV rows the attention kernels read (each token's threadgroups read the prefix again: no reuse assumed) and the DeltaNet states read and written once
+}
+
+// BytesMoved is the chunk's weight and cache traffic.
+func (r ChunkReport) BytesMoved() int64 { return r.WeightBytes + r.CacheBytes }
+
+// TokensPerSecond is the prefill rate a memory bandwidth of
+// bytesPerSecond allows if the chunk's traffic were all it paid for.
+func (r ChunkReport) TokensPerSecond(bytesPerSecond float64) float64 {
+	return float64(r.Tokens) * bytesPerSecond / float64(r.BytesMoved())
+}
+
+// prefillWeightBytes is what a chunk of tokens reads of ckpt's weights:
+// the embedding rows, each dense matrix once, and at most tokens*TopK of
+// each layer's experts.
+func prefillWeightBytes(ckpt *checkpoint.Model, tokens int) int64 {
+	c := ckpt.Config
+	n := int64(tokens)*ckpt.Embed.RowBytes() + ckpt.LMHead.Bytes()
+	experts := int64(min(c.Experts, tokens*c.TopK))
+	for i := range ckpt.Layers {
+		l := &ckpt.Layers[i]
+		if a := l.Attn; a != nil {
+			n += a.Q.Bytes() + a.K.Bytes() + a.V.Bytes() + a.O.Bytes()
+		}
+		if d := l.Delta; d != nil {
+			n += d.QKV.Bytes() + d.Z.Bytes() + d.B.Bytes() + d.A.Bytes() + d.Out.Bytes()
+		}
+		e := &l.MoE
+		n += e.Router.Bytes() + e.SharedGate.Bytes() + e.SharedUp.Bytes() + e.SharedDown.Bytes() + e.SharedExpertGate.Bytes()
+		n += experts * (e.Gate.Bytes() + e.Up.Bytes() + e.Down.Bytes()) / int64(c.Experts)
+	}
+	return n
+}
+
+// DryRunPrefill records the prefill chunk of tokens tokens after pos
+// cached positions (logits of the last one, argmax on the GPU) for a model
+// of cfg's shape, without its weights, through the encoding the drivers
+// run.
+func DryRunPrefill(cfg *checkpoint.Config, pos, tokens int) (ChunkReport, error) {
+	if pos < 0 || tokens < prefillMinTokens {
+		return ChunkReport{}, fmt.Errorf("gpumodel: a prefill chunk of %d tokens after %d positions (at least %d tokens)", tokens, pos, prefillMinTokens)
+	}
+	ckpt, err := checkpoint.ShapeOnly(cfg)
+	if err != nil {
+		return ChunkReport{}, err
+	}
+	dev := record.New()
+	m, err := New(ckpt, dev)
+	if err != nil {
+		return ChunkReport{}, err
+	}
+	defer m.Close()
+	m.prefillChunk = tokens
+	s, err := m.newSequence()
+	if err != nil {
+		return ChunkReport{}, err
+	}
+	defer s.Close()
+	if err := s.ensureCapacity(pos + tokens); err != nil {
+		return ChunkReport{}, err
+	}
+	if err := s.ensureTokens(tokens + 1); err != nil {
+		return ChunkReport{}, err
+	}
+	if err := s.ensureChunk(tokens, false); err != nil {
+		return ChunkReport{}, err
+	}
+	cb, err := dev.NewCommandBuffer()
+	if err != nil {
+		return ChunkReport{}, err
+	}
+	next := s.slot(tokens)
+	if err := s.encodeChunk(cb, chunk{pos: pos, slot: 0, n: tokens, logits: lastLogits, next: &next}); err != nil {
+		return ChunkReport{}, err
+	}
+	tr := cb.Trace()
+	// Token t's attention reads rows 0..pos+t.
+	rows := int64(tokens)*int64(pos) + int64(tokens)*int64(tokens+1)/2
+	return ChunkReport{
+		Position: pos, Tokens: tokens, Dispatches: tr.Dispatches(), Levels: tr.Levels(),
+		WeightBytes: prefillWeightBytes(ckpt, tokens),
+		CacheBytes:  attnCacheBytes(cfg, rows) + deltaStateBytes(cfg),
+	}, nil
+}
