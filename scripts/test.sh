@@ -23,5 +23,15 @@ pkgs=$(go list ./... | grep -v '^petal$' || true)
 GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build $pkgs
 GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet $pkgs
 
+echo "== frontend (npm ci, svelte-check, vitest, build; the committed dist/ must match)"
+# The Go build embeds frontend/dist, which is committed so that a clone
+# builds without Node; this rebuilds it and fails when the copy is stale.
+(cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent check && npm test --silent && npm run --silent build >/dev/null)
+stale=$(git status --porcelain -- frontend/dist)
+if [ -n "$stale" ]; then echo "frontend/dist is stale; run npm run build in frontend/ and commit:"; echo "$stale"; exit 1; fi
+
 echo "== go test"
 go test -count=1 -timeout 60m ./...
+
+echo "== web UI end to end (petal serve on the demo model, Chromium)"
+./scripts/e2e.sh

@@ -1,0 +1,198 @@
+// End-to-end tests of the web UI: a real `petal serve` on the demo model,
+// driven in Debian's Chromium through playwright-core. Run by
+// scripts/e2e.sh, which builds petal and says where the binary and the
+// artifacts (screenshots) go.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const PETAL = process.env.PETAL_BIN;
+const MODEL = process.env.PETAL_MODEL ?? resolve('..', 'models', 'demo');
+const ARTIFACTS = process.env.E2E_ARTIFACTS ?? resolve('e2e', 'artifacts');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+/** How long the server may take to start and the model to answer. */
+const START_MS = 30_000;
+const REPLY_MS = 60_000;
+/** Bytes per second the stop test lets through, so a short demo reply streams for seconds. */
+const SLOW_BYTES_PER_S = 300;
+
+let server;
+let baseURL;
+let browser;
+let settingsFile;
+
+function startServer() {
+  const dir = mkdtempSync(join(tmpdir(), 'petal-e2e-'));
+  settingsFile = join(dir, 'settings.json');
+  server = spawn(PETAL, ['serve', '--model', MODEL, '--addr', '127.0.0.1:0', '--settings', settingsFile], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  server.stderr.on('data', (b) => (log += b));
+  return new Promise((ok, fail) => {
+    const timer = setTimeout(() => fail(new Error(`petal serve did not start:\n${log}`)), START_MS);
+    server.on('exit', (code) => fail(new Error(`petal serve exited (${code}):\n${log}`)));
+    server.stdout.on('data', (b) => {
+      const m = /on (http:\/\/[^/\s]+)\/v1/.exec(String(b));
+      if (m) {
+        clearTimeout(timer);
+        ok(m[1]);
+      }
+    });
+  });
+}
+
+before(async () => {
+  assert.ok(PETAL, 'PETAL_BIN must name a built petal binary');
+  mkdirSync(ARTIFACTS, { recursive: true });
+  baseURL = await startServer();
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.kill('SIGTERM');
+});
+
+async function newPage(colorScheme = 'light') {
+  const ctx = await browser.newContext({ viewport: { width: 1100, height: 760 }, colorScheme });
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e));
+  page.on('console', (m) => m.type() === 'error' && errors.push(new Error(m.text())));
+  await page.goto(baseURL + '/');
+  await page.getByRole('status').filter({ hasText: 'Ready' }).waitFor({ timeout: START_MS });
+  return { page, errors };
+}
+
+const shot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+
+test('a message streams into a reply that is kept across reloads', async () => {
+  const { page, errors } = await newPage();
+  const prompt = page.getByLabel('Message');
+  await prompt.fill('Hello');
+  await prompt.press('Enter');
+  await page.getByRole('article', { name: 'You' }).filter({ hasText: 'Hello' }).waitFor();
+  const stats = page.getByTestId('stats');
+  await stats.waitFor({ timeout: REPLY_MS });
+  const reply = (await page.getByTestId('reply').last().innerText()).trim();
+  assert.ok(reply.length > 0, 'the reply is empty');
+  assert.match(await stats.innerText(), /^\d+ tokens/);
+  await shot(page, 'chat-reply');
+
+  await page.reload();
+  await page.getByRole('article', { name: 'Petal' }).filter({ hasText: reply.slice(0, 20) }).waitFor();
+  assert.deepEqual(errors, []);
+  await page.context().close();
+});
+
+test('a slow stream shows partial text and Stop ends it, keeping what arrived', async () => {
+  const { page, errors } = await newPage('dark');
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  await cdp.send('Network.emulateNetworkConditions', {
+    offline: false,
+    latency: 0,
+    downloadThroughput: SLOW_BYTES_PER_S,
+    uploadThroughput: -1,
+  });
+  const prompt = page.getByLabel('Message');
+  await prompt.fill('Tell me about the city.');
+  await prompt.press('Enter');
+  const stop = page.getByRole('button', { name: 'Stop' });
+  await stop.waitFor({ timeout: REPLY_MS });
+
+  // Watch the reply grow: at least two different partial texts before Stop.
+  const reply = page.getByTestId('reply').last();
+  const seen = new Set();
+  const deadline = Date.now() + REPLY_MS;
+  while (seen.size < 2 && Date.now() < deadline) {
+    const t = (await reply.innerText()).trim();
+    if (t) seen.add(t);
+    await page.waitForTimeout(50);
+  }
+  assert.ok(seen.size >= 2, `the reply did not stream: saw ${[...seen].join(' | ')}`);
+  await shot(page, 'chat-streaming-dark');
+
+  await page.keyboard.press('Escape');
+  await page.getByRole('button', { name: 'Send' }).waitFor();
+  const meta = page.getByRole('article', { name: 'Petal' }).last();
+  await meta.getByText('Stopped').waitFor();
+  const kept = (await reply.innerText()).trim();
+  assert.ok(kept.length > 0, 'the partial reply was lost');
+  await shot(page, 'chat-stopped-dark');
+
+  // The server is free again: the next message gets a full reply.
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+  await prompt.fill('Hello');
+  await prompt.press('Enter');
+  await page.getByTestId('stats').last().waitFor({ timeout: REPLY_MS });
+  assert.deepEqual(errors, []);
+  await page.context().close();
+});
+
+test('settings open from the keyboard and are saved on the server', async () => {
+  const { page, errors } = await newPage();
+  await page.keyboard.press('Control+3');
+  await page.getByRole('heading', { name: 'Settings' }).waitFor();
+  await page.getByLabel('Sampling preset').selectOption('coding');
+  await page.getByLabel('Port', { exact: true }).fill('9123');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByTestId('saved').waitFor();
+  await page.getByText(/Restart Petal to apply: .*port/).waitFor();
+  await shot(page, 'settings');
+
+  const saved = JSON.parse(readFileSync(settingsFile, 'utf8'));
+  assert.equal(saved.preset, 'coding');
+  assert.equal(saved.port, 9123);
+
+  // A bad value is refused with the server's message, and nothing is written.
+  await page.getByLabel('Allowed browser origins').fill('evil.example/path');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.locator('[data-code="bad_settings"]').waitFor();
+  assert.equal(JSON.parse(readFileSync(settingsFile, 'utf8')).port, 9123);
+  assert.deepEqual(errors.filter((e) => !/400/.test(e.message)), []);
+  await page.context().close();
+});
+
+test('the endpoint panel shows this server and setups to copy', async () => {
+  const { page } = await newPage();
+  await page.keyboard.press('Control+4');
+  await page.getByTestId('endpoint-url').filter({ hasText: baseURL + '/v1' }).waitFor();
+  for (const name of ['Continue', 'Zed', 'Xcode', 'JetBrains AI Assistant', 'Open WebUI']) {
+    await page.getByRole('heading', { name }).waitFor();
+  }
+  await page.getByText(`apiBase: ${baseURL}/v1`).waitFor();
+  await shot(page, 'endpoint');
+  await page.keyboard.press('Control+2');
+  await page.getByTestId('model-state').filter({ hasText: 'ready' }).waitFor();
+  await shot(page, 'model');
+  await page.context().close();
+});
+
+test('management routes refuse another origin', async () => {
+  const res = await fetch(baseURL + '/manage/settings', {
+    method: 'PUT',
+    headers: { 'Content-Type': 'application/json', Origin: 'http://evil.example', 'Sec-Fetch-Site': 'cross-site' },
+    body: JSON.stringify({ port: 1, preset: 'thinking' }),
+  });
+  assert.equal(res.status, 403);
+  assert.equal((await res.json()).error.code, 'cross_origin');
+});
