@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"petal/engine"
@@ -14,38 +21,277 @@ import (
 
 func init() {
 	commands["bench"] = command{
-		summary: "decode speed on a backend, or with --dry-run what one GPU decode step encodes and reads",
+		summary: "prefill and decode speed by the reference engine's contract (JSON), or with --dry-run what the GPU encodes and moves per step",
 		run:     runBench,
 	}
 }
 
-// Memory bandwidths the dry run converts weight bytes into decode rates for:
-// M4 Max (546 GB/s) and M5 Max-class (614 GB/s).
+// The reference engine's benchmark contract (REFERENCE-ENGINE.md 7.1):
+// batch 1, greedy, a synthetic prompt, a fresh process per arm, one
+// warm-up of the exact shape, one measured prefill (to the first token,
+// the first decode step already submitted) and 64 measured decode steps,
+// an FNV-1a digest of the decoded ids.
+const (
+	benchSchemaVersion = 1
+	// benchDecodeSteps is the contract's count of measured decode steps.
+	benchDecodeSteps = 64
+	// benchWarmupSteps are the decode steps of the warm-up after its
+	// prefill: one delivered, one looked ahead, as the reference does.
+	benchWarmupSteps = 2
+	// benchGolden is the multiplier of the synthetic prompt: token i is
+	// uint32(i * benchGolden) mod vocab.
+	benchGolden      = 2654435761
+	benchPromptKind  = "u32_golden_ratio_hash_mod_vocab"
+	benchDigestKind  = "fnv1a64 over the decoded ids as uint32 little-endian"
+	benchMinContext  = 1
+	benchMaxContext  = 1 << 20
+	benchMaxArms     = 64
+	benchContextsAll = "all"
+)
+
+// benchMatrix is the reference engine's list of contexts, for --contexts all.
+var benchMatrix = []int{256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072}
+
+// Memory bandwidths the dry run converts bytes into rates for when
+// --bandwidth is not given: M4 Max (546 GB/s) and M5 Max-class (614 GB/s).
 var dryRunBandwidths = []float64{546e9, 614e9}
+
+// benchPrompt is the contract's synthetic prompt of n tokens.
+func benchPrompt(n, vocab int) []int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = int(uint64(uint32(uint32(i)*uint32(benchGolden))) % uint64(vocab))
+	}
+	return ids
+}
+
+// benchDigest is the FNV-1a 64 hash of ids, each as a little-endian uint32.
+func benchDigest(ids []int) string {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, id := range ids {
+		binary.LittleEndian.PutUint32(b[:], uint32(id))
+		h.Write(b[:])
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// benchReport is petal bench's JSON output.
+type benchReport struct {
+	SchemaVersion int        `json:"schema_version"`
+	Backend       string     `json:"backend"`
+	Model         string     `json:"model"`
+	PromptKind    string     `json:"prompt_kind"`
+	DigestKind    string     `json:"digest_kind"`
+	Arms          []benchArm `json:"arms"`
+}
+
+// benchArm is one context's measurement, made in a process of its own.
+type benchArm struct {
+	Context int          `json:"context"`
+	Prefill benchPrefill `json:"prefill"`
+	Decode  benchDecode  `json:"decode"`
+}
+
+type benchPrefill struct {
+	WallSecs     float64 `json:"wall_secs"`
+	TokS         float64 `json:"tok_s"`
+	FirstTokenID int     `json:"first_token_id"`
+}
+
+type benchDecode struct {
+	Steps        int       `json:"steps"`
+	WallSecs     float64   `json:"wall_secs"`
+	TokS         float64   `json:"tok_s"`
+	StepWallSecs []float64 `json:"step_wall_secs"`
+	TokenDigest  string    `json:"token_digest"`
+	TokenIDs     []int     `json:"token_ids"`
+}
 
 func runBench(args []string, stdout io.Writer) error {
 	fs := newFlags("bench", os.Stderr)
 	dir := fs.String("model", "", "checkpoint folder (with --dry-run, only config.json is read; default: the Qwen3.6-35B-A3B shape)")
-	dry := fs.Bool("dry-run", false, "record one GPU decode step instead of running anything")
-	context := fs.Int("context", 0, "tokens already in the context (dry run: the step's position; run: prompt length)")
-	tokens := fs.Int("tokens", 32, "tokens to decode (not with --dry-run)")
-	backend := fs.String("backend", "cpu", "backend (not with --dry-run)")
+	dry := fs.Bool("dry-run", false, "record one GPU decode step and one prefill chunk instead of running anything")
+	context := fs.Int("context", 0, "dry run: the step's position; run: one prompt length (instead of --contexts)")
+	contexts := fs.String("contexts", "256", "run: comma-separated prompt lengths, one arm (process) each, or 'all' for 256..131072")
+	steps := fs.Int("steps", benchDecodeSteps, "run: measured decode steps (the contract's 64)")
+	backend := fs.String("backend", "cpu", "run: backend (cpu, sim, metal)")
+	arm := fs.Bool("arm", false, "run: measure one context in this process and print its JSON (the parent runs each arm so)")
+	bandwidth := fs.Float64("bandwidth", 0, "dry run: memory bandwidth in GB/s to convert bytes into rates (default: 546 and 614)")
+	chunk := fs.Int("chunk", gpumodel.DefaultPrefillChunk, "dry run: tokens of the recorded prefill chunk")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	if *context < 0 || *tokens < 1 {
-		return errors.New("--context must be >= 0 and --tokens >= 1")
+	if *context < 0 || *steps < 1 || *bandwidth < 0 {
+		return errors.New("--context must be >= 0, --steps >= 1 and --bandwidth >= 0")
 	}
 	if *dry {
-		return dryRun(*dir, *context, stdout)
+		bws := dryRunBandwidths
+		if *bandwidth > 0 {
+			bws = []float64{*bandwidth * 1e9}
+		}
+		return dryRun(*dir, *context, *chunk, bws, stdout)
 	}
-	return benchDecode(*dir, *backend, max(*context, 1), *tokens, stdout)
+	ctxs, err := parseContexts(*contexts)
+	if err != nil {
+		return err
+	}
+	if *context > 0 {
+		ctxs = []int{*context}
+	}
+	if *arm {
+		if len(ctxs) != 1 {
+			return errors.New("--arm measures one context")
+		}
+		a, err := benchOneArm(*dir, *backend, ctxs[0], *steps)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(stdout).Encode(a)
+	}
+	if _, ok := backends[*backend]; !ok {
+		return fmt.Errorf("unknown backend %q (have cpu, sim, metal)", *backend)
+	}
+	rep := benchReport{SchemaVersion: benchSchemaVersion, Backend: *backend, Model: *dir, PromptKind: benchPromptKind, DigestKind: benchDigestKind}
+	for _, c := range ctxs {
+		a, err := runArmProcess([]string{"bench", "--arm", "--model", *dir, "--backend", *backend, "--context", strconv.Itoa(c), "--steps", strconv.Itoa(*steps)})
+		if err != nil {
+			return fmt.Errorf("arm at context %d: %w", c, err)
+		}
+		rep.Arms = append(rep.Arms, a)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
 }
 
-func dryRun(dir string, pos int, w io.Writer) error {
+// parseContexts reads --contexts.
+func parseContexts(s string) ([]int, error) {
+	if s == benchContextsAll {
+		return benchMatrix, nil
+	}
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < benchMinContext || n > benchMaxContext {
+			return nil, fmt.Errorf("--contexts: %q is not a prompt length in [%d,%d]", p, benchMinContext, benchMaxContext)
+		}
+		out = append(out, n)
+	}
+	if len(out) > benchMaxArms {
+		return nil, fmt.Errorf("--contexts: %d arms, at most %d", len(out), benchMaxArms)
+	}
+	return out, nil
+}
+
+// runArmProcess runs one arm in a fresh process of this binary (so no
+// arm inherits another's caches, pipelines or heap) and decodes its JSON.
+// Tests replace it to run arms in process.
+var runArmProcess = func(args []string) (benchArm, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return benchArm{}, err
+	}
+	cmd := exec.Command(self, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return benchArm{}, err
+	}
+	var a benchArm
+	if err := json.Unmarshal(out.Bytes(), &a); err != nil {
+		return benchArm{}, fmt.Errorf("reading the arm's output: %w", err)
+	}
+	return a, nil
+}
+
+// greedyStreamer is a sequence that decodes greedily on its own device and
+// reports each token once the step after it is submitted (the GPU
+// backend).
+type greedyStreamer interface {
+	GreedyFunc(prompt []int, maxTokens int, eos []int, each func(token int)) ([]int, error)
+}
+
+// benchOneArm loads the model, warms up on the exact shape, then measures
+// a fresh sequence.
+func benchOneArm(dir, backend string, context, steps int) (benchArm, error) {
+	m, err := openModel(dir, backend)
+	if err != nil {
+		return benchArm{}, err
+	}
+	defer m.Close()
+	cfg := m.Config()
+	if p := cfg.MaxPositions; p > 0 && context+steps+1 > p {
+		return benchArm{}, fmt.Errorf("context %d plus %d steps exceeds the model's %d positions", context, steps, p)
+	}
+	prompt := benchPrompt(context, cfg.Vocab)
+	if _, _, err := benchRun(m, prompt, benchWarmupSteps); err != nil {
+		return benchArm{}, fmt.Errorf("warm-up: %w", err)
+	}
+	times, ids, err := benchRun(m, prompt, steps)
+	if err != nil {
+		return benchArm{}, err
+	}
+	a := benchArm{Context: context}
+	a.Prefill.WallSecs = times[0].Seconds()
+	a.Prefill.TokS = float64(context) / a.Prefill.WallSecs
+	a.Prefill.FirstTokenID = ids[0]
+	d := &a.Decode
+	d.Steps = steps
+	for i := 1; i <= steps; i++ {
+		d.StepWallSecs = append(d.StepWallSecs, (times[i] - times[i-1]).Seconds())
+	}
+	d.WallSecs = (times[steps] - times[0]).Seconds()
+	d.TokS = float64(steps) / d.WallSecs
+	d.TokenIDs = ids[1:]
+	d.TokenDigest = benchDigest(d.TokenIDs)
+	return a, nil
+}
+
+// benchRun feeds prompt to a fresh sequence and decodes steps tokens after
+// the first, returning when each of the 1+steps tokens was in hand
+// (measured from the start) and the tokens.
+func benchRun(m engine.Model, prompt []int, steps int) ([]time.Duration, []int, error) {
+	seq, err := m.NewSequence()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer seq.Close()
+	var times []time.Duration
+	var ids []int
+	start := time.Now()
+	if g, ok := seq.(greedyStreamer); ok {
+		_, err := g.GreedyFunc(prompt, steps+1, nil, func(tok int) {
+			times = append(times, time.Since(start))
+			ids = append(ids, tok)
+		})
+		if err == nil && len(ids) != steps+1 {
+			err = fmt.Errorf("decoded %d tokens, want %d", len(ids), steps+1)
+		}
+		return times, ids, err
+	}
+	vocab := m.Config().Vocab
+	logits := make([]float32, vocab)
+	if err := seq.Forward(prompt, logits); err != nil {
+		return nil, nil, err
+	}
+	for {
+		tok := engine.Argmax(logits)
+		times = append(times, time.Since(start))
+		ids = append(ids, tok)
+		if len(ids) == steps+1 {
+			return times, ids, nil
+		}
+		if err := seq.Forward([]int{tok}, logits); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+func dryRun(dir string, pos, chunk int, bandwidths []float64, w io.Writer) error {
 	cfg, name := checkpoint.Qwen36(), "Qwen3.6-35B-A3B (built-in shape)"
 	if dir != "" {
 		c, err := checkpoint.ReadConfig(dir)
@@ -58,47 +304,30 @@ func dryRun(dir string, pos int, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	moved := r.WeightBytes + gpumodel.DecodeCacheBytes(cfg, pos)
 	fmt.Fprintf(w, "model:                %s\n", name)
 	fmt.Fprintf(w, "decode step at position %d (one command buffer)\n", r.Position)
 	fmt.Fprintf(w, "dispatches:           %d\n", r.Dispatches)
 	fmt.Fprintf(w, "dependency levels:    %d\n", r.Levels)
 	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", r.WeightBytes, float64(r.WeightBytes)/1e9)
-	for _, bw := range dryRunBandwidths {
+	for _, bw := range bandwidths {
 		fmt.Fprintf(w, "bound at %3.0f GB/s:    %.1f tokens/s\n", bw/1e9, r.TokensPerSecond(bw))
 	}
-	return nil
-}
-
-func benchDecode(dir, backend string, prompt, n int, w io.Writer) error {
-	m, err := openModel(dir, backend)
+	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read, DeltaNet state read and written)\n", moved, float64(moved)/1e9)
+	for _, bw := range bandwidths {
+		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f tokens/s\n", bw/1e9, bw/float64(moved))
+	}
+	p, err := gpumodel.DryRunPrefill(cfg, pos, chunk)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	seq, err := m.NewSequence()
-	if err != nil {
-		return err
+	fmt.Fprintf(w, "prefill chunk of %d tokens after position %d (one command buffer)\n", p.Tokens, p.Position)
+	fmt.Fprintf(w, "dispatches:           %d (%.1f per token)\n", p.Dispatches, float64(p.Dispatches)/float64(p.Tokens))
+	fmt.Fprintf(w, "dependency levels:    %d\n", p.Levels)
+	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", p.WeightBytes, float64(p.WeightBytes)/1e9)
+	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read per token, DeltaNet state)\n", p.BytesMoved(), float64(p.BytesMoved())/1e9)
+	for _, bw := range bandwidths {
+		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f prompt tokens/s\n", bw/1e9, p.TokensPerSecond(bw))
 	}
-	defer seq.Close()
-	cfg := m.Config()
-	ids := make([]int, prompt)
-	for i := range ids {
-		ids[i] = (i*7919 + 1) % cfg.Vocab
-	}
-	start := time.Now()
-	logits := make([]float32, cfg.Vocab)
-	if err := seq.Forward(ids, logits); err != nil {
-		return err
-	}
-	prefill := time.Since(start)
-	start = time.Now()
-	out, err := engine.Greedy(seq, cfg.Vocab, []int{engine.Argmax(logits)}, n, nil)
-	if err != nil {
-		return err
-	}
-	decode := time.Since(start)
-	fmt.Fprintf(w, "backend %s, model %s\n", backend, dir)
-	fmt.Fprintf(w, "prefill: %d tokens in %v (%.1f tokens/s)\n", prompt, prefill.Round(time.Millisecond), float64(prompt)/prefill.Seconds())
-	fmt.Fprintf(w, "decode:  %d tokens in %v (%.1f tokens/s)\n", len(out), decode.Round(time.Millisecond), float64(len(out))/decode.Seconds())
 	return nil
 }

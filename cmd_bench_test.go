@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const benchFixture = "engine/testdata/fixtures/tiny-a"
+
+// The synthetic prompt is the reference engine's: a u32 wrapping multiply
+// by 2654435761, then mod vocab.
+func TestBenchPrompt(t *testing.T) {
+	got := benchPrompt(4, 248320)
+	// 0; 2654435761 mod 248320; (2*2654435761 mod 2^32) mod 248320; ...
+	want := []int{0, 2654435761 % 248320, (2 * 2654435761 % (1 << 32)) % 248320, (3 * 2654435761 % (1 << 32)) % 248320}
+	if !slices.Equal(got, want) {
+		t.Errorf("prompt %v, want %v", got, want)
+	}
+}
+
+// FNV-1a 64 written out byte by byte, against the hash/fnv digest.
+func TestBenchDigest(t *testing.T) {
+	if got := benchDigest(nil); got != "cbf29ce484222325" {
+		t.Errorf("empty digest %s, want the offset basis", got)
+	}
+	ids := []int{7, 300, 65536}
+	h := uint64(0xcbf29ce484222325)
+	for _, id := range ids {
+		for _, b := range []byte{byte(id), byte(id >> 8), byte(id >> 16), byte(id >> 24)} {
+			h ^= uint64(b)
+			h *= 0x100000001b3
+		}
+	}
+	if got, want := benchDigest(ids), fmt.Sprintf("%016x", h); got != want {
+		t.Errorf("digest %s, want %s", got, want)
+	}
+}
+
+// One arm in process on the CPU and on the sim: the JSON fields, the
+// token count, and the same greedy tokens (hence digest) on both
+// backends; then the parent, with arms run in process, collects them.
+func TestBenchArms(t *testing.T) {
+	arm := func(backend string) benchArm {
+		var out bytes.Buffer
+		if err := dispatch([]string{"bench", "--arm", "--model", benchFixture, "--backend", backend, "--context", "40", "--steps", "5"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var a benchArm
+		if err := json.Unmarshal(out.Bytes(), &a); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		if a.Context != 40 || a.Decode.Steps != 5 || len(a.Decode.TokenIDs) != 5 || len(a.Decode.StepWallSecs) != 5 {
+			t.Errorf("%s arm: %+v", backend, a)
+		}
+		if !(a.Prefill.WallSecs > 0 && a.Prefill.TokS > 0 && a.Decode.WallSecs > 0 && a.Decode.TokS > 0) {
+			t.Errorf("%s arm timings: %+v", backend, a)
+		}
+		if a.Decode.TokenDigest != benchDigest(a.Decode.TokenIDs) {
+			t.Errorf("%s digest %s does not match its ids", backend, a.Decode.TokenDigest)
+		}
+		return a
+	}
+	cpu, sim := arm("cpu"), arm("sim")
+	if cpu.Prefill.FirstTokenID != sim.Prefill.FirstTokenID || cpu.Decode.TokenDigest != sim.Decode.TokenDigest {
+		t.Errorf("cpu tokens %d %v, sim %d %v", cpu.Prefill.FirstTokenID, cpu.Decode.TokenIDs, sim.Prefill.FirstTokenID, sim.Decode.TokenIDs)
+	}
+
+	saved := runArmProcess
+	defer func() { runArmProcess = saved }()
+	var calls [][]string
+	runArmProcess = func(args []string) (benchArm, error) {
+		calls = append(calls, args)
+		var out bytes.Buffer
+		if err := dispatch(args, &out); err != nil {
+			return benchArm{}, err
+		}
+		var a benchArm
+		return a, json.Unmarshal(out.Bytes(), &a)
+	}
+	var out bytes.Buffer
+	if err := dispatch([]string{"bench", "--model", benchFixture, "--contexts", "5,33", "--steps", "2"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(calls) != 2 || rep.SchemaVersion != 1 || rep.PromptKind != benchPromptKind || len(rep.Arms) != 2 || rep.Arms[0].Context != 5 || rep.Arms[1].Context != 33 {
+		t.Errorf("%d arm processes, report %s", len(calls), out.String())
+	}
+	for _, bad := range [][]string{
+		{"bench", "--contexts", "0"},
+		{"bench", "--contexts", "x"},
+		{"bench", "--backend", "gpu", "--model", benchFixture},
+		{"bench", "--arm", "--contexts", "4,5", "--model", benchFixture},
+	} {
+		if err := dispatch(bad, &out); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// The dry run keeps its decode lines and adds bytes moved and a prefill
+// chunk, at a bandwidth of choice.
+func TestBenchDryRunPrefill(t *testing.T) {
+	var out bytes.Buffer
+	if err := dispatch([]string{"bench", "--dry-run", "--context", "4096", "--chunk", "64", "--bandwidth", "400"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"position 4096", "bytes moved:", "bound at 400 GB/s", "moved at 400 GB/s", "prefill chunk of 64 tokens after position 4096", "prompt tokens/s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "546 GB/s") {
+		t.Errorf("--bandwidth did not replace the default bandwidths:\n%s", out.String())
+	}
+}
