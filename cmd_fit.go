@@ -84,9 +84,9 @@ func printFit(w io.Writer, r fit.Report, guidance string) error {
 		{"weights", r.WeightsBytes},
 		{"float32 copies of the model's vectors", r.ModelVectorBytes},
 		{fmt.Sprintf("KV cache for %d positions (%s, %d bytes a token) and attention scratch", r.KVCapacity, r.KVDType, r.KVBytesPerToken), r.KVBytes},
-		{"extra while the KV cache grows", r.KVGrowBytes},
+		{"prompt chunk activations, or the KV cache's growth (the larger)", max(r.PrefillScratchBytes, r.KVGrowBytes)},
 		{fmt.Sprintf("DeltaNet state, %d sessions", r.Sessions), int64(r.Sessions) * r.SessionStateBytes},
-		{fmt.Sprintf("prefill and step scratch, %d sessions", r.Sessions), int64(r.Sessions) * r.PrefillScratchBytes},
+		{fmt.Sprintf("step scratch, %d sessions", r.Sessions), int64(r.Sessions) * r.SessionScratchBytes},
 		{"runtime margin", r.OverheadBytes},
 		{fmt.Sprintf("total at %d tokens", r.Context), r.TotalBytes},
 	}

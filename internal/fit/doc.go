@@ -14,8 +14,10 @@
 //     last doubling when the old cache and the new live side by side;
 //   - per resident sequence (the one generating plus the cached sessions),
 //     the Gated DeltaNet conv and recurrent state and the per-step
-//     activations, which are the whole prefill scratch because prompts
-//     run one token at a time;
+//     activations;
+//   - the chunk activations of the prompt being processed, which live
+//     only while it runs and never together with the caches' growth
+//     peak, so the larger of the two is counted;
 //   - a fixed margin for the runtime: Metal's own objects, compiled
 //     pipelines, the tokenizer and the Go heap.
 //

@@ -153,6 +153,10 @@ type Report struct {
 	// cached ones, each with its own DeltaNet state and activations.
 	Sessions            int   `json:"sessions"`
 	SessionStateBytes   int64 `json:"session_state_bytes"`
+	SessionScratchBytes int64 `json:"session_scratch_bytes"`
+	// PrefillScratchBytes are the chunk activations of the prompt being
+	// processed; they and KVGrowBytes are never held at once, so the
+	// total counts the larger.
 	PrefillScratchBytes int64 `json:"prefill_scratch_bytes"`
 	OverheadBytes       int64 `json:"overhead_bytes"`
 	TotalBytes          int64 `json:"total_bytes"`
@@ -205,8 +209,11 @@ func measure(cfg *checkpoint.Config, ctx int) ([]gpumodel.Footprint, []int, erro
 
 // check is Check on measured footprints.
 func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, contexts []int) Report {
+	// The caches grow before a prompt's chunk activations are made, and
+	// those are released when the prompt is through, so the two peaks
+	// never meet.
 	total := func(f gpumodel.Footprint) int64 {
-		return m.WeightsBytes + f.ModelBytes + f.KVBytes + f.ScratchBytes + f.GrowthBytes +
+		return m.WeightsBytes + f.ModelBytes + f.KVBytes + f.ScratchBytes + max(f.GrowthBytes, f.PrefillBytes) +
 			int64(sessions)*(f.StateBytes+f.ActivationBytes) + RuntimeOverheadBytes
 	}
 	maxCtx := 0
@@ -222,8 +229,9 @@ func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, 
 		WeightsBytes: m.WeightsBytes, ModelVectorBytes: f.ModelBytes,
 		KVBytesPerToken: f.KVBytesPerPosition(), KVDType: "float32",
 		KVCapacity: f.Capacity, KVBytes: f.KVBytes + f.ScratchBytes, KVGrowBytes: f.GrowthBytes,
-		Sessions: sessions, SessionStateBytes: f.StateBytes, PrefillScratchBytes: f.ActivationBytes,
-		OverheadBytes: RuntimeOverheadBytes, TotalBytes: total(f),
+		Sessions: sessions, SessionStateBytes: f.StateBytes, SessionScratchBytes: f.ActivationBytes,
+		PrefillScratchBytes: f.PrefillBytes,
+		OverheadBytes:       RuntimeOverheadBytes, TotalBytes: total(f),
 	}
 	r.HeadroomBytes = budget.Bytes - r.TotalBytes
 	switch {

@@ -30,12 +30,33 @@ func reference(weights int64, ctx, sessions int) int64 {
 		growth = kvRow * int64(capacity/2) // the last old buffer during the copy
 	}
 	state := int64(30 * (32*128*128*f32 + (2*16*128+32*128)*3*f32))
-	return weights + kv + scratch + growth + int64(sessions)*state + RuntimeOverheadBytes
+	return weights + kv + scratch + max(growth, prefill(ctx)) + int64(sessions)*state + RuntimeOverheadBytes
+}
+
+// prefill is the prompt chunk's activations for the 35B shape: per token
+// the float32 rows of the decode step's vectors (residual, norm and delta
+// 3x2048; q with gate 8192; k, v 2x512; q, gate, o 3x4096; DeltaNet
+// qkv before and after the conv 2x8192, z and out 2x4096, b and a 2x32;
+// router 256; top-8 ids, weights and routing maps 4x8; expert gate, up,
+// hidden 3x8x512 and outputs 8x2048; shared expert 3x512, 2048 and its
+// gate), for the run rounded up to a power of two and at most a 512-token
+// chunk. The routing blocks are left to slack.
+func prefill(ctx int) int64 {
+	if ctx < 4 {
+		return 0
+	}
+	const floats = 3*2048 + 8192 + 2*512 + 3*4096 + 2*8192 + 2*4096 + 2*32 + 256 + 4*8 + 3*8*512 + 8*2048 + 3*512 + 2048 + 1
+	n := 1
+	for n < ctx {
+		n *= 2
+	}
+	return int64(min(n, 512)) * floats * 4
 }
 
 // slack covers what reference leaves out: the model's float32 vectors
-// (about 4.6 MB), per-step activations (about 1.5 MB a session), and the
-// scratch sizes the growth peak nets out.
+// (about 4.6 MB), per-step activations (about 1.5 MB a session), the
+// prefill's routing blocks, and the scratch sizes the growth peak nets
+// out.
 const slack = 48 << 20
 
 func TestQwen36Weights(t *testing.T) {
@@ -108,8 +129,8 @@ func TestThirtyTwoGB(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 21.33 GiB: 18.17 GiB of weights leave about 2.5 GiB after the
-	// sessions and the margin; 32K costs 1.25 GiB of KV plus 0.03 GiB
-	// while growing, 64K 2.5 GiB plus 1.25.
+	// sessions and the margin; 32K costs 1.25 GiB of KV, 64K 2.5 GiB,
+	// each plus 0.16 GiB for a prompt's chunk activations.
 	if want := int64(32) * GiB * 2 / 3; b.Bytes != want {
 		t.Fatalf("32 GB budget %d, want %d", b.Bytes, want)
 	}
