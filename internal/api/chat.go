@@ -154,6 +154,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Client = clientOf(r)
 	g, err := s.svc.Begin(r.Context(), req)
 	if err != nil {
 		return err

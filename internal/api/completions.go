@@ -81,7 +81,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.svc.Begin(r.Context(), &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: body.Stop, Sampling: samp})
+	g, err := s.svc.Begin(r.Context(), &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: body.Stop, Sampling: samp,
+		Client: clientOf(r)})
 	if err != nil {
 		return err
 	}

@@ -107,6 +107,17 @@ func checkN(n *int) error {
 	return nil
 }
 
+// MaxClientName bounds the client name taken from User-Agent.
+const MaxClientName = 128
+
+// clientOf names the application behind a request for the queue's turns:
+// its User-Agent, which tells editors, agents and the chat window apart
+// (they all come from loopback).
+func clientOf(r *http.Request) string {
+	ua := r.UserAgent()
+	return ua[:min(len(ua), MaxClientName)]
+}
+
 // newID returns a response id with the given prefix.
 func newID(prefix string) string {
 	var b [12]byte

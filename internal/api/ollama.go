@@ -118,6 +118,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Client = clientOf(r)
 	g, err := s.svc.Begin(r.Context(), req)
 	if err != nil {
 		return err

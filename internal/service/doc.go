@@ -20,9 +20,10 @@
 //
 // # Queue
 //
-// One model runs one generation at a time. Requests wait in a single FIFO
-// queue of at most Options.QueueLimit; a request arriving at a full queue
-// fails at once with [ErrQueueFull] (the API answers 429). A request whose
+// One model runs one generation at a time. Requests wait in a single
+// queue of at most Options.QueueLimit, where clients (Request.Client) take
+// turns and each client's requests keep their order; a request arriving at
+// a full queue fails at once with [ErrQueueFull] (the API answers 429). A request whose
 // context ends leaves the queue, or stops at the next token boundary if it
 // is running, so a client that disconnects frees the engine at once.
 //

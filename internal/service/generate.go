@@ -65,7 +65,7 @@ func (s *Service) Begin(ctx context.Context, req *Request) (*Generation, error) 
 		s.stats.failed.Add(1)
 		return nil, err
 	}
-	t, err := s.queue.join()
+	t, err := s.queue.join(req.Client)
 	if err != nil {
 		s.stats.rejected.Add(1)
 		return nil, err

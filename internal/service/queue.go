@@ -5,40 +5,55 @@ import (
 	"sync"
 )
 
-// queue hands the engine to one request at a time, in arrival order. At
-// most limit requests wait; the rest are refused at once.
+// queue hands the engine to one request at a time. Waiting requests are
+// served by client in turn: the next one is the earliest request of the
+// client served least recently, so one client's burst (an agent firing a
+// dozen requests) does not hold another client (the chat window) back by
+// more than one generation. Requests of one client go in arrival order.
+// At most limit requests wait; the rest are refused at once.
 type queue struct {
 	mu      sync.Mutex
 	busy    bool
-	waiting []*ticket
+	waiting []*ticket // in arrival order
 	limit   int
+	// served counts hand-overs; lastServed[client] is the count at that
+	// client's latest one.
+	served     uint64
+	lastServed map[string]uint64
 }
 
 // ticket is one request's place in the queue.
 type ticket struct {
-	q    *queue
-	turn chan struct{} // closed when the engine is handed to this ticket
-	done bool
+	q      *queue
+	client string
+	turn   chan struct{} // closed when the engine is handed to this ticket
+	done   bool
 }
 
-func newQueue(limit int) *queue { return &queue{limit: limit} }
+func newQueue(limit int) *queue { return &queue{limit: limit, lastServed: map[string]uint64{}} }
 
-// join takes a place in the queue, or the engine at once when it is idle;
-// a full queue gives ErrQueueFull.
-func (q *queue) join() (*ticket, error) {
+// join takes a place in the queue for client, or the engine at once when
+// it is idle; a full queue gives ErrQueueFull.
+func (q *queue) join(client string) (*ticket, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	t := &ticket{q: q, turn: make(chan struct{})}
+	t := &ticket{q: q, client: client, turn: make(chan struct{})}
 	switch {
 	case !q.busy && len(q.waiting) == 0:
 		q.busy = true
-		close(t.turn)
+		q.grantLocked(t)
 	case len(q.waiting) >= q.limit:
 		return nil, ErrQueueFull
 	default:
 		q.waiting = append(q.waiting, t)
 	}
 	return t, nil
+}
+
+func (q *queue) grantLocked(t *ticket) {
+	q.served++
+	q.lastServed[t.client] = q.served
+	close(t.turn)
 }
 
 // wait returns when the ticket holds the engine, or with ctx's cause when
@@ -76,9 +91,35 @@ func (t *ticket) leave() {
 		q.busy = false
 		return
 	}
-	next := q.waiting[0]
-	q.waiting = q.waiting[1:]
-	close(next.turn)
+	// The earliest waiter of the client served least recently; a client
+	// never served counts as served at 0.
+	next := 0
+	for i, w := range q.waiting {
+		if q.lastServed[w.client] < q.lastServed[q.waiting[next].client] {
+			next = i
+		}
+	}
+	t = q.waiting[next]
+	q.waiting = append(q.waiting[:next], q.waiting[next+1:]...)
+	q.grantLocked(t)
+	if len(q.lastServed) > 2*q.limit+1 {
+		q.forgetIdleLocked()
+	}
+}
+
+// forgetIdleLocked drops the turns of clients with nothing waiting, which
+// bounds lastServed; a forgotten client's next request counts as the
+// turn of a new client, which it is as far as fairness goes.
+func (q *queue) forgetIdleLocked() {
+	waiting := map[string]bool{}
+	for _, w := range q.waiting {
+		waiting[w.client] = true
+	}
+	for c := range q.lastServed {
+		if !waiting[c] {
+			delete(q.lastServed, c)
+		}
+	}
 }
 
 // depth reports how many requests wait and whether one holds the engine.

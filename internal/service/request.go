@@ -29,6 +29,9 @@ type Request struct {
 	MaxTokens int
 	// Stop strings end the reply and are not part of it.
 	Stop []string
+	// Client names who asks, for the queue's fairness: requests of
+	// different clients take turns. "" is a client like any other.
+	Client string
 }
 
 // Sampling holds the request's sampling settings; nil fields keep the

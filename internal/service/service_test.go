@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -357,13 +358,13 @@ func TestQueueFullAndCancel(t *testing.T) {
 
 func TestQueueIsFIFO(t *testing.T) {
 	q := newQueue(10)
-	first, err := q.join()
+	first, err := q.join("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tickets []*ticket
 	for range 5 {
-		tk, err := q.join()
+		tk, err := q.join("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,6 +390,54 @@ func TestQueueIsFIFO(t *testing.T) {
 		}
 		tk.leave()
 		tk.leave() // a second leave does nothing
+	}
+	if n, busy := q.depth(); n != 0 || busy {
+		t.Errorf("queue left with %d waiting, busy %v", n, busy)
+	}
+}
+
+func TestQueueTakesTurnsByClient(t *testing.T) {
+	q := newQueue(10)
+	holder, err := q.join("agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tickets []*ticket
+	for _, c := range []string{"agent", "agent", "agent", "chat", "agent", "editor", "chat"} {
+		tk, err := q.join(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets = append(tickets, tk)
+	}
+	var served []string
+	for range tickets {
+		holder.leave()
+		holder = nil
+		for _, tk := range tickets {
+			select {
+			case <-tk.turn:
+				if !tk.done {
+					if holder != nil {
+						t.Fatal("two requests hold the engine")
+					}
+					holder = tk
+				}
+			default:
+			}
+		}
+		if holder == nil {
+			t.Fatal("nobody holds the engine")
+		}
+		served = append(served, holder.client)
+	}
+	holder.leave()
+	// chat and editor have not been served, chat asked first; then the
+	// agent, whose turn is oldest; then each client in turn while several
+	// wait.
+	want := []string{"chat", "editor", "agent", "chat", "agent", "agent", "agent"}
+	if !slices.Equal(served, want) {
+		t.Errorf("served %v, want %v", served, want)
 	}
 	if n, busy := q.depth(); n != 0 || busy {
 		t.Errorf("queue left with %d waiting, busy %v", n, busy)
