@@ -30,7 +30,7 @@ func init() {
 
 func runChat(args []string, stdout io.Writer) error {
 	fs := newFlags("chat", os.Stderr)
-	dir := fs.String("model", "", "checkpoint folder")
+	dir := fs.String("model", "", "checkpoint folder (default: the installed model, else the built-in demo)")
 	backend := fs.String("backend", "cpu", "backend")
 	maxTokens := fs.Int("max-tokens", 0, "tokens per reply at most (default: up to the end of the context)")
 	noThink := fs.Bool("no-think", false, "answer without thinking first")
@@ -42,6 +42,10 @@ func runChat(args []string, stdout io.Writer) error {
 	}
 	if *maxTokens < 0 {
 		return fmt.Errorf("--max-tokens must be at least 0")
+	}
+	var err error
+	if *dir, err = resolveModel(*dir, stdout); err != nil {
+		return err
 	}
 	m, err := openModel(*dir, *backend)
 	if err != nil {
