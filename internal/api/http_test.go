@@ -369,3 +369,34 @@ func TestThinkingSwitches(t *testing.T) {
 		t.Errorf("developer message not rendered as system: %q", prompts[len(prompts)-1])
 	}
 }
+
+// TestEveryClientField sends every field CLIENTS.md lists, as real clients
+// send them: all are accepted.
+func TestEveryClientField(t *testing.T) {
+	ts := newTestServer(t, service.Options{}, Options{}, constant("Hmm.</think>\n\nDone."))
+	body := `{
+		"model": "some-model-the-server-does-not-know",
+		"messages": [
+			{"role": "system", "content": "sys"},
+			{"role": "user", "content": [{"type": "text", "text": "q1"}]},
+			{"role": "assistant", "content": null, "reasoning_content": "thought",
+			 "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
+			{"role": "tool", "tool_call_id": "call_1", "content": "r"},
+			{"role": "user", "content": "q2"}
+		],
+		"stream": false, "stream_options": {"include_usage": true},
+		"max_tokens": 50, "max_completion_tokens": 40,
+		"temperature": 0.7, "top_p": 0.9, "top_k": 20, "min_p": 0.05,
+		"presence_penalty": 0.5, "frequency_penalty": 0.1, "repetition_penalty": 1.05, "seed": 42,
+		"stop": ["\n\n\n", "` + strings.Repeat("x", 300) + `"],
+		"tools": [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}],
+		"tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": false,
+		"reasoning_effort": "medium", "chat_template_kwargs": {"enable_thinking": true, "preserve_thinking": false},
+		"prompt_cache_key": "k", "response_format": {"type": "text"}, "user": "u", "n": 1,
+		"logprobs": false, "top_logprobs": 0, "metadata": {"x": 1}, "store": false, "some_future_field": [1, 2]
+	}`
+	resp, out := do(t, post(t, ts.URL+"/v1/chat/completions", body))
+	if resp.StatusCode != 200 || !strings.Contains(out, `"content":"Done."`) || !strings.Contains(out, `"reasoning":"Hmm."`) {
+		t.Errorf("%d %s", resp.StatusCode, out)
+	}
+}
