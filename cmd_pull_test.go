@@ -3,12 +3,39 @@ package main
 import (
 	"bytes"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"petal/engine/checkpoint"
 	"petal/internal/hub"
+	"petal/internal/hub/hubtest"
 )
+
+// TestPull pulls a fixture from a fake Hub whose connection to one shard
+// is cut midway, and loads the result.
+func TestPull(t *testing.T) {
+	h := hubtest.New(t, "engine/testdata/fixtures/tiny-a")
+	h.CutAfter("model-00002-of-00003.safetensors", 100<<10)
+	dir := filepath.Join(t.TempDir(), "tiny")
+	var out bytes.Buffer
+	err := dispatch([]string{"pull", "--endpoint", h.URL(), "--repo", h.Repo, "--revision", hubtest.SHA, "--dir", dir, "--no-hf-cache"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), dir) {
+		t.Errorf("output %q does not name %s", out.String(), dir)
+	}
+	m, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if h.Served() != h.Total() {
+		t.Errorf("served %d bytes for %d", h.Served(), h.Total())
+	}
+}
 
 func TestRenderProgress(t *testing.T) {
 	line := renderProgress(hub.Event{

@@ -14,15 +14,16 @@ import (
 	"time"
 
 	"petal/engine/checkpoint"
+	"petal/internal/hub/hubtest"
 )
 
 const fixture = "../../engine/testdata/fixtures/tiny-a"
 
-// opts pulls h's repository into a fresh folder, with small chunks and
+// options pulls h's repository into a fresh folder, with small chunks and
 // quick retries so faults show within a test's time.
-func (h *fakeHub) opts(t *testing.T) Options {
+func options(t *testing.T, h *hubtest.Server) Options {
 	return Options{
-		Endpoint: h.hub.URL, Token: "secret-token", Repo: h.repo, Revision: h.sha,
+		Endpoint: h.URL(), Token: "secret-token", Repo: h.Repo, Revision: hubtest.SHA,
 		Dir: filepath.Join(t.TempDir(), "models", "tiny"), NoHFCache: true,
 		Parallel: 3, ChunkBytes: 64 << 10, StallTimeout: 5 * time.Second,
 		MaxRetries: 3, RetryBase: time.Millisecond,
@@ -32,9 +33,9 @@ func (h *fakeHub) opts(t *testing.T) Options {
 
 // checkPulled asserts dir holds exactly the served files and opens as a
 // checkpoint.
-func (h *fakeHub) checkPulled(t *testing.T, dir string) {
+func checkPulled(t *testing.T, h *hubtest.Server, dir string) {
 	t.Helper()
-	for name, want := range h.files {
+	for name, want := range h.Files {
 		got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s: %d bytes, err %v; want the served %d bytes", name, len(got), err, len(want))
@@ -63,8 +64,8 @@ func checkAbsent(t *testing.T, dir string) {
 }
 
 func TestPull(t *testing.T) {
-	h := newFakeHub(t, fixture)
-	o := h.opts(t)
+	h := hubtest.New(t, fixture)
+	o := options(t, h)
 	var mu sync.Mutex
 	var last Event
 	o.Progress = func(ev Event) {
@@ -79,76 +80,76 @@ func TestPull(t *testing.T) {
 	if dir != o.Dir {
 		t.Errorf("pulled into %s, asked %s", dir, o.Dir)
 	}
-	h.checkPulled(t, dir)
-	if got := h.servedTotal(); got != h.total() {
-		t.Errorf("served %d bytes for %d bytes of files", got, h.total())
+	checkPulled(t, h, dir)
+	if got := h.Served(); got != h.Total() {
+		t.Errorf("served %d bytes for %d bytes of files", got, h.Total())
 	}
-	if !h.auth["hub"] || h.auth["cdn"] {
-		t.Errorf("Authorization seen by hub %v, cdn %v: want the hub only", h.auth["hub"], h.auth["cdn"])
+	if hub, cdn := h.SawToken(); !hub || cdn {
+		t.Errorf("Authorization seen by hub %v, cdn %v: want the hub only", hub, cdn)
 	}
-	if last.Phase != Done || last.Done != h.total() || last.Total != h.total() {
+	if last.Phase != Done || last.Done != h.Total() || last.Total != h.Total() {
 		t.Errorf("last event %+v", last)
 	}
 	// Pulling again finds the finished folder without asking the Hub.
-	before := h.listings
+	before := h.Listings()
 	if _, err := Pull(t.Context(), o); err != nil {
 		t.Fatal(err)
 	}
-	if h.listings != before {
+	if h.Listings() != before {
 		t.Error("a finished pull asked the Hub again")
 	}
 }
 
 func TestPullResumesAfterCuts(t *testing.T) {
-	h := newFakeHub(t, fixture)
-	for name := range h.files {
-		if h.lfs[name] {
-			h.cutAfter[name] = int64(len(h.files[name]) / 3)
+	h := hubtest.New(t, fixture)
+	for name := range h.Files {
+		if h.LFS[name] {
+			h.CutAfter(name, int64(len(h.Files[name])/3))
 		}
 	}
-	o := h.opts(t)
+	o := options(t, h)
 	o.ChunkBytes = 1 << 20 // one chunk a file: cuts land mid-chunk
 	dir, err := Pull(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.checkPulled(t, dir)
-	if got := h.servedTotal(); got != h.total() {
-		t.Errorf("served %d bytes for %d bytes of files: a cut connection made the pull fetch bytes again", got, h.total())
+	checkPulled(t, h, dir)
+	if got := h.Served(); got != h.Total() {
+		t.Errorf("served %d bytes for %d bytes of files: a cut connection made the pull fetch bytes again", got, h.Total())
 	}
 }
 
 func TestPullStalledServer(t *testing.T) {
-	h := newFakeHub(t, fixture)
+	h := hubtest.New(t, fixture)
 	shard := "model-00002-of-00003.safetensors"
-	h.stallAfter[shard] = 1000
-	o := h.opts(t)
+	h.StallAfter(shard, 1000)
+	o := options(t, h)
 	o.StallTimeout = 200 * time.Millisecond
 	start := time.Now()
 	dir, err := Pull(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) > h.stallHold {
+	if time.Since(start) > h.StallHold {
 		t.Error("the stall was waited out, not detected")
 	}
-	h.checkPulled(t, dir)
-	if got := h.servedTotal(); got != h.total() {
-		t.Errorf("served %d bytes for %d", got, h.total())
+	checkPulled(t, h, dir)
+	if got := h.Served(); got != h.Total() {
+		t.Errorf("served %d bytes for %d", got, h.Total())
 	}
 }
 
 // TestPullResumesAfterStop stops a pull midway, as a crash, a reboot or a
 // pause would, and checks that the next one fetches only the rest.
 func TestPullResumesAfterStop(t *testing.T) {
-	h := newFakeHub(t, fixture)
+	h := hubtest.New(t, fixture)
 	shard := "model-00001-of-00003.safetensors"
-	h.stallAfter[shard] = 30 << 10 // this shard hangs 30 KiB in
-	o := h.opts(t)
+	h.StallAfter(shard, 30<<10) // this shard hangs 30 KiB in
+	o := options(t, h)
 	o.Parallel = 1
 	ctx, cancel := context.WithCancelCause(t.Context())
 	o.Progress = func(ev Event) {
-		if ev.Phase == Downloading && h.servedTotal() >= 200<<10 {
+		if ev.Phase == Downloading && h.Served() >= 200<<10 {
 			cancel(ErrPaused)
 		}
 	}
@@ -156,26 +157,26 @@ func TestPullResumesAfterStop(t *testing.T) {
 		t.Fatalf("stopped pull: %v, want ErrPaused", err)
 	}
 	checkAbsent(t, o.Dir)
-	first := h.servedTotal()
-	if first == 0 || first >= h.total() {
-		t.Fatalf("first run served %d of %d bytes", first, h.total())
+	first := h.Served()
+	if first == 0 || first >= h.Total() {
+		t.Fatalf("first run served %d of %d bytes", first, h.Total())
 	}
 	o.Progress = nil
 	dir, err := Pull(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.checkPulled(t, dir)
-	if got := h.servedTotal(); got != h.total() {
-		t.Errorf("two runs served %d bytes for %d: %d fetched again", got, h.total(), got-h.total())
+	checkPulled(t, h, dir)
+	if got := h.Served(); got != h.Total() {
+		t.Errorf("two runs served %d bytes for %d: %d fetched again", got, h.Total(), got-h.Total())
 	}
 }
 
 func TestPullWrongHash(t *testing.T) {
-	h := newFakeHub(t, fixture)
+	h := hubtest.New(t, fixture)
 	shard := "model-00003-of-00003.safetensors"
-	h.corrupt[shard] = true
-	o := h.opts(t)
+	h.Corrupt(shard, true)
+	o := options(t, h)
 	_, err := Pull(t.Context(), o)
 	if !errors.Is(err, ErrChecksum) {
 		t.Fatalf("pull of a corrupt file: %v, want ErrChecksum", err)
@@ -189,27 +190,27 @@ func TestPullWrongHash(t *testing.T) {
 	}
 	// Once the server is fixed, the next pull fetches that file anew and
 	// keeps the verified others.
-	h.corrupt[shard] = false
-	before := h.servedTotal()
+	h.Corrupt(shard, false)
+	before := h.Served()
 	dir, err := Pull(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.checkPulled(t, dir)
-	if got := h.servedTotal() - before; got > h.total()-int64(len(h.files["model-00001-of-00003.safetensors"])) {
+	checkPulled(t, h, dir)
+	if got := h.Served() - before; got > h.Total()-int64(len(h.Files["model-00001-of-00003.safetensors"])) {
 		t.Errorf("second pull fetched %d bytes: verified files were fetched again", got)
 	}
 }
 
 func TestPullNotFound(t *testing.T) {
-	h := newFakeHub(t, fixture)
-	h.missing["config.json"] = true
-	o := h.opts(t)
+	h := hubtest.New(t, fixture)
+	h.Missing("config.json")
+	o := options(t, h)
 	_, err := Pull(t.Context(), o)
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("pull of a missing file: %v, want ErrNotFound", err)
 	}
-	if n := h.resolves["config.json"]; n != 1 {
+	if n := h.Resolves()["config.json"]; n != 1 {
 		t.Errorf("a 404 was asked %d times; it is not worth retrying", n)
 	}
 	checkAbsent(t, o.Dir)
@@ -221,22 +222,22 @@ func TestPullNotFound(t *testing.T) {
 }
 
 func TestPullFullDisk(t *testing.T) {
-	h := newFakeHub(t, fixture)
-	o := h.opts(t)
-	o.FreeSpace = func(string) (int64, error) { return DiskMargin + h.total()/2, nil }
+	h := hubtest.New(t, fixture)
+	o := options(t, h)
+	o.FreeSpace = func(string) (int64, error) { return DiskMargin + h.Total()/2, nil }
 	if _, err := Pull(t.Context(), o); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("pull onto a small disk: %v, want ErrNoSpace", err)
 	}
-	if n := h.resolveCount(); n != 0 {
+	if n := totalResolves(h); n != 0 {
 		t.Errorf("%d files requested before the free-space check failed", n)
 	}
 	checkAbsent(t, o.Dir)
 
 	// The disk fills up while writing.
-	o = h.opts(t)
+	o = options(t, h)
 	var written atomic.Int64
 	o.beforeWrite = func(n int) error {
-		if written.Add(int64(n)) > h.total()/2 {
+		if written.Add(int64(n)) > h.Total()/2 {
 			return syscall.ENOSPC
 		}
 		return nil
@@ -245,15 +246,15 @@ func TestPullFullDisk(t *testing.T) {
 		t.Fatalf("pull onto a disk that fills: %v, want ENOSPC", err)
 	}
 	checkAbsent(t, o.Dir)
-	first := h.servedTotal()
+	first := h.Served()
 	o.beforeWrite = nil
 	dir, err := Pull(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.checkPulled(t, dir)
-	if again := h.servedTotal() - first; again >= h.total() {
-		t.Errorf("after the disk was freed the pull fetched %d of %d bytes: it started over", again, h.total())
+	checkPulled(t, h, dir)
+	if again := h.Served() - first; again >= h.Total() {
+		t.Errorf("after the disk was freed the pull fetched %d of %d bytes: it started over", again, h.Total())
 	}
 }
 
@@ -264,15 +265,15 @@ func TestPullHostileNames(t *testing.T) {
 		string(make([]byte, MaxNameBytes+1)),
 	} {
 		t.Run("", func(t *testing.T) {
-			h := newFakeHub(t, fixture)
-			h.editList = func(m *apiModel) { m.Siblings[0].Name = name }
-			o := h.opts(t)
+			h := hubtest.New(t, fixture)
+			h.EditListing(func(m *hubtest.Listing) { m.Siblings[0].Name = name })
+			o := options(t, h)
 			parent := filepath.Dir(o.Dir)
 			_, err := Pull(t.Context(), o)
 			if !errors.Is(err, ErrBadListing) {
 				t.Fatalf("listing with %q: %v, want ErrBadListing", name, err)
 			}
-			if n := h.resolveCount(); n != 0 {
+			if n := totalResolves(h); n != 0 {
 				t.Errorf("%d files requested from a hostile listing", n)
 			}
 			// Nothing but the lock file was made next to the model folder.
@@ -288,23 +289,23 @@ func TestPullHostileNames(t *testing.T) {
 		})
 	}
 	t.Run("case-insensitive duplicate", func(t *testing.T) {
-		h := newFakeHub(t, fixture)
-		h.editList = func(m *apiModel) { m.Siblings[1].Name = "CONFIG.json"; m.Siblings[0].Name = "config.JSON" }
-		if _, err := Pull(t.Context(), h.opts(t)); !errors.Is(err, ErrBadListing) {
+		h := hubtest.New(t, fixture)
+		h.EditListing(func(m *hubtest.Listing) { m.Siblings[1].Name = "CONFIG.json"; m.Siblings[0].Name = "config.JSON" })
+		if _, err := Pull(t.Context(), options(t, h)); !errors.Is(err, ErrBadListing) {
 			t.Fatalf("duplicate names: %v, want ErrBadListing", err)
 		}
 	})
 	t.Run("another commit", func(t *testing.T) {
-		h := newFakeHub(t, fixture)
-		h.editList = func(m *apiModel) { m.SHA = "fedcba9876543210fedcba9876543210fedcba98" }
-		if _, err := Pull(t.Context(), h.opts(t)); !errors.Is(err, ErrBadListing) {
+		h := hubtest.New(t, fixture)
+		h.EditListing(func(m *hubtest.Listing) { m.SHA = "fedcba9876543210fedcba9876543210fedcba98" })
+		if _, err := Pull(t.Context(), options(t, h)); !errors.Is(err, ErrBadListing) {
 			t.Fatalf("listing of another commit: %v, want ErrBadListing", err)
 		}
 	})
 	t.Run("huge size", func(t *testing.T) {
-		h := newFakeHub(t, fixture)
-		h.editList = func(m *apiModel) { *m.Siblings[0].Size = MaxFileBytes + 1; m.Siblings[0].LFS = nil }
-		if _, err := Pull(t.Context(), h.opts(t)); !errors.Is(err, ErrBadListing) {
+		h := hubtest.New(t, fixture)
+		h.EditListing(func(m *hubtest.Listing) { *m.Siblings[0].Size = MaxFileBytes + 1; m.Siblings[0].LFS = nil })
+		if _, err := Pull(t.Context(), options(t, h)); !errors.Is(err, ErrBadListing) {
 			t.Fatalf("listing with a huge file: %v, want ErrBadListing", err)
 		}
 	})
@@ -313,23 +314,23 @@ func TestPullHostileNames(t *testing.T) {
 // TestPullRedirectKeepsToken checks the other side of the token rule: a
 // redirect back to the endpoint's own host still carries it.
 func TestTokenOnlyToItsHost(t *testing.T) {
-	h := newFakeHub(t, fixture)
-	o := h.opts(t)
+	h := hubtest.New(t, fixture)
+	o := options(t, h)
 	o.Token = ""
 	if _, err := Pull(t.Context(), o); err != nil {
 		t.Fatal(err)
 	}
-	if h.auth["hub"] || h.auth["cdn"] {
+	if hub, cdn := h.SawToken(); hub || cdn {
 		t.Error("an Authorization header without a token")
 	}
 }
 
 func TestImportFromHFCache(t *testing.T) {
-	h := newFakeHub(t, fixture)
+	h := hubtest.New(t, fixture)
 	cache := t.TempDir()
 	repoDir := filepath.Join(cache, "models--petal-test--tiny")
-	snap := filepath.Join(repoDir, "snapshots", h.sha)
-	for name, data := range h.files {
+	snap := filepath.Join(repoDir, "snapshots", hubtest.SHA)
+	for name, data := range h.Files {
 		blob := filepath.Join(repoDir, "blobs", name+".blob")
 		if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
 			t.Fatal(err)
@@ -348,23 +349,23 @@ func TestImportFromHFCache(t *testing.T) {
 	}
 	// One cached file is damaged: it must be downloaded, not imported.
 	damaged := "model-00002-of-00003.safetensors"
-	bad := append([]byte(nil), h.files[damaged]...)
+	bad := append([]byte(nil), h.Files[damaged]...)
 	bad[10] ^= 1
 	os.WriteFile(filepath.Join(repoDir, "blobs", damaged+".blob"), bad, 0o644)
 
-	o := h.opts(t)
+	o := options(t, h)
 	o.NoHFCache, o.HFCache = false, cache
 	dir, err := Pull(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.checkPulled(t, dir)
-	for name, n := range h.resolves {
+	checkPulled(t, h, dir)
+	for name, n := range h.Resolves() {
 		if name != damaged {
 			t.Errorf("%s downloaded %d times though the cache holds it", name, n)
 		}
 	}
-	if h.resolves[damaged] == 0 {
+	if h.Resolves()[damaged] == 0 {
 		t.Error("the damaged cached file was imported")
 	}
 	a, _ := os.Stat(filepath.Join(dir, "config.json"))
@@ -409,22 +410,22 @@ func TestEndpointAndTokenFromEnvironment(t *testing.T) {
 }
 
 func TestDownloadPauseResumeCancel(t *testing.T) {
-	h := newFakeHub(t, fixture)
-	h.stallAfter["model-00001-of-00003.safetensors"] = 10 << 10
-	o := h.opts(t)
+	h := hubtest.New(t, fixture)
+	h.StallAfter("model-00001-of-00003.safetensors", 10<<10)
+	o := options(t, h)
 	o.Parallel = 1
 	var onDisk atomic.Int64
 	o.Progress = func(ev Event) { onDisk.Store(ev.Done) }
 	d := Start(t.Context(), o)
 	// Pause while a connection hangs, once what it sent is on disk.
-	waitFor(t, func() bool { return h.stalled() && onDisk.Load() == h.servedTotal() })
+	waitFor(t, func() bool { return h.Stalled() && onDisk.Load() == h.Served() })
 	d.Pause()
 	if _, err := d.Wait(); !errors.Is(err, ErrPaused) {
 		t.Fatalf("paused download: %v", err)
 	}
-	paused := h.servedTotal()
+	paused := h.Served()
 	time.Sleep(50 * time.Millisecond)
-	if h.servedTotal() != paused {
+	if h.Served() != paused {
 		t.Error("bytes kept coming after Pause")
 	}
 	d.Resume(t.Context())
@@ -432,17 +433,17 @@ func TestDownloadPauseResumeCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.checkPulled(t, dir)
-	if got := h.servedTotal(); got != h.total() {
-		t.Errorf("pause and resume served %d bytes for %d", got, h.total())
+	checkPulled(t, h, dir)
+	if got := h.Served(); got != h.Total() {
+		t.Errorf("pause and resume served %d bytes for %d", got, h.Total())
 	}
 
 	// Cancel removes what was written; Delete removes a finished model.
-	h2 := newFakeHub(t, fixture)
-	h2.stallAfter["model-00001-of-00003.safetensors"] = 10 << 10
-	o2 := h2.opts(t)
+	h2 := hubtest.New(t, fixture)
+	h2.StallAfter("model-00001-of-00003.safetensors", 10<<10)
+	o2 := options(t, h2)
 	d2 := Start(t.Context(), o2)
-	waitFor(t, h2.stalled)
+	waitFor(t, h2.Stalled)
 	if err := d2.Cancel(); err != nil {
 		t.Fatal(err)
 	}
@@ -463,8 +464,8 @@ func TestDownloadPauseResumeCancel(t *testing.T) {
 }
 
 func TestPullIntoOccupiedFolder(t *testing.T) {
-	h := newFakeHub(t, fixture)
-	o := h.opts(t)
+	h := hubtest.New(t, fixture)
+	o := options(t, h)
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -473,11 +474,12 @@ func TestPullIntoOccupiedFolder(t *testing.T) {
 	}
 }
 
-// stalled reports whether the stall fault fired.
-func (h *fakeHub) stalled() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.stallAfter) == 0
+func totalResolves(h *hubtest.Server) int {
+	n := 0
+	for _, c := range h.Resolves() {
+		n += c
+	}
+	return n
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -496,14 +498,14 @@ func waitFor(t *testing.T, cond func() bool) {
 // files hold. The next pull fetches from what the state claims, no more,
 // and the result is whole.
 func TestPullResumesFromStaleState(t *testing.T) {
-	h := newFakeHub(t, fixture)
+	h := hubtest.New(t, fixture)
 	shard := "model-00001-of-00003.safetensors"
-	h.stallAfter[shard] = 30 << 10
-	o := h.opts(t)
+	h.StallAfter(shard, 30<<10)
+	o := options(t, h)
 	o.Parallel = 1
 	ctx, cancel := context.WithCancelCause(t.Context())
 	o.Progress = func(ev Event) {
-		if ev.Phase == Downloading && h.stalled() && ev.Done == h.servedTotal() {
+		if ev.Phase == Downloading && h.Stalled() && ev.Done == h.Served() {
 			cancel(ErrPaused)
 		}
 	}
@@ -531,14 +533,14 @@ func TestPullResumesFromStaleState(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	first := h.servedTotal()
+	first := h.Served()
 	o.Progress = nil
 	dir, err := Pull(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.checkPulled(t, dir)
-	if again, want := h.servedTotal()-first, h.total()-first+20<<10; again != want {
+	checkPulled(t, h, dir)
+	if again, want := h.Served()-first, h.Total()-first+20<<10; again != want {
 		t.Errorf("resumed pull fetched %d bytes, want %d (the rest and the 20 KiB the state did not claim)", again, want)
 	}
 }
