@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
@@ -122,4 +123,43 @@ func runClient(url string, i int, hangUp bool) error {
 		return fmt.Errorf("%s: done %v, content %q, reasoning %q, finish %q", name, done, content, reasoning, finish)
 	}
 	return nil
+}
+
+// TestClientsTakeTurns queues several requests of one application (by
+// User-Agent) and then one of another: the other's goes next.
+func TestClientsTakeTurns(t *testing.T) {
+	ts := newTestServer(t, service.Options{}, Options{}, constant("</think>\n\n"+strings.Repeat("z", 40)))
+	ts.model.SetStepDelay(time.Millisecond)
+	finished := make(chan string, 5)
+	send := func(agent string, waiting int) {
+		req := post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
+		req.Header.Set("User-Agent", agent)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			finished <- agent
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for m := ts.svc.Metrics(); m.Running != 1 || m.Waiting != waiting; m = ts.svc.Metrics() {
+			if time.Now().After(deadline) {
+				t.Fatalf("request of %s never queued: %+v", agent, m)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	send("agent", 0)
+	for i := range 3 {
+		send("agent", i+1)
+	}
+	send("chat-window", 4)
+	var order []string
+	for range 5 {
+		order = append(order, <-finished)
+	}
+	if order[0] != "agent" || order[1] != "chat-window" {
+		t.Errorf("finished in order %v: the chat window should follow the running request", order)
+	}
 }

@@ -8,7 +8,8 @@
 // (chat.go, completions.go, models.go, tokenize.go, metrics.go, ollama.go).
 // Handlers decode and check the request, hand it to the service, and render
 // its events: as server-sent events for OpenAI streams, as NDJSON for
-// Ollama, or as one JSON body.
+// Ollama, or as one JSON body. Each request names its client by User-Agent,
+// so that applications take turns in the service's queue.
 //
 // # Gate
 //
