@@ -23,23 +23,30 @@ type uiConfig struct {
 	origins  []string
 	ctxLen   int
 	settings string // the settings file; "" for the user's default
-	logger   *log.Logger
+	// store, when set, is used instead of opening settings.
+	store *manage.SettingsStore
+	// onSettings is called after each save of the settings.
+	onSettings func(manage.Settings)
+	logger     *log.Logger
 }
 
 // webUI serves what the API leaves over: /manage/ and the UI at every
 // other path.
 func webUI(c uiConfig) (http.Handler, error) {
-	path := c.settings
-	if path == "" {
-		p, err := manage.DefaultSettingsPath()
-		if err != nil {
+	store := c.store
+	if store == nil {
+		path := c.settings
+		if path == "" {
+			p, err := manage.DefaultSettingsPath()
+			if err != nil {
+				return nil, err
+			}
+			path = p
+		}
+		var err error
+		if store, err = manage.OpenSettings(path); err != nil {
 			return nil, err
 		}
-		path = p
-	}
-	store, err := manage.OpenSettings(path)
-	if err != nil {
-		return nil, err
 	}
 	running := store.Get()
 	running.APIKey, running.AllowedOrigins, running.ContextLength = c.apiKey, c.origins, c.ctxLen
@@ -59,11 +66,12 @@ func webUI(c uiConfig) (http.Handler, error) {
 			return manage.ModelStatus{Name: info.Name, State: manage.StateReady, ContextLength: info.ContextLength,
 				Backend: c.backend, Dir: c.dir}
 		},
-		Endpoint: "http://" + endpointHost(c.addr) + "/v1",
-		APIKey:   c.apiKey,
-		Settings: store,
-		Running:  running,
-		Logger:   c.logger,
+		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
+		APIKey:     c.apiKey,
+		Settings:   store,
+		Running:    running,
+		OnSettings: c.onSettings,
+		Logger:     c.logger,
 	})
 	if err != nil {
 		return nil, err

@@ -28,6 +28,9 @@ func main() {
 }
 
 func dispatch(args []string, stdout io.Writer) error {
+	if len(args) == 0 && runDesktop != nil {
+		return runDesktop()
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return nil

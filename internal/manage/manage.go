@@ -122,7 +122,10 @@ type Options struct {
 	// start, which tell which saved settings wait for a restart.
 	Settings *SettingsStore
 	Running  Settings
-	Logger   *log.Logger
+	// OnSettings, when set, is called with the settings after each save
+	// (the desktop app applies start-at-login there).
+	OnSettings func(Settings)
+	Logger     *log.Logger
 }
 
 // Handler serves the routes under Prefix.
@@ -305,6 +308,9 @@ func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s = h.opts.Settings.Get()
+	if h.opts.OnSettings != nil {
+		h.opts.OnSettings(s)
+	}
 	writeJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
 }
 

@@ -140,7 +140,8 @@ func TestStatusSaysWhatIsWiredIn(t *testing.T) {
 }
 
 func TestSettingsRoundTripAndRestartList(t *testing.T) {
-	f := newFixture(t, nil)
+	var applied []Settings
+	f := newFixture(t, func(o *Options) { o.OnSettings = func(s Settings) { applied = append(applied, s) } })
 	r := f.do(t, "GET", "/manage/settings", "", nil)
 	if r.status != 200 || r.body["settings"].(map[string]any)["preset"] != "thinking" {
 		t.Fatalf("defaults: %d %v", r.status, r.body)
@@ -156,6 +157,9 @@ func TestSettingsRoundTripAndRestartList(t *testing.T) {
 	restart := r.body["restart_required"].([]any)
 	if !slices.Equal(restart, []any{"port", "allowed_origins"}) {
 		t.Errorf("restart_required %v", restart)
+	}
+	if len(applied) != 1 || applied[0].Port != 9090 {
+		t.Errorf("OnSettings saw %+v", applied)
 	}
 	again, err := OpenSettings(f.settings.path)
 	if err != nil {

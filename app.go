@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"petal/engine"
+	"petal/internal/api"
+	"petal/internal/manage"
+	"petal/internal/models"
+	"petal/internal/service"
+)
+
+// runDesktop starts the desktop app; it is set only in builds with the
+// desktop tag (app_wails.go). Without it, `petal` alone prints the usage.
+var runDesktop func() error
+
+// Origins and hosts of the desktop window's webview: Wails serves the UI
+// from wails://wails on macOS and Linux and http://wails.localhost on
+// Windows.
+var (
+	windowHosts   = []string{"wails", "wails.localhost"}
+	windowOrigins = []string{"wails://wails", "http://wails.localhost", "https://wails.localhost"}
+)
+
+// App is the desktop app behind the window: the model service, the local
+// endpoint other apps use (on the settings' port), and the handler the
+// window's webview calls for the UI, /v1 and /manage.
+type App struct {
+	// ctx is Wails' context, needed by its runtime calls; it is set in
+	// startup and confined to the desktop files.
+	ctx context.Context
+
+	settings *manage.SettingsStore
+	model    engine.Model
+	svc      *service.Service
+	srv      *http.Server
+	// Endpoint is the OpenAI base URL of the local endpoint.
+	Endpoint string
+	// Window serves the webview's requests.
+	Window http.Handler
+	// ModelName and Demo describe what is loaded, for the menu bar.
+	ModelName string
+	Demo      bool
+	log       *log.Logger
+}
+
+// desktopBackend is the backend the app runs: the GPU on a Mac, the CPU
+// elsewhere.
+func desktopBackend() string {
+	if _, ok := backends["metal"]; ok && runtime.GOOS == "darwin" {
+		return "metal"
+	}
+	return "cpu"
+}
+
+// startApp loads the default model (the installed Qwen3.6, else the demo
+// model), and starts the local endpoint as the settings say.
+func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
+	s := store.Get()
+	dir, demo, err := models.DefaultModelDir()
+	if err != nil {
+		return nil, err
+	}
+	backend := desktopBackend()
+	m, err := openModel(dir, backend)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{settings: store, model: m, Demo: demo, log: logger}
+	a.svc, err = service.New(m, dir, service.Options{ContextLength: s.ContextLength})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	a.ModelName = a.svc.Info().Name
+
+	host := "127.0.0.1"
+	apiKey := s.APIKey
+	if s.Expose {
+		host = "0.0.0.0"
+		if apiKey == "" {
+			apiKey = s.AccessToken
+		}
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(s.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("the local endpoint cannot listen on %s (change the port in Settings): %w", addr, err)
+	}
+	onSettings := func(s manage.Settings) {
+		if err := setStartAtLogin(s.StartAtLogin); err != nil {
+			logger.Printf("start at login: %v", err)
+		}
+	}
+	cfg := uiConfig{svc: a.svc, dir: dir, backend: backend, addr: ln.Addr().String(), apiKey: apiKey,
+		origins: s.AllowedOrigins, ctxLen: s.ContextLength, store: store, onSettings: onSettings, logger: logger}
+	endpointUI, err := webUI(cfg)
+	if err != nil {
+		ln.Close()
+		a.Close()
+		return nil, err
+	}
+	a.srv = api.New(a.svc, api.Options{APIKey: apiKey, AllowedOrigins: s.AllowedOrigins, Fallback: endpointUI, Logger: logger}).HTTPServer(addr)
+	a.Endpoint = "http://" + endpointHost(ln.Addr().String()) + "/v1"
+	go func() {
+		if err := a.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			logger.Printf("local endpoint: %v", err)
+		}
+	}()
+
+	// The window's own handler: no key (nothing outside this process can
+	// reach it) and the webview's origin allowed.
+	cfg.apiKey = ""
+	windowUI, err := webUI(cfg)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	win := api.New(a.svc, api.Options{AllowedHosts: windowHosts, AllowedOrigins: windowOrigins, Fallback: windowUI, Logger: logger})
+	a.Window = fromWebview(win)
+	if err := setStartAtLogin(s.StartAtLogin); err != nil {
+		logger.Printf("start at login: %v", err)
+	}
+	return a, nil
+}
+
+// fromWebview marks the webview's requests as coming from this machine:
+// they reach the handler inside the process, without a network address.
+func fromWebview(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = "127.0.0.1:0"
+		h.ServeHTTP(w, r)
+	})
+}
+
+// appShutdownTimeout bounds how long quitting waits for running requests.
+const appShutdownTimeout = 5 * time.Second
+
+// Close stops the endpoint and frees the model.
+func (a *App) Close() error {
+	var errs []error
+	if a.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), appShutdownTimeout)
+		defer cancel()
+		if err := a.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, a.srv.Close())
+		}
+	}
+	if a.svc != nil {
+		errs = append(errs, a.svc.Close())
+	}
+	if a.model != nil {
+		errs = append(errs, a.model.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// openSettings opens the user's settings file.
+func openSettings() (*manage.SettingsStore, error) {
+	path, err := manage.DefaultSettingsPath()
+	if err != nil {
+		return nil, err
+	}
+	return manage.OpenSettings(path)
+}
+
+// desktopLogger writes the app's log to stderr, which a Mac app bundle
+// sends to the unified log.
+func desktopLogger() *log.Logger {
+	return log.New(os.Stderr, "petal: ", log.LstdFlags)
+}

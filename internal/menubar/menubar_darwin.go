@@ -1,0 +1,215 @@
+//go:build darwin
+
+package menubar
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ebitengine/purego"
+	"github.com/ebitengine/purego/objc"
+)
+
+// Item is one entry of the menu; an empty Title is a separator.
+type Item struct {
+	Title string
+	// Key is the key equivalent shown beside the title ("," for Settings).
+	Key    string
+	Action func()
+}
+
+// StatusItem is the installed menu-bar item.
+type StatusItem struct {
+	item objc.ID
+}
+
+// Paths of the system libraries the package loads.
+const (
+	appKitPath    = "/System/Library/Frameworks/AppKit.framework/AppKit"
+	libSystemPath = "/usr/lib/libSystem.B.dylib"
+)
+
+// NSVariableStatusItemLength asks for an item as wide as its title.
+const nsVariableStatusItemLength = -1.0
+
+// Activation policies (NSApplicationActivationPolicy).
+const (
+	activationPolicyRegular   = 0
+	activationPolicyAccessory = 1
+)
+
+// actionClassName is the Objective-C class whose instance receives menu
+// clicks and runs the Item's Action by the clicked item's tag.
+const actionClassName = "PetalMenuTarget"
+
+var (
+	sel_alloc                      = objc.RegisterName("alloc")
+	sel_init                       = objc.RegisterName("init")
+	sel_retain                     = objc.RegisterName("retain")
+	sel_sharedApplication          = objc.RegisterName("sharedApplication")
+	sel_setActivationPolicy        = objc.RegisterName("setActivationPolicy:")
+	sel_activateIgnoringOtherApps  = objc.RegisterName("activateIgnoringOtherApps:")
+	sel_systemStatusBar            = objc.RegisterName("systemStatusBar")
+	sel_statusItemWithLength       = objc.RegisterName("statusItemWithLength:")
+	sel_button                     = objc.RegisterName("button")
+	sel_setTitle                   = objc.RegisterName("setTitle:")
+	sel_setMenu                    = objc.RegisterName("setMenu:")
+	sel_initWithTitle              = objc.RegisterName("initWithTitle:")
+	sel_initWithTitle_action_keyEq = objc.RegisterName("initWithTitle:action:keyEquivalent:")
+	sel_addItem                    = objc.RegisterName("addItem:")
+	sel_separatorItem              = objc.RegisterName("separatorItem")
+	sel_setTarget                  = objc.RegisterName("setTarget:")
+	sel_setTag                     = objc.RegisterName("setTag:")
+	sel_tag                        = objc.RegisterName("tag")
+	sel_stringWithUTF8String       = objc.RegisterName("stringWithUTF8String:")
+	sel_petalMenuAction            = objc.RegisterName("petalMenuAction:")
+	sel_setAutoenablesItems        = objc.RegisterName("setAutoenablesItems:")
+)
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+
+	dispatchAsyncF func(queue, context, work uintptr)
+	mainQueue      uintptr
+	// runMain is the one C callback the package makes (purego's callbacks
+	// are a fixed, never-freed pool); it runs the queued functions.
+	runMain uintptr
+
+	queueMu sync.Mutex
+	queued  []func()
+
+	actionsMu sync.Mutex
+	actions   []func()
+	target    objc.ID
+)
+
+// load binds AppKit and libdispatch and registers the action class once.
+func load() error {
+	loadOnce.Do(func() {
+		if _, err := purego.Dlopen(appKitPath, purego.RTLD_GLOBAL|purego.RTLD_NOW); err != nil {
+			loadErr = fmt.Errorf("menubar: loading AppKit: %w", err)
+			return
+		}
+		sys, err := purego.Dlopen(libSystemPath, purego.RTLD_GLOBAL|purego.RTLD_NOW)
+		if err != nil {
+			loadErr = fmt.Errorf("menubar: loading libSystem: %w", err)
+			return
+		}
+		purego.RegisterLibFunc(&dispatchAsyncF, sys, "dispatch_async_f")
+		// dispatch_get_main_queue() is a macro for &_dispatch_main_q.
+		if mainQueue, err = purego.Dlsym(sys, "_dispatch_main_q"); err != nil {
+			loadErr = fmt.Errorf("menubar: finding the main queue: %w", err)
+			return
+		}
+		runMain = purego.NewCallback(func(uintptr) {
+			queueMu.Lock()
+			fns := queued
+			queued = nil
+			queueMu.Unlock()
+			for _, fn := range fns {
+				fn()
+			}
+		})
+		class, err := objc.RegisterClass(actionClassName, objc.GetClass("NSObject"), nil, nil, []objc.MethodDef{{
+			Cmd: sel_petalMenuAction,
+			Fn: func(_ objc.ID, _ objc.SEL, sender objc.ID) {
+				tag := objc.Send[int](sender, sel_tag)
+				actionsMu.Lock()
+				var fn func()
+				if tag >= 0 && tag < len(actions) {
+					fn = actions[tag]
+				}
+				actionsMu.Unlock()
+				if fn != nil {
+					go fn() // never block the main thread on an action
+				}
+			},
+		}})
+		if err != nil {
+			loadErr = fmt.Errorf("menubar: %w", err)
+			return
+		}
+		target = objc.ID(class).Send(sel_alloc).Send(sel_init)
+	})
+	return loadErr
+}
+
+// onMain runs fn on the main thread, after the calls queued before it.
+func onMain(fn func()) error {
+	if err := load(); err != nil {
+		return err
+	}
+	queueMu.Lock()
+	queued = append(queued, fn)
+	queueMu.Unlock()
+	dispatchAsyncF(mainQueue, 0, runMain)
+	return nil
+}
+
+func nsString(s string) objc.ID {
+	return objc.ID(objc.GetClass("NSString")).Send(sel_stringWithUTF8String, s)
+}
+
+// Install adds an item titled title with menu items to the menu bar. It
+// returns once the item exists.
+func Install(title string, items []Item) (*StatusItem, error) {
+	if title == "" {
+		return nil, errors.New("menubar: an item needs a title")
+	}
+	s := &StatusItem{}
+	done := make(chan struct{})
+	err := onMain(func() {
+		defer close(done)
+		bar := objc.ID(objc.GetClass("NSStatusBar")).Send(sel_systemStatusBar)
+		s.item = bar.Send(sel_statusItemWithLength, nsVariableStatusItemLength).Send(sel_retain)
+		s.item.Send(sel_button).Send(sel_setTitle, nsString(title))
+
+		menu := objc.ID(objc.GetClass("NSMenu")).Send(sel_alloc).Send(sel_initWithTitle, nsString(title))
+		menu.Send(sel_setAutoenablesItems, false)
+		actionsMu.Lock()
+		for _, it := range items {
+			if it.Title == "" {
+				menu.Send(sel_addItem, objc.ID(objc.GetClass("NSMenuItem")).Send(sel_separatorItem))
+				continue
+			}
+			mi := objc.ID(objc.GetClass("NSMenuItem")).Send(sel_alloc).
+				Send(sel_initWithTitle_action_keyEq, nsString(it.Title), sel_petalMenuAction, nsString(it.Key))
+			mi.Send(sel_setTarget, target)
+			mi.Send(sel_setTag, len(actions))
+			actions = append(actions, it.Action)
+			menu.Send(sel_addItem, mi)
+		}
+		actionsMu.Unlock()
+		s.item.Send(sel_setMenu, menu)
+	})
+	if err != nil {
+		return nil, err
+	}
+	<-done
+	return s, nil
+}
+
+// SetTitle changes the text shown in the menu bar (the model's state).
+func (s *StatusItem) SetTitle(title string) error {
+	return onMain(func() {
+		s.item.Send(sel_button).Send(sel_setTitle, nsString(title))
+	})
+}
+
+// ShowInDock makes Petal a regular app with a Dock icon (while a window
+// is open) or an accessory that lives only in the menu bar.
+func ShowInDock(show bool) error {
+	return onMain(func() {
+		app := objc.ID(objc.GetClass("NSApplication")).Send(sel_sharedApplication)
+		policy := activationPolicyAccessory
+		if show {
+			policy = activationPolicyRegular
+		}
+		app.Send(sel_setActivationPolicy, policy)
+		if show {
+			app.Send(sel_activateIgnoringOtherApps, true)
+		}
+	})
+}
