@@ -5,8 +5,9 @@
 //
 // # Where models live
 //
-// Installed models are folders under [Root]: $PETAL_MODELS, else
-// ~/.petal/models. The real model is the folder [RealModelName] there.
+// Installed models are folders under [Root], where petal pull puts them
+// (hub.ModelsRoot: $PETAL_MODELS, else the XDG data folder's
+// petal/models). The real model is the folder [RealModelName] there.
 //
 // The demo model is embedded in the binary, but the engine maps weights
 // from files, so [DemoDir] unpacks it once into the user's cache folder,

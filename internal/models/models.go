@@ -11,14 +11,16 @@ import (
 	"sync"
 
 	"petal/engine/checkpoint"
+	"petal/internal/hub"
 	"petal/models/demo"
 )
 
 const (
 	// RealModelName is the folder of the real model under [Root].
 	RealModelName = "Qwen3.6-35B-A3B-4bit"
+
 	// EnvRoot is the environment variable that overrides [Root].
-	EnvRoot = "PETAL_MODELS"
+	EnvRoot = hub.EnvModels
 	// demoPrefix starts the name of an unpacked demo folder in the cache;
 	// demoHashLen hex digits of the contents' hash follow.
 	demoPrefix  = "demo-"
@@ -32,14 +34,7 @@ var ErrDamaged = errors.New("models: installed model is damaged")
 
 // Root is the folder that holds installed models.
 func Root() (string, error) {
-	if dir := os.Getenv(EnvRoot); dir != "" {
-		return dir, nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("models: no home folder to find installed models in (set $%s): %w", EnvRoot, err)
-	}
-	return filepath.Join(home, ".petal", "models"), nil
+	return hub.ModelsRoot(), nil
 }
 
 // DefaultModelDir is the folder of the model to run when none is named:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"petal/internal/hub"
 	"strings"
 	"testing"
 
@@ -105,13 +106,17 @@ func TestDamagedRealModelIsAnError(t *testing.T) {
 	}
 }
 
-func TestRootDefaultsToHome(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv(EnvRoot, "")
-	t.Setenv("HOME", home)
-	root, err := Root()
-	if err != nil || root != filepath.Join(home, ".petal", "models") {
-		t.Errorf("Root() = %s, %v; want %s", root, err, filepath.Join(home, ".petal", "models"))
+// The real model is looked for exactly where petal pull puts it.
+func TestRealModelIsWherePullPutsIt(t *testing.T) {
+	for _, env := range []string{"", t.TempDir()} {
+		t.Setenv(EnvRoot, env)
+		root, err := Root()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := filepath.Join(root, RealModelName), hub.DefaultDir(hub.DefaultRepo); got != want {
+			t.Errorf("PETAL_MODELS=%q: real model looked for in %s, pulled into %s", env, got, want)
+		}
 	}
 }
 
