@@ -134,14 +134,27 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	return a, nil
 }
 
-// fromWebview marks the webview's requests as coming from this machine:
-// they reach the handler inside the process, without a network address.
+// fromWebview adapts the webview's requests: they reach the handler inside
+// the process, without a network address, so they are marked as coming
+// from this machine; and Wails' response writers, which hand every Write
+// to the webview at once, gain the Flush that streaming responses call.
 func fromWebview(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.RemoteAddr = "127.0.0.1:0"
+		if _, ok := w.(http.Flusher); !ok {
+			w = writeThrough{w}
+		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// writeThrough is a ResponseWriter whose writes are not buffered, so
+// flushing has nothing to do.
+type writeThrough struct{ http.ResponseWriter }
+
+func (writeThrough) Flush() {}
+
+func (w writeThrough) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // appShutdownTimeout bounds how long quitting waits for running requests.
 const appShutdownTimeout = 5 * time.Second
