@@ -1,0 +1,37 @@
+package hub
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Verify hashes every file of a model folder that a pull finished against
+// the hashes its manifest recorded from the Hub (sha256 for LFS files, the
+// git blob id otherwise): the Setup screen's Verify button, for a folder
+// that may have been touched since. It returns an error marked
+// [ErrChecksum] naming the first file that differs.
+func Verify(dir string) error {
+	m, err := readManifest(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %s is not a model folder Petal pulled: %w", ErrInput, dir, err)
+	}
+	for _, f := range m.Files {
+		if err := checkName(f.Name); err != nil {
+			return fmt.Errorf("%w: manifest of %s: %w", ErrBadListing, dir, err)
+		}
+		file, err := os.Open(filepath.Join(dir, filepath.FromSlash(f.Name)))
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrChecksum, f.Name, err)
+		}
+		ok, err := verify(file, f)
+		file.Close()
+		if err != nil {
+			return fmt.Errorf("hub: reading %s: %w", f.Name, err)
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s (download the model again)", ErrChecksum, f.Name)
+		}
+	}
+	return nil
+}
