@@ -21,7 +21,9 @@
 // float acc[heads][blocks][head_dim], then float2 (max, sum)[heads][blocks].
 //
 // Mapping:
-//   attn_prep_f32: one threadgroup per query head, then one per KV head;
+//   attn_prep_f32: one threadgroup per query head, then one per KV head,
+//   by grid.y rows (a prefill chunk's tokens at positions pos, pos+1, ...,
+//   their qg, k, v, q and gate rows packed one after another);
 //   thread t handles dims t, t + threads, ... (rotated pairs by their first
 //   dim).
 //   attn_decode_f32: one threadgroup per (KV head, block of ATTN_BLOCK
@@ -69,7 +71,7 @@ kernel void attn_prep_f32(
     device float* gate [[buffer(7)]],
     device float* k_cache [[buffer(8)]],
     device float* v_cache [[buffer(9)]],
-    uint g [[threadgroup_position_in_grid]],
+    uint2 group [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
     uint threads [[threads_per_threadgroup]],
     uint sg [[simdgroup_index_in_threadgroup]],
@@ -78,6 +80,15 @@ kernel void attn_prep_f32(
 {
     threadgroup float partial[ATTN_PREP_MAX_THREADS / 32];
     const int d = args.head_dim;
+    const uint g = group.x;
+    // Rows (prefill tokens, at positions pos, pos+1, ...) are grid.y; each
+    // row's inputs and outputs follow the previous row's.
+    const int pos = args.pos + int(group.y);
+    qg += ulong(group.y) * ulong(args.heads) * 2 * d;
+    q += ulong(group.y) * ulong(args.heads) * d;
+    gate += ulong(group.y) * ulong(args.heads) * d;
+    k += ulong(group.y) * ulong(args.kv_heads) * d;
+    v += ulong(group.y) * ulong(args.kv_heads) * d;
     device const float* x;
     device const float* w;
     device float* y;
@@ -90,7 +101,7 @@ kernel void attn_prep_f32(
         }
     } else {
         const int h = int(g) - args.heads;
-        const ulong row = (ulong(args.pos) * args.kv_heads + h) * d;
+        const ulong row = (ulong(pos) * args.kv_heads + h) * d;
         x = k + ulong(h) * d;
         w = k_norm;
         y = k_cache + row;
@@ -118,7 +129,7 @@ kernel void attn_prep_f32(
     for (int i = int(tid); i < half_rot; i += int(threads)) {
         const float a = x[i] * inv * w[i];
         const float b = x[i + half_rot] * inv * w[i + half_rot];
-        const float angle = float(args.pos) * args.inv_freq[i];
+        const float angle = float(pos) * args.inv_freq[i];
         const float c = precise::cos(angle);
         const float s = precise::sin(angle);
         y[i] = a * c - b * s;

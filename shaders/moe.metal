@@ -9,7 +9,8 @@
 //                    args.normalize
 //
 // Layout: logits and weights are float; ids is uint[k].
-// Mapping: router_topk_f32 is one simd-group; lane l holds the logits of
+// Mapping: router_topk_f32 is one simd-group per row (a prefill chunk's
+// tokens: logits, ids and weights rows packed); lane l holds the logits of
 // experts l, l+32, ... (at most MOE_MAX_EXPERTS/32) in registers and a mask
 // of those already taken; each of the k rounds is a simd_max of the lanes'
 // best values and a simd_min of the indices that reach it.
@@ -27,9 +28,15 @@ kernel void router_topk_f32(
     device const float* logits [[buffer(1)]],
     device uint* ids [[buffer(2)]],
     device float* weights [[buffer(3)]],
+    uint row [[threadgroup_position_in_grid]],
     uint lane [[thread_index_in_simdgroup]])
 {
     constexpr int per_lane = MOE_MAX_EXPERTS / 32;
+    // Rows (prefill tokens) are threadgroups: row r's logits, ids and
+    // weights follow r-1's.
+    logits += ulong(row) * ulong(args.n);
+    ids += ulong(row) * ulong(args.k);
+    weights += ulong(row) * ulong(args.k);
     float key[per_lane];
     uint taken = 0; // bit i: expert lane + 32*i chosen already, or absent
     for (int i = 0; i < per_lane; i++) {

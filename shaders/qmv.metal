@@ -31,7 +31,8 @@
 // masked in place rather than shifted: x is prescaled by 2^-(BITS*i), so
 // float(w & (mask << BITS*i)) * x' equals q*x exactly. The bias term uses
 // the chunk's sum of x. fp32 partial sums; simd_sum per row at the end.
-// embed runs one thread per element of the row.
+// embed runs one thread per element of the row, grid.y rows (a prefill
+// chunk's tokens: row r reads token[r] and writes out + r*k).
 // Threadgroup memory: none.
 // CPU reference: engine/cpu matrix.mulQuant (dot4/dot8; dequantize in fp32,
 // fp32 accumulation, scale*dot + bias*sum(x) per group) and matrix.row;
@@ -370,12 +371,16 @@ kernel void embed_bf16_gs64_b4(
     device const bfloat* biases [[buffer(3)]],
     device const uint* token [[buffer(4)]],
     device float* out [[buffer(5)]],
-    uint c [[thread_position_in_grid]])
+    uint2 gid [[thread_position_in_grid]])
 {
+    // grid.y is the row (a prefill token): its id is token[row], its
+    // output row follows the previous row's.
+    const uint c = gid.x;
     if (int(c) >= args.k) {
         return;
     }
-    const uint id = token[0];
+    out += ulong(gid.y) * ulong(args.k);
+    const uint id = token[gid.y];
     if (id >= uint(args.rows)) {
         out[c] = NAN;
         return;

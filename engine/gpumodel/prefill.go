@@ -184,9 +184,7 @@ func (s *Sequence) encodeChunk(cb gpu.CommandBuffer, ch chunk) error {
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
 
-	for t := range n {
-		do(k.Embed(cb, row(ca.x, t, h), m.embed, s.slot(ch.slot+t)))
-	}
+	do(k.EmbedRows(cb, ca.x, m.embed, s.slot(ch.slot), n))
 	cb.Barrier()
 	do(k.RMSNorm(cb, ca.xn, ca.x, m.layers[0].inNorm, h, n, c.RMSNormEps))
 	cb.Barrier()
@@ -225,18 +223,13 @@ func (s *Sequence) encodeChunk(cb gpu.CommandBuffer, ch chunk) error {
 func (s *Sequence) attentionChunk(cb gpu.CommandBuffer, l *layer, ls *layerState, ch chunk) error {
 	k, ca, a := s.m.k, &s.chunk, s.m.attn
 	n := ch.n
-	hd, kd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
 	do(k.QMM(cb, ca.qg, l.q, ca.xn, n))
 	do(k.QMM(cb, ca.k, l.kp, ca.xn, n))
 	do(k.QMM(cb, ca.v, l.v, ca.xn, n))
 	cb.Barrier()
-	// Each token's K/V row lands in its own cache row: one level.
-	for t := range n {
-		do(k.AttnPrep(cb, row(ca.q, t, hd), row(ca.gate, t, hd), row(ca.qg, t, 2*hd), row(ca.k, t, kd), row(ca.v, t, kd),
-			ls.kCache, ls.vCache, l.qNorm, l.kNorm, a, ch.pos+t))
-	}
+	do(k.AttnPrepRows(cb, ca.q, ca.gate, ca.qg, ca.k, ca.v, ls.kCache, ls.vCache, l.qNorm, l.kNorm, a, ch.pos, n))
 	cb.Barrier()
 	do(k.AttnPrefill(cb, ca.o, ca.q, ca.gate, ls.kCache, ls.vCache, a, ch.pos, n))
 	cb.Barrier()
@@ -274,9 +267,7 @@ func (s *Sequence) moeChunk(cb gpu.CommandBuffer, l *layer, n int) error {
 	do(k.QMM(cb, ca.shG, l.shGate, ca.xn, n))
 	do(k.QMM(cb, ca.shU, l.shUp, ca.xn, n))
 	cb.Barrier()
-	for t := range n {
-		do(k.RouterTopK(cb, row(ca.ids, t, topK), row(ca.weights, t, topK), row(ca.router, t, e), e, topK, c.NormTopK))
-	}
+	do(k.RouterTopKRows(cb, ca.ids, ca.weights, ca.router, e, topK, c.NormTopK, n))
 	do(k.SwiGLU(cb, ca.shH, ca.shG, ca.shU, n*c.SharedIntermediate))
 	cb.Barrier()
 	do(k.MoERoute(cb, ca.mapping, ca.slotOf, ca.blocks, ca.ids, pairs, e))

@@ -156,14 +156,10 @@ func TestDryRunPrefill35B(t *testing.T) {
 	}
 	t.Logf("35B prefill chunk of 512: %d dispatches, %d levels, %d weight bytes, %d cache bytes", a.Dispatches, a.Levels, a.WeightBytes, a.CacheBytes)
 	t.Logf("35B prefill chunk of 64 at 4096: %d dispatches, %d levels, %d weight bytes, %d cache bytes", b.Dispatches, b.Levels, b.WeightBytes, b.CacheBytes)
-	// Per token: one embedding gather, one AttnPrep per attention layer,
-	// one router top-k per layer; the rest is per chunk.
-	perToken := 1 + 10 + 40
-	if d := a.Dispatches - b.Dispatches; d != (512-64)*perToken {
-		t.Errorf("chunks of 512 and 64 differ by %d dispatches, want %d", d, (512-64)*perToken)
-	}
-	if a.Levels != b.Levels {
-		t.Errorf("levels %d and %d: a chunk's levels must not depend on its length", a.Levels, b.Levels)
+	// Every op covers the whole chunk: the dispatches and levels do not
+	// depend on its length.
+	if a.Dispatches != b.Dispatches || a.Levels != b.Levels {
+		t.Errorf("chunks of 512 and 64: %d and %d dispatches, %d and %d levels", a.Dispatches, b.Dispatches, a.Levels, b.Levels)
 	}
 	// All 256 experts can be routed to by 512 tokens; the dense part is
 	// what a decode step reads without its 8 experts.

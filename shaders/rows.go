@@ -1,0 +1,145 @@
+package shaders
+
+import (
+	"fmt"
+	"math"
+
+	"petal/gpu"
+)
+
+// Row-batched forms of decode ops, for a prefill chunk: the same kernels
+// with the chunk's tokens as grid rows, one dispatch for the chunk.
+
+// requireRows checks a chunk's row count.
+func requireRows(op string, rows int) error {
+	if rows < 1 || rows > maxGridGroups {
+		return fmt.Errorf("%w: shaders: %s: %d rows", gpu.ErrInvalid, op, rows)
+	}
+	return nil
+}
+
+// EmbedRows is Embed for rows tokens: out is float32[rows][m.Cols], row r
+// the embedding of the uint32 id at tokens + 4r.
+func (k *Kernels) EmbedRows(cb gpu.CommandBuffer, out View, m QMatrix, tokens View, rows int) error {
+	const op = "EmbedRows"
+	if err := requireRows(op, rows); err != nil {
+		return err
+	}
+	if err := requireQMatrix(op, &m, 1); err != nil {
+		return err
+	}
+	if m.Bits != 4 || int64(rows)*int64(m.Cols) > maxElements {
+		return fmt.Errorf("%w: shaders: %s: %d rows of a %d-bit embedding of width %d", gpu.ErrInvalid, op, rows, m.Bits, m.Cols)
+	}
+	if err := requireView(op, "out", out, 4*rows*m.Cols, offsetAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "tokens", tokens, 4*rows, offsetAlign); err != nil {
+		return err
+	}
+	groups, err := denseGroups(op, m.Cols, elementwiseThreads)
+	if err != nil {
+		return err
+	}
+	p, err := k.Pipeline(qmvFile, "embed_bf16_gs64_b4")
+	if err != nil {
+		return err
+	}
+	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols)}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: gpu.Size{X: groups, Y: rows, Z: 1}, Threads: denseSize(elementwiseThreads),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), tokens.Arg(4), out.Arg(5)},
+	})
+}
+
+// AttnPrepRows is AttnPrep for rows tokens at positions pos, pos+1, ...:
+// q, gate [rows][Heads][HeadDim]; qg [rows][Heads][2*HeadDim]; key, v
+// [rows][KVHeads][HeadDim]; the caches get rows pos .. pos+rows-1.
+func (k *Kernels) AttnPrepRows(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos, rows int) error {
+	const op = "AttnPrepRows"
+	if err := attnCheckPrep(op, a); err != nil {
+		return err
+	}
+	if err := requireRows(op, rows); err != nil {
+		return err
+	}
+	hd := a.Heads * a.HeadDim
+	kd := a.KVHeads * a.HeadDim
+	if pos < 0 || int64(rows)*int64(2*hd) > math.MaxInt32 {
+		return fmt.Errorf("%w: shaders: %s: %d rows at position %d", gpu.ErrInvalid, op, rows, pos)
+	}
+	for _, c := range []struct {
+		what string
+		v    View
+		n    int
+	}{
+		{"q", q, rows * hd}, {"gate", gate, rows * hd}, {"qg", qg, rows * 2 * hd},
+		{"k", key, rows * kd}, {"v", v, rows * kd},
+		{"q norm", qNorm, a.HeadDim}, {"k norm", kNorm, a.HeadDim},
+	} {
+		if err := mixerFloats(op, c.what, c.v, c.n); err != nil {
+			return err
+		}
+	}
+	if err := attnCheckCache(op, "k cache", kCache, a, pos+rows); err != nil {
+		return err
+	}
+	if err := attnCheckCache(op, "v cache", vCache, a, pos+rows); err != nil {
+		return err
+	}
+	p, err := k.Pipeline(attentionFile, "attn_prep_f32")
+	if err != nil {
+		return err
+	}
+	args := AttnPrepArgs{
+		Heads: int32(a.Heads), KVHeads: int32(a.KVHeads), HeadDim: int32(a.HeadDim),
+		RotaryDim: int32(a.RotaryDim), Pos: int32(pos), Eps: a.Eps,
+	}
+	for j := range a.RotaryDim / 2 {
+		// As AttnPrep: computed in float64, rounded to fp32.
+		args.InvFreq[j] = float32(math.Pow(a.Theta, -2*float64(j)/float64(a.RotaryDim)))
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p,
+		Groups:   gpu.Size{X: a.Heads + a.KVHeads, Y: rows, Z: 1},
+		Threads:  gpu.Size{X: min(a.HeadDim, AttnPrepMaxThreads), Y: 1, Z: 1},
+		Args: []gpu.Arg{
+			gpu.BytesArg(0, Bytes(&args)), qg.Arg(1), key.Arg(2), v.Arg(3), qNorm.Arg(4), kNorm.Arg(5),
+			q.Arg(6), gate.Arg(7), kCache.Arg(8), vCache.Arg(9),
+		},
+	})
+}
+
+// RouterTopKRows is RouterTopK for rows tokens: logits
+// float32[rows][experts], ids uint32[rows][topK], weights
+// float32[rows][topK].
+func (k *Kernels) RouterTopKRows(cb gpu.CommandBuffer, ids, weights, logits View, experts, topK int, normalize bool, rows int) error {
+	const op = "RouterTopKRows"
+	if experts < 1 || experts > MoEMaxExperts || topK < 1 || topK > MoEMaxTopK || topK > experts {
+		return fmt.Errorf("%w: shaders: %s: top %d of %d experts: want 1 <= k <= %d and k <= experts <= %d", gpu.ErrInvalid, op, topK, experts, MoEMaxTopK, MoEMaxExperts)
+	}
+	if err := requireRows(op, rows); err != nil {
+		return err
+	}
+	if err := requireView(op, "logits", logits, 4*experts*rows, offsetAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "ids", ids, 4*topK*rows, offsetAlign); err != nil {
+		return err
+	}
+	if err := requireView(op, "weights", weights, 4*topK*rows, offsetAlign); err != nil {
+		return err
+	}
+	p, err := k.Pipeline(moeFile, "router_topk_f32")
+	if err != nil {
+		return err
+	}
+	args := MoEArgs{N: int32(experts), K: int32(topK)}
+	if normalize {
+		args.Normalize = 1
+	}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p, Groups: denseSize(rows), Threads: denseSize(gpu.SimdWidth),
+		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), logits.Arg(1), ids.Arg(2), weights.Arg(3)},
+	})
+}
