@@ -14,6 +14,7 @@ import (
 
 	"petal/engine/checkpoint/checkpointtest"
 	"petal/engine/cpu"
+	"petal/engine/reftest"
 )
 
 func tinyModel(t *testing.T) string {
@@ -101,18 +102,8 @@ func TestCommandErrors(t *testing.T) {
 // the fixture's eos ids were chosen to occur inside its greedy runs.
 func TestGenerateStopsAtEOS(t *testing.T) {
 	dir := "engine/testdata/fixtures/tiny-a"
-	data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	ref, err := reftest.Load(dir)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var ref struct {
-		Greedy []struct {
-			Prompt   []int `json:"prompt"`
-			Tokens   []int `json:"tokens"`
-			FirstEOS *int  `json:"first_eos_index"`
-		} `json:"greedy"`
-	}
-	if err := json.Unmarshal(data, &ref); err != nil {
 		t.Fatal(err)
 	}
 	checked := 0

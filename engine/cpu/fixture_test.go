@@ -1,15 +1,12 @@
 package cpu
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"petal/engine"
+	"petal/engine/reftest"
 )
 
 // fixturesDir holds the reference checkpoints and outputs written by
@@ -21,58 +18,17 @@ const fixturesDir = "../testdata/fixtures"
 // (which also uses the chunked DeltaNet form) differs by ~1e-5 here.
 const logitTolerance = 1e-3
 
-type reference struct {
-	Tokens []int  `json:"tokens"`
-	Logits string `json:"logits"`
-	Vocab  int    `json:"vocab_size"`
-	Greedy []struct {
-		Prompt []int `json:"prompt"`
-		Tokens []int `json:"tokens"`
-	} `json:"greedy"`
-}
-
-func loadReference(t *testing.T, dir string) (*reference, []float32) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref reference
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, ref.Logits))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logits := make([]float32, len(raw)/4)
-	for i := range logits {
-		logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	if len(logits) != len(ref.Tokens)*ref.Vocab {
-		t.Fatalf("%s: %d logits for %d tokens x %d", dir, len(logits), len(ref.Tokens), ref.Vocab)
-	}
-	return &ref, logits
-}
-
-func fixtureDirs(t *testing.T) []string {
-	dirs, err := filepath.Glob(filepath.Join(fixturesDir, "*", "reference.json"))
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no fixtures under %s (%v)", fixturesDir, err)
-	}
-	for i := range dirs {
-		dirs[i] = filepath.Dir(dirs[i])
-	}
-	return dirs
-}
-
 // TestFixtures compares the backend with transformers on every fixture:
 // teacher-forced logits at every position, and greedy continuations.
 func TestFixtures(t *testing.T) {
-	for _, dir := range fixtureDirs(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			ref, want := loadReference(t, dir)
-			m, err := Open(dir)
+	refs, err := reftest.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range refs {
+		t.Run(ref.Name(), func(t *testing.T) {
+			want := ref.Logits
+			m, err := Open(ref.Dir)
 			if err != nil {
 				t.Fatal(err)
 			}

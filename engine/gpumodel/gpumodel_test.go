@@ -1,8 +1,6 @@
 package gpumodel
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"petal/engine"
 	"petal/engine/checkpoint"
 	"petal/engine/cpu"
+	"petal/engine/reftest"
 	"petal/gpu"
 	"petal/gpu/sim"
 )
@@ -50,35 +49,14 @@ func openFixture(t testing.TB, dev gpu.Device, name string) *Model {
 	return m
 }
 
-type reference struct {
-	Tokens []int  `json:"tokens"`
-	Logits string `json:"logits"`
-	Vocab  int    `json:"vocab_size"`
-	Greedy []struct {
-		Prompt []int `json:"prompt"`
-		Tokens []int `json:"tokens"`
-	} `json:"greedy"`
-}
-
-func loadReference(t *testing.T, dir string) (*reference, []float32) {
+// loadReference reads the fixture in dir and its logits.
+func loadReference(t *testing.T, dir string) (*reftest.Reference, []float32) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	r, err := reftest.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ref reference
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, ref.Logits))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := make([]float32, len(raw)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return &ref, v
+	return r, r.Logits
 }
 
 func topTwo(v []float32) (int, float32) {
