@@ -74,16 +74,7 @@ func SimulatedMac(memoryGiB float64) (Budget, error) {
 func Host() (Budget, error) {
 	switch runtime.GOOS {
 	case "darwin":
-		dev, err := metal.Open()
-		if err != nil {
-			return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
-		}
-		defer dev.Close()
-		ws := dev.Info().RecommendedMaxWorkingSetSize
-		if ws == 0 || ws > math.MaxInt64 {
-			return Budget{}, fmt.Errorf("%w: Metal reports a working set of %d bytes", ErrNoBudget, ws)
-		}
-		return Budget{Bytes: int64(ws), Source: "Metal's recommendedMaxWorkingSetSize of this Mac"}, nil
+		return Metal()
 	case "linux":
 		f, err := os.Open(meminfoPath)
 		if err != nil {
@@ -97,6 +88,21 @@ func Host() (Budget, error) {
 		return Budget{Bytes: n, Source: "MemAvailable of this machine"}, nil
 	}
 	return Budget{}, fmt.Errorf("%w: no probe for %s", ErrNoBudget, runtime.GOOS)
+}
+
+// Metal is the budget of this Mac's GPU: Metal's
+// recommendedMaxWorkingSetSize. It fails where there is no Metal device.
+func Metal() (Budget, error) {
+	dev, err := metal.Open()
+	if err != nil {
+		return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
+	}
+	defer dev.Close()
+	ws := dev.Info().RecommendedMaxWorkingSetSize
+	if ws == 0 || ws > math.MaxInt64 {
+		return Budget{}, fmt.Errorf("%w: Metal reports a working set of %d bytes", ErrNoBudget, ws)
+	}
+	return Budget{Bytes: int64(ws), Source: "Metal's recommendedMaxWorkingSetSize of this Mac"}, nil
 }
 
 // memAvailable reads MemAvailable from /proc/meminfo contents.

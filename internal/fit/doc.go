@@ -33,6 +33,13 @@
 // rule macOS applies (see [WorkingSetFraction]); elsewhere the budget is
 // the memory the OS reports available.
 //
+// # Before a load
+//
+// [ForLoad] turns a check into what a load does: run at the asked context,
+// at the largest that fits when only a shorter one does, or not at all
+// (a [NoFitError] that names the verdict and the largest context). The
+// headroom at the chosen context bounds the prefix cache.
+//
 // # Units
 //
 // Memory sizes of Macs are binary: a "32 GB" Mac has 32 GiB. Every size

@@ -1,0 +1,103 @@
+package fit
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestForLoad(t *testing.T) {
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const full = 262144
+	for _, tc := range []struct {
+		gb      float64
+		context int
+		want    int // the chosen context; 0: refused
+	}{
+		{16, full, 0},
+		{24, 4096, 0},
+		{32, full, 32768},
+		{32, 65536, 32768},
+		{32, 8192, 8192},
+		{48, full, full},
+		{64, full, full},
+	} {
+		b, err := SimulatedMac(tc.gb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := Request{Context: tc.context, CachedSessions: DefaultCachedSessions}
+		r, err := ForLoad(m, b, asked)
+		if tc.want == 0 {
+			var nf *NoFitError
+			if !errors.As(err, &nf) || !errors.Is(err, ErrDoesNotFit) {
+				t.Fatalf("%g GB at %d: %v, want a NoFitError", tc.gb, tc.context, err)
+			}
+			msg := err.Error()
+			if nf.Report.Verdict != No || !strings.Contains(msg, `verdict "no"`) || !strings.Contains(msg, "GiB") {
+				t.Errorf("%g GB at %d: verdict %s, message %q", tc.gb, tc.context, nf.Report.Verdict, msg)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%g GB at %d: %v", tc.gb, tc.context, err)
+		}
+		// The chosen context must itself be what Check calls a fit, with
+		// the headroom left there.
+		at, err := Check(m, b, Request{Context: tc.want, CachedSessions: DefaultCachedSessions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Context != tc.want || r.Verdict != Fits || r != at {
+			t.Errorf("%g GB at %d: chose %d (%s), want %d: %+v", tc.gb, tc.context, r.Context, r.Verdict, tc.want, r)
+		}
+		if r.HeadroomBytes < 0 || r.HeadroomBytes != b.Bytes-r.TotalBytes {
+			t.Errorf("%g GB at %d: headroom %d of %d, total %d", tc.gb, tc.context, r.HeadroomBytes, b.Bytes, r.TotalBytes)
+		}
+		// Twice the chosen context must not fit, unless it was the asked
+		// one or beyond the model: otherwise a larger one was missed.
+		if next := 2 * r.Context; r.Context < tc.context && next <= full {
+			if c, _ := Check(m, b, Request{Context: next, CachedSessions: DefaultCachedSessions}); c.Verdict == Fits {
+				t.Errorf("%g GB at %d: chose %d but %d fits", tc.gb, tc.context, r.Context, next)
+			}
+		}
+	}
+	if _, err := ForLoad(m, Budget{Bytes: 64 * GiB}, Request{Context: full + 1}); err == nil || errors.Is(err, ErrDoesNotFit) {
+		t.Errorf("a context beyond the model: %v, want a plain error", err)
+	}
+}
+
+func TestNoFitErrorNamesLargestContext(t *testing.T) {
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A budget that holds 1024 tokens of context but not MinContext.
+	small, err := Check(m, Budget{Bytes: 40 * GiB, Source: "test"}, Request{Context: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Budget{Bytes: small.TotalBytes, Source: "test"}
+	_, err = ForLoad(m, b, Request{Context: MinContext})
+	var nf *NoFitError
+	if !errors.As(err, &nf) || nf.Report.MaxContext != 1024 || !strings.Contains(err.Error(), "largest context that fits is 1024 tokens") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestMetalBudget(t *testing.T) {
+	b, err := Metal()
+	if runtime.GOOS != "darwin" {
+		if !errors.Is(err, ErrNoBudget) {
+			t.Errorf("a Metal budget without Metal: %+v, %v", b, err)
+		}
+		return
+	}
+	if err != nil || b.Bytes <= 0 {
+		t.Errorf("Metal budget %+v, %v", b, err)
+	}
+}
