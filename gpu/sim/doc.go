@@ -27,7 +27,9 @@
 //   - everything in metal_compat.h: scalar, vector and packed types
 //     (including half and bfloat), math in metal::, fast:: and precise::,
 //     simd-group reductions, shuffles, prefix sums, ballot and broadcast,
-//     barriers, atomics on device and threadgroup memory.
+//     8x8 simdgroup matrices (load, store, multiply, multiply-accumulate;
+//     each lane holds the whole matrix), barriers, atomics on device and
+//     threadgroup memory.
 //
 // # Executing
 //

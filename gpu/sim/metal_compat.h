@@ -1156,6 +1156,93 @@ inline bool simd_is_first(int site = __builtin_LINE()) {
 	return (uint32_t)__builtin_ctz(petal::live_mask(L, p)) == petal::lane_of(L);
 }
 
+// ---------------------------------------------------------------- simdgroup matrices
+
+// simdgroup_matrix<T, Cols, Rows> (simdgroup_float8x8, half, bfloat): the
+// GPU spreads one matrix over the simd-group's lanes; here every lane holds
+// all of it, and load, store and the products are simd-group calls that
+// every live lane must reach (a divergent call is reported like any other).
+// A product is computed once per call, by the first lane to resume, in
+// fp32 fused multiply-adds in k order, and copied by the others.
+template <class T, int Cols, int Rows> struct simdgroup_matrix {
+	T e[Rows][Cols];
+	simdgroup_matrix() = default;
+	// As in MSL, a value makes a diagonal matrix.
+	explicit simdgroup_matrix(T diag) {
+		for (int r = 0; r < Rows; r++)
+			for (int c = 0; c < Cols; c++) e[r][c] = r == c ? diag : T(0);
+	}
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+
+template <class T, int Cols, int Rows> inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T v) {
+	simdgroup_matrix<T, Cols, Rows> m;
+	for (int r = 0; r < Rows; r++)
+		for (int c = 0; c < Cols; c++) m.e[r][c] = v;
+	return m;
+}
+
+// simdgroup_load reads element (r, c) from src[(origin.y + r) * stride +
+// origin.x + c], or the transpose of that block.
+template <class T, int Cols, int Rows, class P>
+inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const P* src, ulong stride = Cols, ulong2 origin = ulong2(0), bool transpose = false, int site = __builtin_LINE()) {
+	petal::simd_exchange(0, 0, site);
+	for (int r = 0; r < Rows; r++)
+		for (int c = 0; c < Cols; c++)
+			d.e[r][c] = transpose ? T(src[(origin.y + c) * stride + origin.x + r]) : T(src[(origin.y + r) * stride + origin.x + c]);
+}
+
+template <class T, int Cols, int Rows, class P>
+inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a, P* dst, ulong stride = Cols, ulong2 origin = ulong2(0), bool transpose = false, int site = __builtin_LINE()) {
+	petal::simd_exchange(0, 0, site);
+	for (int r = 0; r < Rows; r++)
+		for (int c = 0; c < Cols; c++) {
+			if (transpose) dst[(origin.y + c) * stride + origin.x + r] = P(a.e[r][c]);
+			else dst[(origin.y + r) * stride + origin.x + c] = P(a.e[r][c]);
+		}
+}
+
+// One simd-group's last product, so each call is computed once: keyed by
+// the threadgroup generation, the simd-group's call count and the site.
+struct petal_matmul_cache {
+	uint64_t gen;
+	uint32_t seq;
+	int site;
+	alignas(16) unsigned char d[64 * sizeof(float)];
+};
+static thread_local petal_matmul_cache petal_matmul_last[petal::kMaxThreads / petal::kWidth];
+
+template <class T, int N, int K, int M>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, N, M>& d, const simdgroup_matrix<T, K, M>& a, const simdgroup_matrix<T, N, K>& b, const simdgroup_matrix<T, N, M>& c, int site = __builtin_LINE()) {
+	static_assert(sizeof(d.e) <= sizeof(petal_matmul_cache::d), "simdgroup matrix too large");
+	petal::Lane* L = petal::cur_lane;
+	petal::simd_exchange(0, 0, site);
+	petal_matmul_cache& mc = petal_matmul_last[L->index / petal::kWidth];
+	if (mc.gen == L->worker->gen && mc.seq == L->seq && mc.site == site) {
+		__builtin_memcpy(&d.e, mc.d, sizeof d.e);
+		return;
+	}
+	T out[M][N];
+	for (int r = 0; r < M; r++)
+		for (int col = 0; col < N; col++) {
+			float acc = float(c.e[r][col]);
+			for (int k = 0; k < K; k++) acc = __builtin_fmaf(float(a.e[r][k]), float(b.e[k][col]), acc);
+			out[r][col] = T(acc);
+		}
+	__builtin_memcpy(&d.e, out, sizeof d.e);
+	mc.gen = L->worker->gen;
+	mc.seq = L->seq;
+	mc.site = site;
+	__builtin_memcpy(mc.d, out, sizeof d.e);
+}
+
+template <class T, int N, int K, int M>
+inline void simdgroup_multiply(simdgroup_matrix<T, N, M>& d, const simdgroup_matrix<T, K, M>& a, const simdgroup_matrix<T, N, K>& b, int site = __builtin_LINE()) {
+	simdgroup_multiply_accumulate(d, a, b, simdgroup_matrix<T, N, M>(T(0)), site);
+}
+
 // ---------------------------------------------------------------- atomics
 
 enum memory_order { memory_order_relaxed = __ATOMIC_RELAXED, memory_order_seq_cst = __ATOMIC_SEQ_CST };
