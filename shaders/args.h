@@ -155,14 +155,13 @@ struct DeltaStepArgs {
 
 // ---- qmm.metal
 // A threadgroup computes a QMM_BM x QMM_BN tile of y (token rows by output
-// columns) with QMM_THREADS threads, each a QMM_TM x QMM_TN block in
-// registers; the K loop steps one quantization group (QMM_BK) at a time.
+// columns) with QMM_SIMDGROUPS simd-groups of 8x8 simdgroup matrices; the
+// K loop steps one quantization group (QMM_BK) at a time.
 #define QMM_BM 32
 #define QMM_BN 64
 #define QMM_BK 64
-#define QMM_TM 4
-#define QMM_TN 4
-#define QMM_THREADS ((QMM_BM / QMM_TM) * (QMM_BN / QMM_TN))
+#define QMM_SIMDGROUPS 4
+#define QMM_THREADS (QMM_SIMDGROUPS * 32)
 
 struct QMMArgs {
     int32_t rows;           // output columns: weight rows (per expert)

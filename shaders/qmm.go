@@ -20,12 +20,11 @@ const (
 
 // Tiling constants shared with args.h (a test checks they agree).
 const (
-	QMMBM      = 32
-	QMMBN      = 64
-	QMMBK      = 64
-	QMMTM      = 4
-	QMMTN      = 4
-	QMMThreads = (QMMBM / QMMTM) * (QMMBN / QMMTN)
+	QMMBM         = 32
+	QMMBN         = 64
+	QMMBK         = 64
+	QMMSimdgroups = 4
+	QMMThreads    = QMMSimdgroups * 32
 )
 
 // RouteNone is the slot MoERoute gives a pair whose expert id is out of

@@ -15,16 +15,19 @@
 // capacity the host sized without knowing the routing) and does nothing.
 // map is uint[slots].
 // Mapping: grid (ceil(rows / QMM_BN), token tiles or block-map entries);
-// QMM_THREADS threads, thread (tm, tn) = (tid / 16, tid % 16) owns tokens
-// m0 + 4tm .. +3 and outputs n0 + 4tn .. +3 in registers (fp32). Each K
-// step of QMM_BK = one quantization group: all threads load the x tile
-// (zeros past the last row) and dequantize the weight tile (one scale and
-// bias per row) into threadgroup memory, barrier, accumulate 64 rank-1
-// updates, barrier. The weights are read once per token tile, never written
-// back expanded.
-// Threadgroup memory: x tile float[QMM_BK][QMM_BM] (8 KiB) and weight tile
-// float[QMM_BK][QMM_BN] (16 KiB), k-major so a thread's 4 values are one
-// float4.
+// QMM_SIMDGROUPS simd-groups. Each K step of QMM_BK = one quantization
+// group: all threads load the x tile (zeros past the last row) and
+// dequantize the weight tile (one scale and bias per row) into threadgroup
+// memory, barrier; then simd-group s multiplies the x tile by its
+// QMM_BN/QMM_SIMDGROUPS output columns of the weight tile with 8x8
+// simdgroup matrices (fp32 accumulators in registers: QMM_BM/8 by
+// QMM_BN/QMM_SIMDGROUPS/8 of them), barrier. At the end the accumulators
+// pass through threadgroup memory so the tile's edges are masked on the
+// way to y (rows coalesced). The weights are read once per token tile,
+// never written back expanded.
+// Threadgroup memory: x tile float[QMM_BM][QMM_BK] (8 KiB) and weight tile
+// float[QMM_BK][QMM_BN] (16 KiB), which then holds the output tile
+// float[QMM_BM][QMM_BN].
 // CPU reference: engine/cpu matrix.mulQuant per token (dequantized weights,
 // fp32 sums; the order of additions differs).
 #include <metal_stdlib>
@@ -45,20 +48,21 @@ METAL_FUNC void qmm_tile(
     device float* y,
     threadgroup float* xs,
     threadgroup float* ws,
-    int rows, int k, int x_div, int m0, int m_end, int n0, uint tid)
+    int rows, int k, int x_div, int m0, int m_end, int n0, uint tid, uint sg)
 {
     constexpr int per_word = 32 / BITS;
     constexpr int words_per_group = QMM_BK / per_word;
     constexpr uint mask = (1u << BITS) - 1u;
+    constexpr int row_blocks = QMM_BM / 8;
+    constexpr int col_blocks = QMM_BN / QMM_SIMDGROUPS / 8;
     const int row_words = k / per_word;
     const int groups = k / QMM_BK;
-    const int tm = int(tid) / (QMM_BN / QMM_TN);
-    const int tn = int(tid) % (QMM_BN / QMM_TN);
+    const int sg_col = int(sg) * (QMM_BN / QMM_SIMDGROUPS);
 
-    float acc[QMM_TM][QMM_TN];
-    for (int i = 0; i < QMM_TM; i++) {
-        for (int j = 0; j < QMM_TN; j++) {
-            acc[i][j] = 0.0f;
+    simdgroup_float8x8 acc[row_blocks][col_blocks];
+    for (int i = 0; i < row_blocks; i++) {
+        for (int j = 0; j < col_blocks; j++) {
+            acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
         }
     }
     for (int g = 0; g < groups; g++) {
@@ -75,10 +79,7 @@ METAL_FUNC void qmm_tile(
                 }
                 v = *(device const float4*)(x + xr * ulong(k) + kb + 4 * c4);
             }
-            xs[(4 * c4 + 0) * QMM_BM + mi] = v.x;
-            xs[(4 * c4 + 1) * QMM_BM + mi] = v.y;
-            xs[(4 * c4 + 2) * QMM_BM + mi] = v.z;
-            xs[(4 * c4 + 3) * QMM_BM + mi] = v.w;
+            *(threadgroup float4*)(xs + mi * QMM_BK + 4 * c4) = v;
         }
         for (int idx = int(tid); idx < QMM_BN * words_per_group; idx += QMM_THREADS) {
             const int ni = idx / words_per_group;
@@ -94,28 +95,36 @@ METAL_FUNC void qmm_tile(
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (int c = 0; c < QMM_BK; c++) {
-            const float4 a = *(threadgroup const float4*)(xs + c * QMM_BM + QMM_TM * tm);
-            const float4 w = *(threadgroup const float4*)(ws + c * QMM_BN + QMM_TN * tn);
-            for (int j = 0; j < QMM_TN; j++) {
-                acc[0][j] = fma(a.x, w[j], acc[0][j]);
-                acc[1][j] = fma(a.y, w[j], acc[1][j]);
-                acc[2][j] = fma(a.z, w[j], acc[2][j]);
-                acc[3][j] = fma(a.w, w[j], acc[3][j]);
+        for (int c = 0; c < QMM_BK; c += 8) {
+            simdgroup_float8x8 a[row_blocks];
+            simdgroup_float8x8 b[col_blocks];
+            for (int i = 0; i < row_blocks; i++) {
+                simdgroup_load(a[i], xs + (8 * i) * QMM_BK + c, QMM_BK);
+            }
+            for (int j = 0; j < col_blocks; j++) {
+                simdgroup_load(b[j], ws + c * QMM_BN + sg_col + 8 * j, QMM_BN);
+            }
+            for (int i = 0; i < row_blocks; i++) {
+                for (int j = 0; j < col_blocks; j++) {
+                    simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                }
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    for (int i = 0; i < QMM_TM; i++) {
-        const int m = m0 + QMM_TM * tm + i;
-        if (m >= m_end) {
-            break;
+    // The accumulators go through threadgroup memory (the weight tile's) so
+    // the edges of the tile can be masked on the way out.
+    for (int i = 0; i < row_blocks; i++) {
+        for (int j = 0; j < col_blocks; j++) {
+            simdgroup_store(acc[i][j], ws + (8 * i) * QMM_BN + sg_col + 8 * j, QMM_BN);
         }
-        for (int j = 0; j < QMM_TN; j++) {
-            const int n = n0 + QMM_TN * tn + j;
-            if (n < rows) {
-                y[ulong(m) * ulong(rows) + ulong(n)] = acc[i][j];
-            }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int idx = int(tid); idx < QMM_BM * QMM_BN; idx += QMM_THREADS) {
+        const int m = m0 + idx / QMM_BN;
+        const int n = n0 + idx % QMM_BN;
+        if (m < m_end && n < rows) {
+            y[ulong(m) * ulong(rows) + ulong(n)] = ws[idx];
         }
     }
 }
@@ -130,11 +139,11 @@ METAL_FUNC void qmm(
     device float* y,
     threadgroup float* xs,
     threadgroup float* ws,
-    uint2 group, uint tid)
+    uint2 group, uint tid, uint sg)
 {
     const int m0 = int(group.y) * QMM_BM;
     qmm_tile<BITS, false>(codes, scales, biases, x, (device const uint*)codes, y, xs, ws,
-                          args.rows, args.k, 0, m0, args.tokens, int(group.x) * QMM_BN, tid);
+                          args.rows, args.k, 0, m0, args.tokens, int(group.x) * QMM_BN, tid, sg);
 }
 
 kernel void qmm_bf16_gs64_b4(
@@ -145,11 +154,12 @@ kernel void qmm_bf16_gs64_b4(
     device const float* x [[buffer(4)]],
     device float* y [[buffer(5)]],
     uint2 group [[threadgroup_position_in_grid]],
-    uint tid [[thread_index_in_threadgroup]])
+    uint tid [[thread_index_in_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float xs[QMM_BK * QMM_BM];
     threadgroup float ws[QMM_BK * QMM_BN];
-    qmm<4>(args, codes, scales, biases, x, y, xs, ws, group, tid);
+    qmm<4>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
 }
 
 kernel void qmm_bf16_gs64_b8(
@@ -160,11 +170,12 @@ kernel void qmm_bf16_gs64_b8(
     device const float* x [[buffer(4)]],
     device float* y [[buffer(5)]],
     uint2 group [[threadgroup_position_in_grid]],
-    uint tid [[thread_index_in_threadgroup]])
+    uint tid [[thread_index_in_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float xs[QMM_BK * QMM_BM];
     threadgroup float ws[QMM_BK * QMM_BN];
-    qmm<8>(args, codes, scales, biases, x, y, xs, ws, group, tid);
+    qmm<8>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
 }
 
 kernel void qmm_experts_bf16_gs64_b4(
@@ -177,7 +188,8 @@ kernel void qmm_experts_bf16_gs64_b4(
     device const uint4* blocks [[buffer(6)]],
     device const uint* map [[buffer(7)]],
     uint2 group [[threadgroup_position_in_grid]],
-    uint tid [[thread_index_in_threadgroup]])
+    uint tid [[thread_index_in_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float xs[QMM_BK * QMM_BM];
     threadgroup float ws[QMM_BK * QMM_BN];
@@ -189,5 +201,5 @@ kernel void qmm_experts_bf16_gs64_b4(
     const ulong expert_groups = ulong(args.rows) * ulong(args.k / QMM_BK);
     qmm_tile<4, true>(codes + blk.x * expert_words, scales + blk.x * expert_groups,
                       biases + blk.x * expert_groups, x, map, y, xs, ws,
-                      args.rows, args.k, args.x_div, int(blk.y), int(blk.z), int(group.x) * QMM_BN, tid);
+                      args.rows, args.k, args.x_div, int(blk.y), int(blk.z), int(group.x) * QMM_BN, tid, sg);
 }

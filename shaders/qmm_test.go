@@ -13,8 +13,9 @@ import (
 )
 
 // qmmTol bounds QMM's fp32 error on a row of k columns: k fused
-// multiply-adds in sequence (each at most u times the running magnitude),
-// plus the dequantized weight's own rounding.
+// multiply-adds in sequence (simdgroup matrix products add their 8 terms in
+// an order of the GPU's choosing; each addition costs at most u times the
+// running magnitude), plus the dequantized weight's own rounding.
 func qmmTol(k int, mag float64) float64 { return float64(k+64) * denseU * mag }
 
 // The prefill GEMM against the float64 reference, on token counts and row
@@ -262,7 +263,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
     uint v[] = {
         sizeof(QMMArgs), OFF(QMMArgs, rows), OFF(QMMArgs, k), OFF(QMMArgs, tokens), OFF(QMMArgs, x_div), OFF(QMMArgs, experts),
         sizeof(MoERouteArgs), OFF(MoERouteArgs, experts), OFF(MoERouteArgs, pairs), OFF(MoERouteArgs, capacity),
-        QMM_BM, QMM_BN, QMM_BK, QMM_TM, QMM_TN, QMM_THREADS,
+        QMM_BM, QMM_BN, QMM_BK, QMM_SIMDGROUPS, QMM_THREADS,
         sizeof(DeltaChunkArgs), OFF(DeltaChunkArgs, channels), OFF(DeltaChunkArgs, taps), OFF(DeltaChunkArgs, tokens), DELTA_MAX_TAPS,
         sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens),
         sizeof(AttnPrefillArgs), OFF(AttnPrefillArgs, tokens), OFF(AttnPrefillArgs, pos0), OFF(AttnPrefillArgs, heads), OFF(AttnPrefillArgs, kv_heads), OFF(AttnPrefillArgs, scale),
@@ -288,7 +289,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 	want := []uintptr{
 		unsafe.Sizeof(q), unsafe.Offsetof(q.Rows), unsafe.Offsetof(q.K), unsafe.Offsetof(q.Tokens), unsafe.Offsetof(q.XDiv), unsafe.Offsetof(q.Experts),
 		unsafe.Sizeof(r), unsafe.Offsetof(r.Experts), unsafe.Offsetof(r.Pairs), unsafe.Offsetof(r.Capacity),
-		shaders.QMMBM, shaders.QMMBN, shaders.QMMBK, shaders.QMMTM, shaders.QMMTN, shaders.QMMThreads,
+		shaders.QMMBM, shaders.QMMBN, shaders.QMMBK, shaders.QMMSimdgroups, shaders.QMMThreads,
 		unsafe.Sizeof(c), unsafe.Offsetof(c.Channels), unsafe.Offsetof(c.Taps), unsafe.Offsetof(c.Tokens), shaders.DeltaMaxTaps,
 		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens),
 		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Pos0), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.KVHeads), unsafe.Offsetof(a.Scale),
