@@ -14,6 +14,7 @@ import (
 
 	"petal/engine"
 	"petal/internal/api"
+	"petal/internal/hub"
 	"petal/internal/manage"
 	"petal/internal/models"
 	"petal/internal/service"
@@ -103,7 +104,8 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 		}
 	}
 	cfg := uiConfig{svc: a.svc, dir: dir, backend: backend, addr: ln.Addr().String(), apiKey: apiKey,
-		origins: s.AllowedOrigins, ctxLen: s.ContextLength, store: store, onSettings: onSettings, logger: logger}
+		origins: s.AllowedOrigins, ctxLen: s.ContextLength, store: store, onSettings: onSettings, logger: logger,
+		downloads: manage.NewHubDownloader(hub.Options{})}
 	endpointUI, err := webUI(cfg)
 	if err != nil {
 		ln.Close()

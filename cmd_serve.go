@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"petal/internal/api"
+	"petal/internal/hub"
+	"petal/internal/manage"
 	"petal/internal/service"
 )
 
@@ -50,9 +52,9 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	apiKey := fs.String("api-key", os.Getenv("PETAL_API_KEY"), "API key clients must send as a Bearer token (default $PETAL_API_KEY)")
 	origins := fs.String("allow-origin", "", "comma-separated browser origins allowed to call the API")
 	hosts := fs.String("allow-host", "", "comma-separated host names the Host header may carry besides loopback")
-	ctxLen := fs.Int("context", 0, "context length in tokens (default: the model's)")
+	ctxLen := fs.Int("context", 0, "context length in tokens (default: the model's); lowered to the largest that fits the memory")
 	queue := fs.Int("queue", service.DefaultQueueLimit, "requests that may wait for the model")
-	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off)")
+	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")
 	settingsFile := fs.String("settings", "", "the web UI's settings file (default: petal/settings.json in the user's config folder)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,16 +69,12 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
-	m, err := openModel(*dir, *backend)
+	l, err := loadModel(*dir, *backend, *ctxLen, *cacheMB<<20, stdout)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	cacheBytes := *cacheMB << 20
-	if cacheBytes == 0 {
-		cacheBytes = -1
-	}
-	svc, err := service.New(m, *dir, service.Options{ContextLength: *ctxLen, QueueLimit: *queue, CacheBytes: cacheBytes})
+	defer l.model.Close()
+	svc, err := service.New(l.model, *dir, service.Options{ContextLength: l.context, QueueLimit: *queue, CacheBytes: l.cacheBytes})
 	if err != nil {
 		return err
 	}
@@ -97,13 +95,15 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if opts.Fallback, err = webUI(uiConfig{svc: svc, dir: *dir, backend: *backend, addr: ln.Addr().String(), apiKey: *apiKey,
-		origins: opts.AllowedOrigins, ctxLen: *ctxLen, settings: *settingsFile, logger: opts.Logger}); err != nil {
+		origins: opts.AllowedOrigins, ctxLen: l.context, settings: *settingsFile, logger: opts.Logger,
+		downloads: manage.NewHubDownloader(hub.Options{})}); err != nil {
 		ln.Close()
 		return err
 	}
 	srv := api.New(svc, opts).HTTPServer(*addr)
 	info := svc.Info()
 	fmt.Fprintf(stdout, "serving %s (context %d tokens) on http://%s/v1\n", info.Name, info.ContextLength, ln.Addr())
+	fmt.Fprintln(stdout, describeCache(l, *cacheMB<<20))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -27,7 +27,10 @@ type uiConfig struct {
 	store *manage.SettingsStore
 	// onSettings is called after each save of the settings.
 	onSettings func(manage.Settings)
-	logger     *log.Logger
+	// downloads pulls the real model for the Setup screen; shared by every
+	// handler of one process, so that there is one download.
+	downloads manage.Downloader
+	logger    *log.Logger
 }
 
 // webUI serves what the API leaves over: /manage/ and the UI at every
@@ -68,6 +71,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		},
 		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
 		APIKey:     c.apiKey,
+		Downloader: c.downloads,
 		Settings:   store,
 		Running:    running,
 		OnSettings: c.onSettings,

@@ -6,10 +6,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium } from 'playwright-core';
+import { startFakeHub } from './fakehub.mjs';
 
 const PETAL = process.env.PETAL_BIN;
 const MODEL = process.env.PETAL_MODEL ?? resolve('..', 'models', 'demo');
@@ -25,12 +26,34 @@ let server;
 let baseURL;
 let browser;
 let settingsFile;
+let fakeHub;
+let modelsDir;
+
+/** What the fake Hub serves: the small test checkpoint, under the real model's name and revision. */
+const HUB_FIXTURE = resolve('..', 'engine', 'testdata', 'fixtures', 'tiny-a');
+const HUB_FILES = [
+  'config.json',
+  'model.safetensors.index.json',
+  'model-00001-of-00003.safetensors',
+  'model-00002-of-00003.safetensors',
+  'model-00003-of-00003.safetensors',
+];
+const HUB_REPO = 'mlx-community/Qwen3.6-35B-A3B-4bit';
+const HUB_REVISION = '38740b847e4cb78f352aba30aa41c76e08e6eb46';
 
 function startServer() {
   const dir = mkdtempSync(join(tmpdir(), 'petal-e2e-'));
   settingsFile = join(dir, 'settings.json');
+  modelsDir = join(dir, 'models');
   server = spawn(PETAL, ['serve', '--model', MODEL, '--addr', '127.0.0.1:0', '--settings', settingsFile], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...process.env,
+      HF_ENDPOINT: fakeHub.url,
+      HF_TOKEN: '',
+      HF_HUB_CACHE: join(dir, 'hf-cache'),
+      PETAL_MODELS: modelsDir,
+    },
   });
   let log = '';
   server.stderr.on('data', (b) => (log += b));
@@ -50,6 +73,7 @@ function startServer() {
 before(async () => {
   assert.ok(PETAL, 'PETAL_BIN must name a built petal binary');
   mkdirSync(ARTIFACTS, { recursive: true });
+  fakeHub = await startFakeHub({ dir: HUB_FIXTURE, files: HUB_FILES, repo: HUB_REPO, revision: HUB_REVISION });
   baseURL = await startServer();
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -69,6 +93,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   server?.kill('SIGTERM');
+  await fakeHub?.close();
 });
 
 async function newPage(colorScheme = 'light') {
@@ -195,4 +220,44 @@ test('management routes refuse another origin', async () => {
   });
   assert.equal(res.status, 403);
   assert.equal((await res.json()).error.code, 'cross_origin');
+});
+
+test('the model downloads from a fake Hub through a 404 and a cut connection, pauses, resumes, verifies and is deleted', async () => {
+  const { page } = await newPage();
+  await page.keyboard.press('Control+2');
+  const state = page.getByTestId('download-state');
+  await state.and(page.locator('[data-state="idle"]')).waitFor();
+
+  fakeHub.missingOnce.add('model-00003-of-00003.safetensors');
+  await page.getByRole('button', { name: 'Download' }).click();
+  await state.and(page.locator('[data-state="failed"]')).waitFor({ timeout: REPLY_MS });
+  await page.locator('[data-code="not_found"]').waitFor();
+  await shot(page, 'download-failed');
+
+  // Slow enough (about 100 KB/s) to see progress and pause it.
+  fakeHub.sliceDelayMs = 160;
+  fakeHub.cutOnce.add('model-00002-of-00003.safetensors');
+  await page.getByRole('button', { name: 'Retry' }).click();
+  await state.and(page.locator('[data-state="running"]')).waitFor();
+  await page.getByText(/B\/s · .* left$/).waitFor(); // speed and ETA shown
+  await shot(page, 'download-running');
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await state.and(page.locator('[data-state="paused"]')).waitFor();
+  const pausedAt = fakeHub.served;
+  await shot(page, 'download-paused');
+  fakeHub.sliceDelayMs = 0;
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await state.and(page.locator('[data-state="done"]')).waitFor({ timeout: REPLY_MS });
+  await shot(page, 'download-done');
+  assert.ok(fakeHub.served - pausedAt < fakeHub.total, 'resuming started the download over');
+  for (const name of HUB_FILES) {
+    assert.deepEqual(readFileSync(join(modelsDir, 'Qwen3.6-35B-A3B-4bit', name)), readFileSync(join(HUB_FIXTURE, name)), name);
+  }
+
+  await page.getByRole('button', { name: 'Verify' }).click();
+  await state.and(page.locator('[data-state="done"]')).waitFor();
+  await page.getByRole('button', { name: 'Delete' }).click();
+  await state.and(page.locator('[data-state="idle"]')).waitFor();
+  assert.equal(existsSync(join(modelsDir, 'Qwen3.6-35B-A3B-4bit')), false);
+  await page.context().close();
 });

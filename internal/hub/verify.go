@@ -35,3 +35,10 @@ func Verify(dir string) error {
 	}
 	return nil
 }
+
+// Finished reports whether dir is a model folder that a pull finished
+// (it has the manifest a pull writes last), without hashing anything.
+func Finished(dir string) bool {
+	_, err := readManifest(dir)
+	return err == nil
+}

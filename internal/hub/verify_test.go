@@ -19,6 +19,9 @@ func TestVerify(t *testing.T) {
 	if err := Verify(dir); err != nil {
 		t.Fatalf("a fresh pull does not verify: %v", err)
 	}
+	if !Finished(dir) || Finished(t.TempDir()) {
+		t.Error("Finished does not tell a pulled folder from an empty one")
+	}
 	// One flipped byte in the weights is found.
 	weights := filepath.Join(dir, "model-00002-of-00003.safetensors")
 	b, err := os.ReadFile(weights)

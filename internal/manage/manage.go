@@ -48,9 +48,10 @@ type Status struct {
 	// Endpoint is the OpenAI base URL clients should use.
 	Endpoint       string `json:"endpoint"`
 	APIKeyRequired bool   `json:"api_key_required"`
-	// Downloads and Fit say whether those features are wired in.
+	// Downloads, Fit and Load say whether those features are wired in.
 	Downloads bool `json:"downloads"`
 	Fit       bool `json:"fit"`
+	Load      bool `json:"load"`
 }
 
 // Action is something the UI asks of the download.
@@ -88,6 +89,7 @@ type DownloadStatus struct {
 	State      string         `json:"state"`
 	Repo       string         `json:"repo"`
 	Revision   string         `json:"revision"`
+	Dir        string         `json:"dir"`
 	BytesDone  int64          `json:"bytes_done"`
 	BytesTotal int64          `json:"bytes_total"`
 	Speed      float64        `json:"speed"`
@@ -202,6 +204,7 @@ func (h *Handler) statusNow() Status {
 		APIKeyRequired: h.opts.APIKey != "",
 		Downloads:      h.opts.Downloader != nil,
 		Fit:            h.opts.Fit != nil,
+		Load:           h.opts.Load != nil,
 	}
 }
 

@@ -106,6 +106,8 @@ export interface Status {
   downloads: boolean;
   /** Whether a memory-fit estimator is wired in. */
   fit: boolean;
+  /** Whether the server can load a downloaded model without a restart. */
+  load: boolean;
 }
 
 export type Verdict = 'fits' | 'reduced' | 'no';
@@ -136,6 +138,8 @@ export interface DownloadStatus {
   state: DownloadState;
   repo: string;
   revision: string;
+  /** The folder the model is downloaded into. */
+  dir: string;
   bytes_done: number;
   bytes_total: number;
   /** Bytes per second over the last few seconds. */

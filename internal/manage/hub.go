@@ -1,0 +1,243 @@
+package manage
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"sync"
+
+	"petal/internal/hub"
+)
+
+// Download states, as DownloadStatus reports them.
+const (
+	DownloadIdle      = "idle"
+	DownloadRunning   = "running"
+	DownloadPaused    = "paused"
+	DownloadVerifying = "verifying"
+	DownloadDone      = "done"
+	DownloadFailed    = "failed"
+	DownloadCancelled = "cancelled"
+)
+
+// errorCodes names each failure of package hub for the UI, which switches
+// on the code.
+var errorCodes = []struct {
+	err  error
+	code string
+}{
+	{hub.ErrChecksum, "checksum"},
+	{hub.ErrNoSpace, "no_space"},
+	{hub.ErrNotFound, "not_found"},
+	{hub.ErrAuth, "auth"},
+	{hub.ErrStalled, "stalled"},
+	{hub.ErrBadListing, "bad_listing"},
+	{hub.ErrBusy, "busy"},
+	{hub.ErrExists, "exists"},
+	{hub.ErrInput, "bad_input"},
+}
+
+func downloadError(err error) *DownloadError {
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			return &DownloadError{Code: c.code, Message: err.Error()}
+		}
+	}
+	return &DownloadError{Code: "download_failed", Message: err.Error()}
+}
+
+// HubDownloader is the Downloader over package hub: one pull of one model
+// folder, driven by the Setup screen. Pulls run in the background, apart
+// from the request that started them.
+type HubDownloader struct {
+	opts hub.Options
+	dir  string
+
+	mu    sync.Mutex
+	dl    *hub.Download
+	state string
+	ev    hub.Event
+	err   *DownloadError
+	// gen counts the runs; a run's end is ignored once a newer one began.
+	gen int
+}
+
+// NewHubDownloader drives pulls with opts (its Progress is replaced). A
+// folder a pull already finished starts as done.
+func NewHubDownloader(opts hub.Options) *HubDownloader {
+	if opts.Repo == "" {
+		opts.Repo = hub.DefaultRepo
+	}
+	if opts.Revision == "" {
+		opts.Revision = hub.DefaultRevision
+	}
+	if opts.Dir == "" {
+		opts.Dir = hub.DefaultDir(opts.Repo)
+	}
+	h := &HubDownloader{opts: opts, dir: opts.Dir, state: DownloadIdle}
+	h.opts.Progress = h.progress
+	if hub.Finished(h.dir) {
+		h.state = DownloadDone
+		size := folderSize(h.dir)
+		h.ev = hub.Event{Phase: hub.Done, Done: size, Total: size}
+	}
+	return h
+}
+
+// Dir is the model folder pulls write.
+func (h *HubDownloader) Dir() string { return h.dir }
+
+func folderSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func (h *HubDownloader) progress(ev hub.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ev = ev
+}
+
+// Status reports the download now.
+func (h *HubDownloader) Status() DownloadStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	state := h.state
+	if state == DownloadRunning && h.ev.Phase == hub.Verifying {
+		state = DownloadVerifying
+	}
+	return DownloadStatus{
+		State: state, Repo: h.opts.Repo, Revision: h.opts.Revision, Dir: h.dir,
+		BytesDone: h.ev.Done, BytesTotal: h.ev.Total, Speed: h.ev.BytesPerSecond, ETASeconds: h.ev.ETA.Seconds(),
+		Files: []DownloadFile{}, Error: h.err,
+	}
+}
+
+// errState says an action does not fit the download's state.
+type errState struct{ action, state string }
+
+func (e errState) Error() string {
+	return "cannot " + e.action + " a download that is " + e.state
+}
+
+// Do takes an action. Pulls run under a background context: the request
+// that starts one ends long before the pull does.
+func (h *HubDownloader) Do(_ context.Context, a Action) error {
+	h.mu.Lock()
+	state, dl := h.state, h.dl
+	h.mu.Unlock()
+	refuse := func() error { return errState{string(a), state} }
+	switch a {
+	case Start:
+		if state != DownloadIdle && state != DownloadCancelled && state != DownloadFailed {
+			return refuse()
+		}
+		h.run(func() *hub.Download { return hub.Start(context.Background(), h.opts) })
+	case Resume:
+		if dl == nil || (state != DownloadPaused && state != DownloadFailed) {
+			return refuse()
+		}
+		h.run(func() *hub.Download { dl.Resume(context.Background()); return dl })
+	case Pause:
+		if state != DownloadRunning {
+			return refuse()
+		}
+		dl.Pause()
+		h.settle(DownloadPaused, nil)
+	case Cancel:
+		if dl == nil || (state != DownloadRunning && state != DownloadPaused && state != DownloadFailed) {
+			return refuse()
+		}
+		if err := dl.Cancel(); err != nil {
+			return err
+		}
+		h.settle(DownloadCancelled, nil)
+		h.mu.Lock()
+		h.ev, h.dl = hub.Event{}, nil
+		h.mu.Unlock()
+	case Verify:
+		if state != DownloadDone {
+			return refuse()
+		}
+		h.mu.Lock()
+		h.state, h.err, h.ev.Phase = DownloadRunning, nil, hub.Verifying
+		h.gen++
+		gen := h.gen
+		h.mu.Unlock()
+		go func() {
+			err := hub.Verify(h.dir)
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if gen != h.gen {
+				return
+			}
+			h.ev.Phase = hub.Done
+			h.state, h.err = DownloadDone, nil
+			if err != nil {
+				h.state, h.err = DownloadFailed, downloadError(err)
+			}
+		}()
+	case Delete:
+		if state == DownloadRunning {
+			return refuse()
+		}
+		if err := hub.Delete(h.dir); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		h.state, h.err, h.ev, h.dl = DownloadIdle, nil, hub.Event{}, nil
+		h.gen++
+		h.mu.Unlock()
+	default:
+		return errState{string(a), state}
+	}
+	return nil
+}
+
+// run starts a pull and watches for its end.
+func (h *HubDownloader) run(start func() *hub.Download) {
+	h.mu.Lock()
+	h.state, h.err = DownloadRunning, nil
+	h.gen++
+	gen := h.gen
+	h.mu.Unlock()
+	dl := start()
+	h.mu.Lock()
+	h.dl = dl
+	h.mu.Unlock()
+	go func() {
+		_, err := dl.Wait()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if gen != h.gen {
+			return
+		}
+		switch {
+		case err == nil:
+			h.state, h.err = DownloadDone, nil
+		case errors.Is(err, hub.ErrPaused):
+			h.state = DownloadPaused
+		case errors.Is(err, hub.ErrCanceled):
+			h.state = DownloadCancelled
+		default:
+			h.state, h.err = DownloadFailed, downloadError(err)
+		}
+	}()
+}
+
+// settle records a state an action reached itself, ending the current run.
+func (h *HubDownloader) settle(state string, err *DownloadError) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gen++
+	h.state, h.err = state, err
+}

@@ -1,0 +1,158 @@
+package manage
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"petal/internal/hub"
+	"petal/internal/hub/hubtest"
+)
+
+const hubFixture = "../../engine/testdata/fixtures/tiny-a"
+
+// waitFor is how long a state change may take over loopback.
+const waitFor = 20 * time.Second
+
+func hubOptions(t *testing.T, h *hubtest.Server) hub.Options {
+	return hub.Options{
+		Endpoint: h.URL(), Repo: h.Repo, Revision: hubtest.SHA,
+		Dir: filepath.Join(t.TempDir(), "models", "tiny"), NoHFCache: true,
+		Parallel: 1, ChunkBytes: 16 << 10, StallTimeout: 30 * time.Second,
+		MaxRetries: 3, RetryBase: time.Millisecond,
+		FreeSpace: func(string) (int64, error) { return 1 << 50, nil },
+	}
+}
+
+func waitState(t *testing.T, d *HubDownloader, want string) DownloadStatus {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		s := d.Status()
+		if s.State == want {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("download state %q (error %+v), want %q", s.State, s.Error, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestHubDownloadToCompletionVerifyDelete(t *testing.T) {
+	h := hubtest.New(t, hubFixture)
+	h.CutAfter("model-00002-of-00003.safetensors", 5000) // one cut connection, retried
+	d := NewHubDownloader(hubOptions(t, h))
+	ctx := context.Background()
+	if s := d.Status(); s.State != DownloadIdle {
+		t.Fatalf("fresh state %q", s.State)
+	}
+	if err := d.Do(ctx, Pause); err == nil {
+		t.Fatal("pausing nothing succeeded")
+	}
+	if err := d.Do(ctx, Start); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, d, DownloadDone)
+	if s.BytesDone != h.Total() || s.BytesTotal != h.Total() {
+		t.Errorf("done at %d of %d bytes, served total %d", s.BytesDone, s.BytesTotal, h.Total())
+	}
+	if err := d.Do(ctx, Start); err == nil {
+		t.Error("starting a finished download succeeded")
+	}
+	// A later app start sees the finished folder.
+	if again := NewHubDownloader(hubOptions(t, h)); again.Status().State != DownloadIdle {
+		t.Log("a different folder is idle, as it should be")
+	}
+	if again := NewHubDownloader(hub.Options{Repo: h.Repo, Revision: hubtest.SHA, Dir: d.Dir()}); again.Status().State != DownloadDone {
+		t.Errorf("reopened finished folder is %q", again.Status().State)
+	}
+
+	if err := d.Do(ctx, Verify); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, DownloadDone)
+	// Damage a file: Verify says checksum.
+	w := filepath.Join(d.Dir(), "model-00001-of-00003.safetensors")
+	b, err := os.ReadFile(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[100] ^= 0xff
+	if err := os.WriteFile(w, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Do(ctx, Verify); err != nil {
+		t.Fatal(err)
+	}
+	if s := waitState(t, d, DownloadFailed); s.Error == nil || s.Error.Code != "checksum" {
+		t.Fatalf("verify of a damaged file: %+v", s.Error)
+	}
+	if err := d.Do(ctx, Delete); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.Dir()); !os.IsNotExist(err) {
+		t.Errorf("model folder still there after delete: %v", err)
+	}
+	if s := d.Status(); s.State != DownloadIdle {
+		t.Errorf("after delete: %q", s.State)
+	}
+}
+
+func TestHubDownloadPauseResumeKeepsBytes(t *testing.T) {
+	h := hubtest.New(t, hubFixture)
+	h.StallAfter("model-00002-of-00003.safetensors", 5000)
+	d := NewHubDownloader(hubOptions(t, h))
+	ctx := context.Background()
+	if err := d.Do(ctx, Start); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitFor)
+	for !h.Stalled() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := d.Do(ctx, Pause); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, d, DownloadPaused)
+	if s.BytesDone == 0 || s.BytesDone >= h.Total() {
+		t.Fatalf("paused at %d of %d bytes", s.BytesDone, h.Total())
+	}
+	served := h.Served()
+	if err := d.Do(ctx, Resume); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, DownloadDone)
+	if again := h.Served() - served; again >= h.Total() {
+		t.Errorf("resume fetched %d bytes of %d: it started over", again, h.Total())
+	}
+}
+
+func TestHubDownloadFaultAndCancel(t *testing.T) {
+	h := hubtest.New(t, hubFixture)
+	h.Missing("model-00003-of-00003.safetensors")
+	d := NewHubDownloader(hubOptions(t, h))
+	ctx := context.Background()
+	if err := d.Do(ctx, Start); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, d, DownloadFailed)
+	if s.Error == nil || s.Error.Code != "not_found" {
+		t.Fatalf("a 404 gave %+v", s.Error)
+	}
+	if _, err := os.Stat(d.Dir()); !os.IsNotExist(err) {
+		t.Errorf("a failed download left a model folder: %v", err)
+	}
+	if err := d.Do(ctx, Cancel); err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Status(); s.State != DownloadCancelled || s.BytesDone != 0 {
+		t.Errorf("after cancel: %+v", s)
+	}
+	if err := d.Do(ctx, Start); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, DownloadFailed) // the file is still missing
+}
