@@ -47,12 +47,12 @@ func runChat(args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
-	m, err := openModel(*dir, *backend)
+	l, err := loadModel(*dir, *backend, 0, service.DefaultCacheBytes, stdout)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	svc, err := service.New(m, *dir, service.Options{})
+	defer l.model.Close()
+	svc, err := service.New(l.model, *dir, service.Options{ContextLength: l.context, CacheBytes: l.cacheBytes})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"petal/internal/fit"
+	"petal/internal/service/servicetest"
+)
+
+func TestCacheBudget(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		requested, headroom, want int64
+	}{
+		{2 * gib, 5 * gib, 2 * gib}, // the asked size when it fits
+		{2 * gib, gib, gib},         // never more than the headroom
+		{2 * gib, 0, -1},            // nothing left: off
+		{2 * gib, -gib, -1},         // over budget (an unchecked caller)
+		{0, 5 * gib, -1},            // turned off
+	} {
+		if got := cacheBudget(tc.requested, tc.headroom); got != tc.want {
+			t.Errorf("cacheBudget(%d, %d) = %d, want %d", tc.requested, tc.headroom, got, tc.want)
+		}
+	}
+}
+
+// fixtureFolder is the tiny-a reference checkpoint with the test tokenizer
+// and template, which the CPU backend opens.
+func fixtureFolder(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := servicetest.WriteFolder(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := servicetest.CopyWeights(dir, "engine/testdata/fixtures/tiny-a"); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// slack is the headroom the small budgets leave at the context that fits.
+const slack = 3 << 20
+
+// budgetAt makes the CPU backend's budget hold dir's model at context
+// tokens plus slack, and not at twice the context; it is restored when the
+// test ends.
+func budgetAt(t *testing.T, dir string, context int) {
+	t.Helper()
+	m, err := fit.FromCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := func(ctx int) int64 {
+		r, err := fit.Check(m, fit.Budget{Bytes: 1 << 40}, fit.Request{Context: ctx, CachedSessions: fit.DefaultCachedSessions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.TotalBytes
+	}
+	b := fit.Budget{Bytes: total(context) + slack, Source: "a test's budget"}
+	if total(2*context) <= b.Bytes {
+		t.Fatalf("the budget for %d tokens holds %d as well", context, 2*context)
+	}
+	setBudget(t, b)
+}
+
+func setBudget(t *testing.T, b fit.Budget) {
+	old := budgets["cpu"]
+	budgets["cpu"] = func() (fit.Budget, error) { return b, nil }
+	t.Cleanup(func() { budgets["cpu"] = old })
+}
+
+func TestLoadModelFit(t *testing.T) {
+	dir := fixtureFolder(t)
+	budgetAt(t, dir, 8192)
+	const asked = 2 << 30
+
+	// The model's own context (262144) does not fit; 8192 does.
+	var out bytes.Buffer
+	l, err := loadModel(dir, "cpu", 0, asked, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.model.Close()
+	if l.context != 8192 || l.cacheBytes != slack || l.report.HeadroomBytes != slack {
+		t.Errorf("context %d, cache %d bytes, headroom %d; want 8192 and %d", l.context, l.cacheBytes, l.report.HeadroomBytes, slack)
+	}
+	if !strings.Contains(out.String(), "context lowered from 262144 to 8192 tokens") {
+		t.Errorf("output %q does not say the context was lowered", out.String())
+	}
+	if got := describeCache(l, asked); got != "prefix cache: 3 MiB, the memory left beside the model at 8192 tokens of context (2048 MiB asked)" {
+		t.Errorf("cache line %q", got)
+	}
+
+	// A context that fits is kept, silently, with more room for the cache.
+	out.Reset()
+	l, err = loadModel(dir, "cpu", 4096, asked, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.model.Close()
+	if l.context != 4096 || out.Len() != 0 || l.cacheBytes <= slack || l.cacheBytes != min(asked, l.report.HeadroomBytes) {
+		t.Errorf("at 4096: context %d, cache %d, output %q", l.context, l.cacheBytes, out.String())
+	}
+
+	// No room for even the shortest context: refused, with the verdict.
+	m, err := fit.FromCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setBudget(t, fit.Budget{Bytes: m.WeightsBytes, Source: "a test's budget"})
+	_, err = loadModel(dir, "cpu", 0, asked, &out)
+	if !errors.Is(err, fit.ErrDoesNotFit) || !strings.Contains(err.Error(), `verdict "no"`) {
+		t.Errorf("a budget of the weights alone: %v", err)
+	}
+}
+
+func TestLoadModelUnchecked(t *testing.T) {
+	dir := scriptedFolder(t, func(string) string { return "x" })
+	l, err := loadModel(dir, "scripted", 1000, 5<<20, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.context != 1000 || l.cacheBytes != 5<<20 || l.report != nil {
+		t.Errorf("unchecked load: %+v", l)
+	}
+	if l, _ = loadModel(dir, "scripted", 0, 0, io.Discard); l.cacheBytes != -1 || describeCache(l, 0) != "prefix cache: off" {
+		t.Errorf("cache asked off: %d", l.cacheBytes)
+	}
+}
+
+// TestServeFit runs petal serve on the CPU backend with a small budget: it
+// serves at the lowered context and says so, and a budget too small for
+// the model is refused before anything listens.
+func TestServeFit(t *testing.T) {
+	dir := fixtureFolder(t)
+	budgetAt(t, dir, 8192)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, []string{"--model", dir, "--backend", "cpu", "--addr", "127.0.0.1:0", "--settings", t.TempDir() + "/s.json"}, w)
+		w.Close()
+	}()
+	br := bufio.NewReader(r)
+	var lines []string
+	for len(lines) < 3 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", lines, <-done)
+		}
+		lines = append(lines, line)
+	}
+	go io.Copy(io.Discard, r)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(ShutdownTimeout + time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if !strings.HasPrefix(lines[0], "context lowered from 262144 to 8192 tokens") ||
+		!strings.Contains(lines[1], "(context 8192 tokens)") || !strings.HasPrefix(lines[2], "prefix cache: 3 MiB") {
+		t.Errorf("serve said %q", lines)
+	}
+
+	m, err := fit.FromCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setBudget(t, fit.Budget{Bytes: m.WeightsBytes, Source: "a test's budget"})
+	err = serve(context.Background(), []string{"--model", dir, "--backend", "cpu", "--addr", "127.0.0.1:0"}, io.Discard)
+	if !errors.Is(err, fit.ErrDoesNotFit) {
+		t.Errorf("serve on too little memory: %v", err)
+	}
+}
