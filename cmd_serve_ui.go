@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"petal/frontend"
+	"petal/internal/fit"
 	"petal/internal/manage"
 	"petal/internal/service"
 )
@@ -71,6 +72,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		},
 		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
 		APIKey:     c.apiKey,
+		Fit:        qwenFit,
 		Downloader: c.downloads,
 		Settings:   store,
 		Running:    running,
@@ -85,6 +87,20 @@ func webUI(c uiConfig) (http.Handler, error) {
 	mux.Handle(manage.Prefix, m)
 	mux.Handle("/", ui)
 	return mux, nil
+}
+
+// qwenFit is the Setup screen's memory verdict: Qwen3.6-35B-A3B on this
+// machine at a context length, with the sessions petal fit assumes.
+func qwenFit(contextLen int) (any, error) {
+	m, err := fit.Qwen36()
+	if err != nil {
+		return nil, err
+	}
+	budget, err := fit.Host()
+	if err != nil {
+		return nil, err
+	}
+	return fit.Check(m, budget, fit.Request{Context: contextLen, CachedSessions: fit.DefaultCachedSessions})
 }
 
 func isLoopbackHost(host string) bool {

@@ -208,6 +208,9 @@ test('the endpoint panel shows this server and setups to copy', async () => {
   await shot(page, 'endpoint');
   await page.keyboard.press('Control+2');
   await page.getByTestId('model-state').filter({ hasText: 'ready' }).waitFor();
+  // The memory verdict for the real model on this machine, whatever it is.
+  await page.getByTestId('fit-verdict').filter({ hasText: /Fits this machine|Fits at a shorter context|Does not fit/ }).waitFor();
+  await page.getByText(/GiB working set|does not fit|GiB/).first().waitFor();
   await shot(page, 'model');
   await page.context().close();
 });
