@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"petal/engine"
@@ -72,16 +73,21 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 		return nil, err
 	}
 	backend := desktopBackend()
-	m, err := openModel(dir, backend)
+	var notes strings.Builder
+	l, err := loadModel(dir, backend, s.ContextLength, service.DefaultCacheBytes, &notes)
+	if notes.Len() > 0 {
+		logger.Print(notes.String())
+	}
 	if err != nil {
 		return nil, err
 	}
-	a := &App{settings: store, model: m, Demo: demo, log: logger}
-	a.svc, err = service.New(m, dir, service.Options{ContextLength: s.ContextLength})
+	a := &App{settings: store, model: l.model, Demo: demo, log: logger}
+	a.svc, err = service.New(l.model, dir, service.Options{ContextLength: l.context, CacheBytes: l.cacheBytes})
 	if err != nil {
-		m.Close()
+		l.model.Close()
 		return nil, err
 	}
+	logger.Print(describeCache(l, service.DefaultCacheBytes))
 	a.ModelName = a.svc.Info().Name
 
 	host := "127.0.0.1"

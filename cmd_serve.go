@@ -95,7 +95,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if opts.Fallback, err = webUI(uiConfig{svc: svc, dir: *dir, backend: *backend, addr: ln.Addr().String(), apiKey: *apiKey,
-		origins: opts.AllowedOrigins, ctxLen: l.context, settings: *settingsFile, logger: opts.Logger,
+		origins: opts.AllowedOrigins, ctxLen: *ctxLen, settings: *settingsFile, logger: opts.Logger,
 		downloads: manage.NewHubDownloader(hub.Options{})}); err != nil {
 		ln.Close()
 		return err
