@@ -16,6 +16,7 @@ type Stopper struct {
 	firsts  string // the first byte of each stop string
 	held    string // text that may still become a stop string
 	stopped bool
+	matched string // the stop string that completed
 }
 
 // NewStopper returns a Stopper for the given stop strings. Empty strings are
@@ -50,18 +51,18 @@ func (s *Stopper) Push(piece string) (string, bool) {
 		return "", true
 	}
 	buf := s.held + piece
-	at, end := -1, -1
+	at, end, matched := -1, -1, ""
 	for _, st := range s.stops {
 		i := strings.Index(buf, st)
 		if i < 0 {
 			continue
 		}
 		if e := i + len(st); end < 0 || e < end || (e == end && i < at) {
-			at, end = i, e
+			at, end, matched = i, e, st
 		}
 	}
 	if at >= 0 {
-		s.stopped = true
+		s.stopped, s.matched = true, matched
 		s.held = ""
 		return buf[:at], true
 	}
@@ -101,3 +102,7 @@ func (s *Stopper) Flush() string {
 
 // Stopped reports whether a stop string has been seen.
 func (s *Stopper) Stopped() bool { return s.stopped }
+
+// Matched is the stop string that ended the text ("" before one has): the
+// Anthropic API reports it.
+func (s *Stopper) Matched() string { return s.matched }

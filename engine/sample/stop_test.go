@@ -58,6 +58,28 @@ func TestStopper(t *testing.T) {
 	}
 }
 
+func TestStopperMatched(t *testing.T) {
+	for _, c := range []struct {
+		stops  []string
+		pieces []string
+		want   string
+	}{
+		{[]string{"abcd", "bc"}, []string{"a", "b", "c", "d"}, "bc"},
+		{[]string{"c", "abc"}, []string{"xabc"}, "abc"},
+		{[]string{"END", "###"}, []string{"text #", "##"}, "###"},
+		{[]string{"END"}, []string{"no stop here"}, ""},
+	} {
+		s, err := NewStopper(c.stops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pushAll(t, s, c.pieces)
+		if s.Matched() != c.want {
+			t.Errorf("%q over %q: matched %q, want %q", c.stops, c.pieces, s.Matched(), c.want)
+		}
+	}
+}
+
 // TestStopperHoldsBackOnlyPrefixes checks that text is released as soon as
 // it cannot be part of a stop string.
 func TestStopperHoldsBackOnlyPrefixes(t *testing.T) {

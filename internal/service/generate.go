@@ -29,6 +29,9 @@ type Summary struct {
 	CachedTokens int
 	// Seed is the seed the draws came from, the request's or a random one.
 	Seed uint64
+	// StopSequence is the stop string that ended the reply; "" when
+	// something else did.
+	StopSequence string
 }
 
 // Emit receives the events of a reply as they are decided. An error from
@@ -150,7 +153,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 			return sum, err
 		}
 		if stopped {
-			sum.Finish = FinishStop
+			sum.Finish, sum.StopSequence = FinishStop, stopper.Matched()
 			break
 		}
 		if sum.CompletionTokens == p.maxTokens {

@@ -116,12 +116,15 @@ func TestStopAndLength(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Content != "alpha beta" || sum.Finish != FinishStop {
-		t.Errorf("stop: %q %q", r.Content, sum.Finish)
+	if r.Content != "alpha beta" || sum.Finish != FinishStop || sum.StopSequence != "STOP" {
+		t.Errorf("stop: %q %q at %q", r.Content, sum.Finish, sum.StopSequence)
 	}
 	r, sum, err = collect(t, s, &Request{Messages: user("x"), MaxTokens: 12})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sum.StopSequence != "" {
+		t.Errorf("a reply cut by its length names stop string %q", sum.StopSequence)
 	}
 	if sum.Finish != FinishLength || sum.CompletionTokens != 12 || r.Content != "alpha bet" {
 		t.Errorf("length: %q after %d tokens, finish %q", r.Content, sum.CompletionTokens, sum.Finish)
