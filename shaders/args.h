@@ -204,6 +204,8 @@ struct DeltaScanArgs {
 };
 
 // ---- attention_prefill.metal
+// Tokens of a chunk one attn_prefill_f32 threadgroup attends together.
+#define ATTN_PREFILL_TOKENS 8
 struct AttnPrefillArgs {
     int32_t tokens;         // query rows of the chunk
     int32_t pos0;           // positions cached before the chunk: row t attends 0 .. pos0+t

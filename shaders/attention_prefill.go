@@ -9,6 +9,10 @@ import (
 
 const attentionPrefillFile = "attention_prefill.metal"
 
+// AttnPrefillTokens is how many tokens of a chunk one threadgroup attends
+// together, sharing each K/V row it loads (args.h ATTN_PREFILL_TOKENS).
+const AttnPrefillTokens = 8
+
 // AttnPrefill attends each of tokens query rows of a chunk, at positions
 // pos0 .. pos0+tokens-1, causally to the cached positions up to its own
 // (softmax scale 1/sqrt(HeadDim), fp32), then gates the result: o =
@@ -51,7 +55,7 @@ func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, o, q, gate, kCache, vCache V
 	}
 	return cb.Dispatch(&gpu.Dispatch{
 		Pipeline: p,
-		Groups:   gpu.Size{X: a.KVHeads, Y: tokens, Z: 1},
+		Groups:   gpu.Size{X: a.KVHeads, Y: (tokens + AttnPrefillTokens - 1) / AttnPrefillTokens, Z: 1},
 		Threads:  gpu.Size{X: group * gpu.SimdWidth, Y: 1, Z: 1},
 		Args:     []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), q.Arg(1), gate.Arg(2), kCache.Arg(3), vCache.Arg(4), o.Arg(5)},
 	})

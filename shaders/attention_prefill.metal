@@ -9,12 +9,15 @@
 // and gate per token); the caches are float[capacity][kv_heads][head_dim]
 // as in attention.metal, rows 0 .. pos0+tokens-1 written. Query head h
 // reads KV head h / GROUP.
-// Mapping: one threadgroup per (KV head, token), GROUP simd-groups, one per
-// query head sharing that KV head, so a K/V row fetched by one simd-group
-// is a cache hit for the others. Lane l holds dims l, l+32, ... of its
-// head's query and accumulator in registers (as attn_decode_f32); each
-// position is one coalesced row load and one simd_sum; fp32 online softmax
-// (running max, sum, accumulator) over the positions in order.
+// Mapping: one threadgroup per (KV head, block of ATTN_PREFILL_TOKENS
+// tokens), GROUP simd-groups, one per query head sharing that KV head. Lane
+// l holds dims l, l+32, ... of its head's queries and accumulators for the
+// block's tokens in registers (as attn_decode_f32 does for one); each
+// position's K/V row is loaded once and serves every token of the block
+// that sees it (one simd_sum each), so the prefix is read tokens /
+// ATTN_PREFILL_TOKENS times per chunk rather than once per token, and the
+// query heads of the group share the loads through the cache. fp32 online
+// softmax (running max, sum, accumulator) per token, positions in order.
 // Threadgroup memory: none.
 // CPU reference: engine/cpu/attention.go (the causal softmax and the sigmoid
 // gate), per token, fp32.
@@ -41,43 +44,63 @@ kernel void attn_prefill_f32(
     uint lane [[thread_index_in_simdgroup]])
 {
     constexpr int per_lane_max = ATTN_MAX_HEAD_DIM / 32;
+    constexpr int TB = ATTN_PREFILL_TOKENS;
     const int per_lane = HEAD_DIM / 32;
     const int kh = int(group.x);
-    const int t = int(group.y);
+    const int t0 = int(group.y) * TB;
+    const int nt = min(TB, args.tokens - t0);
     const int h = kh * GROUP + int(sg);
-    const ulong at = (ulong(t) * ulong(args.heads) + ulong(h)) * HEAD_DIM;
     const ulong row = ulong(args.kv_heads) * HEAD_DIM;
     device const float* kh_base = kc + ulong(kh) * HEAD_DIM;
     device const float* vh_base = vc + ulong(kh) * HEAD_DIM;
 
-    float qr[per_lane_max];
-    float acc[per_lane_max];
-    for (int i = 0; i < per_lane; i++) {
-        qr[i] = q[at + ulong(lane) + ulong(32 * i)] * args.scale;
-        acc[i] = 0.0f;
+    float qr[TB][per_lane_max];
+    float acc[TB][per_lane_max];
+    float m[TB];
+    float l[TB];
+    for (int t = 0; t < nt; t++) {
+        const ulong at = (ulong(t0 + t) * ulong(args.heads) + ulong(h)) * HEAD_DIM;
+        for (int i = 0; i < per_lane; i++) {
+            qr[t][i] = q[at + ulong(lane) + ulong(32 * i)] * args.scale;
+            acc[t][i] = 0.0f;
+        }
+        m[t] = PREFILL_NO_SCORE;
+        l[t] = 0.0f;
     }
-    float m = PREFILL_NO_SCORE;
-    float l = 0.0f;
-    const int n = args.pos0 + t + 1;
+    // Token t0+t attends positions 0 .. pos0+t0+t; each row is loaded once
+    // for the block's tokens.
+    const int n = args.pos0 + t0 + nt;
     for (int p = 0; p < n; p++) {
         device const float* kr = kh_base + ulong(p) * row;
-        float s = 0.0f;
-        for (int i = 0; i < per_lane; i++) {
-            s += qr[i] * kr[lane + 32 * i];
-        }
-        s = simd_sum(s);
-        const float m_new = max(m, s);
-        const float c = exp(m - m_new);
-        const float e = exp(s - m_new);
-        l = l * c + e;
         device const float* vr = vh_base + ulong(p) * row;
+        float kv[per_lane_max];
+        float vv[per_lane_max];
         for (int i = 0; i < per_lane; i++) {
-            acc[i] = acc[i] * c + e * vr[lane + 32 * i];
+            kv[i] = kr[lane + 32 * i];
+            vv[i] = vr[lane + 32 * i];
         }
-        m = m_new;
+        const int first = max(0, p - args.pos0 - t0); // the first token that sees p
+        for (int t = first; t < nt; t++) {
+            float s = 0.0f;
+            for (int i = 0; i < per_lane; i++) {
+                s += qr[t][i] * kv[i];
+            }
+            s = simd_sum(s);
+            const float m_new = max(m[t], s);
+            const float c = exp(m[t] - m_new);
+            const float e = exp(s - m_new);
+            l[t] = l[t] * c + e;
+            for (int i = 0; i < per_lane; i++) {
+                acc[t][i] = acc[t][i] * c + e * vv[i];
+            }
+            m[t] = m_new;
+        }
     }
-    for (int i = 0; i < per_lane; i++) {
-        const ulong d = at + ulong(lane) + ulong(32 * i);
-        o[d] = acc[i] / l / (1.0f + exp(-gate[d]));
+    for (int t = 0; t < nt; t++) {
+        const ulong at = (ulong(t0 + t) * ulong(args.heads) + ulong(h)) * HEAD_DIM;
+        for (int i = 0; i < per_lane; i++) {
+            const ulong d = at + ulong(lane) + ulong(32 * i);
+            o[d] = acc[t][i] / l[t] / (1.0f + exp(-gate[d]));
+        }
     }
 }

@@ -22,7 +22,7 @@ func TestAttnPrefill(t *testing.T) {
 		pos0, tokens int
 		race         bool
 	}{
-		{shaders.AttnShape{Heads: 4, KVHeads: 2, HeadDim: 64}, 0, 33, true},
+		{shaders.AttnShape{Heads: 4, KVHeads: 2, HeadDim: 64}, 0, 33, true},    // a partial token block
 		{shaders.AttnShape{Heads: 8, KVHeads: 1, HeadDim: 256}, 250, 9, false}, // crosses position 256
 		{shaders.AttnShape{Heads: 16, KVHeads: 2, HeadDim: 256}, 3, 2, false},  // the model's heads
 		{shaders.AttnShape{Heads: 2, KVHeads: 2, HeadDim: 32}, 0, 1, true},     // one token, no GQA

@@ -5,6 +5,7 @@ import (
 
 	"petal/engine/checkpoint"
 	"petal/gpu/record"
+	"petal/shaders"
 )
 
 // DefaultPrefillChunk is the tokens per prefill command buffer.
@@ -54,7 +55,7 @@ type ChunkReport struct {
 	Dispatches  int   // kernels in the chunk's command buffer
 	Levels      int   // dependency levels: runs of dispatches between barriers
 	WeightBytes int64 // weight bytes the chunk reads: every matrix once, the experts the chunk can route to, the embedding rows
-	CacheBytes  int64 // KV rows the attention kernels read (each token's threadgroups read the prefix again: no reuse assumed) and the DeltaNet states read and written once
+	CacheBytes  int64 // KV rows the attention kernels read (each block of shaders.AttnPrefillTokens tokens reads its prefix once; no cache reuse assumed) and the DeltaNet states read and written once
 }
 
 // BytesMoved is the chunk's weight and cache traffic.
@@ -130,8 +131,12 @@ func DryRunPrefill(cfg *checkpoint.Config, pos, tokens int) (ChunkReport, error)
 		return ChunkReport{}, err
 	}
 	tr := cb.Trace()
-	// Token t's attention reads rows 0..pos+t.
-	rows := int64(tokens)*int64(pos) + int64(tokens)*int64(tokens+1)/2
+	// A block of AttnPrefillTokens tokens reads rows 0 .. pos+its last
+	// token once.
+	var rows int64
+	for t0 := 0; t0 < tokens; t0 += shaders.AttnPrefillTokens {
+		rows += int64(pos + min(t0+shaders.AttnPrefillTokens, tokens))
+	}
 	return ChunkReport{
 		Position: pos, Tokens: tokens, Dispatches: tr.Dispatches(), Levels: tr.Levels(),
 		WeightBytes: prefillWeightBytes(ckpt, tokens),
