@@ -1,0 +1,109 @@
+//go:build desktop
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/wailsapp/wails/v2"
+	"github.com/wailsapp/wails/v2/pkg/options"
+	"github.com/wailsapp/wails/v2/pkg/options/assetserver"
+	"github.com/wailsapp/wails/v2/pkg/options/linux"
+	"github.com/wailsapp/wails/v2/pkg/options/mac"
+	wruntime "github.com/wailsapp/wails/v2/pkg/runtime"
+
+	"petal/frontend"
+)
+
+// Size of the chat window.
+const (
+	windowWidth     = 900
+	windowHeight    = 680
+	windowMinWidth  = 420
+	windowMinHeight = 480
+)
+
+// platformStartup holds what a platform adds once the window exists (the
+// menu-bar item on macOS).
+var platformStartup []func(a *App)
+
+// platformClose holds what a platform does when the window closes.
+var platformClose []func(a *App)
+
+func init() { runDesktop = desktopMain }
+
+// desktopMain runs the app until the user quits.
+func desktopMain() error {
+	logger := desktopLogger()
+	store, err := openSettings()
+	if err != nil {
+		return err
+	}
+	a, err := startApp(store, logger)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	logger.Printf("local endpoint on %s (model %s)", a.Endpoint, a.ModelName)
+	onMac := runtime.GOOS == "darwin"
+	err = wails.Run(&options.App{
+		Title:     "Petal",
+		Width:     windowWidth,
+		Height:    windowHeight,
+		MinWidth:  windowMinWidth,
+		MinHeight: windowMinHeight,
+		// On a Mac the app lives in the menu bar: closing the window hides
+		// it, and the menu-bar item opens it again.
+		HideWindowOnClose: onMac,
+		AssetServer: &assetserver.Options{
+			Assets:  frontend.Files(),
+			Handler: a.Window,
+		},
+		OnStartup:     a.startup,
+		OnBeforeClose: a.beforeClose,
+		Mac: &mac.Options{
+			About: &mac.AboutInfo{Title: "Petal", Message: "Qwen3.6-35B-A3B on this Mac's GPU."},
+		},
+		Linux: &linux.Options{ProgramName: "petal"},
+	})
+	if err != nil {
+		return fmt.Errorf("desktop window: %w", err)
+	}
+	return nil
+}
+
+// startup keeps Wails' context and lets the platform add its parts.
+func (a *App) startup(ctx context.Context) {
+	a.ctx = ctx
+	for _, f := range platformStartup {
+		f(a)
+	}
+}
+
+// beforeClose lets the platform react to the window closing; it never
+// prevents it.
+func (a *App) beforeClose(ctx context.Context) bool {
+	for _, f := range platformClose {
+		f(a)
+	}
+	return false
+}
+
+// ShowWindow brings the chat window up at a view of the UI ("" for chat,
+// "settings", ...).
+func (a *App) ShowWindow(view string) {
+	if view != "" {
+		wruntime.WindowExecJS(a.ctx, fmt.Sprintf("location.hash = %q", "#/"+view))
+	}
+	wruntime.WindowShow(a.ctx)
+}
+
+// CopyEndpoint puts the endpoint URL on the clipboard.
+func (a *App) CopyEndpoint() error {
+	return wruntime.ClipboardSetText(a.ctx, a.Endpoint)
+}
+
+// Quit ends the app.
+func (a *App) Quit() { wruntime.Quit(a.ctx) }
