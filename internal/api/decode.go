@@ -17,11 +17,14 @@ import (
 func decodeBody(r *http.Request, v any) error {
 	err := json.NewDecoder(r.Body).Decode(v)
 	var tooBig *http.MaxBytesError
+	var ae *apiError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &tooBig):
 		return err
+	case errors.As(err, &ae):
+		return ae // a field's own decoder said what is wrong
 	case errors.Is(err, io.EOF):
 		return badRequest("the request body is empty; send a JSON object")
 	}

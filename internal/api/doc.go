@@ -1,14 +1,16 @@
 // Package api serves the generation service over HTTP: the OpenAI-compatible
-// API that editors and agents use, token counting, health and metrics, and
-// the part of Ollama's API that some editors list models through.
+// API that editors and agents use, Anthropic's Messages API that some agents
+// speak, token counting, health and metrics, and the part of Ollama's API
+// that some editors list models through.
 //
 // # Routes
 //
 // routes.go is the table of every route; each family has its own file
-// (chat.go, completions.go, models.go, tokenize.go, metrics.go, ollama.go).
-// Handlers decode and check the request, hand it to the service, and render
-// its events: as server-sent events for OpenAI streams, as NDJSON for
-// Ollama, or as one JSON body. Each request names its client by User-Agent,
+// (chat.go, completions.go, messages.go, models.go, tokenize.go, metrics.go,
+// ollama.go). Handlers decode and check the request, hand it to the service,
+// and render its events: as server-sent events for OpenAI streams, as named
+// events (message_start, content_block_delta, ...) for Anthropic streams, as
+// NDJSON for Ollama, or as one JSON body. Each request names its client by User-Agent,
 // so that applications take turns in the service's queue.
 //
 // # Gate
@@ -20,7 +22,8 @@
 //     the origin is allowed; CORS headers go only to allowed origins;
 //   - POST bodies must be application/json, which browsers cannot send
 //     cross-origin without a preflight, and are bounded by MaxBodyBytes;
-//   - with an API key, every route but /health needs it as a Bearer token.
+//   - with an API key, every route but /health needs it as a Bearer token
+//     (or in X-Api-Key, as Anthropic clients send it).
 //
 // # Errors
 //
@@ -29,4 +32,7 @@
 // prompt over the context included (naming both token counts), 401 for a
 // bad key, 404 for unknown paths, 413 for an oversized body, 429 with
 // Retry-After when the queue is full. Bad input never gives a 500.
+// Anthropic routes answer the same statuses in Anthropic's shape,
+// {"type": "error", "error": {"type", "message"}}, and Ollama routes as
+// {"error": message}.
 package api

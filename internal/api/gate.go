@@ -30,7 +30,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", origin)
 		h.Add("Vary", "Origin")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, Anthropic-Version")
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
 		h.Set("Access-Control-Max-Age", strconv.Itoa(PreflightMaxAge))
 	}

@@ -16,6 +16,8 @@ type route struct {
 	public bool
 	// ollama routes answer errors in Ollama's shape.
 	ollama bool
+	// anthropic routes answer errors in Anthropic's shape.
+	anthropic bool
 }
 
 // table lists every route, read top to bottom.
@@ -34,6 +36,8 @@ func (s *Server) table() map[string]*route {
 				rt.public = true
 			case "ollama":
 				rt.ollama = true
+			case "anthropic":
+				rt.anthropic = true
 			}
 		}
 	}
@@ -47,6 +51,9 @@ func (s *Server) table() map[string]*route {
 	add("GET", "/v1/models/{id}", s.getModel)
 	add("POST", "/v1/tokenize", s.tokenize)
 	add("POST", "/tokenize", s.tokenize)
+	// Anthropic-compatible Messages API.
+	add("POST", "/v1/messages", s.messages, "anthropic")
+	add("POST", "/v1/messages/count_tokens", s.countTokens, "anthropic")
 	// Operations.
 	add("GET", "/health", s.health, "public")
 	add("GET", "/metrics", s.metrics)

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,6 +124,14 @@ func (s *Server) fail(w http.ResponseWriter, rt *route, err error) {
 	if rt != nil && rt.ollama {
 		e := errorFor(err, s.logger)
 		writeJSON(w, e.Status, map[string]string{"error": e.Message})
+		return
+	}
+	if rt != nil && rt.anthropic {
+		e := errorFor(err, s.logger)
+		if e.Status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		}
+		writeJSON(w, e.Status, anthropicErrorBody(e))
 		return
 	}
 	writeError(w, err, s.logger)

@@ -52,6 +52,16 @@ func (s *stream) send(v any) error {
 	return s.write(string(data) + "\n")
 }
 
+// sendEvent writes v as a named server-sent event, as Anthropic's API
+// streams.
+func (s *stream) sendEvent(name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.write("event: " + name + "\ndata: " + string(data) + "\n\n")
+}
+
 // write sends text as is and flushes it.
 func (s *stream) write(text string) error {
 	s.mu.Lock()

@@ -1,0 +1,600 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"petal/engine/chattemplate"
+	"petal/engine/reply"
+	"petal/internal/service"
+)
+
+// messagesRequest is a POST /v1/messages body in Anthropic's Messages API.
+// Fields that change nothing here (metadata, service_tier, cache_control on
+// blocks, ...) are accepted and ignored.
+type messagesRequest struct {
+	Model         string             `json:"model"`
+	MaxTokens     *int               `json:"max_tokens"`
+	System        anthropicContent   `json:"system"`
+	Messages      []anthropicMessage `json:"messages"`
+	Temperature   *float64           `json:"temperature"`
+	TopP          *float64           `json:"top_p"`
+	TopK          *int               `json:"top_k"`
+	StopSequences []string           `json:"stop_sequences"`
+	Stream        bool               `json:"stream"`
+	Tools         []anthropicTool    `json:"tools"`
+	ToolChoice    *struct {
+		Type string `json:"type"`
+	} `json:"tool_choice"`
+	// Thinking switches reasoning: "enabled" or "adaptive" on, "disabled"
+	// off; absent leaves the model's default (on). The budget cannot be
+	// enforced apart from max_tokens and is ignored.
+	Thinking *struct {
+		Type string `json:"type"`
+	} `json:"thinking"`
+}
+
+type anthropicMessage struct {
+	Role    string           `json:"role"`
+	Content anthropicContent `json:"content"`
+}
+
+// anthropicBlock is one content block of any type; which fields are set
+// depends on Type.
+type anthropicBlock struct {
+	Type      string           `json:"type"`
+	Text      string           `json:"text"`
+	Thinking  string           `json:"thinking"`
+	ID        string           `json:"id"`
+	Name      string           `json:"name"`
+	Input     json.RawMessage  `json:"input"`
+	ToolUseID string           `json:"tool_use_id"`
+	Content   anthropicContent `json:"content"`
+}
+
+// anthropicContent is content as clients send it: a string (one text
+// block) or a list of blocks.
+type anthropicContent []anthropicBlock
+
+func (c *anthropicContent) UnmarshalJSON(b []byte) error {
+	*c = nil
+	switch firstNonSpace(b) {
+	case 'n':
+		return nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*c = anthropicContent{{Type: "text", Text: s}}
+		return nil
+	case '[':
+		var blocks []anthropicBlock
+		err := json.Unmarshal(b, &blocks)
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae):
+			return err
+		case err != nil:
+			return badParam("content", "a content block is malformed: %v", err)
+		}
+		*c = blocks
+		return nil
+	}
+	return badParam("content", "content must be a string or a list of content blocks")
+}
+
+type anthropicTool struct {
+	// Type is "custom" or empty for a tool the client runs; Anthropic's
+	// server tools (web search, code execution, ...) have other types.
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// emptySchema stands for a tool sent without input_schema.
+const emptySchema = `{"type":"object","properties":{}}`
+
+// toService checks the request and maps it to the service's: the system
+// prompt becomes a system message, tool_result blocks tool messages, and an
+// assistant's tool_use and thinking blocks its tool calls and reasoning.
+func (m *messagesRequest) toService() (*service.Request, error) {
+	switch {
+	case len(m.Messages) == 0:
+		return nil, badParam("messages", "messages must hold at least one message")
+	case len(m.Messages) > MaxMessages:
+		return nil, badParam("messages", "%d messages are more than the %d allowed", len(m.Messages), MaxMessages)
+	case len(m.Tools) > MaxTools:
+		return nil, badParam("tools", "%d tools are more than the %d allowed", len(m.Tools), MaxTools)
+	}
+	limit, err := maxTokens(m.MaxTokens)
+	if err != nil {
+		return nil, err
+	}
+	samp, err := sampling{Temperature: m.Temperature, TopP: m.TopP, TopK: m.TopK}.toService()
+	if err != nil {
+		return nil, err
+	}
+	req := &service.Request{MaxTokens: limit, Stop: m.StopSequences, Sampling: samp}
+	system, err := textParts(m.System, "system")
+	if err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(system, func(p chattemplate.ContentPart) bool { return p.Text != "" }) {
+		req.Messages = append(req.Messages, chattemplate.Message{Role: "system", Content: &chattemplate.Content{Parts: system}})
+	}
+	for i, msg := range m.Messages {
+		var out []chattemplate.Message
+		switch msg.Role {
+		case "user":
+			out, err = userMessages(i, msg.Content)
+		case "assistant":
+			out, err = assistantMessage(i, msg.Content)
+		default:
+			err = badParam("messages", "message %d has role %q; roles are user and assistant (the system prompt goes in \"system\")", i, msg.Role)
+		}
+		if err != nil {
+			return nil, err
+		}
+		req.Messages = append(req.Messages, out...)
+	}
+	if req.Tools, err = toolsOf(m.Tools); err != nil {
+		return nil, err
+	}
+	if m.ToolChoice != nil && m.ToolChoice.Type == "none" {
+		req.Tools = nil // "any" and named tools cannot be forced and are taken as "auto"
+	}
+	var enable *bool
+	if m.Thinking != nil {
+		on := true
+		switch m.Thinking.Type {
+		case "enabled", "adaptive":
+		case "disabled":
+			on = false
+		default:
+			return nil, badParam("thinking", "thinking.type must be \"enabled\", \"adaptive\" or \"disabled\", not %q", m.Thinking.Type)
+		}
+		enable = &on
+	}
+	req.Kwargs = thinkingKwargs(nil, enable, nil)
+	return req, nil
+}
+
+// textParts are the text blocks of content; anything else is refused,
+// images because the model reads text only.
+func textParts(content anthropicContent, where string) ([]chattemplate.ContentPart, error) {
+	parts := make([]chattemplate.ContentPart, 0, len(content))
+	for _, b := range content {
+		if b.Type != "text" {
+			return nil, blockError(where, b.Type)
+		}
+		parts = append(parts, chattemplate.ContentPart{Type: "text", Text: b.Text})
+	}
+	return parts, nil
+}
+
+func blockError(where, typ string) error {
+	if typ == "image" || typ == "document" {
+		return badParam("messages", "%s holds a %s block, but this model reads text only", where, typ)
+	}
+	return badParam("messages", "%s holds a block of type %q, which is not allowed there", where, typ)
+}
+
+// userMessages maps a user turn: its text as a user message, each
+// tool_result as a tool message, in the order they come.
+func userMessages(i int, content anthropicContent) ([]chattemplate.Message, error) {
+	where := fmt.Sprintf("message %d", i)
+	var out []chattemplate.Message
+	var text []chattemplate.ContentPart
+	flush := func() {
+		if len(text) > 0 {
+			out = append(out, chattemplate.Message{Role: "user", Content: &chattemplate.Content{Parts: text}})
+			text = nil
+		}
+	}
+	for _, b := range content {
+		switch b.Type {
+		case "text":
+			text = append(text, chattemplate.ContentPart{Type: "text", Text: b.Text})
+		case "tool_result":
+			if b.ToolUseID == "" {
+				return nil, badParam("messages", "%s: a tool_result needs the tool_use_id of its call", where)
+			}
+			parts, err := textParts(b.Content, where+"'s tool_result")
+			if err != nil {
+				return nil, err
+			}
+			flush()
+			out = append(out, chattemplate.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: &chattemplate.Content{Parts: parts}})
+		default:
+			return nil, blockError(where, b.Type)
+		}
+	}
+	flush()
+	if len(out) == 0 {
+		// An empty turn is still a turn; the template renders it empty.
+		out = append(out, chattemplate.Message{Role: "user", Content: chattemplate.TextContent("")})
+	}
+	return out, nil
+}
+
+// assistantMessage maps an assistant turn: text, reasoning and tool calls.
+func assistantMessage(i int, content anthropicContent) ([]chattemplate.Message, error) {
+	where := fmt.Sprintf("message %d", i)
+	msg := chattemplate.Message{Role: "assistant"}
+	var text []chattemplate.ContentPart
+	var reasoning strings.Builder
+	for _, b := range content {
+		switch b.Type {
+		case "text":
+			text = append(text, chattemplate.ContentPart{Type: "text", Text: b.Text})
+		case "thinking":
+			reasoning.WriteString(b.Thinking)
+		case "redacted_thinking":
+			// Encrypted by another server: nothing to read.
+		case "tool_use":
+			input := b.Input
+			if len(input) == 0 {
+				input = json.RawMessage("{}")
+			}
+			if firstNonSpace(input) != '{' {
+				return nil, badParam("messages", "%s: the input of tool_use %q must be a JSON object", where, b.Name)
+			}
+			if b.Name == "" {
+				return nil, badParam("messages", "%s: a tool_use needs a name", where)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, chattemplate.ToolCall{ID: b.ID, Type: "function",
+				Function: chattemplate.FunctionCall{Name: b.Name, Arguments: input}})
+		default:
+			return nil, blockError(where, b.Type)
+		}
+	}
+	if len(text) > 0 || len(msg.ToolCalls) == 0 {
+		msg.Content = &chattemplate.Content{Parts: text}
+		if text == nil {
+			msg.Content = chattemplate.TextContent("")
+		}
+	}
+	if reasoning.Len() > 0 {
+		r := reasoning.String()
+		msg.ReasoningContent = &r
+	}
+	return []chattemplate.Message{msg}, nil
+}
+
+// toolsOf maps the tools to the template's function tools.
+func toolsOf(tools []anthropicTool) ([]chattemplate.Tool, error) {
+	var out []chattemplate.Tool
+	for i, t := range tools {
+		if t.Type != "" && t.Type != "custom" {
+			return nil, badParam("tools", "tool %d (%s) is one of Anthropic's server tools, which this server cannot run", i, t.Type)
+		}
+		if t.Name == "" {
+			return nil, badParam("tools", "tool %d needs a name", i)
+		}
+		schema := t.InputSchema
+		if len(schema) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(emptySchema)
+		}
+		if firstNonSpace(schema) != '{' {
+			return nil, badParam("tools", "the input_schema of tool %q must be a JSON object", t.Name)
+		}
+		out = append(out, chattemplate.Tool{Type: "function",
+			Function: chattemplate.FunctionDef{Name: t.Name, Description: t.Description, Parameters: schema}})
+	}
+	return out, nil
+}
+
+func firstNonSpace(b []byte) byte {
+	s := strings.TrimLeft(string(b), " \t\r\n")
+	if s == "" {
+		return 0
+	}
+	return s[0]
+}
+
+// The shapes of a Messages API response.
+type (
+	anthropicResponse struct {
+		ID           string          `json:"id"`
+		Type         string          `json:"type"`
+		Role         string          `json:"role"`
+		Model        string          `json:"model"`
+		Content      []responseBlock `json:"content"`
+		StopReason   *string         `json:"stop_reason"`
+		StopSequence *string         `json:"stop_sequence"`
+		Usage        anthropicUsage  `json:"usage"`
+	}
+	// responseBlock is a text, thinking or tool_use block; pointers keep
+	// the fields of its type, empty ones included, and drop the others.
+	responseBlock struct {
+		Type      string          `json:"type"`
+		Text      *string         `json:"text,omitempty"`
+		Thinking  *string         `json:"thinking,omitempty"`
+		Signature *string         `json:"signature,omitempty"`
+		ID        string          `json:"id,omitempty"`
+		Name      string          `json:"name,omitempty"`
+		Input     json.RawMessage `json:"input,omitempty"`
+	}
+	// anthropicUsage counts as Anthropic does: input_tokens are the prompt
+	// tokens that were not read from the cache.
+	anthropicUsage struct {
+		InputTokens              int `json:"input_tokens"`
+		OutputTokens             int `json:"output_tokens"`
+		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	}
+)
+
+func anthropicUsageOf(sum service.Summary) anthropicUsage {
+	return anthropicUsage{InputTokens: sum.PromptTokens - sum.CachedTokens, OutputTokens: sum.CompletionTokens,
+		CacheReadInputTokens: sum.CachedTokens}
+}
+
+// stopReason is the summary's finish in Anthropic's words, with the stop
+// sequence that ended the reply (nil for the other reasons).
+func stopReason(sum service.Summary) (reason string, sequence *string) {
+	switch {
+	case sum.Finish == service.FinishToolCalls:
+		return "tool_use", nil
+	case sum.Finish == service.FinishLength:
+		return "max_tokens", nil
+	case sum.StopSequence != "":
+		seq := sum.StopSequence
+		return "stop_sequence", &seq
+	}
+	return "end_turn", nil
+}
+
+// blockStream builds the reply's content blocks from its events, in the
+// order they come, and tells send (when streaming) as each block starts,
+// grows and stops.
+type blockStream struct {
+	blocks []responseBlock
+	args   []string // per block, a tool_use's arguments so far
+	open   bool     // the last block still takes deltas
+	send   func(event string, v any) error
+}
+
+func (b *blockStream) emit(event string, v any) error {
+	if b.send == nil {
+		return nil
+	}
+	return b.send(event, v)
+}
+
+func (b *blockStream) add(e reply.Event) error {
+	switch e.Kind {
+	case reply.KindReasoning:
+		return b.text("thinking", e.Text)
+	case reply.KindContent:
+		return b.text("text", e.Text)
+	case reply.KindToolStart:
+		return b.start(responseBlock{Type: "tool_use", ID: e.ID, Name: e.Name, Input: json.RawMessage("{}")})
+	case reply.KindToolArgs:
+		if !b.open || b.blocks[len(b.blocks)-1].Type != "tool_use" || e.Text == "" {
+			return nil
+		}
+		b.args[len(b.args)-1] += e.Text
+		return b.emit("content_block_delta", blockDelta{Type: "content_block_delta", Index: len(b.blocks) - 1,
+			Delta: deltaBody{Type: "input_json_delta", PartialJSON: &e.Text}})
+	case reply.KindToolEnd:
+		return b.stop()
+	}
+	return nil
+}
+
+// text appends to the open text or thinking block, or opens one.
+func (b *blockStream) text(typ, text string) error {
+	if text == "" {
+		return nil
+	}
+	if !b.open || b.blocks[len(b.blocks)-1].Type != typ {
+		empty := ""
+		blk := responseBlock{Type: typ, Text: &empty}
+		if typ == "thinking" {
+			// Thinking blocks carry a signature that Anthropic's servers
+			// check on the way back; this server checks none.
+			sig := ""
+			blk = responseBlock{Type: typ, Thinking: &empty, Signature: &sig}
+		}
+		if err := b.start(blk); err != nil {
+			return err
+		}
+	}
+	i := len(b.blocks) - 1
+	d := deltaBody{Type: "text_delta", Text: &text}
+	if typ == "thinking" {
+		*b.blocks[i].Thinking += text
+		d = deltaBody{Type: "thinking_delta", Thinking: &text}
+	} else {
+		*b.blocks[i].Text += text
+	}
+	return b.emit("content_block_delta", blockDelta{Type: "content_block_delta", Index: i, Delta: d})
+}
+
+func (b *blockStream) start(blk responseBlock) error {
+	if err := b.stop(); err != nil {
+		return err
+	}
+	b.blocks = append(b.blocks, blk)
+	b.args = append(b.args, "")
+	b.open = true
+	return b.emit("content_block_start", struct {
+		Type         string        `json:"type"`
+		Index        int           `json:"index"`
+		ContentBlock responseBlock `json:"content_block"`
+	}{"content_block_start", len(b.blocks) - 1, blk})
+}
+
+// stop closes the open block; a tool_use gets its whole input.
+func (b *blockStream) stop() error {
+	if !b.open {
+		return nil
+	}
+	b.open = false
+	i := len(b.blocks) - 1
+	if b.blocks[i].Type == "tool_use" && b.args[i] != "" {
+		if !json.Valid([]byte(b.args[i])) {
+			return fmt.Errorf("api: tool call %q has arguments that are not JSON: %q", b.blocks[i].Name, b.args[i])
+		}
+		b.blocks[i].Input = json.RawMessage(b.args[i])
+	}
+	return b.emit("content_block_stop", struct {
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+	}{"content_block_stop", i})
+}
+
+type (
+	blockDelta struct {
+		Type  string    `json:"type"`
+		Index int       `json:"index"`
+		Delta deltaBody `json:"delta"`
+	}
+	deltaBody struct {
+		Type        string  `json:"type"`
+		Text        *string `json:"text,omitempty"`
+		Thinking    *string `json:"thinking,omitempty"`
+		PartialJSON *string `json:"partial_json,omitempty"`
+	}
+)
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
+	var body messagesRequest
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	req, err := body.toService()
+	if err != nil {
+		return err
+	}
+	req.Client = clientOf(r)
+	g, err := s.svc.Begin(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	head := anthropicResponse{ID: newID("msg_"), Type: "message", Role: "assistant", Model: s.svc.Info().Name,
+		Content: []responseBlock{}}
+	if body.Stream {
+		s.streamMessage(w, r, g, head)
+		return nil
+	}
+	var blocks blockStream
+	sum, err := g.Run(r.Context(), blocks.add)
+	if err == nil {
+		err = blocks.stop()
+	}
+	if err != nil {
+		return err
+	}
+	if blocks.blocks != nil {
+		head.Content = blocks.blocks
+	}
+	reason, seq := stopReason(sum)
+	head.StopReason, head.StopSequence = &reason, seq
+	head.Usage = anthropicUsageOf(sum)
+	writeJSON(w, http.StatusOK, head)
+	return nil
+}
+
+// streamMessage sends the reply as Anthropic's server-sent events.
+func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, g *service.Generation, head anthropicResponse) {
+	st := startStream(w, true)
+	stop := st.keepAlive(s.opts.PingInterval)
+	defer stop()
+	head.Usage.InputTokens = g.PromptTokens()
+	if st.sendEvent("message_start", struct {
+		Type    string            `json:"type"`
+		Message anthropicResponse `json:"message"`
+	}{"message_start", head}) != nil {
+		return
+	}
+	blocks := blockStream{send: st.sendEvent}
+	sum, err := g.Run(r.Context(), blocks.add)
+	if err == nil {
+		err = blocks.stop()
+	}
+	if err != nil {
+		if r.Context().Err() == nil && st.failed() == nil {
+			st.sendEvent("error", anthropicErrorBody(errorFor(err, s.logger)))
+		}
+		return
+	}
+	reason, seq := stopReason(sum)
+	delta := struct {
+		Type  string `json:"type"`
+		Delta struct {
+			StopReason   string  `json:"stop_reason"`
+			StopSequence *string `json:"stop_sequence"`
+		} `json:"delta"`
+		Usage anthropicUsage `json:"usage"`
+	}{Type: "message_delta", Usage: anthropicUsageOf(sum)}
+	delta.Delta.StopReason, delta.Delta.StopSequence = reason, seq
+	if st.sendEvent("message_delta", delta) != nil {
+		return
+	}
+	st.sendEvent("message_stop", struct {
+		Type string `json:"type"`
+	}{"message_stop"})
+}
+
+// countTokens answers /v1/messages/count_tokens: the prompt's tokens as
+// /v1/messages would render them.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
+	var body messagesRequest
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	req, err := body.toService()
+	if err != nil {
+		return err
+	}
+	tokens, err := s.svc.Tokens(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		InputTokens int `json:"input_tokens"`
+	}{len(tokens)})
+	return nil
+}
+
+// anthropicErrorTypes name an error status in Anthropic's words; other
+// statuses are invalid_request_error below 500 and api_error from 500.
+var anthropicErrorTypes = map[int]string{
+	http.StatusUnauthorized:          "authentication_error",
+	http.StatusForbidden:             "permission_error",
+	http.StatusNotFound:              "not_found_error",
+	http.StatusRequestEntityTooLarge: "request_too_large",
+	http.StatusTooManyRequests:       "rate_limit_error",
+	http.StatusServiceUnavailable:    "overloaded_error",
+}
+
+type anthropicError struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func anthropicErrorBody(e *apiError) anthropicError {
+	var out anthropicError
+	out.Type = "error"
+	out.Error.Message = e.Message
+	out.Error.Type = anthropicErrorTypes[e.Status]
+	if out.Error.Type == "" {
+		out.Error.Type = "invalid_request_error"
+		if e.Status >= http.StatusInternalServerError {
+			out.Error.Type = "api_error"
+		}
+	}
+	return out
+}
