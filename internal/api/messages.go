@@ -180,7 +180,7 @@ func textParts(content anthropicContent, where string) ([]chattemplate.ContentPa
 
 func blockError(where, typ string) error {
 	if typ == "image" || typ == "document" {
-		return badParam("messages", "%s holds a %s block, but this model reads text only", where, typ)
+		return badParam("messages", "%s holds a block of type %q, but this model reads text only", where, typ)
 	}
 	return badParam("messages", "%s holds a block of type %q, which is not allowed there", where, typ)
 }
