@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -71,10 +72,34 @@ func budgetAt(t *testing.T, dir string, context int) {
 	setBudget(t, b)
 }
 
-func setBudget(t *testing.T, b fit.Budget) {
-	old := budgets["cpu"]
-	budgets["cpu"] = func() (fit.Budget, error) { return b, nil }
-	t.Cleanup(func() { budgets["cpu"] = old })
+func setBudget(t *testing.T, b fit.Budget) { setBackendBudget(t, "cpu", b) }
+
+func setBackendBudget(t *testing.T, backend string, b fit.Budget) {
+	old := budgets[backend]
+	budgets[backend] = func() (fit.Budget, error) { return b, nil }
+	t.Cleanup(func() { budgets[backend] = old })
+}
+
+// TestGPULoadsChecked shows that both GPU backends check the fit before
+// they open a device: a budget too small is refused on any machine, and
+// Metal's own budget cannot be had without Metal.
+func TestGPULoadsChecked(t *testing.T) {
+	dir := fixtureFolder(t)
+	m, err := fit.FromCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS != "darwin" {
+		if _, err := loadModel(dir, "metal", 0, 0, io.Discard); !errors.Is(err, fit.ErrNoBudget) {
+			t.Errorf("metal without Metal: %v, want the budget error", err)
+		}
+	}
+	for _, backend := range []string{"sim", "metal"} {
+		setBackendBudget(t, backend, fit.Budget{Bytes: m.WeightsBytes, Source: "a test's budget"})
+		if _, err := loadModel(dir, backend, 0, 0, io.Discard); !errors.Is(err, fit.ErrDoesNotFit) {
+			t.Errorf("%s on too little memory: %v", backend, err)
+		}
+	}
 }
 
 func TestLoadModelFit(t *testing.T) {
