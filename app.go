@@ -74,7 +74,7 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	}
 	backend := desktopBackend()
 	var notes strings.Builder
-	l, err := loadModel(dir, backend, s.ContextLength, service.DefaultCacheBytes, &notes)
+	l, err := loadModel(loadRequest{Dir: dir, Backend: backend, Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes}, &notes)
 	if notes.Len() > 0 {
 		logger.Print(notes.String())
 	}

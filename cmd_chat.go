@@ -47,7 +47,7 @@ func runChat(args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
-	l, err := loadModel(*dir, *backend, 0, service.DefaultCacheBytes, stdout)
+	l, err := loadModel(loadRequest{Dir: *dir, Backend: *backend, CacheBytes: service.DefaultCacheBytes}, stdout)
 	if err != nil {
 		return err
 	}

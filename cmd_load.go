@@ -34,13 +34,26 @@ type loaded struct {
 	report *fit.Report
 }
 
-// loadModel opens the checkpoint in dir on backend once the memory-fit
-// check has passed: at ctxLen tokens of context (0: the model's maximum),
-// or, when only a shorter context fits, at the largest that does, which it
-// says on w. A model that does not fit at all is refused with a
-// *fit.NoFitError. The prefix cache gets cacheBytes (0 or less: none), but
-// never more than the memory the check leaves at the chosen context.
-func loadModel(dir, backend string, ctxLen int, cacheBytes int64, w io.Writer) (loaded, error) {
+// loadRequest is what loadModel is asked to load.
+type loadRequest struct {
+	Dir, Backend string
+	// Context is the context length to serve (0: the model's maximum).
+	Context int
+	// CacheBytes is the prefix cache asked for (0 or less: none).
+	CacheBytes int64
+	// MemoryGB, when set, checks the fit as on a Mac with this much memory
+	// instead of the budget the machine reports.
+	MemoryGB float64
+}
+
+// loadModel opens the checkpoint in req.Dir on req.Backend once the
+// memory-fit check has passed: at req.Context tokens of context, or, when
+// only a shorter context fits, at the largest that does, which it says on
+// w. A model that does not fit at all is refused with a *fit.NoFitError.
+// The prefix cache gets req.CacheBytes, but never more than the memory the
+// check leaves at the chosen context.
+func loadModel(req loadRequest, w io.Writer) (loaded, error) {
+	dir, backend, cacheBytes := req.Dir, req.Backend, req.CacheBytes
 	budget, checked := budgets[backend]
 	if !checked {
 		m, err := openModel(dir, backend)
@@ -50,7 +63,10 @@ func loadModel(dir, backend string, ctxLen int, cacheBytes int64, w io.Writer) (
 		if cacheBytes <= 0 {
 			cacheBytes = -1
 		}
-		return loaded{model: m, context: ctxLen, cacheBytes: cacheBytes}, nil
+		return loaded{model: m, context: req.Context, cacheBytes: cacheBytes}, nil
+	}
+	if req.MemoryGB != 0 {
+		budget = func() (fit.Budget, error) { return fit.SimulatedMac(req.MemoryGB) }
 	}
 	if dir == "" {
 		return loaded{}, fmt.Errorf("--model DIR is required")
@@ -59,7 +75,7 @@ func loadModel(dir, backend string, ctxLen int, cacheBytes int64, w io.Writer) (
 	if err != nil {
 		return loaded{}, fmt.Errorf("memory-fit check of %s: %w", dir, err)
 	}
-	asked := ctxLen
+	asked := req.Context
 	if asked == 0 {
 		asked = modelContext(fm.Config)
 	}

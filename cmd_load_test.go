@@ -90,13 +90,13 @@ func TestGPULoadsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	if runtime.GOOS != "darwin" {
-		if _, err := loadModel(dir, "metal", 0, 0, io.Discard); !errors.Is(err, fit.ErrNoBudget) {
+		if _, err := loadModel(loadRequest{Dir: dir, Backend: "metal"}, io.Discard); !errors.Is(err, fit.ErrNoBudget) {
 			t.Errorf("metal without Metal: %v, want the budget error", err)
 		}
 	}
 	for _, backend := range []string{"sim", "metal"} {
 		setBackendBudget(t, backend, fit.Budget{Bytes: m.WeightsBytes, Source: "a test's budget"})
-		if _, err := loadModel(dir, backend, 0, 0, io.Discard); !errors.Is(err, fit.ErrDoesNotFit) {
+		if _, err := loadModel(loadRequest{Dir: dir, Backend: backend}, io.Discard); !errors.Is(err, fit.ErrDoesNotFit) {
 			t.Errorf("%s on too little memory: %v", backend, err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestLoadModelFit(t *testing.T) {
 
 	// The model's own context (262144) does not fit; 8192 does.
 	var out bytes.Buffer
-	l, err := loadModel(dir, "cpu", 0, asked, &out)
+	l, err := loadModel(loadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestLoadModelFit(t *testing.T) {
 
 	// A context that fits is kept, silently, with more room for the cache.
 	out.Reset()
-	l, err = loadModel(dir, "cpu", 4096, asked, &out)
+	l, err = loadModel(loadRequest{Dir: dir, Backend: "cpu", Context: 4096, CacheBytes: asked}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,22 +141,36 @@ func TestLoadModelFit(t *testing.T) {
 		t.Fatal(err)
 	}
 	setBudget(t, fit.Budget{Bytes: m.WeightsBytes, Source: "a test's budget"})
-	_, err = loadModel(dir, "cpu", 0, asked, &out)
+	_, err = loadModel(loadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked}, &out)
 	if !errors.Is(err, fit.ErrDoesNotFit) || !strings.Contains(err.Error(), `verdict "no"`) {
 		t.Errorf("a budget of the weights alone: %v", err)
+	}
+
+	// A simulated Mac's budget replaces the machine's: 8 GB holds this
+	// small model whole, and a size no Mac has is refused.
+	l, err = loadModel(loadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked, MemoryGB: 8}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.model.Close()
+	if want, _ := fit.SimulatedMac(8); l.context != 262144 || l.report.WorkingSetBytes != want.Bytes {
+		t.Errorf("on a simulated 8 GB Mac: context %d, budget %d", l.context, l.report.WorkingSetBytes)
+	}
+	if _, err := loadModel(loadRequest{Dir: dir, Backend: "cpu", MemoryGB: 3}, &out); err == nil {
+		t.Error("a 3 GB Mac accepted")
 	}
 }
 
 func TestLoadModelUnchecked(t *testing.T) {
 	dir := scriptedFolder(t, func(string) string { return "x" })
-	l, err := loadModel(dir, "scripted", 1000, 5<<20, io.Discard)
+	l, err := loadModel(loadRequest{Dir: dir, Backend: "scripted", Context: 1000, CacheBytes: 5 << 20}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.context != 1000 || l.cacheBytes != 5<<20 || l.report != nil {
 		t.Errorf("unchecked load: %+v", l)
 	}
-	if l, _ = loadModel(dir, "scripted", 0, 0, io.Discard); l.cacheBytes != -1 || describeCache(l, 0) != "prefix cache: off" {
+	if l, _ = loadModel(loadRequest{Dir: dir, Backend: "scripted"}, io.Discard); l.cacheBytes != -1 || describeCache(l, 0) != "prefix cache: off" {
 		t.Errorf("cache asked off: %d", l.cacheBytes)
 	}
 }

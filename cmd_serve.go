@@ -55,6 +55,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	ctxLen := fs.Int("context", 0, "context length in tokens (default: the model's); lowered to the largest that fits the memory")
 	queue := fs.Int("queue", service.DefaultQueueLimit, "requests that may wait for the model")
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")
+	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
 	settingsFile := fs.String("settings", "", "the web UI's settings file (default: petal/settings.json in the user's config folder)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -69,7 +70,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
-	l, err := loadModel(*dir, *backend, *ctxLen, *cacheMB<<20, stdout)
+	l, err := loadModel(loadRequest{Dir: *dir, Backend: *backend, Context: *ctxLen, CacheBytes: *cacheMB << 20, MemoryGB: *memGB}, stdout)
 	if err != nil {
 		return err
 	}
