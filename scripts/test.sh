@@ -35,3 +35,6 @@ go test -count=1 -timeout 60m ./...
 
 echo "== web UI end to end (petal serve on the demo model, Chromium)"
 ./scripts/e2e.sh
+
+echo "== desktop app for Linux (Wails, webkit2gtk 4.1) under Xvfb"
+./scripts/desktop.sh
