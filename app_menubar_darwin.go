@@ -2,10 +2,20 @@
 
 package main
 
-import "petal/internal/menubar"
+import (
+	"time"
 
-// menuBarTitle is the item's text in the menu bar.
-const menuBarTitle = "Petal"
+	"petal/internal/menubar"
+)
+
+// The item's text in the menu bar: its state at a glance. The service's
+// metrics never wait on generation, so reading them is safe at any time.
+const (
+	menuBarTitle     = "Petal"
+	menuBarBusyTitle = "Petal ●"
+	// menuBarPoll is how often the title follows the model's state.
+	menuBarPoll = time.Second
+)
 
 func init() {
 	platformStartup = append(platformStartup, installMenuBar)
@@ -31,7 +41,7 @@ func installMenuBar(a *App) {
 	if a.Demo {
 		status = "Model: demo (download the real one in Model)"
 	}
-	_, err := menubar.Install(menuBarTitle, []menubar.Item{
+	item, err := menubar.Install(menuBarTitle, []menubar.Item{
 		{Title: "Open Chat", Key: "o", Action: open("chat")},
 		{Title: status, Action: open("setup")},
 		{},
@@ -50,5 +60,35 @@ func installMenuBar(a *App) {
 	}
 	if err := menubar.ShowInDock(true); err != nil {
 		a.log.Printf("menu bar: %v", err)
+	}
+	go followState(a, item)
+}
+
+// followState shows in the menu bar whether the model is generating,
+// until the app quits.
+func followState(a *App, item *menubar.StatusItem) {
+	busy := false
+	t := time.NewTicker(menuBarPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-t.C:
+		}
+		m := a.svc.Metrics()
+		now := m.Running > 0 || m.Waiting > 0
+		if now == busy {
+			continue
+		}
+		busy = now
+		title := menuBarTitle
+		if busy {
+			title = menuBarBusyTitle
+		}
+		if err := item.SetTitle(title); err != nil {
+			a.log.Printf("menu bar: %v", err)
+			return
+		}
 	}
 }
