@@ -18,9 +18,12 @@ export function inDesktop(): boolean {
   return runtime() !== null;
 }
 
-/** Hides the chat window (Escape in the desktop app); nothing in a browser. */
+/**
+ * Hides the chat window (Escape in the desktop app) on a Mac, where the
+ * menu-bar item brings it back; elsewhere, and in a browser, nothing.
+ */
 export function hideWindow(): void {
-  runtime()?.WindowHide();
+  if (/Mac/.test(navigator.platform)) runtime()?.WindowHide();
 }
 
 /** Copies text, through the shell when there is one (webviews may lack the clipboard API). */

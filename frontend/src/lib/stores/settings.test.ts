@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_SETTINGS, SettingsStore } from './settings.svelte';
+import { ApiError } from '../api/http';
+import type { Settings, SettingsReply } from '../api/types';
+
+describe('SettingsStore', () => {
+  it('loads and saves through the server, keeping its restart list', async () => {
+    let saved: Settings | null = null;
+    const s = new SettingsStore({
+      get: async () => ({ settings: { ...DEFAULT_SETTINGS, preset: 'coding' }, restart_required: [] }),
+      put: async (next): Promise<SettingsReply> => {
+        saved = next;
+        return { settings: next, restart_required: ['port'] };
+      },
+    });
+    await s.load();
+    expect(s.managed).toBe(true);
+    expect(s.settings.preset).toBe('coding');
+    expect(await s.save({ ...s.settings, port: 9000 })).toBe(true);
+    expect(saved!.port).toBe(9000);
+    expect(s.restartRequired).toEqual(['port']);
+  });
+
+  it('keeps a refused save out and shows the server code', async () => {
+    const s = new SettingsStore({
+      get: async () => ({ settings: DEFAULT_SETTINGS, restart_required: [] }),
+      put: async () => {
+        throw new ApiError(400, 'bad_settings', 'port must be 1 to 65535, not 0');
+      },
+    });
+    await s.load();
+    expect(await s.save({ ...s.settings, port: 0 })).toBe(false);
+    expect(s.error?.code).toBe('bad_settings');
+    expect(s.settings.port).toBe(DEFAULT_SETTINGS.port);
+  });
+
+  it('works in this page alone when the server keeps no settings', async () => {
+    const s = new SettingsStore({
+      get: async () => {
+        throw new ApiError(404, 'not_found', 'no route');
+      },
+      put: async () => {
+        throw new Error('must not be called');
+      },
+    });
+    await s.load();
+    expect(s.managed).toBe(false);
+    expect(s.error).toBeNull();
+    expect(await s.save({ ...s.settings, thinking: false })).toBe(true);
+    expect(s.settings.thinking).toBe(false);
+  });
+});
