@@ -118,7 +118,7 @@ func (h *HubDownloader) Status() DownloadStatus {
 	return DownloadStatus{
 		State: state, Repo: h.opts.Repo, Revision: h.opts.Revision, Dir: h.dir,
 		BytesDone: h.ev.Done, BytesTotal: h.ev.Total, Speed: h.ev.BytesPerSecond, ETASeconds: h.ev.ETA.Seconds(),
-		Files: []DownloadFile{}, Error: h.err,
+		Error: h.err,
 	}
 }
 

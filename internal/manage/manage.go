@@ -24,13 +24,9 @@ const (
 	Prefix = "/manage/"
 )
 
-// Model states, as Status reports them.
-const (
-	StateAbsent  = "absent"
-	StateLoading = "loading"
-	StateReady   = "ready"
-	StateFailed  = "failed"
-)
+// StateReady is the state of a loaded model that answers requests; the UI
+// also knows "absent", "loading" and "failed".
+const StateReady = "ready"
 
 // ModelStatus is what the server knows of its model.
 type ModelStatus struct {
@@ -69,14 +65,6 @@ const (
 
 var actions = map[Action]bool{Start: true, Pause: true, Resume: true, Cancel: true, Verify: true, Delete: true}
 
-// DownloadFile is the progress of one file.
-type DownloadFile struct {
-	Name     string `json:"name"`
-	Size     int64  `json:"size"`
-	Done     int64  `json:"done"`
-	Verified bool   `json:"verified"`
-}
-
 // DownloadError is a failure the UI can act on by its code.
 type DownloadError struct {
 	Code    string `json:"code"`
@@ -94,7 +82,6 @@ type DownloadStatus struct {
 	BytesTotal int64          `json:"bytes_total"`
 	Speed      float64        `json:"speed"`
 	ETASeconds float64        `json:"eta_seconds"`
-	Files      []DownloadFile `json:"files"`
 	Error      *DownloadError `json:"error,omitempty"`
 }
 

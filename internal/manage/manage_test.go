@@ -25,7 +25,7 @@ type recordingDownloader struct {
 func (d *recordingDownloader) Status() DownloadStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return DownloadStatus{State: d.state, Repo: "r", Revision: "abc", BytesTotal: 100, Files: []DownloadFile{}}
+	return DownloadStatus{State: d.state, Repo: "r", Revision: "abc", BytesTotal: 100}
 }
 
 func (d *recordingDownloader) Do(_ context.Context, a Action) error {

@@ -127,13 +127,6 @@ export interface FitReport {
 
 export type DownloadState = 'idle' | 'running' | 'paused' | 'verifying' | 'done' | 'failed' | 'cancelled';
 
-export interface DownloadFile {
-  name: string;
-  size: number;
-  done: number;
-  verified: boolean;
-}
-
 export interface DownloadStatus {
   state: DownloadState;
   repo: string;
@@ -146,7 +139,6 @@ export interface DownloadStatus {
   speed: number;
   /** Seconds left at the current speed; 0 when unknown. */
   eta_seconds: number;
-  files: DownloadFile[];
   error?: { code: string; message: string };
 }
 

@@ -13,7 +13,7 @@ const status: Status = {
 };
 
 function download(state: DownloadStatus['state']): DownloadStatus {
-  return { state, repo: 'r', revision: 'abc', dir: '/d', bytes_done: 1, bytes_total: 2, speed: 0, eta_seconds: 0, files: [] };
+  return { state, repo: 'r', revision: 'abc', dir: '/d', bytes_done: 1, bytes_total: 2, speed: 0, eta_seconds: 0 };
 }
 
 function api(over: Partial<ModelApi> = {}): ModelApi {
