@@ -17,7 +17,6 @@ import (
 	"petal/engine"
 	"petal/engine/checkpoint"
 	"petal/engine/gpumodel"
-	"petal/shaders"
 )
 
 func init() {
@@ -326,7 +325,7 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, w io.Writer) error
 	fmt.Fprintf(w, "dispatches:           %d (%.1f per token)\n", p.Dispatches, float64(p.Dispatches)/float64(p.Tokens))
 	fmt.Fprintf(w, "dependency levels:    %d\n", p.Levels)
 	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", p.WeightBytes, float64(p.WeightBytes)/1e9)
-	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read once per %d-token block, DeltaNet state)\n", p.BytesMoved(), float64(p.BytesMoved())/1e9, shaders.AttnPrefillTokens)
+	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read once per attention threadgroup's tokens, DeltaNet state)\n", p.BytesMoved(), float64(p.BytesMoved())/1e9)
 	for _, bw := range bandwidths {
 		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f prompt tokens/s\n", bw/1e9, p.TokensPerSecond(bw))
 	}

@@ -204,8 +204,10 @@ struct DeltaScanArgs {
 };
 
 // ---- attention_prefill.metal
-// Tokens of a chunk one attn_prefill_f32 threadgroup attends together.
+// Tokens of a chunk one attn_prefill_f32 simd-group attends together, and
+// the most such blocks one threadgroup takes.
 #define ATTN_PREFILL_TOKENS 8
+#define ATTN_PREFILL_BLOCKS 4
 struct AttnPrefillArgs {
     int32_t tokens;         // query rows of the chunk
     int32_t pos0;           // positions cached before the chunk: row t attends 0 .. pos0+t

@@ -9,9 +9,40 @@ import (
 
 const attentionPrefillFile = "attention_prefill.metal"
 
-// AttnPrefillTokens is how many tokens of a chunk one threadgroup attends
-// together, sharing each K/V row it loads (args.h ATTN_PREFILL_TOKENS).
-const AttnPrefillTokens = 8
+// Token blocking of AttnPrefill (args.h): a simd-group attends
+// AttnPrefillTokens tokens together, sharing each K/V row it loads, and a
+// threadgroup takes up to AttnPrefillBlocks such blocks.
+const (
+	AttnPrefillTokens = 8
+	AttnPrefillBlocks = 4
+)
+
+// AttnPrefillGroupTokens is how many tokens one AttnPrefill threadgroup
+// attends for shape a: the device reads each cached row about once per
+// that many tokens.
+func (k *Kernels) AttnPrefillGroupTokens(a AttnShape) (int, error) {
+	if err := attnCheck("AttnPrefill", a); err != nil {
+		return 0, err
+	}
+	_, blocks, err := k.attnPrefillPipeline(a)
+	return blocks * AttnPrefillTokens, err
+}
+
+// attnPrefillPipeline is the pipeline for a and the token blocks per
+// threadgroup it allows.
+func (k *Kernels) attnPrefillPipeline(a AttnShape) (gpu.Pipeline, int, error) {
+	group := a.Heads / a.KVHeads
+	p, err := k.Pipeline(attentionPrefillFile, "attn_prefill_f32",
+		gpu.IntConstant(FCAttn, int32(a.HeadDim)), gpu.IntConstant(FCAttn+1, int32(group)))
+	if err != nil {
+		return nil, 0, err
+	}
+	blocks := min(AttnPrefillBlocks, p.MaxThreads()/(group*gpu.SimdWidth))
+	if blocks < 1 {
+		return nil, 0, fmt.Errorf("%w: shaders: AttnPrefill: a GQA group of %d exceeds the pipeline's %d threads", gpu.ErrInvalid, group, p.MaxThreads())
+	}
+	return p, blocks, nil
+}
 
 // AttnPrefill attends each of tokens query rows of a chunk, at positions
 // pos0 .. pos0+tokens-1, causally to the cached positions up to its own
@@ -44,19 +75,21 @@ func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, o, q, gate, kCache, vCache V
 		return err
 	}
 	group := a.Heads / a.KVHeads
-	p, err := k.Pipeline(attentionPrefillFile, "attn_prefill_f32",
-		gpu.IntConstant(FCAttn, int32(a.HeadDim)), gpu.IntConstant(FCAttn+1, int32(group)))
+	p, blocks, err := k.attnPrefillPipeline(a)
 	if err != nil {
 		return err
 	}
+	// Threadgroups past the chunk's end would only idle.
+	blocks = min(blocks, (tokens+AttnPrefillTokens-1)/AttnPrefillTokens)
+	perGroup := blocks * AttnPrefillTokens
 	args := AttnPrefillArgs{
 		Tokens: int32(tokens), Pos0: int32(pos0), Heads: int32(a.Heads), KVHeads: int32(a.KVHeads),
 		Scale: float32(1 / math.Sqrt(float64(a.HeadDim))),
 	}
 	return cb.Dispatch(&gpu.Dispatch{
 		Pipeline: p,
-		Groups:   gpu.Size{X: a.KVHeads, Y: (tokens + AttnPrefillTokens - 1) / AttnPrefillTokens, Z: 1},
-		Threads:  gpu.Size{X: group * gpu.SimdWidth, Y: 1, Z: 1},
+		Groups:   gpu.Size{X: a.KVHeads, Y: (tokens + perGroup - 1) / perGroup, Z: 1},
+		Threads:  gpu.Size{X: blocks * group * gpu.SimdWidth, Y: 1, Z: 1},
 		Args:     []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), q.Arg(1), gate.Arg(2), kCache.Arg(3), vCache.Arg(4), o.Arg(5)},
 	})
 }

@@ -9,15 +9,19 @@
 // and gate per token); the caches are float[capacity][kv_heads][head_dim]
 // as in attention.metal, rows 0 .. pos0+tokens-1 written. Query head h
 // reads KV head h / GROUP.
-// Mapping: one threadgroup per (KV head, block of ATTN_PREFILL_TOKENS
-// tokens), GROUP simd-groups, one per query head sharing that KV head. Lane
+// Mapping: one threadgroup per (KV head, run of token blocks); simd-group
+// s handles query head s % GROUP of that KV head for the block of
+// ATTN_PREFILL_TOKENS tokens number s / GROUP of the run (the host picks
+// how many blocks a threadgroup takes, up to ATTN_PREFILL_BLOCKS, within
+// the pipeline's thread limit). Lane
 // l holds dims l, l+32, ... of its head's queries and accumulators for the
 // block's tokens in registers (as attn_decode_f32 does for one); each
-// position's K/V row is loaded once and serves every token of the block
-// that sees it (one simd_sum each), so the prefix is read tokens /
-// ATTN_PREFILL_TOKENS times per chunk rather than once per token, and the
-// query heads of the group share the loads through the cache. fp32 online
-// softmax (running max, sum, accumulator) per token, positions in order.
+// position's K/V row is loaded once per simd-group and serves every token
+// of its block that sees it (one simd_sum each); the simd-groups of a
+// threadgroup read the same rows at about the same time, so device memory
+// sees the prefix about once per threadgroup: tokens / (ATTN_PREFILL_TOKENS
+// * blocks) times per chunk. fp32 online softmax (running max, sum,
+// accumulator) per token, positions in order.
 // Threadgroup memory: none.
 // CPU reference: engine/cpu/attention.go (the causal softmax and the sigmoid
 // gate), per token, fp32.
@@ -41,15 +45,20 @@ kernel void attn_prefill_f32(
     device float* o [[buffer(5)]],
     uint2 group [[threadgroup_position_in_grid]],
     uint sg [[simdgroup_index_in_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]])
+    uint lane [[thread_index_in_simdgroup]],
+    uint simdgroups [[simdgroups_per_threadgroup]])
 {
     constexpr int per_lane_max = ATTN_MAX_HEAD_DIM / 32;
     constexpr int TB = ATTN_PREFILL_TOKENS;
     const int per_lane = HEAD_DIM / 32;
+    const int blocks = int(simdgroups) / GROUP; // token blocks per threadgroup
     const int kh = int(group.x);
-    const int t0 = int(group.y) * TB;
+    const int t0 = (int(group.y) * blocks + int(sg) / GROUP) * TB;
     const int nt = min(TB, args.tokens - t0);
-    const int h = kh * GROUP + int(sg);
+    if (nt <= 0) {
+        return; // the whole simd-group: past the chunk's last token
+    }
+    const int h = kh * GROUP + int(sg) % GROUP;
     const ulong row = ulong(args.kv_heads) * HEAD_DIM;
     device const float* kh_base = kc + ulong(kh) * HEAD_DIM;
     device const float* vh_base = vc + ulong(kh) * HEAD_DIM;

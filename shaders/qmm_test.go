@@ -266,7 +266,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
         QMM_BM, QMM_BN, QMM_BK, QMM_SIMDGROUPS, QMM_THREADS,
         sizeof(DeltaChunkArgs), OFF(DeltaChunkArgs, channels), OFF(DeltaChunkArgs, taps), OFF(DeltaChunkArgs, tokens), DELTA_MAX_TAPS,
         sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens),
-        sizeof(AttnPrefillArgs), OFF(AttnPrefillArgs, tokens), OFF(AttnPrefillArgs, pos0), OFF(AttnPrefillArgs, heads), OFF(AttnPrefillArgs, kv_heads), OFF(AttnPrefillArgs, scale), ATTN_PREFILL_TOKENS,
+        sizeof(AttnPrefillArgs), OFF(AttnPrefillArgs, tokens), OFF(AttnPrefillArgs, pos0), OFF(AttnPrefillArgs, heads), OFF(AttnPrefillArgs, kv_heads), OFF(AttnPrefillArgs, scale), ATTN_PREFILL_TOKENS, ATTN_PREFILL_BLOCKS,
     };
     for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
 }
@@ -292,7 +292,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		shaders.QMMBM, shaders.QMMBN, shaders.QMMBK, shaders.QMMSimdgroups, shaders.QMMThreads,
 		unsafe.Sizeof(c), unsafe.Offsetof(c.Channels), unsafe.Offsetof(c.Taps), unsafe.Offsetof(c.Tokens), shaders.DeltaMaxTaps,
 		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens),
-		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Pos0), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.KVHeads), unsafe.Offsetof(a.Scale), shaders.AttnPrefillTokens,
+		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Pos0), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.KVHeads), unsafe.Offsetof(a.Scale), shaders.AttnPrefillTokens, shaders.AttnPrefillBlocks,
 	}
 	out := u32s(t, dev, make([]uint32, len(want)))
 	if err := run(t, dev, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},

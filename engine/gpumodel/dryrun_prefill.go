@@ -55,7 +55,7 @@ type ChunkReport struct {
 	Dispatches  int   // kernels in the chunk's command buffer
 	Levels      int   // dependency levels: runs of dispatches between barriers
 	WeightBytes int64 // weight bytes the chunk reads: every matrix once, the experts the chunk can route to, the embedding rows
-	CacheBytes  int64 // KV rows the attention kernels read (each block of shaders.AttnPrefillTokens tokens reads its prefix once; no cache reuse assumed) and the DeltaNet states read and written once
+	CacheBytes  int64 // KV rows the attention kernels read (each threadgroup's tokens read their prefix once; no reuse across threadgroups assumed) and the DeltaNet states read and written once
 }
 
 // BytesMoved is the chunk's weight and cache traffic.
@@ -131,11 +131,18 @@ func DryRunPrefill(cfg *checkpoint.Config, pos, tokens int) (ChunkReport, error)
 		return ChunkReport{}, err
 	}
 	tr := cb.Trace()
-	// A block of AttnPrefillTokens tokens reads rows 0 .. pos+its last
+	// Each attention threadgroup's tokens read rows 0 .. pos+its last
 	// token once.
 	var rows int64
-	for t0 := 0; t0 < tokens; t0 += shaders.AttnPrefillTokens {
-		rows += int64(pos + min(t0+shaders.AttnPrefillTokens, tokens))
+	if m.hasAttention() {
+		g, err := m.k.AttnPrefillGroupTokens(m.attn)
+		if err != nil {
+			return ChunkReport{}, err
+		}
+		g = min(g, (tokens+shaders.AttnPrefillTokens-1)/shaders.AttnPrefillTokens*shaders.AttnPrefillTokens)
+		for t0 := 0; t0 < tokens; t0 += g {
+			rows += int64(pos + min(t0+g, tokens))
+		}
 	}
 	return ChunkReport{
 		Position: pos, Tokens: tokens, Dispatches: tr.Dispatches(), Levels: tr.Levels(),
