@@ -1,5 +1,3 @@
-// Command petal runs Qwen3.6-35B-A3B locally: a desktop app, a local
-// OpenAI-compatible server, and tools for checking the engine.
 package main
 
 import (

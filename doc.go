@@ -1,0 +1,30 @@
+// Command petal runs Qwen3.6-35B-A3B locally: a desktop app, a local
+// OpenAI-compatible server, and tools for checking the engine.
+//
+// # Subcommands
+//
+// Each subcommand lives in a cmd_<name>.go file that registers itself in
+// the commands table from init; `petal help` lists them with their
+// summaries. serve and chat are the ways to talk to the model (over HTTP,
+// in the terminal); pull and fit prepare a machine (download, memory
+// check); tokenize, render, generate, logits and bench expose one layer of
+// the engine each, so that it can be compared with the reference
+// implementation from a script.
+//
+// # Loading a model
+//
+// cmd_load.go opens a model on a backend (cpu, sim or metal). petal serve,
+// petal chat and the desktop app load through the memory-fit check of
+// package petal/internal/fit, which refuses a model that does not fit and
+// lowers a context that does not, before a device opens; which model runs
+// when none is named is package petal/internal/models' choice.
+//
+// # The desktop app
+//
+// With no arguments, a binary built with -tags desktop opens the chat
+// window (app_wails.go): the web UI embedded from package petal/frontend,
+// answered in-process by the same handlers petal serve mounts (app.go).
+// On macOS the window hides on close and a menu-bar item brings it back
+// (app_menubar_darwin.go); app_login.go starts Petal at login. Without the
+// tag, no arguments print the usage.
+package main
