@@ -166,6 +166,27 @@ func (p *Parser) seal() {
 
 func (p *Parser) consume(n int) { p.buf = p.buf[n:] }
 
+// passText sends the buffer's first n bytes to the current channel.
+func (p *Parser) passText(n int) {
+	p.text(p.buf[:n])
+	p.consume(n)
+}
+
+// passValue adds the buffer's first n bytes to the current value.
+func (p *Parser) passValue(n int) {
+	p.valueText(p.buf[:n])
+	p.consume(n)
+}
+
+// take matches tag at the start of the buffer and consumes it on yes.
+func (p *Parser) take(tag string, eof bool) verdict {
+	v := lit(p.buf, 0, tag, eof)
+	if v == yes {
+		p.consume(len(tag))
+	}
+	return v
+}
+
 // text sends reasoning or content text to the current channel.
 func (p *Parser) text(s string) {
 	ch := &p.chans[0]
@@ -216,25 +237,21 @@ func (p *Parser) stepText(eof bool) bool {
 	s := p.buf
 	i := strings.IndexByte(s, '<')
 	if i < 0 {
-		p.text(s)
-		p.consume(len(s))
+		p.passText(len(s))
 		return false
 	}
 	if i > 0 {
-		p.text(s[:i])
-		p.consume(i)
+		p.passText(i)
 		return true
 	}
-	vOpen := lit(s, 0, tagThinkOpen, eof)
+	vOpen := p.take(tagThinkOpen, eof)
 	if vOpen == yes {
-		p.consume(len(tagThinkOpen))
 		p.boundary()
 		p.mode = KindReasoning
 		return true
 	}
-	vClose := lit(s, 0, tagThinkClose, eof)
+	vClose := p.take(tagThinkClose, eof)
 	if vClose == yes {
-		p.consume(len(tagThinkClose))
 		p.boundary()
 		p.mode = KindContent
 		return true
@@ -249,13 +266,10 @@ func (p *Parser) stepText(eof bool) bool {
 		return false
 	}
 	if lit(s, 0, tagCallOpen, eof) == yes {
-		p.text(tagCallOpen) // a call tag with no function: plain text
-		p.consume(len(tagCallOpen))
+		p.passText(len(tagCallOpen)) // a call tag with no function: plain text
 		return true
 	}
-	n = literalRun(s, "<")
-	p.text(s[:n])
-	p.consume(n)
+	p.passText(literalRun(s, "<"))
 	return true
 }
 
@@ -268,8 +282,7 @@ func (p *Parser) stepFunction(eof bool) bool {
 		if i < 0 {
 			i = len(s)
 		}
-		p.text(s[:i])
-		p.consume(i)
+		p.passText(i)
 		return true
 	}
 	vParam, name, n := openTag(s, 0, tagParamOpen, eof)
@@ -284,16 +297,14 @@ func (p *Parser) stepFunction(eof bool) bool {
 		p.startParam(name)
 		return true
 	}
-	vFunc := lit(s, 0, tagFunctionClose, eof)
+	vFunc := p.take(tagFunctionClose, eof)
 	if vFunc == yes {
-		p.consume(len(tagFunctionClose))
 		p.boundary()
 		p.st = afterCall
 		return true
 	}
-	vCall := lit(s, 0, tagCallClose, eof)
+	vCall := p.take(tagCallClose, eof)
 	if vCall == yes {
-		p.consume(len(tagCallClose))
 		p.endCall()
 		return true
 	}
@@ -305,9 +316,7 @@ func (p *Parser) stepFunction(eof bool) bool {
 	if first(vParam, vFunc, vCall, vOut) == more {
 		return false
 	}
-	n = literalRun(s, "<")
-	p.text(s[:n])
-	p.consume(n)
+	p.passText(literalRun(s, "<"))
 	return true
 }
 
@@ -315,37 +324,25 @@ func (p *Parser) stepValue(eof bool) bool {
 	s := p.buf
 	i := strings.IndexAny(s, "<\n")
 	if i < 0 {
-		p.valueText(s)
-		p.consume(len(s))
+		p.passValue(len(s))
 		return false
 	}
 	if i > 0 {
-		p.valueText(s[:i])
-		p.consume(i)
+		p.passValue(i)
 		return true
 	}
+	implicitParam := !p.valueStarted
 	if s[0] == '\n' {
 		// The newline before the value's end is markup.
-		switch p.valueEnd(s, 1, eof, true) {
-		case yes:
-			return true
-		case more:
-			return false
-		}
-		n := literalRun(s, "<\n")
-		p.valueText(s[:n])
-		p.consume(n)
-		return true
+		i, implicitParam = 1, true
 	}
-	switch p.valueEnd(s, 0, eof, !p.valueStarted) {
+	switch p.valueEnd(s, i, eof, implicitParam) {
 	case yes:
 		return true
 	case more:
 		return false
 	}
-	n := literalRun(s, "<\n")
-	p.valueText(s[:n])
-	p.consume(n)
+	p.passValue(literalRun(s, "<\n"))
 	return true
 }
 
@@ -374,34 +371,22 @@ func (p *Parser) valueEnd(s string, i int, eof, implicitParam bool) verdict {
 		}
 		return no
 	}
-	vParam := lit(s, i, tagParamClose, eof)
+	vParam := p.takeClose(s, i, tagParamClose, eof,
+		followParam|followFunctionClose|followCallClose|followCallOpen|followThinkClose|followEnd)
 	if vParam == yes {
-		vParam = p.follows(s, i+len(tagParamClose), eof,
-			followParam|followFunctionClose|followCallClose|followCallOpen|followThinkClose|followEnd)
-		if vParam == yes {
-			p.consume(i + len(tagParamClose))
-			p.endValue()
-			return yes
-		}
+		p.endValue()
+		return yes
 	}
-	vFunc := lit(s, i, tagFunctionClose, eof)
+	vFunc := p.takeClose(s, i, tagFunctionClose, eof, followCallClose|followCallOpen|followThinkClose|followEnd)
 	if vFunc == yes {
-		vFunc = p.follows(s, i+len(tagFunctionClose), eof, followCallClose|followCallOpen|followThinkClose|followEnd)
-		if vFunc == yes {
-			p.consume(i + len(tagFunctionClose))
-			p.endValue()
-			p.st = afterCall
-			return yes
-		}
+		p.endValue()
+		p.st = afterCall
+		return yes
 	}
-	vCall := lit(s, i, tagCallClose, eof)
+	vCall := p.takeClose(s, i, tagCallClose, eof, followCallOpen|followThinkClose|followEnd)
 	if vCall == yes {
-		vCall = p.follows(s, i+len(tagCallClose), eof, followCallOpen|followThinkClose|followEnd)
-		if vCall == yes {
-			p.consume(i + len(tagCallClose))
-			p.endCall()
-			return yes
-		}
+		p.endCall()
+		return yes
 	}
 	vNext := no
 	if implicitParam {
@@ -421,15 +406,28 @@ func (p *Parser) valueEnd(s string, i int, eof, implicitParam bool) verdict {
 	return first(vParam, vFunc, vCall, vNext)
 }
 
+// takeClose matches the closing tag at s[i:] when one of the followers in
+// set comes after it, and on yes consumes s[:i] and the tag: a value's text
+// may hold what looks like its closing tag, so the tag alone decides nothing.
+func (p *Parser) takeClose(s string, i int, tag string, eof bool, set follower) verdict {
+	v := lit(s, i, tag, eof)
+	if v == yes {
+		v = p.follows(s, i+len(tag), eof, set)
+		if v == yes {
+			p.consume(i + len(tag))
+		}
+	}
+	return v
+}
+
 func (p *Parser) stepAfterCall(eof bool) bool {
 	s := p.buf
 	if j := skipSpace(s, 0); j > 0 {
 		p.consume(j)
 		return true
 	}
-	vClose := lit(s, 0, tagCallClose, eof)
+	vClose := p.take(tagCallClose, eof)
 	if vClose == yes {
-		p.consume(len(tagCallClose))
 		p.endCall()
 		return true
 	}
