@@ -147,15 +147,7 @@ func usageOf(sum service.Summary) *usage {
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	var body chatRequest
-	if err := decodeBody(r, &body); err != nil {
-		return err
-	}
-	req, err := body.toService()
-	if err != nil {
-		return err
-	}
-	req.Client = clientOf(r)
-	g, err := s.svc.Begin(r.Context(), req)
+	g, err := s.begin(r, &body)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,25 @@ func decodeBody(r *http.Request, v any) error {
 	return badRequest("the request body is not valid JSON: %v", err)
 }
 
+// generationRequest is a request body that maps to a generation.
+type generationRequest interface {
+	toService() (*service.Request, error)
+}
+
+// begin decodes r's body into body, maps it to a generation request from
+// r's client and starts it, for the routes whose body says all of it.
+func (s *Server) begin(r *http.Request, body generationRequest) (*service.Generation, error) {
+	if err := decodeBody(r, body); err != nil {
+		return nil, err
+	}
+	req, err := body.toService()
+	if err != nil {
+		return nil, err
+	}
+	req.Client = clientOf(r)
+	return s.svc.Begin(r.Context(), req)
+}
+
 // stopList is "stop" as clients send it: a string, a list of strings or
 // null.
 type stopList []string
@@ -121,9 +140,12 @@ func clientOf(r *http.Request) string {
 	return ua[:min(len(ua), MaxClientName)]
 }
 
+// idRandomBytes is how many random bytes a response id holds.
+const idRandomBytes = 12
+
 // newID returns a response id with the given prefix.
 func newID(prefix string) string {
-	var b [12]byte
+	var b [idRandomBytes]byte
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
 }

@@ -467,15 +467,7 @@ type (
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	var body messagesRequest
-	if err := decodeBody(r, &body); err != nil {
-		return err
-	}
-	req, err := body.toService()
-	if err != nil {
-		return err
-	}
-	req.Client = clientOf(r)
-	g, err := s.svc.Begin(r.Context(), req)
+	g, err := s.begin(r, &body)
 	if err != nil {
 		return err
 	}

@@ -111,15 +111,7 @@ type ollamaChatResponse struct {
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
 	var body ollamaChatRequest
-	if err := decodeBody(r, &body); err != nil {
-		return err
-	}
-	req, err := body.toService()
-	if err != nil {
-		return err
-	}
-	req.Client = clientOf(r)
-	g, err := s.svc.Begin(r.Context(), req)
+	g, err := s.begin(r, &body)
 	if err != nil {
 		return err
 	}
