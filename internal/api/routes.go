@@ -5,9 +5,10 @@ import (
 	"strings"
 )
 
-// handler serves one route. An error it returns before writing anything is
-// answered by the server in the route's error shape.
-type handler func(w http.ResponseWriter, r *http.Request) error
+// handler serves one route on a server bound to the request's service. An
+// error it returns before writing anything is answered by the server in
+// the route's error shape.
+type handler func(s *Server, w http.ResponseWriter, r *http.Request) error
 
 // route is one path with a handler per method.
 type route struct {
@@ -21,7 +22,7 @@ type route struct {
 }
 
 // table lists every route, read top to bottom.
-func (s *Server) table() map[string]*route {
+func table() map[string]*route {
 	t := map[string]*route{}
 	add := func(method, path string, h handler, flags ...string) {
 		rt := t[path]
@@ -42,26 +43,26 @@ func (s *Server) table() map[string]*route {
 		}
 	}
 	// OpenAI-compatible API.
-	add("POST", "/v1/chat/completions", s.chatCompletions)
-	add("POST", "/chat/completions", s.chatCompletions)
-	add("POST", "/v1/completions", s.completions)
-	add("POST", "/completions", s.completions)
-	add("GET", "/v1/models", s.listModels)
-	add("GET", "/models", s.listModels)
-	add("GET", "/v1/models/{id}", s.getModel)
-	add("POST", "/v1/tokenize", s.tokenize)
-	add("POST", "/tokenize", s.tokenize)
+	add("POST", "/v1/chat/completions", (*Server).chatCompletions)
+	add("POST", "/chat/completions", (*Server).chatCompletions)
+	add("POST", "/v1/completions", (*Server).completions)
+	add("POST", "/completions", (*Server).completions)
+	add("GET", "/v1/models", (*Server).listModels)
+	add("GET", "/models", (*Server).listModels)
+	add("GET", "/v1/models/{id}", (*Server).getModel)
+	add("POST", "/v1/tokenize", (*Server).tokenize)
+	add("POST", "/tokenize", (*Server).tokenize)
 	// Anthropic-compatible Messages API.
-	add("POST", "/v1/messages", s.messages, "anthropic")
-	add("POST", "/v1/messages/count_tokens", s.countTokens, "anthropic")
+	add("POST", "/v1/messages", (*Server).messages, "anthropic")
+	add("POST", "/v1/messages/count_tokens", (*Server).countTokens, "anthropic")
 	// Operations.
-	add("GET", "/health", s.health, "public")
-	add("GET", "/metrics", s.metrics)
+	add("GET", "/health", (*Server).health, "public")
+	add("GET", "/metrics", (*Server).metrics)
 	// Ollama-compatible subset.
-	add("GET", "/api/version", s.ollamaVersion, "ollama")
-	add("GET", "/api/tags", s.ollamaTags, "ollama")
-	add("POST", "/api/show", s.ollamaShow, "ollama")
-	add("POST", "/api/chat", s.ollamaChat, "ollama")
+	add("GET", "/api/version", (*Server).ollamaVersion, "ollama")
+	add("GET", "/api/tags", (*Server).ollamaTags, "ollama")
+	add("POST", "/api/show", (*Server).ollamaShow, "ollama")
+	add("POST", "/api/chat", (*Server).ollamaChat, "ollama")
 	return t
 }
 

@@ -56,8 +56,12 @@ type Options struct {
 	Fallback http.Handler
 }
 
-// Server is the HTTP API over one generation service.
+// Server is the HTTP API over the generation service a slot holds.
 type Server struct {
+	slot *service.Slot
+	// svc is the service of the request being served: ServeHTTP hands each
+	// request a copy of the server bound to the service it acquired, so a
+	// request keeps its service when the slot's is replaced.
 	svc    *service.Service
 	opts   Options
 	logger *log.Logger
@@ -65,9 +69,15 @@ type Server struct {
 	hosts  map[string]bool
 }
 
-// New returns the API over svc.
+// New returns the API over svc, which stays the caller's to close.
 func New(svc *service.Service, opts Options) *Server {
-	s := &Server{svc: svc, opts: opts, logger: opts.Logger, hosts: map[string]bool{}}
+	return NewOnSlot(service.NewSlot(svc, nil), opts)
+}
+
+// NewOnSlot returns the API over the service slot holds at each request,
+// which another model's service can replace while the server runs.
+func NewOnSlot(slot *service.Slot, opts Options) *Server {
+	s := &Server{slot: slot, opts: opts, logger: opts.Logger, hosts: map[string]bool{}}
 	if s.logger == nil {
 		s.logger = log.New(io.Discard, "", 0)
 	}
@@ -77,7 +87,7 @@ func New(svc *service.Service, opts Options) *Server {
 	for _, h := range append([]string{"localhost", "127.0.0.1", "::1"}, opts.AllowedHosts...) {
 		s.hosts[strings.ToLower(strings.Trim(h, "[]"))] = true
 	}
-	s.routes = s.table()
+	s.routes = table()
 	return s
 }
 
@@ -114,7 +124,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		h = rt.methods[http.MethodGet]
 	}
-	if err := h(w, r); err != nil {
+	svc, done := s.slot.Acquire()
+	defer done()
+	bound := *s
+	bound.svc = svc
+	if err := h(&bound, w, r); err != nil {
 		s.fail(w, rt, err)
 	}
 }
