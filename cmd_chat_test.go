@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"petal/engine"
-	"petal/engine/tokenizer"
 	"petal/internal/service/servicetest"
 )
 
@@ -14,16 +13,9 @@ import (
 // a backend that serves it with a scripted model answering reply(prompt).
 func scriptedFolder(t *testing.T, reply func(prompt string) string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := servicetest.WriteFolder(dir); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Load(dir + "/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, tok := servicetest.Folder(t)
 	backends["scripted"] = func(string) (engine.Model, error) {
-		return servicetest.NewModel(4096, servicetest.Text(tok, reply)), nil
+		return servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, reply)), nil
 	}
 	t.Cleanup(func() { delete(backends, "scripted") })
 	return dir

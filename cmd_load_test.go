@@ -32,20 +32,6 @@ func TestCacheBudget(t *testing.T) {
 	}
 }
 
-// fixtureFolder is the tiny-a reference checkpoint with the test tokenizer
-// and template, which the CPU backend opens.
-func fixtureFolder(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := servicetest.WriteFolder(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := servicetest.CopyWeights(dir, "engine/testdata/fixtures/tiny-a"); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // slack is the headroom the small budgets leave at the context that fits.
 const slack = 3 << 20
 
@@ -84,7 +70,7 @@ func setBackendBudget(t *testing.T, backend string, b fit.Budget) {
 // they open a device: a budget too small is refused on any machine, and
 // Metal's own budget cannot be had without Metal.
 func TestGPULoadsChecked(t *testing.T) {
-	dir := fixtureFolder(t)
+	dir := servicetest.FixtureFolder(t, "tiny-a")
 	m, err := fit.FromCheckpoint(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +89,7 @@ func TestGPULoadsChecked(t *testing.T) {
 }
 
 func TestLoadModelFit(t *testing.T) {
-	dir := fixtureFolder(t)
+	dir := servicetest.FixtureFolder(t, "tiny-a")
 	budgetAt(t, dir, 8192)
 	const asked = 2 << 30
 
@@ -179,7 +165,7 @@ func TestLoadModelUnchecked(t *testing.T) {
 // serves at the lowered context and says so, and a budget too small for
 // the model is refused before anything listens.
 func TestServeFit(t *testing.T) {
-	dir := fixtureFolder(t)
+	dir := servicetest.FixtureFolder(t, "tiny-a")
 	budgetAt(t, dir, 8192)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -18,13 +18,7 @@ import (
 // the text is noise) on the CPU backend and checks that streamed and
 // unstreamed greedy replies agree token for token.
 func TestCPUFixture(t *testing.T) {
-	dir := t.TempDir()
-	if err := servicetest.WriteFolder(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := servicetest.CopyWeights(dir, "../../engine/testdata/fixtures/tiny-a"); err != nil {
-		t.Fatal(err)
-	}
+	dir := servicetest.FixtureFolder(t, "tiny-a")
 	m, err := cpu.Open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -25,15 +25,8 @@ type testServer struct {
 // reply(prompt text).
 func newTestServer(t testing.TB, svcOpts service.Options, opts Options, reply func(prompt string) string) *testServer {
 	t.Helper()
-	dir := t.TempDir()
-	if err := servicetest.WriteFolder(dir); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Load(dir + "/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := servicetest.NewModel(4096, servicetest.Text(tok, reply))
+	dir, tok := servicetest.Folder(t)
+	m := servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, reply))
 	if svcOpts.Name == "" {
 		svcOpts.Name = "qwen-test"
 	}

@@ -13,7 +13,6 @@ import (
 	"petal/engine/chattemplate"
 	"petal/engine/cpu"
 	"petal/engine/reply"
-	"petal/engine/tokenizer"
 	"petal/internal/service/servicetest"
 )
 
@@ -21,15 +20,8 @@ import (
 // prompt is reply(prompt text).
 func scripted(t testing.TB, opts Options, reply func(prompt string) string) (*Service, *servicetest.Model) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := servicetest.WriteFolder(dir); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Load(dir + "/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := servicetest.NewModel(4096, servicetest.Text(tok, reply))
+	dir, tok := servicetest.Folder(t)
+	m := servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, reply))
 	s, err := New(m, dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -222,13 +214,7 @@ func TestPrefixCacheAcrossTurns(t *testing.T) {
 // and without the cache: greedy replies must be identical.
 func TestPrefixCacheMatchesFresh(t *testing.T) {
 	run := func(cacheBytes int64) ([]string, []int) {
-		dir := t.TempDir()
-		if err := servicetest.WriteFolder(dir); err != nil {
-			t.Fatal(err)
-		}
-		if err := servicetest.CopyWeights(dir, "../../engine/testdata/fixtures/tiny-a"); err != nil {
-			t.Fatal(err)
-		}
+		dir := servicetest.FixtureFolder(t, "tiny-a")
 		m, err := cpu.Open(dir)
 		if err != nil {
 			t.Fatal(err)

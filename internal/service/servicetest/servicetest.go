@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"petal/engine"
@@ -43,9 +44,9 @@ func TemplatePath() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "engine", "chattemplate", "testdata", "templates", "qwen3.5.jinja")
 }
 
-// WriteFolder writes tokenizer.json (one token per byte, no merges, then
+// writeFolder writes tokenizer.json (one token per byte, no merges, then
 // AddedTokens) and chat_template.jinja into dir.
-func WriteFolder(dir string) error {
+func writeFolder(dir string) error {
 	vocab := map[string]int{}
 	for b := range 256 {
 		vocab[string(byteRune(b))] = b
@@ -82,9 +83,45 @@ func WriteFolder(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "chat_template.jinja"), tmpl, 0o644)
 }
 
-// CopyWeights copies the checkpoint files (config and safetensors) of
+// MaxPositions is the context length of the scripted models the tests of
+// the service and the layers above it use.
+const MaxPositions = 4096
+
+// Folder writes the test checkpoint folder (tokenizer and template, no
+// weights) into a temporary folder of t and loads its tokenizer.
+func Folder(t testing.TB) (string, *tokenizer.Tokenizer) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := writeFolder(dir); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, tok
+}
+
+// FixtureFolder writes the test checkpoint folder into a temporary folder
+// of t with the weights of the reference fixture of that name
+// (engine/testdata/fixtures/<fixture>), so that a real backend opens it.
+func FixtureFolder(t testing.TB, fixture string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := writeFolder(dir); err != nil {
+		t.Fatal(err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(file), "..", "..", "..", "engine", "testdata", "fixtures", fixture)
+	if err := copyWeights(dir, src); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// copyWeights copies the checkpoint files (config and safetensors) of
 // fixture into dir, so that a real backend can open dir.
-func CopyWeights(dir, fixture string) error {
+func copyWeights(dir, fixture string) error {
 	files, err := os.ReadDir(fixture)
 	if err != nil {
 		return err
