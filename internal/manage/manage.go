@@ -28,6 +28,24 @@ const (
 // also knows "absent", "loading" and "failed".
 const StateReady = "ready"
 
+// Refusals of a load, which Options.Load marks its errors with (errors.Is)
+// so that the UI can tell them apart by code.
+var (
+	ErrNotDownloaded = errors.New("the model is not downloaded and verified")
+	ErrDoesNotFit    = errors.New("not enough memory")
+	ErrLoadBusy      = errors.New("a load is already running")
+)
+
+// loadCodes names each load refusal for the UI.
+var loadCodes = []struct {
+	err  error
+	code string
+}{
+	{ErrNotDownloaded, "not_downloaded"},
+	{ErrDoesNotFit, "does_not_fit"},
+	{ErrLoadBusy, "load_busy"},
+}
+
 // ModelStatus is what the server knows of its model.
 type ModelStatus struct {
 	Name          string `json:"name"`
@@ -105,7 +123,9 @@ type Options struct {
 	// Fit returns the memory verdict at a context length (0: the default).
 	Fit        func(contextLen int) (any, error)
 	Downloader Downloader
-	// Load loads the downloaded model.
+	// Load loads the downloaded model and serves it in place of the
+	// current one; its errors may be marked with ErrNotDownloaded,
+	// ErrDoesNotFit or ErrLoadBusy.
 	Load func(ctx context.Context) error
 	// Settings are kept here; Running are the values the server applied at
 	// start, which tell which saved settings wait for a restart.
@@ -240,6 +260,12 @@ func (h *Handler) downloadAction(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &empty) {
 		return
 	}
+	if a == Delete {
+		if m, d := h.opts.Model(), h.opts.Downloader.Status(); m.Dir != "" && m.Dir == d.Dir {
+			writeError(w, http.StatusConflict, "model_in_use", "the downloaded model is the one being served: it cannot be deleted while Petal runs it")
+			return
+		}
+	}
 	if err := h.opts.Downloader.Do(r.Context(), a); err != nil {
 		writeError(w, http.StatusConflict, "download_"+string(a)+"_refused", err.Error())
 		return
@@ -258,7 +284,14 @@ func (h *Handler) load(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.opts.Load(r.Context()); err != nil {
 		h.log.Printf("manage: load: %v", err)
-		writeError(w, http.StatusConflict, "load_failed", err.Error())
+		code := "load_failed"
+		for _, c := range loadCodes {
+			if errors.Is(err, c.err) {
+				code = c.code
+				break
+			}
+		}
+		writeError(w, http.StatusConflict, code, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, h.statusNow())
