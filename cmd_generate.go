@@ -35,22 +35,14 @@ func runGenerate(args []string, stdout io.Writer) error {
 	if *maxTokens < 1 {
 		return errors.New("--max-tokens must be at least 1")
 	}
-	m, err := openModel(*dir, *backend)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	seq, err := m.NewSequence()
-	if err != nil {
-		return err
-	}
-	defer seq.Close()
-	cfg := m.Config()
-	out, err := engine.Greedy(seq, cfg.Vocab, ids, *maxTokens, cfg.EOS)
-	if err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(struct {
-		Tokens []int `json:"tokens"`
-	}{out})
+	return onSequence(*dir, *backend, func(m engine.Model, seq engine.Sequence) error {
+		cfg := m.Config()
+		out, err := engine.Greedy(seq, cfg.Vocab, ids, *maxTokens, cfg.EOS)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(stdout).Encode(struct {
+			Tokens []int `json:"tokens"`
+		}{out})
+	})
 }

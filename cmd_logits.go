@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"petal/engine"
 )
 
 func init() {
@@ -35,22 +37,13 @@ func runLogits(args []string, stdout io.Writer) error {
 	if *outPath == "" {
 		return errors.New("--out FILE is required")
 	}
-	m, err := openModel(*dir, *backend)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	seq, err := m.NewSequence()
-	if err != nil {
-		return err
-	}
-	defer seq.Close()
-	vocab := m.Config().Vocab
-	logits := make([]float32, len(ids)*vocab)
-	if err := seq.Forward(ids, logits); err != nil {
-		return err
-	}
-	return writeFloats(*outPath, logits)
+	return onSequence(*dir, *backend, func(m engine.Model, seq engine.Sequence) error {
+		logits := make([]float32, len(ids)*m.Config().Vocab)
+		if err := seq.Forward(ids, logits); err != nil {
+			return err
+		}
+		return writeFloats(*outPath, logits)
+	})
 }
 
 // writeFloats writes v as little-endian float32 through a temporary file,

@@ -67,6 +67,22 @@ func openModel(dir, backend string) (engine.Model, error) {
 	return open(dir)
 }
 
+// onSequence opens dir's model on backend and hands f the model and a
+// fresh sequence of it, closing both when f returns.
+func onSequence(dir, backend string, f func(m engine.Model, seq engine.Sequence) error) error {
+	m, err := openModel(dir, backend)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	seq, err := m.NewSequence()
+	if err != nil {
+		return fmt.Errorf("starting a sequence on %s: %w", dir, err)
+	}
+	defer seq.Close()
+	return f(m, seq)
+}
+
 // parseTokens parses a comma-separated list of token ids.
 func parseTokens(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
