@@ -13,9 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"petal/engine"
 	"petal/internal/api"
-	"petal/internal/hub"
 	"petal/internal/manage"
 	"petal/internal/models"
 	"petal/internal/service"
@@ -42,9 +40,9 @@ type App struct {
 	ctx context.Context
 
 	settings *manage.SettingsStore
-	model    engine.Model
-	svc      *service.Service
-	srv      *http.Server
+	// live is the served model, which the Setup screen can replace.
+	live *liveModel
+	srv  *http.Server
 	// Endpoint is the OpenAI base URL of the local endpoint.
 	Endpoint string
 	// Window serves the webview's requests.
@@ -74,21 +72,22 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	}
 	backend := desktopBackend()
 	var notes strings.Builder
-	l, err := loadModel(loadRequest{Dir: dir, Backend: backend, Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes}, &notes)
+	req := loadRequest{Dir: dir, Backend: backend, Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes}
+	l, err := loadModel(req, &notes)
 	if notes.Len() > 0 {
 		logger.Print(notes.String())
 	}
 	if err != nil {
 		return nil, err
 	}
-	a := &App{settings: store, model: l.model, Demo: demo, log: logger}
-	a.svc, err = service.New(l.model, dir, service.Options{ContextLength: l.context, CacheBytes: l.cacheBytes})
+	a := &App{settings: store, Demo: demo, log: logger}
+	a.live, err = newLiveModel(l, dir, service.Options{ContextLength: l.context, CacheBytes: l.cacheBytes}, req,
+		manage.NewHubDownloader(setupPull), logger.Writer())
 	if err != nil {
-		l.model.Close()
 		return nil, err
 	}
 	logger.Print(describeCache(l, service.DefaultCacheBytes))
-	a.ModelName = a.svc.Info().Name
+	a.ModelName = a.live.slot.Current().Info().Name
 
 	host := "127.0.0.1"
 	apiKey := s.APIKey
@@ -109,16 +108,15 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 			logger.Printf("start at login: %v", err)
 		}
 	}
-	cfg := uiConfig{svc: a.svc, dir: dir, backend: backend, addr: ln.Addr().String(), apiKey: apiKey,
-		origins: s.AllowedOrigins, ctxLen: s.ContextLength, store: store, onSettings: onSettings, logger: logger,
-		downloads: manage.NewHubDownloader(hub.Options{})}
+	cfg := uiConfig{live: a.live, addr: ln.Addr().String(), apiKey: apiKey,
+		origins: s.AllowedOrigins, ctxLen: s.ContextLength, store: store, onSettings: onSettings, logger: logger}
 	endpointUI, err := webUI(cfg)
 	if err != nil {
 		ln.Close()
 		a.Close()
 		return nil, err
 	}
-	a.srv = api.New(a.svc, api.Options{APIKey: apiKey, AllowedOrigins: s.AllowedOrigins, Fallback: endpointUI, Logger: logger}).HTTPServer(addr)
+	a.srv = api.NewOnSlot(a.live.slot, api.Options{APIKey: apiKey, AllowedOrigins: s.AllowedOrigins, Fallback: endpointUI, Logger: logger}).HTTPServer(addr)
 	a.Endpoint = "http://" + endpointHost(ln.Addr().String()) + "/v1"
 	go func() {
 		if err := a.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -134,7 +132,7 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	win := api.New(a.svc, api.Options{AllowedHosts: windowHosts, AllowedOrigins: windowOrigins, Fallback: windowUI, Logger: logger})
+	win := api.NewOnSlot(a.live.slot, api.Options{AllowedHosts: windowHosts, AllowedOrigins: windowOrigins, Fallback: windowUI, Logger: logger})
 	a.Window = fromWebview(win)
 	if err := setStartAtLogin(s.StartAtLogin); err != nil {
 		logger.Printf("start at login: %v", err)
@@ -177,11 +175,8 @@ func (a *App) Close() error {
 			errs = append(errs, a.srv.Close())
 		}
 	}
-	if a.svc != nil {
-		errs = append(errs, a.svc.Close())
-	}
-	if a.model != nil {
-		errs = append(errs, a.model.Close())
+	if a.live != nil {
+		a.live.slot.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -76,7 +76,7 @@ func followState(a *App, item *menubar.StatusItem) {
 			return
 		case <-t.C:
 		}
-		m := a.svc.Metrics()
+		m := a.live.slot.Current().Metrics()
 		now := m.Running > 0 || m.Waiting > 0
 		if now == busy {
 			continue

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"petal/internal/api"
-	"petal/internal/hub"
 	"petal/internal/manage"
 	"petal/internal/service"
 )
@@ -70,16 +69,17 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
-	l, err := loadModel(loadRequest{Dir: *dir, Backend: *backend, Context: *ctxLen, CacheBytes: *cacheMB << 20, MemoryGB: *memGB}, stdout)
+	req := loadRequest{Dir: *dir, Backend: *backend, Context: *ctxLen, CacheBytes: *cacheMB << 20, MemoryGB: *memGB}
+	l, err := loadModel(req, stdout)
 	if err != nil {
 		return err
 	}
-	defer l.model.Close()
-	svc, err := service.New(l.model, *dir, service.Options{ContextLength: l.context, QueueLimit: *queue, CacheBytes: l.cacheBytes})
+	live, err := newLiveModel(l, *dir, service.Options{ContextLength: l.context, QueueLimit: *queue, CacheBytes: l.cacheBytes},
+		req, manage.NewHubDownloader(setupPull), stdout)
 	if err != nil {
 		return err
 	}
-	defer svc.Close()
+	defer live.slot.Close()
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -95,14 +95,13 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 			opts.AllowedHosts = append(opts.AllowedHosts, host)
 		}
 	}
-	if opts.Fallback, err = webUI(uiConfig{svc: svc, dir: *dir, backend: *backend, addr: ln.Addr().String(), apiKey: *apiKey,
-		origins: opts.AllowedOrigins, ctxLen: *ctxLen, settings: *settingsFile, logger: opts.Logger,
-		downloads: manage.NewHubDownloader(hub.Options{})}); err != nil {
+	if opts.Fallback, err = webUI(uiConfig{live: live, addr: ln.Addr().String(), apiKey: *apiKey,
+		origins: opts.AllowedOrigins, ctxLen: *ctxLen, settings: *settingsFile, logger: opts.Logger}); err != nil {
 		ln.Close()
 		return err
 	}
-	srv := api.New(svc, opts).HTTPServer(*addr)
-	info := svc.Info()
+	srv := api.NewOnSlot(live.slot, opts).HTTPServer(*addr)
+	info := live.slot.Current().Info()
 	fmt.Fprintf(stdout, "serving %s (context %d tokens) on http://%s/v1\n", info.Name, info.ContextLength, ln.Addr())
 	fmt.Fprintln(stdout, describeCache(l, *cacheMB<<20))
 

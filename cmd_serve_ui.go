@@ -10,15 +10,13 @@ import (
 	"petal/frontend"
 	"petal/internal/fit"
 	"petal/internal/manage"
-	"petal/internal/service"
 )
 
 // uiConfig is what the web UI and its management routes need to know of
 // the running server.
 type uiConfig struct {
-	svc      *service.Service
-	dir      string
-	backend  string
+	// live is the served model, which the Setup screen can replace.
+	live     *liveModel
 	addr     string // the address listened on
 	apiKey   string
 	origins  []string
@@ -28,10 +26,7 @@ type uiConfig struct {
 	store *manage.SettingsStore
 	// onSettings is called after each save of the settings.
 	onSettings func(manage.Settings)
-	// downloads pulls the real model for the Setup screen; shared by every
-	// handler of one process, so that there is one download.
-	downloads manage.Downloader
-	logger    *log.Logger
+	logger     *log.Logger
 }
 
 // webUI serves what the API leaves over: /manage/ and the UI at every
@@ -64,21 +59,21 @@ func webUI(c uiConfig) (http.Handler, error) {
 		}
 		running.Expose = !isLoopbackHost(host)
 	}
-	info := c.svc.Info()
-	m, err := manage.New(manage.Options{
-		Model: func() manage.ModelStatus {
-			return manage.ModelStatus{Name: info.Name, State: manage.StateReady, ContextLength: info.ContextLength,
-				Backend: c.backend, Dir: c.dir}
-		},
+	opts := manage.Options{
+		Model:      c.live.status,
 		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
 		APIKey:     c.apiKey,
 		Fit:        qwenFit,
-		Downloader: c.downloads,
+		Downloader: c.live.downloads,
 		Settings:   store,
 		Running:    running,
 		OnSettings: c.onSettings,
 		Logger:     c.logger,
-	})
+	}
+	if c.live.downloads != nil {
+		opts.Load = c.live.load
+	}
+	m, err := manage.New(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"petal/internal/fit"
+	"petal/internal/hub"
+	"petal/internal/manage"
+	"petal/internal/service"
+)
+
+// setupPull is the pull the Setup screen runs: the real model from the
+// Hugging Face Hub into its folder under the models root (tests point it
+// at a fake Hub).
+var setupPull = hub.Options{}
+
+// liveModel is the model a server answers with, which the Setup screen
+// replaces with the downloaded one without a restart: the new model is
+// loaded beside the old, through the same memory-fit check as at start,
+// and swapped into the slot every API server of the process reads.
+type liveModel struct {
+	slot *service.Slot
+	// next is how a load opens a model: the backend, context, cache and
+	// memory asked at start; its Dir is replaced by the download's.
+	next  loadRequest
+	queue int
+	// downloads pulls the real model for the Setup screen, and names the
+	// folder a load opens; shared by every handler of the process, so that
+	// there is one download. Without it nothing can be loaded.
+	downloads manage.Downloader
+	// log receives what a load says (a lowered context, the cache).
+	log io.Writer
+
+	// loading is held while a load runs; a second one is refused.
+	loading sync.Mutex
+	mu      sync.Mutex
+	dir     string // the served model's folder
+}
+
+// newLiveModel serves the service of the model l opened from dir, and
+// frees both when they are replaced or the slot closes.
+func newLiveModel(l loaded, dir string, opts service.Options, next loadRequest, downloads manage.Downloader, log io.Writer) (*liveModel, error) {
+	svc, err := service.New(l.model, dir, opts)
+	if err != nil {
+		l.model.Close()
+		return nil, err
+	}
+	m := &liveModel{next: next, queue: opts.QueueLimit, downloads: downloads, log: log, dir: dir}
+	m.slot = service.NewSlot(svc, m.releaser(svc, l))
+	return m, nil
+}
+
+// releaser frees a service and its model once the slot is done with them.
+func (m *liveModel) releaser(svc *service.Service, l loaded) func() {
+	return func() {
+		if err := errors.Join(svc.Close(), l.model.Close()); err != nil {
+			fmt.Fprintf(m.log, "closing the replaced model: %v\n", err)
+		}
+	}
+}
+
+// status is the served model as /manage/status reports it.
+func (m *liveModel) status() manage.ModelStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	info := m.slot.Current().Info()
+	return manage.ModelStatus{Name: info.Name, State: manage.StateReady, ContextLength: info.ContextLength,
+		Backend: m.next.Backend, Dir: m.dir}
+}
+
+// load serves the downloaded model in place of the current one. A model
+// already served is not loaded again. It is not cancelled with its
+// request: a half-loaded model would only be thrown away.
+func (m *liveModel) load(context.Context) error {
+	if !m.loading.TryLock() {
+		return manage.ErrLoadBusy
+	}
+	defer m.loading.Unlock()
+	d := m.downloads.Status()
+	if d.State != manage.DownloadDone || d.Dir == "" {
+		return fmt.Errorf("%w: the download is %s (download it, or verify it again, first)", manage.ErrNotDownloaded, d.State)
+	}
+	m.mu.Lock()
+	same := m.dir == d.Dir
+	m.mu.Unlock()
+	if same {
+		return nil
+	}
+	req := m.next
+	req.Dir = d.Dir
+	var notes strings.Builder
+	l, err := loadModel(req, &notes)
+	io.WriteString(m.log, notes.String())
+	if errors.Is(err, fit.ErrDoesNotFit) {
+		return fmt.Errorf("%w: %w", manage.ErrDoesNotFit, err)
+	}
+	if err != nil {
+		return err
+	}
+	svc, err := service.New(l.model, d.Dir, service.Options{ContextLength: l.context, QueueLimit: m.queue, CacheBytes: l.cacheBytes})
+	if err != nil {
+		l.model.Close()
+		return err
+	}
+	m.mu.Lock()
+	m.dir = d.Dir
+	m.slot.Swap(svc, m.releaser(svc, l))
+	m.mu.Unlock()
+	info := svc.Info()
+	fmt.Fprintf(m.log, "loaded %s (context %d tokens) from %s; %s\n", info.Name, info.ContextLength, d.Dir, describeCache(l, req.CacheBytes))
+	return nil
+}
