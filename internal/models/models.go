@@ -33,20 +33,14 @@ const (
 var ErrDamaged = errors.New("models: installed model is damaged")
 
 // Root is the folder that holds installed models.
-func Root() (string, error) {
-	return hub.ModelsRoot(), nil
-}
+func Root() string { return hub.ModelsRoot() }
 
 // DefaultModelDir is the folder of the model to run when none is named:
 // the installed real model, else the unpacked demo model (isDemo true).
 // A real model folder that exists but does not hold a usable config gives
 // an error marked [ErrDamaged] rather than a silent switch to the demo.
 func DefaultModelDir() (dir string, isDemo bool, err error) {
-	root, err := Root()
-	if err != nil {
-		return "", false, err
-	}
-	realDir := filepath.Join(root, RealModelName)
+	realDir := filepath.Join(Root(), RealModelName)
 	ok, err := installed(realDir)
 	if err != nil {
 		return "", false, err

@@ -110,11 +110,7 @@ func TestDamagedRealModelIsAnError(t *testing.T) {
 func TestRealModelIsWherePullPutsIt(t *testing.T) {
 	for _, env := range []string{"", t.TempDir()} {
 		t.Setenv(EnvRoot, env)
-		root, err := Root()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := filepath.Join(root, RealModelName), hub.DefaultDir(hub.DefaultRepo); got != want {
+		if got, want := filepath.Join(Root(), RealModelName), hub.DefaultDir(hub.DefaultRepo); got != want {
 			t.Errorf("PETAL_MODELS=%q: real model looked for in %s, pulled into %s", env, got, want)
 		}
 	}
