@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -149,12 +151,12 @@ func parseListing(body []byte, repo, rev string) (*Listing, error) {
 		switch {
 		case s.LFS != nil:
 			f.Size, f.SHA256 = s.LFS.Size, strings.ToLower(s.LFS.SHA256)
-			if !isHex(f.SHA256, 32) {
+			if !isHex(f.SHA256, sha256.Size) {
 				return nil, fmt.Errorf("%w: %s: LFS sha256 %q", ErrBadListing, s.Name, s.LFS.SHA256)
 			}
 		case s.Size != nil:
 			f.Size = *s.Size
-			if !isHex(f.BlobID, 20) {
+			if !isHex(f.BlobID, sha1.Size) {
 				return nil, fmt.Errorf("%w: %s: no LFS hash and blob id %q", ErrBadListing, s.Name, s.BlobID)
 			}
 		default:

@@ -489,10 +489,14 @@ func (p *puller) emit(ev Event) {
 	}
 }
 
+// maxBackoffDoublings bounds the shift in sleep, so that a high attempt
+// count cannot overflow the duration before maxRetryWait caps it.
+const maxBackoffDoublings = 20
+
 // sleep waits out the backoff before attempt (1-based): RetryBase doubled
 // per attempt, at most maxRetryWait.
 func (p *puller) sleep(ctx context.Context, attempt int) error {
-	d := p.o.RetryBase << min(attempt-1, 20)
+	d := p.o.RetryBase << min(attempt-1, maxBackoffDoublings)
 	d = min(d, maxRetryWait)
 	t := time.NewTimer(d)
 	defer t.Stop()
