@@ -258,13 +258,17 @@ func gib(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/GiB) }
 // that [Guidance] walks through.
 var MacSizes = []float64{16, 18, 24, 32, 36, 48, 64, 96, 128, 192, 256, 512}
 
+// guidanceMacGB is the Mac size, one of [MacSizes], whose context
+// [Guidance] spells out: the commonest that can run the 35B model.
+const guidanceMacGB = 32
+
 // Guidance says plainly which Macs run m and at what context, in one
 // paragraph: the smallest that runs it, what a 32 GB Mac gets, and the
 // smallest that holds the model's whole context.
 func Guidance(m Model) (string, error) {
 	var lines []string
 	smallest, full := 0.0, 0.0
-	var at32 Report
+	var atGuide Report
 	fps, contexts, err := measure(m.Config, maxContext(m.Config))
 	if err != nil {
 		return "", err
@@ -281,22 +285,22 @@ func Guidance(m Model) (string, error) {
 		if full == 0 && r.Verdict == Fits {
 			full = gb
 		}
-		if gb == 32 {
-			at32 = r
+		if gb == guidanceMacGB {
+			atGuide = r
 		}
 	}
 	switch {
-	case at32.Verdict == No:
-		lines = append(lines, fmt.Sprintf("A 32 GB Mac cannot run %s: its GPU may use %s and the weights alone are %s.",
-			m.Name, gib(at32.WorkingSetBytes), gib(m.WeightsBytes)))
+	case atGuide.Verdict == No:
+		lines = append(lines, fmt.Sprintf("A %d GB Mac cannot run %s: its GPU may use %s and the weights alone are %s.",
+			guidanceMacGB, m.Name, gib(atGuide.WorkingSetBytes), gib(m.WeightsBytes)))
 	default:
-		lines = append(lines, fmt.Sprintf("A 32 GB Mac runs %s at up to %d tokens of context (its GPU may use %s; the weights take %s, and each token of context %d bytes of KV cache); quit other memory-hungry apps while it runs.",
-			m.Name, at32.MaxContext, gib(at32.WorkingSetBytes), gib(m.WeightsBytes), at32.KVBytesPerToken))
+		lines = append(lines, fmt.Sprintf("A %d GB Mac runs %s at up to %d tokens of context (its GPU may use %s; the weights take %s, and each token of context %d bytes of KV cache); quit other memory-hungry apps while it runs.",
+			guidanceMacGB, m.Name, atGuide.MaxContext, gib(atGuide.WorkingSetBytes), gib(m.WeightsBytes), atGuide.KVBytesPerToken))
 	}
 	if smallest > 0 {
 		lines = append(lines, fmt.Sprintf("Macs with less than %g GB cannot run it.", smallest))
 	} else {
-		lines = append(lines, "No Mac of up to 512 GB runs it.")
+		lines = append(lines, fmt.Sprintf("No Mac of up to %g GB runs it.", MacSizes[len(MacSizes)-1]))
 	}
 	if full > 0 {
 		lines = append(lines, fmt.Sprintf("The whole %d-token context needs %g GB or more.", maxContext(m.Config), full))
