@@ -29,15 +29,21 @@ let settingsFile;
 let fakeHub;
 let modelsDir;
 
-/** What the fake Hub serves: the small test checkpoint, under the real model's name and revision. */
-const HUB_FIXTURE = resolve('..', 'engine', 'testdata', 'fixtures', 'tiny-a');
+/**
+ * What the fake Hub serves: the demo model's folder, under the real model's name and revision, so
+ * that the downloaded model can be loaded and served.
+ */
+const HUB_FIXTURE = resolve('..', 'models', 'demo');
 const HUB_FILES = [
   'config.json',
-  'model.safetensors.index.json',
-  'model-00001-of-00003.safetensors',
-  'model-00002-of-00003.safetensors',
-  'model-00003-of-00003.safetensors',
+  'generation_config.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'chat_template.jinja',
+  'model.safetensors',
 ];
+/** The folder and name the download gets. */
+const DOWNLOADED = 'Qwen3.6-35B-A3B-4bit';
 const HUB_REPO = 'mlx-community/Qwen3.6-35B-A3B-4bit';
 const HUB_REVISION = '38740b847e4cb78f352aba30aa41c76e08e6eb46';
 
@@ -225,13 +231,13 @@ test('management routes refuse another origin', async () => {
   assert.equal((await res.json()).error.code, 'cross_origin');
 });
 
-test('the model downloads from a fake Hub through a 404 and a cut connection, pauses, resumes, verifies and is deleted', async () => {
+test('the model downloads from a fake Hub through a 404 and a cut connection, pauses, resumes, and is loaded without a restart', async () => {
   const { page } = await newPage();
   await page.keyboard.press('Control+2');
   const state = page.getByTestId('download-state');
   await state.and(page.locator('[data-state="idle"]')).waitFor();
 
-  fakeHub.missingOnce.add('model-00003-of-00003.safetensors');
+  fakeHub.missingOnce.add('tokenizer.json');
   await page.getByRole('button', { name: 'Download' }).click();
   await state.and(page.locator('[data-state="failed"]')).waitFor({ timeout: REPLY_MS });
   await page.locator('[data-code="not_found"]').waitFor();
@@ -239,7 +245,7 @@ test('the model downloads from a fake Hub through a 404 and a cut connection, pa
 
   // Slow enough (about 100 KB/s) to see progress and pause it.
   fakeHub.sliceDelayMs = 160;
-  fakeHub.cutOnce.add('model-00002-of-00003.safetensors');
+  fakeHub.cutOnce.add('model.safetensors');
   await page.getByRole('button', { name: 'Retry' }).click();
   await state.and(page.locator('[data-state="running"]')).waitFor();
   await page.getByText(/B\/s · .* left$/).waitFor(); // speed and ETA shown
@@ -254,13 +260,29 @@ test('the model downloads from a fake Hub through a 404 and a cut connection, pa
   await shot(page, 'download-done');
   assert.ok(fakeHub.served - pausedAt < fakeHub.total, 'resuming started the download over');
   for (const name of HUB_FILES) {
-    assert.deepEqual(readFileSync(join(modelsDir, 'Qwen3.6-35B-A3B-4bit', name)), readFileSync(join(HUB_FIXTURE, name)), name);
+    assert.deepEqual(readFileSync(join(modelsDir, DOWNLOADED, name)), readFileSync(join(HUB_FIXTURE, name)), name);
   }
 
+  // The click on Download was the last one: the finished download is loaded and served.
+  await page.getByTestId('load-state').filter({ hasText: 'Loaded' }).waitFor({ timeout: REPLY_MS });
+  await page.getByTestId('model-name').filter({ hasText: DOWNLOADED }).waitFor();
+  await shot(page, 'download-loaded');
+  const models = await (await fetch(baseURL + '/v1/models')).json();
+  assert.equal(models.data[0].id, DOWNLOADED);
+  const health = await (await fetch(baseURL + '/health')).json();
+  assert.equal(health.model, DOWNLOADED);
+  const reply = await fetch(baseURL + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Hello!' }], max_tokens: 8 }),
+  });
+  assert.equal(reply.status, 200);
+  assert.equal((await reply.json()).model, DOWNLOADED);
+
+  // The served model verifies again, and cannot be deleted from under the server.
   await page.getByRole('button', { name: 'Verify' }).click();
   await state.and(page.locator('[data-state="done"]')).waitFor();
-  await page.getByRole('button', { name: 'Delete' }).click();
-  await state.and(page.locator('[data-state="idle"]')).waitFor();
-  assert.equal(existsSync(join(modelsDir, 'Qwen3.6-35B-A3B-4bit')), false);
+  assert.equal(await page.getByRole('button', { name: 'Delete' }).count(), 0);
+  assert.ok(existsSync(join(modelsDir, DOWNLOADED)));
   await page.context().close();
 });

@@ -30,6 +30,14 @@ const defaultApi: ModelApi = {
   models: listModels,
 };
 
+/** Download actions after which the finished, verified model is loaded: one click takes the user from nothing to a loaded model. */
+const LOAD_AFTER: ReadonlySet<DownloadAction> = new Set(['start', 'resume', 'verify']);
+
+/** True when the server can load the downloaded model and serves another one. */
+export function loadable(st: Status | null, d: DownloadStatus | null): boolean {
+  return !!st?.load && d?.state === 'done' && st.model.dir !== d.dir;
+}
+
 /** True while a download state means bytes may still move. */
 export function downloadActive(d: DownloadStatus | null): boolean {
   return !!d && (d.state === 'running' || d.state === 'verifying');
@@ -44,8 +52,12 @@ export class ModelStore {
   contextLength = $state(0);
   error = $state<ApiError | null>(null);
   busy = $state(false);
+  /** True while the server loads the downloaded model. */
+  loading = $state(false);
 
   #api: ModelApi;
+  /** Set by an action whose download, once done and verified, is to be loaded. */
+  #loadWhenDone = false;
   #timer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(api: ModelApi = defaultApi) {
@@ -87,6 +99,7 @@ export class ModelStore {
     try {
       this.download = await this.#api.action(action);
       this.error = null;
+      this.#loadWhenDone = LOAD_AFTER.has(action) || (action === 'pause' && this.#loadWhenDone);
       this.poll();
     } catch (e) {
       this.error = e instanceof ApiError ? e : null;
@@ -97,6 +110,7 @@ export class ModelStore {
 
   async load(): Promise<void> {
     this.busy = true;
+    this.loading = true;
     try {
       this.status = await this.#api.load();
       await this.refresh();
@@ -104,7 +118,16 @@ export class ModelStore {
       this.error = e instanceof ApiError ? e : null;
     } finally {
       this.busy = false;
+      this.loading = false;
     }
+  }
+
+  /** Loads the download an action asked for once it is done; a failed or stopped one asks for nothing more. */
+  async #afterDownload(): Promise<void> {
+    const state = this.download?.state;
+    if (!this.#loadWhenDone || state === 'running' || state === 'verifying' || state === 'paused') return;
+    this.#loadWhenDone = false;
+    if (loadable(this.status, this.download)) await this.load();
   }
 
   /** Polls fast while a download moves, slowly otherwise, until stopPolling. */
@@ -114,6 +137,7 @@ export class ModelStore {
       try {
         if (this.status?.downloads) this.download = await this.#api.download();
         this.status = await this.#api.status();
+        await this.#afterDownload();
       } catch {
         // A missed poll is retried at the next tick.
       }
