@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,6 +24,8 @@ const (
 	MaxTokenChars = 256
 	// MaxOrigins bounds the allowed origins.
 	MaxOrigins = 64
+	// maxPort is the highest TCP port.
+	maxPort = math.MaxUint16
 	// settingsFileMode keeps the file, which holds keys, private.
 	settingsFileMode = 0o600
 )
@@ -70,8 +73,8 @@ func (s Settings) Validate() error {
 		return bad("context_length must be 0 (the model's) to %d, not %d", MaxContextLength, s.ContextLength)
 	case !slices.Contains(presets, s.Preset):
 		return bad("preset must be one of %v, not %q", presets, s.Preset)
-	case s.Port < 1 || s.Port > 65535:
-		return bad("port must be 1 to 65535, not %d", s.Port)
+	case s.Port < 1 || s.Port > maxPort:
+		return bad("port must be 1 to %d, not %d", maxPort, s.Port)
 	case s.Expose && len(s.AccessToken) < MinTokenChars:
 		return bad("exposing the server to the network needs an access token of at least %d characters", MinTokenChars)
 	case len(s.AccessToken) > MaxTokenChars || len(s.APIKey) > MaxTokenChars:
