@@ -17,7 +17,11 @@
 // petal chat and the desktop app load through the memory-fit check of
 // package petal/internal/fit, which refuses a model that does not fit and
 // lowers a context that does not, before a device opens; which model runs
-// when none is named is package petal/internal/models' choice.
+// when none is named is package petal/internal/models' choice. petal serve
+// and the desktop app also load the model the Setup screen downloaded
+// while they run (cmd_serve_live.go): through the same check, beside the
+// served model, whose service is then swapped in a service.Slot, so that
+// running requests finish on the old model before it closes.
 //
 // # The desktop app
 //

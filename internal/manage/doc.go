@@ -10,7 +10,7 @@
 //	GET  /manage/fit?context=N     the memory verdict at a context length
 //	GET  /manage/download          download progress
 //	POST /manage/download/{action} start, pause, resume, cancel, verify or delete
-//	POST /manage/model/load        load the downloaded model
+//	POST /manage/model/load        serve the downloaded model in place of the current one
 //	GET  /manage/settings          settings and which of them wait for a restart
 //	PUT  /manage/settings          replace the settings
 //
@@ -30,5 +30,7 @@
 // (package api) before a request reaches this package.
 //
 // Errors have the OpenAI shape the UI reads everywhere:
-// {"error": {"message", "type", "code"}}; the UI switches on code.
+// {"error": {"message", "type", "code"}}; the UI switches on code. A
+// refused load says why: not_downloaded, does_not_fit (with the memory
+// verdict), load_busy, or load_failed.
 package manage
