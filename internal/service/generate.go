@@ -124,10 +124,6 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		return sum, &badRequest{err}
 	}
 	sum.Seed = sampler.Seed()
-	stopper, err := sample.NewStopper(p.stops)
-	if err != nil {
-		return sum, &badRequest{err}
-	}
 	out := newSink(p.parser, emit)
 	dec := s.tok.NewStreamDecoder(true)
 	fed := append([]int(nil), p.tokens...)
@@ -148,12 +144,12 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 			break
 		}
 		sum.CompletionTokens++
-		text, stopped := stopper.Push(dec.Next(id))
+		text, stopped := p.stopper.Push(dec.Next(id))
 		if err := out.feed(text); err != nil {
 			return sum, err
 		}
 		if stopped {
-			sum.Finish, sum.StopSequence = FinishStop, stopper.Matched()
+			sum.Finish, sum.StopSequence = FinishStop, p.stopper.Matched()
 			break
 		}
 		if sum.CompletionTokens == p.maxTokens {
@@ -165,9 +161,9 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		}
 		fed = append(fed, id)
 	}
-	if !stopper.Stopped() {
-		text, _ := stopper.Push(dec.Flush())
-		if err := out.feed(text + stopper.Flush()); err != nil {
+	if !p.stopper.Stopped() {
+		text, _ := p.stopper.Push(dec.Flush())
+		if err := out.feed(text + p.stopper.Flush()); err != nil {
 			return sum, err
 		}
 	}

@@ -62,7 +62,7 @@ type prepared struct {
 	tokens    []int
 	maxTokens int
 	params    sample.Params
-	stops     []string
+	stopper   *sample.Stopper
 	parser    *reply.Parser // nil for a raw prompt
 }
 
@@ -71,7 +71,7 @@ type prepared struct {
 const thinkOpen = "<think>"
 
 func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) {
-	p := &prepared{stops: req.Stop}
+	p := &prepared{}
 	text, err := s.promptText(ctx, req)
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	if req.MaxTokens > 0 {
 		p.maxTokens = min(p.maxTokens, req.MaxTokens)
 	}
-	if _, err := sample.NewStopper(req.Stop); err != nil {
+	if p.stopper, err = sample.NewStopper(req.Stop); err != nil {
 		return nil, &badRequest{err}
 	}
 	p.params = s.params(req)
