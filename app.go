@@ -103,6 +103,8 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("the local endpoint cannot listen on %s (change the port in Settings): %w", addr, err)
 	}
+	// onSettings keeps the login item as the settings say, at start and
+	// on every change.
 	onSettings := func(s manage.Settings) {
 		if err := setStartAtLogin(s.StartAtLogin); err != nil {
 			logger.Printf("start at login: %v", err)
@@ -134,9 +136,7 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	}
 	win := api.NewOnSlot(a.live.slot, api.Options{AllowedHosts: windowHosts, AllowedOrigins: windowOrigins, Fallback: windowUI, Logger: logger})
 	a.Window = fromWebview(win)
-	if err := setStartAtLogin(s.StartAtLogin); err != nil {
-		logger.Printf("start at login: %v", err)
-	}
+	onSettings(s)
 	return a, nil
 }
 
