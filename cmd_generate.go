@@ -16,11 +16,15 @@ func init() {
 	}
 }
 
+// defaultGenerateTokens is how many tokens petal generate decodes unless
+// told: enough to compare a continuation with the reference's.
+const defaultGenerateTokens = 16
+
 func runGenerate(args []string, stdout io.Writer) error {
 	fs := newFlags("generate", os.Stderr)
 	dir := fs.String("model", "", "checkpoint folder")
 	tokens := fs.String("tokens", "", "comma-separated prompt token ids")
-	maxTokens := fs.Int("max-tokens", 16, "tokens to generate at most")
+	maxTokens := fs.Int("max-tokens", defaultGenerateTokens, "tokens to generate at most")
 	backend := fs.String("backend", "cpu", "backend")
 	if err := fs.Parse(args); err != nil {
 		return err
