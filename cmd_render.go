@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
+	"os"
 
 	"petal/engine/chattemplate"
 )
@@ -17,8 +17,7 @@ func init() {
 }
 
 func runRender(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("render", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("render", os.Stderr)
 	var req chattemplate.FileRequest
 	fs.StringVar(&req.ModelDir, "model", "", "checkpoint folder (only its template and tokenizer config are read)")
 	fs.StringVar(&req.MessagesFile, "messages", "", "JSON file with an array of messages")
@@ -31,8 +30,8 @@ func runRender(args []string, stdout io.Writer) error {
 	if req.ModelDir == "" || req.MessagesFile == "" {
 		return errors.New("render: --model and --messages are required")
 	}
-	if fs.NArg() > 0 {
-		return errors.New("render: unexpected arguments")
+	if err := noArgs(fs); err != nil {
+		return err
 	}
 	prompt, err := chattemplate.RenderFiles(context.Background(), req)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,8 +24,7 @@ func init() {
 }
 
 func runTokenize(args []string, stdin io.Reader, stdout io.Writer) error {
-	fs := flag.NewFlagSet("tokenize", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("tokenize", os.Stderr)
 	path := fs.String("tokenizer", "", "tokenizer.json file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -34,8 +32,8 @@ func runTokenize(args []string, stdin io.Reader, stdout io.Writer) error {
 	if *path == "" {
 		return errors.New("tokenize: --tokenizer is required")
 	}
-	if fs.NArg() > 0 {
-		return errors.New("tokenize: unexpected arguments")
+	if err := noArgs(fs); err != nil {
+		return err
 	}
 	tok, err := tokenizer.Load(*path)
 	if err != nil {

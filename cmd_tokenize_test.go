@@ -71,7 +71,7 @@ func TestTokenize(t *testing.T) {
 		says  string
 	}{
 		{nil, "hi", "--tokenizer is required"},
-		{[]string{"--tokenizer", path, "extra"}, "hi", "unexpected arguments"},
+		{[]string{"--tokenizer", path, "extra"}, "hi", `unexpected argument "extra"`},
 		{[]string{"--tokenizer", path}, "hi \xff", "not valid UTF-8"},
 		{[]string{"--tokenizer", filepath.Join(t.TempDir(), "none.json")}, "hi", "no such file"},
 	}
