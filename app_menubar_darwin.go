@@ -3,18 +3,34 @@
 package main
 
 import (
+	_ "embed"
 	"time"
 
 	"petal/internal/menubar"
 )
 
-// The item's text in the menu bar: its state at a glance. The service's
-// metrics never wait on generation, so reading them is safe at any time.
+// The item's icons in the menu bar, its state at a glance: monochrome
+// template images that macOS tints for the bar (build/darwin holds them).
+var (
+	//go:embed build/darwin/menubar-idle.png
+	menuBarIdleIcon []byte
+	//go:embed build/darwin/menubar-busy.png
+	menuBarBusyIcon []byte
+)
+
 const (
-	menuBarTitle     = "Petal"
-	menuBarBusyTitle = "Petal ●"
-	// menuBarPoll is how often the title follows the model's state.
+	// menuBarTitle is the item's tooltip and spoken name.
+	menuBarTitle = "Petal"
+	// menuBarPoll is how often the item follows the model's state. The
+	// service's metrics never wait on generation, so reading them is safe
+	// at any time.
 	menuBarPoll = time.Second
+	// menuBarModelLine is the index of the menu line that names the model.
+	menuBarModelLine = 1
+	// wailsWindowClass is the NSWindow subclass Wails v2 makes its window
+	// with (internal/frontend/desktop/darwin/WailsContext.h), which the
+	// menu bar finds to place the window under its item.
+	wailsWindowClass = "WailsWindow"
 )
 
 func init() {
@@ -27,23 +43,34 @@ func init() {
 	})
 }
 
+// modelLine is the menu's line about the served model.
+func modelLine(a *App) string {
+	st := a.live.status()
+	if a.Demo && st.Name == a.ModelName {
+		return "Model: demo (download the real one in Model)"
+	}
+	return "Model: " + st.Name + " (ready)"
+}
+
 // installMenuBar adds Petal's menu-bar item and makes the app an accessory.
 func installMenuBar(a *App) {
+	var item *menubar.StatusItem
 	open := func(view string) func() {
 		return func() {
 			if err := menubar.ShowInDock(true); err != nil {
 				a.log.Printf("menu bar: %v", err)
 			}
+			// The chat window opens under the item, as a menu would.
+			if err := item.PlaceUnder(wailsWindowClass); err != nil {
+				a.log.Printf("menu bar: %v", err)
+			}
 			a.ShowWindow(view)
 		}
 	}
-	status := "Model: " + a.ModelName + " (ready)"
-	if a.Demo {
-		status = "Model: demo (download the real one in Model)"
-	}
-	item, err := menubar.Install(menuBarTitle, []menubar.Item{
+	line := modelLine(a)
+	item, err := menubar.Install(menuBarTitle, menuBarIdleIcon, []menubar.Item{
 		{Title: "Open Chat", Key: "o", Action: open("chat")},
-		{Title: status, Action: open("setup")},
+		{Title: line, Action: open("setup")},
 		{},
 		{Title: "Copy Endpoint URL", Key: "c", Action: func() {
 			if err := a.CopyEndpoint(); err != nil {
@@ -61,12 +88,13 @@ func installMenuBar(a *App) {
 	if err := menubar.ShowInDock(true); err != nil {
 		a.log.Printf("menu bar: %v", err)
 	}
-	go followState(a, item)
+	go followState(a, item, line)
 }
 
-// followState shows in the menu bar whether the model is generating,
-// until the app quits.
-func followState(a *App, item *menubar.StatusItem) {
+// followState shows in the menu bar whether the model is generating, and
+// names the model a load from the Setup screen put in place, until the
+// app quits.
+func followState(a *App, item *menubar.StatusItem, line string) {
 	busy := false
 	t := time.NewTicker(menuBarPoll)
 	defer t.Stop()
@@ -76,17 +104,24 @@ func followState(a *App, item *menubar.StatusItem) {
 			return
 		case <-t.C:
 		}
+		if now := modelLine(a); now != line {
+			line = now
+			if err := item.SetItemTitle(menuBarModelLine, line); err != nil {
+				a.log.Printf("menu bar: %v", err)
+				return
+			}
+		}
 		m := a.live.slot.Current().Metrics()
 		now := m.Running > 0 || m.Waiting > 0
 		if now == busy {
 			continue
 		}
 		busy = now
-		title := menuBarTitle
+		icon := menuBarIdleIcon
 		if busy {
-			title = menuBarBusyTitle
+			icon = menuBarBusyIcon
 		}
-		if err := item.SetTitle(title); err != nil {
+		if err := item.SetIcon(icon); err != nil {
 			a.log.Printf("menu bar: %v", err)
 			return
 		}

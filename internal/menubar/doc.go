@@ -12,10 +12,13 @@
 //
 // # Scope
 //
-// Only what the menu-bar item needs: a status item with a text title, a
-// menu of titled items (with key equivalents) and separators, and the
-// activation policy. Elsewhere than on macOS the package has no code: a
-// Linux desktop opens a normal window instead.
+// Only what the menu-bar item needs: a status item showing a monochrome
+// template icon (PNG bytes, tinted by macOS for the bar's appearance), a
+// menu of titled items (with key equivalents) and separators, placing a
+// window just under the item, and the activation policy. Elsewhere than on
+// macOS only the icon check ([CheckIcon]) and the placement arithmetic
+// build, so that they are tested everywhere: a Linux desktop opens a
+// normal window instead.
 //
 // Reference: https://developer.apple.com/documentation/appkit/nsstatusitem
 package menubar

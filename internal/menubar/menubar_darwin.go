@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/ebitengine/purego/objc"
@@ -21,7 +22,11 @@ type Item struct {
 
 // StatusItem is the installed menu-bar item.
 type StatusItem struct {
-	item objc.ID
+	item  objc.ID
+	title string
+	// entries are the menu's NSMenuItems, separators included, in the
+	// order Install was given them.
+	entries []objc.ID
 }
 
 // Paths of the system libraries the package loads.
@@ -65,7 +70,28 @@ var (
 	sel_stringWithUTF8String       = objc.RegisterName("stringWithUTF8String:")
 	sel_petalMenuAction            = objc.RegisterName("petalMenuAction:")
 	sel_setAutoenablesItems        = objc.RegisterName("setAutoenablesItems:")
+	sel_dataWithBytes_length       = objc.RegisterName("dataWithBytes:length:")
+	sel_initWithData               = objc.RegisterName("initWithData:")
+	sel_setSize                    = objc.RegisterName("setSize:")
+	sel_setTemplate                = objc.RegisterName("setTemplate:")
+	sel_setAccessibilityDesc       = objc.RegisterName("setAccessibilityDescription:")
+	sel_setImage                   = objc.RegisterName("setImage:")
+	sel_setToolTip                 = objc.RegisterName("setToolTip:")
+	sel_release                    = objc.RegisterName("release")
+	sel_window                     = objc.RegisterName("window")
+	sel_frame                      = objc.RegisterName("frame")
+	sel_screen                     = objc.RegisterName("screen")
+	sel_visibleFrame               = objc.RegisterName("visibleFrame")
+	sel_windows                    = objc.RegisterName("windows")
+	sel_count                      = objc.RegisterName("count")
+	sel_objectAtIndex              = objc.RegisterName("objectAtIndex:")
+	sel_isKindOfClass              = objc.RegisterName("isKindOfClass:")
+	sel_setFrameTopLeftPoint       = objc.RegisterName("setFrameTopLeftPoint:")
 )
+
+// nsSize is AppKit's NSSize, passed by value (CGFloat is float64 on every
+// 64-bit Mac).
+type nsSize struct{ W, H float64 }
 
 var (
 	loadOnce sync.Once
@@ -152,26 +178,60 @@ func nsString(s string) objc.ID {
 	return objc.ID(objc.GetClass("NSString")).Send(sel_stringWithUTF8String, s)
 }
 
-// Install adds an item titled title with menu items to the menu bar. It
-// returns once the item exists.
-func Install(title string, items []Item) (*StatusItem, error) {
+// nsImage makes a template NSImage of a checked icon, IconPoints square,
+// described by title for VoiceOver; the caller owns it.
+func nsImage(icon []byte, title string) objc.ID {
+	data := objc.ID(objc.GetClass("NSData")).Send(sel_dataWithBytes_length, unsafe.Pointer(&icon[0]), len(icon))
+	img := objc.ID(objc.GetClass("NSImage")).Send(sel_alloc).Send(sel_initWithData, data)
+	if img == 0 {
+		return 0
+	}
+	img.Send(sel_setSize, nsSize{IconPoints, IconPoints})
+	img.Send(sel_setTemplate, true)
+	img.Send(sel_setAccessibilityDesc, nsString(title))
+	return img
+}
+
+// showIcon puts icon on the item's button in place of any text; the
+// button keeps the image, so this reference is released.
+func (s *StatusItem) showIcon(icon []byte) {
+	img := nsImage(icon, s.title)
+	if img == 0 {
+		return // CheckIcon accepted it, so AppKit cannot fail to read it
+	}
+	button := s.item.Send(sel_button)
+	button.Send(sel_setImage, img)
+	button.Send(sel_setTitle, nsString(""))
+	img.Send(sel_release)
+}
+
+// Install adds an item to the menu bar showing icon (see CheckIcon), with
+// title as its tooltip and spoken name, and menu items. It returns once
+// the item exists.
+func Install(title string, icon []byte, items []Item) (*StatusItem, error) {
 	if title == "" {
 		return nil, errors.New("menubar: an item needs a title")
 	}
-	s := &StatusItem{}
+	if err := CheckIcon(icon); err != nil {
+		return nil, err
+	}
+	s := &StatusItem{title: title}
 	done := make(chan struct{})
 	err := onMain(func() {
 		defer close(done)
 		bar := objc.ID(objc.GetClass("NSStatusBar")).Send(sel_systemStatusBar)
 		s.item = bar.Send(sel_statusItemWithLength, nsVariableStatusItemLength).Send(sel_retain)
-		s.item.Send(sel_button).Send(sel_setTitle, nsString(title))
+		s.showIcon(icon)
+		s.item.Send(sel_button).Send(sel_setToolTip, nsString(title))
 
 		menu := objc.ID(objc.GetClass("NSMenu")).Send(sel_alloc).Send(sel_initWithTitle, nsString(title))
 		menu.Send(sel_setAutoenablesItems, false)
 		actionsMu.Lock()
 		for _, it := range items {
 			if it.Title == "" {
-				menu.Send(sel_addItem, objc.ID(objc.GetClass("NSMenuItem")).Send(sel_separatorItem))
+				sep := objc.ID(objc.GetClass("NSMenuItem")).Send(sel_separatorItem)
+				menu.Send(sel_addItem, sep)
+				s.entries = append(s.entries, sep)
 				continue
 			}
 			mi := objc.ID(objc.GetClass("NSMenuItem")).Send(sel_alloc).
@@ -180,6 +240,7 @@ func Install(title string, items []Item) (*StatusItem, error) {
 			mi.Send(sel_setTag, len(actions))
 			actions = append(actions, it.Action)
 			menu.Send(sel_addItem, mi)
+			s.entries = append(s.entries, mi)
 		}
 		actionsMu.Unlock()
 		s.item.Send(sel_setMenu, menu)
@@ -191,10 +252,50 @@ func Install(title string, items []Item) (*StatusItem, error) {
 	return s, nil
 }
 
-// SetTitle changes the text shown in the menu bar (the model's state).
-func (s *StatusItem) SetTitle(title string) error {
+// SetItemTitle changes the title of the menu's i-th item (counted as
+// Install was given them), such as a line that names the model.
+func (s *StatusItem) SetItemTitle(i int, title string) error {
+	if i < 0 || i >= len(s.entries) || title == "" {
+		return fmt.Errorf("menubar: no menu item %d to title %q (the menu has %d)", i, title, len(s.entries))
+	}
+	return onMain(func() { s.entries[i].Send(sel_setTitle, nsString(title)) })
+}
+
+// SetIcon changes the icon shown in the menu bar (the model's state).
+func (s *StatusItem) SetIcon(icon []byte) error {
+	if err := CheckIcon(icon); err != nil {
+		return err
+	}
+	return onMain(func() { s.showIcon(icon) })
+}
+
+// PlaceUnder moves the app's windows of the Objective-C class windowClass
+// (the one a toolkit makes its windows with) to just under the item:
+// centred on it and kept on its screen, as a menu opens. It is queued on
+// the main thread like every call, so a window shown right after it opens
+// in place.
+func (s *StatusItem) PlaceUnder(windowClass string) error {
+	class := objc.GetClass(windowClass)
+	if class == 0 {
+		return fmt.Errorf("menubar: no Objective-C class %q", windowClass)
+	}
 	return onMain(func() {
-		s.item.Send(sel_button).Send(sel_setTitle, nsString(title))
+		bar := s.item.Send(sel_button).Send(sel_window)
+		screen := bar.Send(sel_screen)
+		if bar == 0 || screen == 0 {
+			return // the item is hidden (the bar is full): leave the windows where they are
+		}
+		item := objc.Send[Rect](bar, sel_frame)
+		visible := objc.Send[Rect](screen, sel_visibleFrame)
+		windows := objc.ID(objc.GetClass("NSApplication")).Send(sel_sharedApplication).Send(sel_windows)
+		for i := range objc.Send[uint](windows, sel_count) {
+			w := windows.Send(sel_objectAtIndex, i)
+			if !objc.Send[bool](w, sel_isKindOfClass, class) {
+				continue
+			}
+			frame := objc.Send[Rect](w, sel_frame)
+			w.Send(sel_setFrameTopLeftPoint, placeUnder(item, frame.W, visible))
+		}
 	})
 }
 
