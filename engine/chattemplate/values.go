@@ -384,6 +384,9 @@ func pyJSONString(b *strings.Builder, s string) {
 // pyFloat formats f as Python's repr(float) does: the shortest digits that
 // round-trip, exponent form below 1e-4 and from 1e16, and ".0" on integers.
 func pyFloat(f float64) string {
+	// Python's repr writes a float without an exponent from 1e-4 up to,
+	// not including, 1e16.
+	const pyFloatMinPlainExp, pyFloatMaxPlainExp = -4, 16
 	switch {
 	case math.IsNaN(f):
 		return "nan"
@@ -395,7 +398,7 @@ func pyFloat(f float64) string {
 	s := strconv.FormatFloat(f, 'e', -1, 64)
 	mant, expStr, _ := strings.Cut(s, "e")
 	exp, _ := strconv.Atoi(expStr)
-	if exp < -4 || exp >= 16 {
+	if exp < pyFloatMinPlainExp || exp >= pyFloatMaxPlainExp {
 		sign := "+"
 		if exp < 0 {
 			sign = "-"
