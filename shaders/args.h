@@ -93,10 +93,10 @@ struct MoEArgs {
 };
 
 // ---- attention.metal
-// Positions per threadgroup of attn_decode_f32; more than one block takes
+// Positions per threadgroup of attn_decode_f16kv; more than one block takes
 // the split route (partials, then attn_merge_f32).
 #define ATTN_BLOCK 256
-// attn_decode_f32 runs ATTN_SIMDGROUPS simd-groups (at most; a grid of
+// attn_decode_f16kv runs ATTN_SIMDGROUPS simd-groups (at most; a grid of
 // head columns by position stripes), each holding ATTN_HEADS_PER_SIMDGROUP
 // query heads of the GQA group in registers.
 #define ATTN_SIMDGROUPS 8
@@ -105,7 +105,7 @@ struct MoEArgs {
 // fills at most ATTN_SIMDGROUPS head columns.
 #define ATTN_MAX_HEAD_DIM 256
 #define ATTN_MAX_GROUP 16
-// attn_prep_f32 runs at most this many threads per head.
+// attn_prep_f16kv runs at most this many threads per head.
 #define ATTN_PREP_MAX_THREADS 256
 // Function constants: FC_ATTN + 0 = head_dim, FC_ATTN + 1 = GQA group.
 #define FC_ATTN 600
@@ -123,7 +123,7 @@ struct AttnPrepArgs {
 
 struct AttnDecodeArgs {
     int32_t n;              // positions attended: 0..n-1
-    int32_t blocks;         // ceil(n / ATTN_BLOCK); 1: attn_decode_f32 writes o
+    int32_t blocks;         // ceil(n / ATTN_BLOCK); 1: attn_decode_f16kv writes o
     int32_t heads;          // query heads
     int32_t kv_heads;
     float scale;            // 1/sqrt(head_dim), rounded to fp32 by the host
@@ -204,7 +204,7 @@ struct DeltaScanArgs {
 };
 
 // ---- attention_prefill.metal
-// Tokens of a chunk one attn_prefill_f32 simd-group attends together, and
+// Tokens of a chunk one attn_prefill_f16kv simd-group attends together, and
 // the most such blocks one threadgroup takes.
 #define ATTN_PREFILL_TOKENS 8
 #define ATTN_PREFILL_BLOCKS 4

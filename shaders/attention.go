@@ -9,9 +9,14 @@ import (
 
 const attentionFile = "attention.metal"
 
-// maxCacheFloats bounds a KV cache's floats so that every index the
+// KVElementBytes is the size of one cached K or V element: the caches are
+// IEEE fp16 (attention.metal says why), converted on write by AttnPrep and
+// AttnPrepRows and widened to fp32 by AttnDecode and AttnPrefill.
+const KVElementBytes = 2
+
+// maxCacheElements bounds a KV cache's elements so that every index the
 // attention kernels form fits the 32-bit arithmetic they start from.
-const maxCacheFloats = math.MaxInt32
+const maxCacheElements = math.MaxInt32
 
 // attnCheck reports why a is not a shape the attention kernels take.
 func attnCheck(op string, a AttnShape) error {
@@ -56,21 +61,31 @@ func mixerFloats(op, what string, v View, n int) error {
 	return nil
 }
 
-// attnCheckCache reports why a cache view cannot hold rows positions.
+// attnCheckCache reports why a cache view cannot hold rows positions of
+// fp16 elements.
 func attnCheckCache(op, what string, v View, a AttnShape, rows int) error {
 	row := a.KVHeads * a.HeadDim
-	if rows > maxCacheFloats/row {
-		return fmt.Errorf("%w: shaders: %s: position %d is past the %d the kernels index", gpu.ErrInvalid, op, rows-1, maxCacheFloats/row)
+	if rows > maxCacheElements/row {
+		return fmt.Errorf("%w: shaders: %s: position %d is past the %d the kernels index", gpu.ErrInvalid, op, rows-1, maxCacheElements/row)
 	}
-	return mixerFloats(op, what, v, rows*row)
+	n := rows * row
+	switch {
+	case v.Buf == nil:
+		return fmt.Errorf("%w: shaders: %s: %s has no buffer", gpu.ErrInvalid, op, what)
+	case v.Off < 0 || v.Off%KVElementBytes != 0:
+		return fmt.Errorf("%w: shaders: %s: %s offset %d is not a multiple of %d", gpu.ErrInvalid, op, what, v.Off, KVElementBytes)
+	case v.Off > v.Buf.Len() || n > (v.Buf.Len()-v.Off)/KVElementBytes:
+		return fmt.Errorf("%w: shaders: %s: %s needs %d fp16 elements at offset %d of a %d-byte buffer", gpu.ErrInvalid, op, what, n, v.Off, v.Buf.Len())
+	}
+	return nil
 }
 
 // AttnPrep readies one token's attention inputs: for each query head, q =
 // RoPE(RMSNorm(query) * qNorm) and gate copied out of qg's [query | gate]
 // halves; for each KV head, RoPE(RMSNorm(k) * kNorm) and v written to row
-// pos of the caches. Views are f32: q, gate [Heads][HeadDim]; qg
-// [Heads][2*HeadDim]; k, v [KVHeads][HeadDim]; kCache, vCache
-// [capacity][KVHeads][HeadDim]; qNorm, kNorm [HeadDim].
+// pos of the caches, rounded to fp16. Views are f32 but for the caches:
+// q, gate [Heads][HeadDim]; qg [Heads][2*HeadDim]; k, v [KVHeads][HeadDim];
+// qNorm, kNorm [HeadDim]; kCache, vCache f16 [capacity][KVHeads][HeadDim].
 func (k *Kernels) AttnPrep(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos int) error {
 	const op = "AttnPrep"
 	if err := attnCheckPrep(op, a); err != nil {
@@ -100,7 +115,7 @@ func (k *Kernels) AttnPrep(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vC
 	if err := attnCheckCache(op, "v cache", vCache, a, pos+1); err != nil {
 		return err
 	}
-	p, err := k.Pipeline(attentionFile, "attn_prep_f32")
+	p, err := k.Pipeline(attentionFile, "attn_prep_f16kv")
 	if err != nil {
 		return err
 	}
@@ -136,7 +151,7 @@ func AttnScratchBytes(a AttnShape, n int) int {
 	return a.Heads * b * (a.HeadDim + 2) * 4
 }
 
-// attnGeometry is attn_decode_f32's simd-group grid for a GQA group: head
+// attnGeometry is attn_decode_f16kv's simd-group grid for a GQA group: head
 // columns by position stripes, as the kernel derives it.
 func attnGeometry(group int) (columns, stripes int) {
 	columns = (group + AttnHeadsPerSimdgroup - 1) / AttnHeadsPerSimdgroup
@@ -145,8 +160,9 @@ func attnGeometry(group int) (columns, stripes int) {
 
 // AttnDecode attends each query head's one new query to cached positions
 // 0..n-1 of its KV head (causal softmax, scale 1/sqrt(HeadDim), fp32),
-// then gates the result: o = attn * sigmoid(gate). Views are f32: o, q,
-// gate [Heads][HeadDim]; the caches [capacity][KVHeads][HeadDim]; scratch
+// then gates the result: o = attn * sigmoid(gate). Views are f32 but for
+// the caches: o, q, gate [Heads][HeadDim]; the caches f16
+// [capacity][KVHeads][HeadDim]; scratch
 // at least [AttnScratchBytes] bytes (unused, and may be empty, when that
 // is 0). Past AttnBlock positions it encodes two dispatches, blocks then
 // merge, with a barrier between.
@@ -184,7 +200,7 @@ func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, o, q, gate, kCache, vCache, s
 	}
 	group := a.Heads / a.KVHeads
 	consts := []gpu.Constant{gpu.IntConstant(FCAttn, int32(a.HeadDim)), gpu.IntConstant(FCAttn+1, int32(group))}
-	p, err := k.Pipeline(attentionFile, "attn_decode_f32", consts...)
+	p, err := k.Pipeline(attentionFile, "attn_decode_f16kv", consts...)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,12 @@
 // attention.metal: gated full attention for one decode token.
 //
-//   attn_prep_f32:   q_h = RoPE(RMSNorm(query_h) * q_norm), gate_h = gate part of qg_h;
-//                    K[pos] = RoPE(RMSNorm(k_h) * k_norm), V[pos] = v_h
-//   attn_decode_f32: o_h = softmax_p(q_h . K[p] * scale) . V[p] over p < n,
-//                    times sigmoid(gate_h) (single pass), or the block's
-//                    unnormalised partial (split route)
-//   attn_merge_f32:  o_h = sum_b e^(m_b - M) acc_b / sum_b e^(m_b - M) l_b,
-//                    times sigmoid(gate_h)
+//   attn_prep_f16kv:   q_h = RoPE(RMSNorm(query_h) * q_norm), gate_h = gate part of qg_h;
+//                      K[pos] = half(RoPE(RMSNorm(k_h) * k_norm)), V[pos] = half(v_h)
+//   attn_decode_f16kv: o_h = softmax_p(q_h . K[p] * scale) . V[p] over p < n,
+//                      times sigmoid(gate_h) (single pass), or the block's
+//                      unnormalised partial (split route)
+//   attn_merge_f32:    o_h = sum_b e^(m_b - M) acc_b / sum_b e^(m_b - M) l_b,
+//                      times sigmoid(gate_h)
 //
 // RoPE rotates the first rotary_dim dims of a head in rotate-half pairs
 // (j, j + rotary_dim/2) by pos * inv_freq[j]; the host rounds inv_freq to
@@ -15,18 +15,23 @@
 //
 // Layout: qg is float[heads][2*head_dim] (per head the query, then the
 // gate); q, gate and o are float[heads][head_dim]; k and v are
-// float[kv_heads][head_dim]; the caches are float[capacity][kv_heads][head_dim]
-// (position p of KV head h at (p*kv_heads + h)*head_dim). Query head h reads
+// float[kv_heads][head_dim]; the caches are half[capacity][kv_heads][head_dim]
+// (position p of KV head h at (p*kv_heads + h)*head_dim). The caches are
+// IEEE fp16 because decode is bandwidth-bound and they are most of what a
+// long context reads: keys are RMS-normed (times k_norm) and values are
+// projections of normed activations, far inside half's range, and half keeps
+// 10 mantissa bits (bf16 keeps 7). Everything else, scores and softmax
+// included, is fp32. Query head h reads
 // KV head h / (heads/kv_heads). The split route's scratch holds
 // float acc[heads][blocks][head_dim], then float2 (max, sum)[heads][blocks].
 //
 // Mapping:
-//   attn_prep_f32: one threadgroup per query head, then one per KV head,
+//   attn_prep_f16kv: one threadgroup per query head, then one per KV head,
 //   by grid.y rows (a prefill chunk's tokens at positions pos, pos+1, ...,
 //   their qg, k, v, q and gate rows packed one after another);
 //   thread t handles dims t, t + threads, ... (rotated pairs by their first
 //   dim).
-//   attn_decode_f32: one threadgroup per (KV head, block of ATTN_BLOCK
+//   attn_decode_f16kv: one threadgroup per (KV head, block of ATTN_BLOCK
 //   positions), so a K/V row is fetched once for the GROUP query heads that
 //   share it. Its simd-groups form a grid of head columns (each holds
 //   ATTN_HEADS_PER_SIMDGROUP query heads) by position stripes; the simd-groups
@@ -42,12 +47,13 @@
 //   fills the GPU from a few thousand positions on, while the merge reads only
 //   1/256 of the cache's bytes again.
 //
-// Threadgroup memory: attn_prep_f32, one float per simd-group (the sum of
-// squares). attn_decode_f32, (stripes - 1) * GROUP * (head_dim + 2) floats
+// Threadgroup memory: attn_prep_f16kv, one float per simd-group (the sum of
+// squares). attn_decode_f16kv, (stripes - 1) * GROUP * (head_dim + 2) floats
 // for the partials of every stripe but the first, which merges them.
 //
 // CPU reference: engine/cpu/attention.go (rmsNorm, rope.apply, the causal
-// softmax and the sigmoid gate), fp32 throughout.
+// softmax and the sigmoid gate), fp32 throughout; its tests round the cached
+// K and V to half as these kernels store them.
 #include <metal_stdlib>
 #include "args.h"
 using namespace metal;
@@ -60,7 +66,29 @@ constant int GROUP [[function_constant(FC_ATTN + 1)]];
 // scaling by log2(e) stays finite, since fast math assumes no infinities.
 constant float ATTN_NO_SCORE = -1.0e30f;
 
-kernel void attn_prep_f32(
+// norm_rope writes y = RoPE(x * inv * w) for the dims thread tid of
+// threads handles, converting to y's type (float for q, half for the K
+// cache) only on the store, so the rounding to half is the last step.
+template <typename T>
+void norm_rope(device const float* x, device const float* w, device T* y, float inv,
+               int d, int rotary_dim, int pos, constant float* inv_freq, int tid, int threads)
+{
+    const int half_rot = rotary_dim / 2;
+    for (int i = tid; i < half_rot; i += threads) {
+        const float a = x[i] * inv * w[i];
+        const float b = x[i + half_rot] * inv * w[i + half_rot];
+        const float angle = float(pos) * inv_freq[i];
+        const float c = precise::cos(angle);
+        const float s = precise::sin(angle);
+        y[i] = T(a * c - b * s);
+        y[i + half_rot] = T(b * c + a * s);
+    }
+    for (int i = rotary_dim + tid; i < d; i += threads) {
+        y[i] = T(x[i] * inv * w[i]);
+    }
+}
+
+kernel void attn_prep_f16kv(
     constant AttnPrepArgs& args [[buffer(0)]],
     device const float* qg [[buffer(1)]],
     device const float* k [[buffer(2)]],
@@ -69,8 +97,8 @@ kernel void attn_prep_f32(
     device const float* k_norm [[buffer(5)]],
     device float* q [[buffer(6)]],
     device float* gate [[buffer(7)]],
-    device float* k_cache [[buffer(8)]],
-    device float* v_cache [[buffer(9)]],
+    device half* k_cache [[buffer(8)]],
+    device half* v_cache [[buffer(9)]],
     uint2 group [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
     uint threads [[threads_per_threadgroup]],
@@ -89,24 +117,17 @@ kernel void attn_prep_f32(
     gate += ulong(group.y) * ulong(args.heads) * d;
     k += ulong(group.y) * ulong(args.kv_heads) * d;
     v += ulong(group.y) * ulong(args.kv_heads) * d;
-    device const float* x;
-    device const float* w;
-    device float* y;
-    if (int(g) < args.heads) {
-        x = qg + ulong(g) * 2 * d;
-        w = q_norm;
-        y = q + ulong(g) * d;
+    const bool is_query = int(g) < args.heads;
+    const int h = int(g) - args.heads; // the KV head, when not a query head
+    const ulong row = is_query ? 0 : (ulong(pos) * args.kv_heads + ulong(h)) * d;
+    device const float* x = is_query ? qg + ulong(g) * 2 * d : k + ulong(h) * d;
+    if (is_query) {
         for (int i = int(tid); i < d; i += int(threads)) {
             gate[ulong(g) * d + i] = x[d + i];
         }
     } else {
-        const int h = int(g) - args.heads;
-        const ulong row = (ulong(pos) * args.kv_heads + h) * d;
-        x = k + ulong(h) * d;
-        w = k_norm;
-        y = k_cache + row;
         for (int i = int(tid); i < d; i += int(threads)) {
-            v_cache[row + i] = v[ulong(h) * d + i];
+            v_cache[row + i] = half(v[ulong(h) * d + i]);
         }
     }
 
@@ -125,27 +146,19 @@ kernel void attn_prep_f32(
     }
     const float inv = rsqrt(total / float(d) + args.eps);
 
-    const int half_rot = args.rotary_dim / 2;
-    for (int i = int(tid); i < half_rot; i += int(threads)) {
-        const float a = x[i] * inv * w[i];
-        const float b = x[i + half_rot] * inv * w[i + half_rot];
-        const float angle = float(pos) * args.inv_freq[i];
-        const float c = precise::cos(angle);
-        const float s = precise::sin(angle);
-        y[i] = a * c - b * s;
-        y[i + half_rot] = b * c + a * s;
-    }
-    for (int i = args.rotary_dim + int(tid); i < d; i += int(threads)) {
-        y[i] = x[i] * inv * w[i];
+    if (is_query) {
+        norm_rope(x, q_norm, q + ulong(g) * d, inv, d, args.rotary_dim, pos, args.inv_freq, int(tid), int(threads));
+    } else {
+        norm_rope(x, k_norm, k_cache + row, inv, d, args.rotary_dim, pos, args.inv_freq, int(tid), int(threads));
     }
 }
 
-kernel void attn_decode_f32(
+kernel void attn_decode_f16kv(
     constant AttnDecodeArgs& args [[buffer(0)]],
     device const float* q [[buffer(1)]],
     device const float* gate [[buffer(2)]],
-    device const float* k_cache [[buffer(3)]],
-    device const float* v_cache [[buffer(4)]],
+    device const half* k_cache [[buffer(3)]],
+    device const half* v_cache [[buffer(4)]],
     device float* o [[buffer(5)]],
     device float* scratch [[buffer(6)]],
     threadgroup float* stripes_tg [[threadgroup(0)]],
@@ -181,13 +194,13 @@ kernel void attn_decode_f32(
     }
 
     for (int p = start + stripe; p < end; p += stripes) {
-        device const float* kp = k_cache + ulong(p) * row_stride + ulong(kh) * HEAD_DIM;
-        device const float* vp = v_cache + ulong(p) * row_stride + ulong(kh) * HEAD_DIM;
+        device const half* kp = k_cache + ulong(p) * row_stride + ulong(kh) * HEAD_DIM;
+        device const half* vp = v_cache + ulong(p) * row_stride + ulong(kh) * HEAD_DIM;
         float kr[ATTN_MAX_HEAD_DIM / 32];
         float vr[ATTN_MAX_HEAD_DIM / 32];
         for (int i = 0; i < dims; i++) {
-            kr[i] = kp[int(lane) + 32 * i];
-            vr[i] = vp[int(lane) + 32 * i];
+            kr[i] = float(kp[int(lane) + 32 * i]);
+            vr[i] = float(vp[int(lane) + 32 * i]);
         }
         for (int j = 0; j < nh; j++) {
             float qk = 0.0f;

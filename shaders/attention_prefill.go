@@ -32,7 +32,7 @@ func (k *Kernels) AttnPrefillGroupTokens(a AttnShape) (int, error) {
 // threadgroup it allows.
 func (k *Kernels) attnPrefillPipeline(a AttnShape) (gpu.Pipeline, int, error) {
 	group := a.Heads / a.KVHeads
-	p, err := k.Pipeline(attentionPrefillFile, "attn_prefill_f32",
+	p, err := k.Pipeline(attentionPrefillFile, "attn_prefill_f16kv",
 		gpu.IntConstant(FCAttn, int32(a.HeadDim)), gpu.IntConstant(FCAttn+1, int32(group)))
 	if err != nil {
 		return nil, 0, err
@@ -48,8 +48,9 @@ func (k *Kernels) attnPrefillPipeline(a AttnShape) (gpu.Pipeline, int, error) {
 // pos0 .. pos0+tokens-1, causally to the cached positions up to its own
 // (softmax scale 1/sqrt(HeadDim), fp32), then gates the result: o =
 // attn * sigmoid(gate). AttnPrep must already have written the chunk's K/V
-// rows. Views are f32: o, q, gate [tokens][Heads][HeadDim]; the caches
-// [capacity][KVHeads][HeadDim] holding at least pos0+tokens rows.
+// rows. Views are f32 but for the caches: o, q, gate
+// [tokens][Heads][HeadDim]; the caches f16 [capacity][KVHeads][HeadDim]
+// holding at least pos0+tokens rows.
 func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, o, q, gate, kCache, vCache View, a AttnShape, pos0, tokens int) error {
 	const op = "AttnPrefill"
 	if err := attnCheck(op, a); err != nil {

@@ -35,15 +35,16 @@ func TestAttnPrefill(t *testing.T) {
 			n := c.pos0 + c.tokens
 			capacity := n + 3
 			q := randFloats(rng, c.tokens*hd, 2/math.Sqrt(math.Sqrt(float64(a.HeadDim))))
-			kc := randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim))))
-			vc := randFloats(rng, capacity*kd, 1)
+			// fp16 caches: the reference attends the same rounded values.
+			kc := roundHalves(randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim)))))
+			vc := roundHalves(randFloats(rng, capacity*kd, 1))
 			gate := randFloats(rng, c.tokens*hd, 2)
 			for p := n * kd; p < capacity*kd; p++ {
 				kc[p], vc[p] = 1e4, 1e4
 			}
 			ob := floats(t, d, make([]float32, c.tokens*hd))
 			tr, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
-				return k.AttnPrefill(cb, view(ob), view(floats(t, d, q)), view(floats(t, d, gate)), view(floats(t, d, kc)), view(floats(t, d, vc)), a, c.pos0, c.tokens)
+				return k.AttnPrefill(cb, view(ob), view(floats(t, d, q)), view(floats(t, d, gate)), view(halves(t, d, kc)), view(halves(t, d, vc)), a, c.pos0, c.tokens)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -67,13 +68,17 @@ func TestAttnPrefill(t *testing.T) {
 		})
 	}
 	_, k := mixerKernels(t, true)
-	b := floats(t, k.Device(), make([]float32, 64))
-	cb, _ := k.Device().NewCommandBuffer()
 	a := shaders.AttnShape{Heads: 2, KVHeads: 2, HeadDim: 32}
-	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(b), view(b), a, 0, 2); err == nil {
+	b := floats(t, k.Device(), make([]float32, 2*a.Heads*a.HeadDim))
+	row := halves(t, k.Device(), make([]float32, a.KVHeads*a.HeadDim)) // one position
+	cb, _ := k.Device().NewCommandBuffer()
+	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(row), view(row), a, 0, 2); err == nil {
 		t.Error("accepted caches too short for the chunk")
 	}
-	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(b), view(b), a, -1, 1); err == nil {
+	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(row), view(row), a, -1, 1); err == nil {
 		t.Error("accepted a negative position")
+	}
+	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(row).At(1), view(row), a, 0, 1); err == nil {
+		t.Error("accepted a misaligned cache")
 	}
 }

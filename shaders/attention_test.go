@@ -1,6 +1,7 @@
 package shaders_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -41,6 +42,113 @@ func mixerRun(t testing.TB, d gpu.Device, encode func(cb gpu.CommandBuffer) erro
 }
 
 func view(b gpu.Buffer) shaders.View { return shaders.View{Buf: b} }
+
+// halfBits rounds x to the nearest IEEE fp16, ties to even, as Metal's
+// float-to-half conversion does (and the sim's, gpu/sim TestHalfRounds).
+func halfBits(x float32) uint16 {
+	b := math.Float32bits(x)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	switch {
+	case exp == 0xff: // infinity or NaN
+		if b&0x7fffff != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp-127 < -14: // below half's normal range: a multiple of 2^-24
+		return sign | uint16(math.RoundToEven(math.Abs(float64(x))*(1<<24)))
+	case exp-127 > 15:
+		return sign | 0x7c00
+	}
+	// The 24-bit significand shifted to 11 bits, rounded; a carry into bit
+	// 11 moves the exponent up, as the encoding is monotonic.
+	m := b&0x7fffff | 0x800000
+	q, rem := m>>13, m&0x1fff
+	if rem > 0x1000 || rem == 0x1000 && q&1 == 1 {
+		q++
+	}
+	h := uint32(exp-127+14)<<10 + q
+	if h >= 0x7c00 {
+		return sign | 0x7c00
+	}
+	return sign | uint16(h)
+}
+
+// halfValue widens fp16 bits to float32 (exactly).
+func halfValue(h uint16) float32 {
+	sign := float32(1)
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
+	switch exp {
+	case 0:
+		return sign * float32(frac*math.Exp2(-24))
+	case 0x1f:
+		if frac != 0 {
+			return float32(math.NaN())
+		}
+		return sign * float32(math.Inf(1))
+	}
+	return sign * float32((1+frac/1024)*math.Exp2(float64(exp-15)))
+}
+
+// roundHalves is x with every value rounded to fp16, as the KV caches
+// hold it.
+func roundHalves(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = halfValue(halfBits(v))
+	}
+	return out
+}
+
+// halves is a buffer of v rounded to fp16.
+func halves(t testing.TB, d gpu.Device, v []float32) gpu.Buffer {
+	t.Helper()
+	b, err := d.NewBuffer(shaders.KVElementBytes * len(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range v {
+		binary.LittleEndian.PutUint16(b.Contents()[2*i:], halfBits(f))
+	}
+	return b
+}
+
+// readHalves widens n fp16 values of b.
+func readHalves(b gpu.Buffer, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = halfValue(binary.LittleEndian.Uint16(b.Contents()[2*i:]))
+	}
+	return out
+}
+
+func TestHalfConversion(t *testing.T) {
+	for _, c := range []struct {
+		in   float32
+		want uint16
+	}{
+		{1, 0x3c00}, {-2, 0xc000}, {1.0 / 3, 0x3555}, {65504, 0x7bff}, {65520, 0x7c00},
+		{2049, 0x6800}, {2051, 0x6802}, // ties to even
+		{6e-8, 0x0001}, {1e-8, 0}, {0.5 * 0x1p-14, 0x0200}, {0x1p-14, 0x0400},
+		{float32(0x3ff) * 0x1p-24 * 1.0004, 0x03ff}, {float32(math.Inf(-1)), 0xfc00},
+	} {
+		if got := halfBits(c.in); got != c.want {
+			t.Errorf("halfBits(%g) = %#04x, want %#04x", c.in, got, c.want)
+		}
+	}
+	// Every finite half widens and rounds back to itself.
+	for h := range 1 << 16 {
+		if h&0x7c00 == 0x7c00 {
+			continue
+		}
+		if got := halfBits(halfValue(uint16(h))); got != uint16(h) {
+			t.Fatalf("half %#04x -> %g -> %#04x", h, halfValue(uint16(h)), got)
+		}
+	}
+}
 
 func randFloats(rng *rand.Rand, n int, scale float64) []float32 {
 	x := make([]float32, n)
@@ -144,7 +252,7 @@ func TestAttnPrep(t *testing.T) {
 				sentinel[i] = 42
 			}
 			qb, gb := floats(t, d, make([]float32, hd)), floats(t, d, make([]float32, hd))
-			kc, vc := floats(t, d, sentinel), floats(t, d, sentinel)
+			kc, vc := halves(t, d, sentinel), halves(t, d, sentinel)
 			_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
 				return k.AttnPrep(cb, view(qb), view(gb), view(floats(t, d, qg)), view(floats(t, d, kin)), view(floats(t, d, vin)),
 					view(kc), view(vc), view(floats(t, d, qn)), view(floats(t, d, kn)), a, c.pos)
@@ -185,9 +293,14 @@ func TestAttnPrep(t *testing.T) {
 			}
 			check("q", readFloats(qb, hd), wantQ)
 			check("gate", readFloats(gb, hd), wantG)
-			kAll, vAll := readFloats(kc, rows*kd), readFloats(vc, rows*kd)
-			check("k cache", kAll[c.pos*kd:(c.pos+1)*kd], wantK)
-			check("v cache", vAll[c.pos*kd:(c.pos+1)*kd], vin)
+			kAll, vAll := readHalves(kc, rows*kd), readHalves(vc, rows*kd)
+			checkHalves(t, "k cache", kAll[c.pos*kd:(c.pos+1)*kd], wantK, a)
+			// V is only converted: it must be v rounded to fp16 exactly.
+			for i, w := range roundHalves(vin) {
+				if g := vAll[c.pos*kd+i]; g != w {
+					t.Fatalf("v cache[%d] = %v, want %v (v %v rounded to fp16)", i, g, w, vin[i])
+				}
+			}
 			for i := range kAll {
 				if (i < c.pos*kd || i >= (c.pos+1)*kd) && (kAll[i] != 42 || vAll[i] != 42) {
 					t.Fatalf("cache float %d (row %d) written; only row %d should be", i, i/kd, c.pos)
@@ -197,8 +310,31 @@ func TestAttnPrep(t *testing.T) {
 	}
 }
 
+// checkHalves compares a cached K row, as fp16, with the fp32 reference
+// of AttnPrep's k: the kernel's fp32 value is within e = 1e-5 of the
+// pair's magnitude of the reference (TestAttnPrep's bound), and rounding it
+// to the nearest fp16 adds at most half an ulp, 2^-11 of its magnitude for
+// a normal half or 2^-25 below half's normal range. A cache left in fp32,
+// or a row rounded the wrong way, is off by more.
+func checkHalves(t *testing.T, what string, got, want []float32, a shaders.AttnShape) {
+	t.Helper()
+	for i := range want {
+		pair := math.Abs(float64(want[i]))
+		if j := i % a.HeadDim; j < a.RotaryDim {
+			half := a.RotaryDim / 2
+			pair += math.Abs(float64(want[i-j+(j+half)%a.RotaryDim]))
+		}
+		e := 1e-5*pair + 1e-7
+		tol := math.Exp2(-11)*(math.Abs(float64(want[i]))+e) + e + math.Exp2(-25)
+		if !within(float64(got[i]), float64(want[i]), tol) {
+			t.Fatalf("%s[%d] = %v, want %v within fp16 rounding", what, i, got[i], want[i])
+		}
+	}
+}
+
 // attnTol bounds attention's error relative to 1 + |o| (see
-// testAttnDecode).
+// testAttnDecode). The references attend the same fp16-rounded K and V the
+// kernels read, so the caches' rounding adds nothing to it.
 const attnTol = 1e-5
 
 func TestAttnDecode(t *testing.T) {
@@ -234,8 +370,9 @@ func testAttnDecode(t *testing.T, rng *rand.Rand, a shaders.AttnShape, n, capaci
 	// Scores of standard deviation ~2: softmax weights spread over e^+-4,
 	// so a wrong position or scale moves the output well past tolerance.
 	q := randFloats(rng, hd, 2/math.Sqrt(math.Sqrt(float64(a.HeadDim))))
-	kc := randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim))))
-	vc := randFloats(rng, capacity*kd, 1)
+	// The caches hold fp16: the reference attends the same rounded values.
+	kc := roundHalves(randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim)))))
+	vc := roundHalves(randFloats(rng, capacity*kd, 1))
 	gate := randFloats(rng, hd, 2)
 	for p := n * kd; p < capacity*kd; p++ {
 		kc[p], vc[p] = 1e4, 1e4 // positions past n must not count
@@ -243,7 +380,7 @@ func testAttnDecode(t *testing.T, rng *rand.Rand, a shaders.AttnShape, n, capaci
 	ob := floats(t, d, make([]float32, hd))
 	scratch := view(floats(t, d, make([]float32, max(1, shaders.AttnScratchBytes(a, n)/4))))
 	tr, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
-		return k.AttnDecode(cb, view(ob), view(floats(t, d, q)), view(floats(t, d, gate)), view(floats(t, d, kc)), view(floats(t, d, vc)), scratch, a, n)
+		return k.AttnDecode(cb, view(ob), view(floats(t, d, q)), view(floats(t, d, gate)), view(halves(t, d, kc)), view(halves(t, d, vc)), scratch, a, n)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +431,7 @@ func TestAttnSequence(t *testing.T) {
 		kn[i] += 1.5
 	}
 	qgb, kb, vb := floats(t, d, qg), floats(t, d, kin), floats(t, d, vin)
-	kc, vc := floats(t, d, make([]float32, steps*kd)), floats(t, d, make([]float32, steps*kd))
+	kc, vc := halves(t, d, make([]float32, steps*kd)), halves(t, d, make([]float32, steps*kd))
 	qb, gb := floats(t, d, make([]float32, hd)), floats(t, d, make([]float32, hd))
 	ob := floats(t, d, make([]float32, steps*hd))
 	scratch := view(floats(t, d, make([]float32, shaders.AttnScratchBytes(a, steps)/4)))
@@ -317,7 +454,17 @@ func TestAttnSequence(t *testing.T) {
 	}
 	got := readFloats(ob, steps*hd)
 	// engine/cpu: norms, RoPE, cache append, then causal softmax per head.
-	var kAll, vAll []float32
+	// Every step's K and V rows must be the reference's within fp16
+	// rounding (checkHalves; V exactly rounded); the attention reference
+	// then attends the rows the kernels cached, since a reference K one
+	// fp16 ulp away where the fp32 values straddle a rounding boundary
+	// would move scores by more than attnTol.
+	kAll, vAll := readHalves(kc, steps*kd), readHalves(vc, steps*kd)
+	for i, w := range roundHalves(vin) {
+		if vAll[i] != w {
+			t.Fatalf("v cache[%d] = %v, want %v", i, vAll[i], w)
+		}
+	}
 	q := make([]float32, hd)
 	gate := make([]float32, hd)
 	for p := range steps {
@@ -332,8 +479,7 @@ func TestAttnSequence(t *testing.T) {
 			refRMSNorm(kp[h*a.HeadDim:(h+1)*a.HeadDim], kin[p*kd+h*a.HeadDim:p*kd+(h+1)*a.HeadDim], kn, a.Eps)
 			refRope(kp[h*a.HeadDim:(h+1)*a.HeadDim], a.RotaryDim, a.Theta, p)
 		}
-		kAll = append(kAll, kp...)
-		vAll = append(vAll, vin[p*kd:(p+1)*kd]...)
+		checkHalves(t, fmt.Sprintf("step %d: k cache", p), kAll[p*kd:(p+1)*kd], kp, a)
 		for h := range a.Heads {
 			want := refAttend(q, gate, kAll, vAll, a, h, p+1)
 			for i, w := range want {
@@ -354,19 +500,20 @@ func TestAttnErrors(t *testing.T) {
 	buf := func(n int) shaders.View { return view(floats(t, d, make([]float32, n))) }
 	hd, kd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	const capacity = 300
-	kc, vc := buf(capacity*kd), buf(capacity*kd)
+	kc, vc := view(halves(t, d, make([]float32, capacity*kd))), view(halves(t, d, make([]float32, capacity*kd)))
 	prep := func(a shaders.AttnShape, qg shaders.View, pos int) error {
 		_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
 			return k.AttnPrep(cb, buf(hd), buf(hd), qg, buf(kd), buf(kd), kc, vc, buf(a.HeadDim), buf(a.HeadDim), a, pos)
 		})
 		return err
 	}
-	decode := func(a shaders.AttnShape, scratch shaders.View, n int) error {
+	decodeIn := func(a shaders.AttnShape, kc, vc, scratch shaders.View, n int) error {
 		_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
 			return k.AttnDecode(cb, buf(hd), buf(hd), buf(hd), kc, vc, scratch, a, n)
 		})
 		return err
 	}
+	decode := func(a shaders.AttnShape, scratch shaders.View, n int) error { return decodeIn(a, kc, vc, scratch, n) }
 	bad := func(f func(*shaders.AttnShape)) shaders.AttnShape {
 		b := a
 		f(&b)
@@ -390,6 +537,8 @@ func TestAttnErrors(t *testing.T) {
 		"n past the cache":     decode(a, buf(shaders.AttnScratchBytes(a, capacity+1)/4), capacity+1),
 		"short scratch":        decode(a, buf(shaders.AttnScratchBytes(a, 257)/4-1), 257),
 		"no scratch":           decode(a, shaders.View{}, 257),
+		"misaligned k cache":   decodeIn(a, kc.At(1), vc, buf(1), 1),
+		"no v cache":           decodeIn(a, kc, shaders.View{}, buf(1), 1),
 	}
 	for name, err := range cases {
 		if !errors.Is(err, gpu.ErrInvalid) {
@@ -398,5 +547,9 @@ func TestAttnErrors(t *testing.T) {
 	}
 	if err := decode(a, shaders.View{}, shaders.AttnBlock); err != nil {
 		t.Errorf("single pass without scratch: %v", err)
+	}
+	// The caches hold capacity positions of fp16 elements, all usable.
+	if err := decode(a, buf(shaders.AttnScratchBytes(a, capacity)/4), capacity); err != nil {
+		t.Errorf("attending the whole fp16 cache: %v", err)
 	}
 }

@@ -54,7 +54,7 @@ func (k *Kernels) EmbedRows(cb gpu.CommandBuffer, out View, m QMatrix, tokens Vi
 
 // AttnPrepRows is AttnPrep for rows tokens at positions pos, pos+1, ...:
 // q, gate [rows][Heads][HeadDim]; qg [rows][Heads][2*HeadDim]; key, v
-// [rows][KVHeads][HeadDim]; the caches get rows pos .. pos+rows-1.
+// [rows][KVHeads][HeadDim]; the f16 caches get rows pos .. pos+rows-1.
 func (k *Kernels) AttnPrepRows(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos, rows int) error {
 	const op = "AttnPrepRows"
 	if err := attnCheckPrep(op, a); err != nil {
@@ -87,7 +87,7 @@ func (k *Kernels) AttnPrepRows(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache
 	if err := attnCheckCache(op, "v cache", vCache, a, pos+rows); err != nil {
 		return err
 	}
-	p, err := k.Pipeline(attentionFile, "attn_prep_f32")
+	p, err := k.Pipeline(attentionFile, "attn_prep_f16kv")
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,10 @@ func (s *Sequence) attention(a *attention, st *layerState, xn []float32, t int, 
 			rope.apply(dk, pos)
 		}
 	}
+	if s.m.halfKV {
+		roundHalves(k)
+		roundHalves(v)
+	}
 	st.k = append(st.k, k...)
 	st.v = append(st.v, v...)
 
@@ -99,4 +103,35 @@ func (r rope) apply(x []float32, pos int) {
 		x[j] = a*cos - b*sin
 		x[j+half] = b*cos + a*sin
 	}
+}
+
+// roundHalves rounds every value to the nearest IEEE binary16 (ties to
+// even) and widens it back, as a KV cache stored in half precision does.
+func roundHalves(v []float32) {
+	for i, f := range v {
+		v[i] = roundHalf(f)
+	}
+}
+
+func roundHalf(f float32) float32 {
+	const (
+		overflow = 0x477ff000 // 65520: rounds past the largest half, 65504
+		tiny     = 0x33000000 // 2^-25: at or below it rounds to zero
+	)
+	b := math.Float32bits(f)
+	sign, abs := b&0x80000000, b&0x7fffffff
+	switch {
+	case abs >= 0x7f800000:
+		return f
+	case abs >= overflow:
+		return math.Float32frombits(sign | 0x7f800000)
+	case abs < tiny:
+		return math.Float32frombits(sign)
+	}
+	// The step between halves near f: 2^(e-10), or 2^-24 below the normal
+	// range; scaling by a power of two keeps the rounding exact.
+	step := max(int(abs>>23)-127-10, -24)
+	x := math.Ldexp(float64(math.Float32frombits(abs)), -step)
+	r := float32(math.Ldexp(math.RoundToEven(x), step))
+	return math.Float32frombits(sign | math.Float32bits(r))
 }

@@ -222,3 +222,30 @@ func TestFork(t *testing.T) {
 		t.Errorf("fork and original diverge by %g on the same token", d)
 	}
 }
+
+// roundHalf must agree with IEEE binary16 at the edges: exact halves stay,
+// ties go to even, the subnormal range and overflow behave.
+func TestRoundHalf(t *testing.T) {
+	cases := []struct{ in, want float32 }{
+		{1, 1},
+		{1 + 1.0/2048, 1},                       // tie between 1 and 1+2^-10: even is 1
+		{1 + 3.0/2048, 1 + 2.0/1024},            // tie: even is 1+2^-9
+		{1 + 1.0/4096 + 1.0/2048, 1 + 1.0/1024}, // above the tie
+		{65504, 65504},
+		{65519, 65504},
+		{65520, float32(math.Inf(1))},
+		{-70000, float32(math.Inf(-1))},
+		{float32(math.Ldexp(1, -24)), float32(math.Ldexp(1, -24))}, // smallest subnormal
+		{float32(math.Ldexp(1, -25)), 0},                           // tie with zero: even is 0
+		{float32(math.Ldexp(3, -26)), float32(math.Ldexp(1, -24))},
+		{-0.333333, -0.33325195},
+	}
+	for _, c := range cases {
+		if got := roundHalf(c.in); got != c.want {
+			t.Errorf("roundHalf(%g) = %g, want %g", c.in, got, c.want)
+		}
+	}
+	if v := roundHalf(float32(math.NaN())); !math.IsNaN(float64(v)) {
+		t.Errorf("NaN became %g", v)
+	}
+}

@@ -21,6 +21,14 @@ type Model struct {
 	lmHead    *matrix
 	finalNorm []float32
 	layers    []layer
+	halfKV    bool
+}
+
+// Options change how the CPU backend computes.
+type Options struct {
+	// HalfKV stores the attention KV cache rounded to half precision, as
+	// the GPU backend does, so the two can be compared closely.
+	HalfKV bool
 }
 
 type layer struct {
@@ -95,12 +103,17 @@ func New(ckpt *checkpoint.Model) *Model {
 }
 
 // Open opens the checkpoint in dir for the CPU backend.
-func Open(dir string) (*Model, error) {
+func Open(dir string) (*Model, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith opens the checkpoint in dir with opts.
+func OpenWith(dir string, opts Options) (*Model, error) {
 	ckpt, err := checkpoint.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	return New(ckpt), nil
+	m := New(ckpt)
+	m.halfKV = opts.HalfKV
+	return m, nil
 }
 
 // Config is the checkpoint's configuration.

@@ -11,9 +11,9 @@ import (
 // DefaultPrefillChunk is the tokens per prefill command buffer.
 const DefaultPrefillChunk = defaultPrefillChunk
 
-// cacheFloatBytes is the size of one cached float: the KV caches and the
-// DeltaNet states are float32.
-const cacheFloatBytes = 4
+// stateFloatBytes is the size of one DeltaNet state or conv element
+// (float32); the KV caches hold shaders.KVElementBytes per element.
+const stateFloatBytes = 4
 
 // DecodeCacheBytes is what a decode step at position pos moves besides
 // weights: the K and V rows 0..pos of every attention layer (read), and
@@ -29,7 +29,7 @@ func attnCacheBytes(cfg *checkpoint.Config, rows int64) int64 {
 	var n int64
 	for _, k := range cfg.Layers {
 		if k == checkpoint.Attention {
-			n += 2 * rows * int64(cfg.KVHeads*cfg.HeadDim) * cacheFloatBytes
+			n += 2 * rows * int64(cfg.KVHeads*cfg.HeadDim) * shaders.KVElementBytes
 		}
 	}
 	return n
@@ -42,7 +42,7 @@ func deltaStateBytes(cfg *checkpoint.Config) int64 {
 	state := int64(cfg.LinearValueHeads*cfg.LinearKeyDim*cfg.LinearValueDim) + int64(cfg.ConvChannels()*(cfg.ConvKernel-1))
 	for _, k := range cfg.Layers {
 		if k == checkpoint.DeltaNet {
-			n += 2 * state * cacheFloatBytes
+			n += 2 * state * stateFloatBytes
 		}
 	}
 	return n

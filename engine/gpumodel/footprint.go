@@ -20,7 +20,7 @@ type Footprint struct {
 	Capacity int
 	// ModelBytes are the model's float32 copies of its small vectors.
 	ModelBytes int64
-	// KVBytes are the K and V caches at Capacity (float32).
+	// KVBytes are the K and V caches at Capacity, of KVDType elements.
 	KVBytes int64
 	// ScratchBytes are the attention scratch at Capacity.
 	ScratchBytes int64
@@ -40,6 +40,10 @@ type Footprint struct {
 	// caches.
 	GrowthBytes int64
 }
+
+// KVDType names the KV caches' element type: IEEE fp16,
+// shaders.KVElementBytes each.
+const KVDType = "float16"
 
 // SequenceBytes is what the sequence holds once grown.
 func (f Footprint) SequenceBytes() int64 {

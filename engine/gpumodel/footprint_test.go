@@ -45,13 +45,14 @@ func TestFootprintMatchesARun(t *testing.T) {
 	}
 }
 
-// TestFootprintQwen36 checks the 35B shape against MODEL.md's arithmetic,
-// in float32 as the backend stores caches and state.
+// TestFootprintQwen36 checks the 35B shape against MODEL.md's arithmetic:
+// fp16 KV caches (MODEL.md's 20,480 bytes per token), float32 DeltaNet
+// state, as the backend stores them.
 func TestFootprintQwen36(t *testing.T) {
 	cfg := checkpoint.Qwen36()
-	const f32 = 4
+	const f16, f32 = 2, 4
 	attnLayers, deltaLayers := 10, 30
-	kvPerPosition := int64(attnLayers * 2 * 2 * 256 * f32) // layers, K and V, KV heads, head dim
+	kvPerPosition := int64(attnLayers * 2 * 2 * 256 * f16) // layers, K and V, KV heads, head dim
 	convChannels := 2*16*128 + 32*128
 	state := int64(deltaLayers * (32*128*128*f32 + convChannels*3*f32))
 	cases := []struct{ context, capacity int }{

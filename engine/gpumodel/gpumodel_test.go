@@ -17,13 +17,24 @@ import (
 
 const fixturesDir = "../testdata/fixtures"
 
-// Tolerances of the whole model on the sim against transformers. The GPU
-// path computes in fp32 like the CPU backend but reduces in other orders
-// (simd-group trees, online softmax, per-column DeltaNet sums), so it
-// differs from the reference by a few 1e-4 at logits of magnitude ~25;
-// maxLogitDiff leaves room for that, well under the issue's 0.15 bound.
+// Tolerances of the whole model on the sim.
+//
+// Against the CPU backend with its KV cache rounded to half precision as
+// the GPU stores it (maxLogitDiff): both compute in fp32 but reduce in
+// other orders (simd-group trees, online softmax, per-column DeltaNet
+// sums), which moved logits of magnitude ~25 by at most 9e-4.
+//
+// Against transformers, which keeps K and V in fp32 (maxRefDiff): each
+// cached K and V element moves by up to 2^-11 of itself, which moved the
+// logits of tiny-a and real-heads by at most 0.0025; in flat-8layer it
+// swaps two experts of layer 6's router at position 1 whose logits are
+// 0.0022 apart, and logits there move by 0.106 (by up to 0.022 at later
+// positions). maxRefDiff admits one such swap of a near-tied expert,
+// under issue 3's bound of 0.15; the top-1 check holds wherever the
+// reference is decisive, and maxLogitDiff holds the kernels to the CPU.
 const (
 	maxLogitDiff = 0.01
+	maxRefDiff   = 0.12
 	// A top-1 disagreement is only an error where the reference's top-2
 	// margin exceeds this.
 	decisiveMargin = 0.05
@@ -106,8 +117,27 @@ func TestFixtures(t *testing.T) {
 				}
 			}
 			t.Logf("max |logit - reference| = %.3g over %d positions", worst, len(ref.Tokens))
-			if worst > maxLogitDiff {
-				t.Errorf("max |logit - reference| = %g, tolerance %g", worst, maxLogitDiff)
+			if worst > maxRefDiff {
+				t.Errorf("max |logit - reference| = %g, tolerance %g", worst, maxRefDiff)
+			}
+			c, err := cpu.OpenWith(dir, cpu.Options{HalfKV: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cs, _ := c.NewSequence()
+			cpuLogits := make([]float32, len(got))
+			if err := cs.Forward(ref.Tokens, cpuLogits); err != nil {
+				t.Fatal(err)
+			}
+			cs.Close()
+			worstCPU := 0.0
+			for i := range got {
+				worstCPU = max(worstCPU, math.Abs(float64(got[i]-cpuLogits[i])))
+			}
+			t.Logf("max |logit - CPU with a half-precision KV cache| = %.3g", worstCPU)
+			if worstCPU > maxLogitDiff {
+				t.Errorf("max |logit - CPU with a half-precision KV cache| = %g, tolerance %g", worstCPU, maxLogitDiff)
 			}
 			for _, g := range ref.Greedy {
 				s, _ := m.NewSequence()
@@ -132,7 +162,7 @@ func TestFixtures(t *testing.T) {
 func TestMatchesCPU(t *testing.T) {
 	dev := openSim(t)
 	m := openFixture(t, dev, "tiny-a")
-	c, err := cpu.Open(filepath.Join(fixturesDir, "tiny-a"))
+	c, err := cpu.OpenWith(filepath.Join(fixturesDir, "tiny-a"), cpu.Options{HalfKV: true})
 	if err != nil {
 		t.Fatal(err)
 	}

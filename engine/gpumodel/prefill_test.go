@@ -25,8 +25,8 @@ func checkLogits(t *testing.T, got, want []float32, vocab int) float64 {
 			}
 		}
 	}
-	if worst > maxLogitDiff {
-		t.Errorf("max |logit - reference| = %g, tolerance %g", worst, maxLogitDiff)
+	if worst > maxRefDiff {
+		t.Errorf("max |logit - reference| = %g, tolerance %g", worst, maxRefDiff)
 	}
 	return worst
 }

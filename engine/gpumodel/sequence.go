@@ -30,7 +30,7 @@ type Sequence struct {
 }
 
 type layerState struct {
-	kCache, vCache shaders.View // attention: [cap][kvHeads][headDim]
+	kCache, vCache shaders.View // attention: fp16 [cap][kvHeads][headDim]
 	conv, state    shaders.View // DeltaNet: [channels][kernel-1], [valueHeads][keyDim][valueDim]
 }
 
@@ -141,7 +141,7 @@ func (s *Sequence) ensureCapacity(n int) error {
 	}
 	newCap = min(newCap, s.maxPositions())
 	c := s.m.cfg
-	row := c.KVHeads * c.HeadDim * 4
+	row := c.KVHeads * c.HeadDim * shaders.KVElementBytes
 	for i, l := range s.m.layers {
 		if l.kind != checkpoint.Attention {
 			continue

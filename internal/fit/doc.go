@@ -23,8 +23,8 @@
 //
 // The device figures come from gpumodel.MeasureFootprints, which runs the
 // backend's own allocation code on a recording driver, so they are what
-// Petal allocates, not what the model could use: today the KV cache is
-// float32, 40 KiB per token, twice the 20 KiB per token of a bf16 cache.
+// Petal allocates, not what the model could use: the KV cache is fp16,
+// 20 KiB per token, the figure MODEL.md gives for a 16-bit cache.
 //
 // # The budget
 //

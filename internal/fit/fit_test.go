@@ -10,15 +10,16 @@ import (
 )
 
 // reference is the fit of Qwen3.6-35B-A3B worked out from MODEL.md's
-// shapes, independently of gpumodel's measurement, with the caches and
-// state in float32 as the backend stores them.
+// shapes, independently of gpumodel's measurement, with the KV caches in
+// fp16 and the attention scratch and DeltaNet state in float32, as the
+// backend stores them.
 func reference(weights int64, ctx, sessions int) int64 {
-	const f32 = 4
+	const f16, f32 = 2, 4
 	capacity := 256
 	for capacity < ctx {
 		capacity *= 2
 	}
-	kvRow := int64(2 * 256 * f32) // KV heads x head dim, one position of one K or V cache
+	kvRow := int64(2 * 256 * f16) // KV heads x head dim, one position of one K or V cache
 	kv := 10 * 2 * kvRow * int64(capacity)
 	blocks := int64((capacity + 255) / 256)
 	scratch := int64(0)
@@ -107,8 +108,9 @@ func TestCheckMacs(t *testing.T) {
 			if r.Verdict != wantVerdict || r.MaxContext != wantMax {
 				t.Errorf("%g GB, context %d: %s up to %d, want %s up to %d", gb, ctx, r.Verdict, r.MaxContext, wantVerdict, wantMax)
 			}
-			if r.KVBytesPerToken != 40960 || r.KVDType != "float32" {
-				t.Errorf("KV %d bytes per token in %s, want 40960 in float32", r.KVBytesPerToken, r.KVDType)
+			// MODEL.md: 10 layers x 2 (K, V) x 2 heads x 256 x 2 bytes.
+			if r.KVBytesPerToken != 20480 || r.KVDType != "float16" {
+				t.Errorf("KV %d bytes per token in %s, want 20480 in float16", r.KVBytesPerToken, r.KVDType)
 			}
 			if r.HeadroomBytes != b.Bytes-r.TotalBytes {
 				t.Errorf("headroom %d, want %d", r.HeadroomBytes, b.Bytes-r.TotalBytes)
@@ -118,7 +120,7 @@ func TestCheckMacs(t *testing.T) {
 }
 
 // TestThirtyTwoGB pins the guidance users act on: what MODEL.md's
-// numbers say a 32 GB Mac can do with Petal's float32 KV cache.
+// numbers say a 32 GB Mac can do with Petal's fp16 KV cache.
 func TestThirtyTwoGB(t *testing.T) {
 	m, err := Qwen36()
 	if err != nil {
@@ -128,9 +130,13 @@ func TestThirtyTwoGB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 21.33 GiB: 18.17 GiB of weights leave about 2.5 GiB after the
-	// sessions and the margin; 32K costs 1.25 GiB of KV, 64K 2.5 GiB,
-	// each plus 0.16 GiB for a prompt's chunk activations.
+	// 21.33 GiB: 18.17 GiB of weights, 0.31 GiB of DeltaNet state for 5
+	// sessions and the 0.5 GiB margin leave about 2.35 GiB; at 20,480
+	// bytes a token 64K costs 1.25 GiB of KV, 128K 2.5 GiB, each plus
+	// 0.16 GiB for a prompt's chunk activations: 64K fits (20.39 GiB),
+	// 128K does not (21.65 GiB). The whole 256K context takes 5 GiB of
+	// KV, 24.15 GiB in all: more than a 32 GB Mac's 21.33 GiB, less than
+	// a 36 GB Mac's 27 GiB.
 	if want := int64(32) * GiB * 2 / 3; b.Bytes != want {
 		t.Fatalf("32 GB budget %d, want %d", b.Bytes, want)
 	}
@@ -138,14 +144,21 @@ func TestThirtyTwoGB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Verdict != Reduced || r.MaxContext != 32768 {
-		t.Errorf("32 GB at 64K: %s up to %d, want reduced up to 32768", r.Verdict, r.MaxContext)
+	if r.Verdict != Fits || r.MaxContext != 65536 {
+		t.Errorf("32 GB at 64K: %s up to %d, want fits up to 65536", r.Verdict, r.MaxContext)
+	}
+	r, err = Check(m, b, Request{Context: 131072, CachedSessions: DefaultCachedSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Reduced || r.MaxContext != 65536 {
+		t.Errorf("32 GB at 128K: %s up to %d, want reduced up to 65536", r.Verdict, r.MaxContext)
 	}
 	g, err := Guidance(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"32 GB Mac runs", "32768 tokens", "21.33 GiB", "less than 32 GB", "48 GB or more"} {
+	for _, want := range []string{"32 GB Mac runs", "65536 tokens", "21.33 GiB", "20480 bytes", "less than 32 GB", "36 GB or more"} {
 		if !strings.Contains(g, want) {
 			t.Errorf("guidance %q lacks %q", g, want)
 		}
