@@ -87,55 +87,7 @@ func attnCheckCache(op, what string, v View, a AttnShape, rows int) error {
 // q, gate [Heads][HeadDim]; qg [Heads][2*HeadDim]; k, v [KVHeads][HeadDim];
 // qNorm, kNorm [HeadDim]; kCache, vCache f16 [capacity][KVHeads][HeadDim].
 func (k *Kernels) AttnPrep(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos int) error {
-	const op = "AttnPrep"
-	if err := attnCheckPrep(op, a); err != nil {
-		return err
-	}
-	if pos < 0 {
-		return fmt.Errorf("%w: shaders: %s: position %d", gpu.ErrInvalid, op, pos)
-	}
-	hd := a.Heads * a.HeadDim
-	kd := a.KVHeads * a.HeadDim
-	for _, c := range []struct {
-		what string
-		v    View
-		n    int
-	}{
-		{"q", q, hd}, {"gate", gate, hd}, {"qg", qg, 2 * hd},
-		{"k", key, kd}, {"v", v, kd},
-		{"q norm", qNorm, a.HeadDim}, {"k norm", kNorm, a.HeadDim},
-	} {
-		if err := mixerFloats(op, c.what, c.v, c.n); err != nil {
-			return err
-		}
-	}
-	if err := attnCheckCache(op, "k cache", kCache, a, pos+1); err != nil {
-		return err
-	}
-	if err := attnCheckCache(op, "v cache", vCache, a, pos+1); err != nil {
-		return err
-	}
-	p, err := k.Pipeline(attentionFile, "attn_prep_f16kv")
-	if err != nil {
-		return err
-	}
-	args := AttnPrepArgs{
-		Heads: int32(a.Heads), KVHeads: int32(a.KVHeads), HeadDim: int32(a.HeadDim),
-		RotaryDim: int32(a.RotaryDim), Pos: int32(pos), Eps: a.Eps,
-	}
-	for j := range a.RotaryDim / 2 {
-		// As engine/cpu's rope: computed in float64, rounded to fp32.
-		args.InvFreq[j] = float32(math.Pow(a.Theta, -2*float64(j)/float64(a.RotaryDim)))
-	}
-	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p,
-		Groups:   gpu.Size{X: a.Heads + a.KVHeads, Y: 1, Z: 1},
-		Threads:  gpu.Size{X: min(a.HeadDim, AttnPrepMaxThreads), Y: 1, Z: 1},
-		Args: []gpu.Arg{
-			gpu.BytesArg(0, Bytes(&args)), qg.Arg(1), key.Arg(2), v.Arg(3), qNorm.Arg(4), kNorm.Arg(5),
-			q.Arg(6), gate.Arg(7), kCache.Arg(8), vCache.Arg(9),
-		},
-	})
+	return k.attnPrepRows(cb, "AttnPrep", q, gate, qg, key, v, kCache, vCache, qNorm, kNorm, a, pos, 1)
 }
 
 // attnBlocks is how many ATTN_BLOCK blocks n positions take.

@@ -109,34 +109,7 @@ func denseSize(x int) gpu.Size { return gpu.Size{X: x, Y: 1, Z: 1} }
 // (the previous step's Argmax writes it there); an id outside the table
 // yields NaNs.
 func (k *Kernels) Embed(cb gpu.CommandBuffer, out View, m QMatrix, token View) error {
-	const op = "Embed"
-	if err := requireQMatrix(op, &m, 1); err != nil {
-		return err
-	}
-	if m.Bits != 4 {
-		return fmt.Errorf("%w: shaders: %s: %d-bit embedding, want 4", gpu.ErrInvalid, op, m.Bits)
-	}
-	if err := requireView(op, "out", out, 4*m.Cols, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "token", token, 4, offsetAlign); err != nil {
-		return err
-	}
-	groups, err := denseGroups(op, m.Cols, elementwiseThreads)
-	if err != nil {
-		return err
-	}
-	p, err := k.Pipeline(qmvFile, "embed_bf16_gs64_b4")
-	if err != nil {
-		return err
-	}
-	// The table's row count only bounds the id; each row is addressed from
-	// the same base.
-	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols)}
-	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(elementwiseThreads),
-		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), token.Arg(4), out.Arg(5)},
-	})
+	return k.embedRows(cb, "Embed", out, m, token, 1)
 }
 
 // normThreads is the threadgroup size for rows of n elements.
@@ -187,30 +160,7 @@ func (k *Kernels) RMSNorm(cb gpu.CommandBuffer, out, x, w View, n, rows int, eps
 // AddRMSNorm adds delta to the residual stream x in place (n floats), then
 // writes out = RMSNorm(x) * w. out must not be x (it may be delta).
 func (k *Kernels) AddRMSNorm(cb gpu.CommandBuffer, x, delta, out, w View, n int, eps float32) error {
-	const op = "AddRMSNorm"
-	args, err := normArgs(op, n, 1, eps)
-	if err != nil {
-		return err
-	}
-	if x.Buf == out.Buf && x.Off == out.Off {
-		return fmt.Errorf("%w: shaders: %s: out is x", gpu.ErrInvalid, op)
-	}
-	for _, v := range []struct {
-		what string
-		v    View
-	}{{"x", x}, {"delta", delta}, {"out", out}, {"w", w}} {
-		if err := requireView(op, v.what, v.v, 4*n, offsetAlign); err != nil {
-			return err
-		}
-	}
-	p, err := k.Pipeline(rmsnormFile, "add_rmsnorm_f32")
-	if err != nil {
-		return err
-	}
-	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(1), Threads: denseSize(denseThreads(p, normThreads(n))),
-		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1), delta.Arg(2), w.Arg(3), out.Arg(4)},
-	})
+	return k.addRMSNormRows(cb, "AddRMSNorm", x, delta, out, w, n, 1, eps)
 }
 
 // MoECombineAddRMSNorm ends a MoE block in one dispatch: it adds
@@ -481,31 +431,7 @@ func (k *Kernels) QMVExpertsSwiGLU(cb gpu.CommandBuffer, out View, gate, up QMat
 // softmax probabilities over all experts (fp32) to weights (float32[topK]),
 // renormalised to sum 1 when normalize.
 func (k *Kernels) RouterTopK(cb gpu.CommandBuffer, ids, weights, logits View, experts, topK int, normalize bool) error {
-	const op = "RouterTopK"
-	if experts < 1 || experts > MoEMaxExperts || topK < 1 || topK > MoEMaxTopK || topK > experts {
-		return fmt.Errorf("%w: shaders: %s: top %d of %d experts: want 1 <= k <= %d and k <= experts <= %d", gpu.ErrInvalid, op, topK, experts, MoEMaxTopK, MoEMaxExperts)
-	}
-	if err := requireView(op, "logits", logits, 4*experts, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "ids", ids, 4*topK, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "weights", weights, 4*topK, offsetAlign); err != nil {
-		return err
-	}
-	p, err := k.Pipeline(moeFile, "router_topk_f32")
-	if err != nil {
-		return err
-	}
-	args := MoEArgs{N: int32(experts), K: int32(topK)}
-	if normalize {
-		args.Normalize = 1
-	}
-	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(1), Threads: denseSize(gpu.SimdWidth),
-		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), logits.Arg(1), ids.Arg(2), weights.Arg(3)},
-	})
+	return k.routerTopKRows(cb, "RouterTopK", ids, weights, logits, experts, topK, normalize, 1)
 }
 
 // Argmax writes the index of the largest of n logits (the first on ties;

@@ -256,7 +256,12 @@ func (k *Kernels) SwiGLU(cb gpu.CommandBuffer, out, gate, up View, n int) error 
 // threadgroup per row: x[r] += delta[r]; out[r] = RMSNorm(x[r]) * w. out
 // must not be x.
 func (k *Kernels) AddRMSNormRows(cb gpu.CommandBuffer, x, delta, out, w View, n, rows int, eps float32) error {
-	const op = "AddRMSNormRows"
+	return k.addRMSNormRows(cb, "AddRMSNormRows", x, delta, out, w, n, rows, eps)
+}
+
+// addRMSNormRows serves AddRMSNorm (one row) and AddRMSNormRows under op's
+// name.
+func (k *Kernels) addRMSNormRows(cb gpu.CommandBuffer, op string, x, delta, out, w View, n, rows int, eps float32) error {
 	args, err := normArgs(op, n, rows, eps)
 	if err != nil {
 		return err

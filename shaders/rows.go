@@ -21,7 +21,11 @@ func requireRows(op string, rows int) error {
 // EmbedRows is Embed for rows tokens: out is float32[rows][m.Cols], row r
 // the embedding of the uint32 id at tokens + 4r.
 func (k *Kernels) EmbedRows(cb gpu.CommandBuffer, out View, m QMatrix, tokens View, rows int) error {
-	const op = "EmbedRows"
+	return k.embedRows(cb, "EmbedRows", out, m, tokens, rows)
+}
+
+// embedRows serves Embed (one row) and EmbedRows under op's name.
+func (k *Kernels) embedRows(cb gpu.CommandBuffer, op string, out View, m QMatrix, tokens View, rows int) error {
 	if err := requireRows(op, rows); err != nil {
 		return err
 	}
@@ -45,6 +49,8 @@ func (k *Kernels) EmbedRows(cb gpu.CommandBuffer, out View, m QMatrix, tokens Vi
 	if err != nil {
 		return err
 	}
+	// The table's row count only bounds the id; each row is addressed from
+	// the same base.
 	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols)}
 	return cb.Dispatch(&gpu.Dispatch{
 		Pipeline: p, Groups: gpu.Size{X: groups, Y: rows, Z: 1}, Threads: denseSize(elementwiseThreads),
@@ -56,7 +62,11 @@ func (k *Kernels) EmbedRows(cb gpu.CommandBuffer, out View, m QMatrix, tokens Vi
 // q, gate [rows][Heads][HeadDim]; qg [rows][Heads][2*HeadDim]; key, v
 // [rows][KVHeads][HeadDim]; the f16 caches get rows pos .. pos+rows-1.
 func (k *Kernels) AttnPrepRows(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos, rows int) error {
-	const op = "AttnPrepRows"
+	return k.attnPrepRows(cb, "AttnPrepRows", q, gate, qg, key, v, kCache, vCache, qNorm, kNorm, a, pos, rows)
+}
+
+// attnPrepRows serves AttnPrep (one row) and AttnPrepRows under op's name.
+func (k *Kernels) attnPrepRows(cb gpu.CommandBuffer, op string, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos, rows int) error {
 	if err := attnCheckPrep(op, a); err != nil {
 		return err
 	}
@@ -96,7 +106,7 @@ func (k *Kernels) AttnPrepRows(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache
 		RotaryDim: int32(a.RotaryDim), Pos: int32(pos), Eps: a.Eps,
 	}
 	for j := range a.RotaryDim / 2 {
-		// As AttnPrep: computed in float64, rounded to fp32.
+		// As engine/cpu's rope: computed in float64, rounded to fp32.
 		args.InvFreq[j] = float32(math.Pow(a.Theta, -2*float64(j)/float64(a.RotaryDim)))
 	}
 	return cb.Dispatch(&gpu.Dispatch{
@@ -114,7 +124,12 @@ func (k *Kernels) AttnPrepRows(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache
 // float32[rows][experts], ids uint32[rows][topK], weights
 // float32[rows][topK].
 func (k *Kernels) RouterTopKRows(cb gpu.CommandBuffer, ids, weights, logits View, experts, topK int, normalize bool, rows int) error {
-	const op = "RouterTopKRows"
+	return k.routerTopKRows(cb, "RouterTopKRows", ids, weights, logits, experts, topK, normalize, rows)
+}
+
+// routerTopKRows serves RouterTopK (one row) and RouterTopKRows under op's
+// name.
+func (k *Kernels) routerTopKRows(cb gpu.CommandBuffer, op string, ids, weights, logits View, experts, topK int, normalize bool, rows int) error {
 	if experts < 1 || experts > MoEMaxExperts || topK < 1 || topK > MoEMaxTopK || topK > experts {
 		return fmt.Errorf("%w: shaders: %s: top %d of %d experts: want 1 <= k <= %d and k <= experts <= %d", gpu.ErrInvalid, op, topK, experts, MoEMaxTopK, MoEMaxExperts)
 	}
