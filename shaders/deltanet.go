@@ -47,6 +47,32 @@ func deltaSlices(keyDim int) int {
 	return keyDim / min(keyDim, DeltaRowsPerThread)
 }
 
+// deltaCheck reports why d is not a shape delta_step_f32 and
+// delta_scan_f32 take; else it gives their row slices per state column and
+// threadgroup memory in bytes.
+func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
+	switch {
+	case d.KeyHeads < 1 || d.ValueHeads < 1 || d.ValueHeads%d.KeyHeads != 0:
+		return 0, 0, fmt.Errorf("%w: shaders: %s: %d value heads do not share %d key heads evenly", gpu.ErrInvalid, op, d.ValueHeads, d.KeyHeads)
+	case d.KeyDim < 1 || (d.KeyDim > DeltaRowsPerThread && d.KeyDim%DeltaRowsPerThread != 0):
+		return 0, 0, fmt.Errorf("%w: shaders: %s: key dim %d is neither at most %d nor a multiple of it", gpu.ErrInvalid, op, d.KeyDim, DeltaRowsPerThread)
+	case d.ValueDim < 1 || d.ValueDim*deltaSlices(d.KeyDim) > gpu.MaxThreadsPerThreadgroup:
+		return 0, 0, fmt.Errorf("%w: shaders: %s: value dim %d x %d row slices exceeds %d threads", gpu.ErrInvalid, op, d.ValueDim, deltaSlices(d.KeyDim), gpu.MaxThreadsPerThreadgroup)
+	case !(d.Eps >= 0) || math.IsInf(float64(d.Eps), 0):
+		return 0, 0, fmt.Errorf("%w: shaders: %s: norm eps %v", gpu.ErrInvalid, op, d.Eps)
+	case int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32:
+		return 0, 0, fmt.Errorf("%w: shaders: %s: state of %dx%dx%d is too large", gpu.ErrInvalid, op, d.ValueHeads, d.KeyDim, d.ValueDim)
+	}
+	slices = deltaSlices(d.KeyDim)
+	// q and k of the head, then the kv and o slices; Metal wants a multiple
+	// of 16 bytes.
+	tg = ((2*d.KeyDim+2*slices*d.ValueDim)*4 + 15) / 16 * 16
+	if tg > gpu.MaxThreadgroupMemory {
+		return 0, 0, fmt.Errorf("%w: shaders: %s: key dim %d and value dim %d need %d bytes of threadgroup memory", gpu.ErrInvalid, op, d.KeyDim, d.ValueDim, tg)
+	}
+	return slices, tg, nil
+}
+
 // DeltaStep advances each value head's recurrent state by one token and
 // writes its gated output: q, k l2-normalised (q also by 1/sqrt(KeyDim)),
 // beta = sigmoid(b), alpha = exp(negA * softplus(a + dtBias)); S = alpha S;
@@ -56,20 +82,11 @@ func deltaSlices(keyDim int) int {
 // [ValueHeads][KeyDim][ValueDim]; norm [ValueDim].
 func (k *Kernels) DeltaStep(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm View, d DeltaShape) error {
 	const op = "DeltaStep"
-	switch {
-	case d.KeyHeads < 1 || d.ValueHeads < 1 || d.ValueHeads%d.KeyHeads != 0:
-		return fmt.Errorf("%w: shaders: %s: %d value heads do not share %d key heads evenly", gpu.ErrInvalid, op, d.ValueHeads, d.KeyHeads)
-	case d.KeyDim < 1 || (d.KeyDim > DeltaRowsPerThread && d.KeyDim%DeltaRowsPerThread != 0):
-		return fmt.Errorf("%w: shaders: %s: key dim %d is neither at most %d nor a multiple of it", gpu.ErrInvalid, op, d.KeyDim, DeltaRowsPerThread)
-	case d.ValueDim < 1 || d.ValueDim*deltaSlices(d.KeyDim) > gpu.MaxThreadsPerThreadgroup:
-		return fmt.Errorf("%w: shaders: %s: value dim %d x %d row slices exceeds %d threads", gpu.ErrInvalid, op, d.ValueDim, deltaSlices(d.KeyDim), gpu.MaxThreadsPerThreadgroup)
-	case !(d.Eps >= 0) || math.IsInf(float64(d.Eps), 0):
-		return fmt.Errorf("%w: shaders: %s: norm eps %v", gpu.ErrInvalid, op, d.Eps)
+	slices, tg, err := deltaCheck(op, d)
+	if err != nil {
+		return err
 	}
 	hv := d.ValueHeads * d.ValueDim
-	if int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32 {
-		return fmt.Errorf("%w: shaders: %s: state of %dx%dx%d is too large", gpu.ErrInvalid, op, d.ValueHeads, d.KeyDim, d.ValueDim)
-	}
 	for _, v := range []struct {
 		what string
 		v    View
@@ -82,13 +99,6 @@ func (k *Kernels) DeltaStep(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
 			return err
 		}
-	}
-	slices := deltaSlices(d.KeyDim)
-	// q and k of the head, then the kv and o slices; Metal wants a multiple
-	// of 16 bytes.
-	tg := ((2*d.KeyDim+2*slices*d.ValueDim)*4 + 15) / 16 * 16
-	if tg > gpu.MaxThreadgroupMemory {
-		return fmt.Errorf("%w: shaders: %s: key dim %d and value dim %d need %d bytes of threadgroup memory", gpu.ErrInvalid, op, d.KeyDim, d.ValueDim, tg)
 	}
 	p, err := k.Pipeline(deltaNetFile, "delta_step_f32", gpu.IntConstant(FCDelta, int32(d.KeyDim)))
 	if err != nil {

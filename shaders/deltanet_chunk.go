@@ -54,19 +54,12 @@ func (k *Kernels) DeltaConvRows(cb gpu.CommandBuffer, out, u, state, w View, c, 
 // DeltaStep. Each token's arithmetic is DeltaStep's.
 func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm View, d DeltaShape, tokens int) error {
 	const op = "DeltaScan"
-	switch {
-	case d.KeyHeads < 1 || d.ValueHeads < 1 || d.ValueHeads%d.KeyHeads != 0:
-		return fmt.Errorf("%w: shaders: %s: %d value heads do not share %d key heads evenly", gpu.ErrInvalid, op, d.ValueHeads, d.KeyHeads)
-	case d.KeyDim < 1 || (d.KeyDim > DeltaRowsPerThread && d.KeyDim%DeltaRowsPerThread != 0):
-		return fmt.Errorf("%w: shaders: %s: key dim %d is neither at most %d nor a multiple of it", gpu.ErrInvalid, op, d.KeyDim, DeltaRowsPerThread)
-	case d.ValueDim < 1 || d.ValueDim*deltaSlices(d.KeyDim) > gpu.MaxThreadsPerThreadgroup:
-		return fmt.Errorf("%w: shaders: %s: value dim %d x %d row slices exceeds %d threads", gpu.ErrInvalid, op, d.ValueDim, deltaSlices(d.KeyDim), gpu.MaxThreadsPerThreadgroup)
-	case !(d.Eps >= 0) || math.IsInf(float64(d.Eps), 0):
-		return fmt.Errorf("%w: shaders: %s: norm eps %v", gpu.ErrInvalid, op, d.Eps)
-	case tokens < 1 || int64(tokens)*int64(d.Channels()) > math.MaxInt32:
+	slices, tg, err := deltaCheck(op, d)
+	if err != nil {
+		return err
+	}
+	if tokens < 1 || int64(tokens)*int64(d.Channels()) > math.MaxInt32 {
 		return fmt.Errorf("%w: shaders: %s: %d tokens of %d channels", gpu.ErrInvalid, op, tokens, d.Channels())
-	case int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32:
-		return fmt.Errorf("%w: shaders: %s: state of %dx%dx%d is too large", gpu.ErrInvalid, op, d.ValueHeads, d.KeyDim, d.ValueDim)
 	}
 	hv := d.ValueHeads * d.ValueDim
 	for _, v := range []struct {
@@ -82,12 +75,6 @@ func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
 			return err
 		}
-	}
-	slices := deltaSlices(d.KeyDim)
-	// As DeltaStep: q and k of the head, then the kv and o slices.
-	tg := ((2*d.KeyDim+2*slices*d.ValueDim)*4 + 15) / 16 * 16
-	if tg > gpu.MaxThreadgroupMemory {
-		return fmt.Errorf("%w: shaders: %s: key dim %d and value dim %d need %d bytes of threadgroup memory", gpu.ErrInvalid, op, d.KeyDim, d.ValueDim, tg)
 	}
 	p, err := k.Pipeline(deltaChunkFile, "delta_scan_f32", gpu.IntConstant(FCDelta, int32(d.KeyDim)))
 	if err != nil {
