@@ -61,6 +61,23 @@ func mixerFloats(op, what string, v View, n int) error {
 	return nil
 }
 
+// viewFloats names a view and the floats an op needs of it.
+type viewFloats struct {
+	what string
+	v    View
+	n    int
+}
+
+// mixerViews checks views in order with mixerFloats.
+func mixerViews(op string, views []viewFloats) error {
+	for _, v := range views {
+		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // attnCheckCache reports why a cache view cannot hold rows positions of
 // fp16 elements.
 func attnCheckCache(op, what string, v View, a AttnShape, rows int) error {
@@ -127,14 +144,8 @@ func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, o, q, gate, kCache, vCache, s
 		return fmt.Errorf("%w: shaders: %s: attending %d positions", gpu.ErrInvalid, op, n)
 	}
 	hd := a.Heads * a.HeadDim
-	for _, c := range []struct {
-		what string
-		v    View
-		n    int
-	}{{"o", o, hd}, {"q", q, hd}, {"gate", gate, hd}} {
-		if err := mixerFloats(op, c.what, c.v, c.n); err != nil {
-			return err
-		}
+	if err := mixerViews(op, []viewFloats{{"o", o, hd}, {"q", q, hd}, {"gate", gate, hd}}); err != nil {
+		return err
 	}
 	if err := attnCheckCache(op, "k cache", kCache, a, n); err != nil {
 		return err

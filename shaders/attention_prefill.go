@@ -60,14 +60,8 @@ func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, o, q, gate, kCache, vCache V
 	if pos0 < 0 || tokens < 1 || tokens > maxGridGroups || int64(tokens)*int64(hd) > math.MaxInt32 {
 		return fmt.Errorf("%w: shaders: %s: %d tokens after position %d", gpu.ErrInvalid, op, tokens, pos0)
 	}
-	for _, c := range []struct {
-		what string
-		v    View
-		n    int
-	}{{"o", o, tokens * hd}, {"q", q, tokens * hd}, {"gate", gate, tokens * hd}} {
-		if err := mixerFloats(op, c.what, c.v, c.n); err != nil {
-			return err
-		}
+	if err := mixerViews(op, []viewFloats{{"o", o, tokens * hd}, {"q", q, tokens * hd}, {"gate", gate, tokens * hd}}); err != nil {
+		return err
 	}
 	if err := attnCheckCache(op, "k cache", kCache, a, pos0+tokens); err != nil {
 		return err

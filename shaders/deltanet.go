@@ -19,14 +19,8 @@ func (k *Kernels) DeltaConv(cb gpu.CommandBuffer, out, u, state, w View, c, kern
 	if c < 1 || kern < 2 || c > math.MaxInt32/kern {
 		return fmt.Errorf("%w: shaders: %s: %d channels of %d taps (want at least 1 channel and 2 taps)", gpu.ErrInvalid, op, c, kern)
 	}
-	for _, v := range []struct {
-		what string
-		v    View
-		n    int
-	}{{"out", out, c}, {"u", u, c}, {"state", state, c * (kern - 1)}, {"w", w, c * kern}} {
-		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
-			return err
-		}
+	if err := mixerViews(op, []viewFloats{{"out", out, c}, {"u", u, c}, {"state", state, c * (kern - 1)}, {"w", w, c * kern}}); err != nil {
+		return err
 	}
 	p, err := k.Pipeline(deltaNetFile, "delta_conv_f32")
 	if err != nil {
@@ -87,18 +81,12 @@ func (k *Kernels) DeltaStep(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		return err
 	}
 	hv := d.ValueHeads * d.ValueDim
-	for _, v := range []struct {
-		what string
-		v    View
-		n    int
-	}{
+	if err := mixerViews(op, []viewFloats{
 		{"o", o, hv}, {"qkv", qkv, d.Channels()}, {"z", z, hv}, {"b", b, d.ValueHeads}, {"a", a, d.ValueHeads},
 		{"state", state, d.ValueHeads * d.KeyDim * d.ValueDim}, {"negA", negA, d.ValueHeads},
 		{"dtBias", dtBias, d.ValueHeads}, {"norm", norm, d.ValueDim},
-	} {
-		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	p, err := k.Pipeline(deltaNetFile, "delta_step_f32", gpu.IntConstant(FCDelta, int32(d.KeyDim)))
 	if err != nil {

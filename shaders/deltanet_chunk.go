@@ -24,14 +24,8 @@ func (k *Kernels) DeltaConvRows(cb gpu.CommandBuffer, out, u, state, w View, c, 
 	if tokens < 1 || int64(tokens)*int64(c) > math.MaxInt32 {
 		return fmt.Errorf("%w: shaders: %s: %d tokens of %d channels", gpu.ErrInvalid, op, tokens, c)
 	}
-	for _, v := range []struct {
-		what string
-		v    View
-		n    int
-	}{{"out", out, tokens * c}, {"u", u, tokens * c}, {"state", state, c * (kern - 1)}, {"w", w, c * kern}} {
-		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
-			return err
-		}
+	if err := mixerViews(op, []viewFloats{{"out", out, tokens * c}, {"u", u, tokens * c}, {"state", state, c * (kern - 1)}, {"w", w, c * kern}}); err != nil {
+		return err
 	}
 	p, err := k.Pipeline(deltaChunkFile, "delta_conv_rows_f32")
 	if err != nil {
@@ -62,19 +56,13 @@ func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		return fmt.Errorf("%w: shaders: %s: %d tokens of %d channels", gpu.ErrInvalid, op, tokens, d.Channels())
 	}
 	hv := d.ValueHeads * d.ValueDim
-	for _, v := range []struct {
-		what string
-		v    View
-		n    int
-	}{
+	if err := mixerViews(op, []viewFloats{
 		{"o", o, tokens * hv}, {"qkv", qkv, tokens * d.Channels()}, {"z", z, tokens * hv},
 		{"b", b, tokens * d.ValueHeads}, {"a", a, tokens * d.ValueHeads},
 		{"state", state, d.ValueHeads * d.KeyDim * d.ValueDim}, {"negA", negA, d.ValueHeads},
 		{"dtBias", dtBias, d.ValueHeads}, {"norm", norm, d.ValueDim},
-	} {
-		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	p, err := k.Pipeline(deltaChunkFile, "delta_scan_f32", gpu.IntConstant(FCDelta, int32(d.KeyDim)))
 	if err != nil {

@@ -65,6 +65,23 @@ func requireView(op, what string, v View, bytes, align int) error {
 	return nil
 }
 
+// viewBytes names a view and the bytes an op needs of it.
+type viewBytes struct {
+	what  string
+	v     View
+	bytes int
+}
+
+// requireViews checks views in order with requireView at offsetAlign.
+func requireViews(op string, views []viewBytes) error {
+	for _, v := range views {
+		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // requireQMatrix checks m's shape, bit width and views for experts stacked
 // matrices of its shape.
 func requireQMatrix(op string, m *QMatrix, experts int) error {
@@ -138,14 +155,8 @@ func (k *Kernels) RMSNorm(cb gpu.CommandBuffer, out, x, w View, n, rows int, eps
 	if err != nil {
 		return err
 	}
-	for _, v := range []struct {
-		what  string
-		v     View
-		bytes int
-	}{{"out", out, 4 * n * rows}, {"x", x, 4 * n * rows}, {"w", w, 4 * n}} {
-		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
-			return err
-		}
+	if err := requireViews(op, []viewBytes{{"out", out, 4 * n * rows}, {"x", x, 4 * n * rows}, {"w", w, 4 * n}}); err != nil {
+		return err
 	}
 	p, err := k.Pipeline(rmsnormFile, "rmsnorm_f32")
 	if err != nil {
@@ -179,15 +190,9 @@ func (k *Kernels) MoECombineAddRMSNorm(cb gpu.CommandBuffer, x, ys, weights, sha
 	if x.Buf == out.Buf && x.Off == out.Off {
 		return fmt.Errorf("%w: shaders: %s: out is x", gpu.ErrInvalid, op)
 	}
-	for _, v := range []struct {
-		what  string
-		v     View
-		bytes int
-	}{{"x", x, 4 * h}, {"ys", ys, 4 * h * topK}, {"weights", weights, 4 * topK}, {"shared", shared, 4 * h},
-		{"sharedGate", sharedGate, 4}, {"out", out, 4 * h}, {"w", w, 4 * h}} {
-		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
-			return err
-		}
+	if err := requireViews(op, []viewBytes{{"x", x, 4 * h}, {"ys", ys, 4 * h * topK}, {"weights", weights, 4 * topK}, {"shared", shared, 4 * h},
+		{"sharedGate", sharedGate, 4}, {"out", out, 4 * h}, {"w", w, 4 * h}}); err != nil {
+		return err
 	}
 	p, err := k.Pipeline(rmsnormFile, "moe_combine_add_rmsnorm_f32")
 	if err != nil {
@@ -366,10 +371,7 @@ func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, 
 	if err := requireView(op, "x", x, 4*((slots-1)*xStride+m.Cols), vectorAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "out", out, 4*slots*m.Rows, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "ids", ids, 4*slots, offsetAlign); err != nil {
+	if err := requireViews(op, []viewBytes{{"out", out, 4 * slots * m.Rows}, {"ids", ids, 4 * slots}}); err != nil {
 		return err
 	}
 	groups, err := denseGroups(op, m.Rows, qmvRowsPerGroup)
@@ -404,10 +406,7 @@ func (k *Kernels) QMVExpertsSwiGLU(cb gpu.CommandBuffer, out View, gate, up QMat
 	if err := requireView(op, "x", x, 4*gate.Cols, vectorAlign); err != nil {
 		return err
 	}
-	if err := requireView(op, "out", out, 4*slots*gate.Rows, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "ids", ids, 4*slots, offsetAlign); err != nil {
+	if err := requireViews(op, []viewBytes{{"out", out, 4 * slots * gate.Rows}, {"ids", ids, 4 * slots}}); err != nil {
 		return err
 	}
 	groups, err := denseGroups(op, gate.Rows, qmvRowsPerGroup)
@@ -442,10 +441,7 @@ func (k *Kernels) Argmax(cb gpu.CommandBuffer, out, logits View, n int) error {
 	if n < 1 || n > maxElements {
 		return fmt.Errorf("%w: shaders: %s: %d values", gpu.ErrInvalid, op, n)
 	}
-	if err := requireView(op, "logits", logits, 4*n, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "out", out, 4, offsetAlign); err != nil {
+	if err := requireViews(op, []viewBytes{{"logits", logits, 4 * n}, {"out", out, 4}}); err != nil {
 		return err
 	}
 	p, err := k.Pipeline(argmaxFile, "argmax_f32")

@@ -95,14 +95,8 @@ func (k *Kernels) MoERoute(cb gpu.CommandBuffer, mapping, slotOf, blocks, ids Vi
 		return fmt.Errorf("%w: shaders: %s: %d pairs over %d experts (at most %d)", gpu.ErrInvalid, op, pairs, experts, MoEMaxExperts)
 	}
 	capacity := RouteCapacity(pairs, experts)
-	for _, v := range []struct {
-		what  string
-		v     View
-		bytes int
-	}{{"ids", ids, 4 * pairs}, {"map", mapping, 4 * pairs}, {"slotOf", slotOf, 4 * pairs}, {"blocks", blocks, routeBlockBytes * capacity}} {
-		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
-			return err
-		}
+	if err := requireViews(op, []viewBytes{{"ids", ids, 4 * pairs}, {"map", mapping, 4 * pairs}, {"slotOf", slotOf, 4 * pairs}, {"blocks", blocks, routeBlockBytes * capacity}}); err != nil {
+		return err
 	}
 	if blocks.Off%routeBlockBytes != 0 {
 		return fmt.Errorf("%w: shaders: %s: blocks offset %d is not a multiple of %d", gpu.ErrInvalid, op, blocks.Off, routeBlockBytes)
@@ -195,17 +189,11 @@ func (k *Kernels) MoECombineRows(cb gpu.CommandBuffer, out, ys, weights, slotOf,
 	if err := requireTokens(op, tokens*topK, h); err != nil {
 		return err
 	}
-	for _, v := range []struct {
-		what  string
-		v     View
-		bytes int
-	}{
+	if err := requireViews(op, []viewBytes{
 		{"out", out, 4 * h * tokens}, {"ys", ys, 4 * h * topK * tokens}, {"weights", weights, 4 * topK * tokens},
 		{"slotOf", slotOf, 4 * topK * tokens}, {"shared", shared, 4 * h * tokens}, {"sharedGate", sharedGate, 4 * tokens},
-	} {
-		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	groups, err := denseGroups(op, h, elementwiseThreads)
 	if err != nil {
@@ -229,13 +217,8 @@ func (k *Kernels) SwiGLU(cb gpu.CommandBuffer, out, gate, up View, n int) error 
 	if n < 1 || n > maxElements {
 		return fmt.Errorf("%w: shaders: %s: %d elements", gpu.ErrInvalid, op, n)
 	}
-	for _, v := range []struct {
-		what string
-		v    View
-	}{{"out", out}, {"gate", gate}, {"up", up}} {
-		if err := requireView(op, v.what, v.v, 4*n, offsetAlign); err != nil {
-			return err
-		}
+	if err := requireViews(op, []viewBytes{{"out", out, 4 * n}, {"gate", gate, 4 * n}, {"up", up, 4 * n}}); err != nil {
+		return err
 	}
 	groups, err := denseGroups(op, n, elementwiseThreads)
 	if err != nil {
@@ -269,14 +252,8 @@ func (k *Kernels) addRMSNormRows(cb gpu.CommandBuffer, op string, x, delta, out,
 	if x.Buf == out.Buf && x.Off == out.Off {
 		return fmt.Errorf("%w: shaders: %s: out is x", gpu.ErrInvalid, op)
 	}
-	for _, v := range []struct {
-		what  string
-		v     View
-		bytes int
-	}{{"x", x, 4 * n * rows}, {"delta", delta, 4 * n * rows}, {"out", out, 4 * n * rows}, {"w", w, 4 * n}} {
-		if err := requireView(op, v.what, v.v, v.bytes, offsetAlign); err != nil {
-			return err
-		}
+	if err := requireViews(op, []viewBytes{{"x", x, 4 * n * rows}, {"delta", delta, 4 * n * rows}, {"out", out, 4 * n * rows}, {"w", w, 4 * n}}); err != nil {
+		return err
 	}
 	p, err := k.Pipeline(rmsnormFile, "add_rmsnorm_f32")
 	if err != nil {

@@ -35,10 +35,7 @@ func (k *Kernels) embedRows(cb gpu.CommandBuffer, op string, out View, m QMatrix
 	if m.Bits != 4 || int64(rows)*int64(m.Cols) > maxElements {
 		return fmt.Errorf("%w: shaders: %s: %d rows of a %d-bit embedding of width %d", gpu.ErrInvalid, op, rows, m.Bits, m.Cols)
 	}
-	if err := requireView(op, "out", out, 4*rows*m.Cols, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "tokens", tokens, 4*rows, offsetAlign); err != nil {
+	if err := requireViews(op, []viewBytes{{"out", out, 4 * rows * m.Cols}, {"tokens", tokens, 4 * rows}}); err != nil {
 		return err
 	}
 	groups, err := denseGroups(op, m.Cols, elementwiseThreads)
@@ -78,18 +75,12 @@ func (k *Kernels) attnPrepRows(cb gpu.CommandBuffer, op string, q, gate, qg, key
 	if pos < 0 || int64(rows)*int64(2*hd) > math.MaxInt32 {
 		return fmt.Errorf("%w: shaders: %s: %d rows at position %d", gpu.ErrInvalid, op, rows, pos)
 	}
-	for _, c := range []struct {
-		what string
-		v    View
-		n    int
-	}{
+	if err := mixerViews(op, []viewFloats{
 		{"q", q, rows * hd}, {"gate", gate, rows * hd}, {"qg", qg, rows * 2 * hd},
 		{"k", key, rows * kd}, {"v", v, rows * kd},
 		{"q norm", qNorm, a.HeadDim}, {"k norm", kNorm, a.HeadDim},
-	} {
-		if err := mixerFloats(op, c.what, c.v, c.n); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	if err := attnCheckCache(op, "k cache", kCache, a, pos+rows); err != nil {
 		return err
@@ -136,13 +127,7 @@ func (k *Kernels) routerTopKRows(cb gpu.CommandBuffer, op string, ids, weights, 
 	if err := requireRows(op, rows); err != nil {
 		return err
 	}
-	if err := requireView(op, "logits", logits, 4*experts*rows, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "ids", ids, 4*topK*rows, offsetAlign); err != nil {
-		return err
-	}
-	if err := requireView(op, "weights", weights, 4*topK*rows, offsetAlign); err != nil {
+	if err := requireViews(op, []viewBytes{{"logits", logits, 4 * experts * rows}, {"ids", ids, 4 * topK * rows}, {"weights", weights, 4 * topK * rows}}); err != nil {
 		return err
 	}
 	p, err := k.Pipeline(moeFile, "router_topk_f32")
