@@ -80,27 +80,10 @@ func TestDeltaScan(t *testing.T) {
 			dev, k := mixerKernels(t, !c.race)
 			d, n := c.d, c.tokens
 			hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
-			qkv := randFloats(rng, n*ch, 1)
-			z := randFloats(rng, n*hv, 1.5)
-			bs := randFloats(rng, n*d.ValueHeads, 2)
-			as := randFloats(rng, n*d.ValueHeads, 3)
-			negA := make([]float32, d.ValueHeads)
-			for h := range negA {
-				negA[h] = -float32(math.Exp(rng.Float64()*4 - 2))
-			}
-			dtBias := randFloats(rng, d.ValueHeads, 1)
-			as[0], as[1%len(as)] = 30, -30
-			norm := randFloats(rng, d.ValueDim, 0.3)
-			for i := range norm {
-				norm[i]++
-			}
-			state := randFloats(rng, d.ValueHeads*d.KeyDim*d.ValueDim, 0.5)
-			ref := &deltaRef{d: d, negA: negA, dtBias: dtBias, norm: norm, state: make([]float64, len(state))}
-			for i, v := range state {
-				ref.state[i] = float64(v)
-			}
+			in := newDeltaInputs(rng, d, n)
+			qkv, z, bs, as, state, ref := in.qkv, in.z, in.b, in.a, in.state, in.ref
 			qkvb, zb, bb, ab := floats(t, dev, qkv), floats(t, dev, z), floats(t, dev, bs), floats(t, dev, as)
-			nb, db, normb := floats(t, dev, negA), floats(t, dev, dtBias), floats(t, dev, norm)
+			nb, db, normb := floats(t, dev, in.negA), floats(t, dev, in.dtBias), floats(t, dev, in.norm)
 			scanState, stepState := floats(t, dev, state), floats(t, dev, state)
 			scanOut, stepOut := floats(t, dev, make([]float32, n*hv)), floats(t, dev, make([]float32, n*hv))
 			tr, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {

@@ -136,6 +136,41 @@ func (r *deltaRef) step(qkv, z, b, a []float32) []float64 {
 	return o
 }
 
+// deltaInputs is tokens tokens of DeltaStep's inputs for one shape, drawn
+// alike for TestDeltaStep and TestDeltaScan, with the float64 reference
+// starting from the same state.
+type deltaInputs struct {
+	qkv, z, b, a, negA, dtBias, norm, state []float32
+	ref                                     *deltaRef
+}
+
+func newDeltaInputs(rng *rand.Rand, d shaders.DeltaShape, tokens int) deltaInputs {
+	hv := d.ValueHeads * d.ValueDim
+	in := deltaInputs{
+		qkv: randFloats(rng, tokens*d.Channels(), 1),
+		z:   randFloats(rng, tokens*hv, 1.5),
+		b:   randFloats(rng, tokens*d.ValueHeads, 2),
+		a:   randFloats(rng, tokens*d.ValueHeads, 3),
+	}
+	in.negA = make([]float32, d.ValueHeads)
+	for h := range in.negA {
+		in.negA[h] = -float32(math.Exp(rng.Float64()*4 - 2))
+	}
+	in.dtBias = randFloats(rng, d.ValueHeads, 1)
+	// Both branches of softplus: past its threshold, and far below 0.
+	in.a[0], in.a[1%len(in.a)] = 30, -30
+	in.norm = randFloats(rng, d.ValueDim, 0.3)
+	for i := range in.norm {
+		in.norm[i]++
+	}
+	in.state = randFloats(rng, d.ValueHeads*d.KeyDim*d.ValueDim, 0.5)
+	in.ref = &deltaRef{d: d, negA: in.negA, dtBias: in.dtBias, norm: in.norm, state: make([]float64, len(in.state))}
+	for i, v := range in.state {
+		in.ref.state[i] = float64(v)
+	}
+	return in
+}
+
 func TestDeltaStep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	cases := []struct {
@@ -155,30 +190,12 @@ func TestDeltaStep(t *testing.T) {
 			dev, k := mixerKernels(t, !c.race)
 			d := c.d
 			hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
-			qkv := randFloats(rng, steps*ch, 1)
-			z := randFloats(rng, steps*hv, 1.5)
-			bs := randFloats(rng, steps*d.ValueHeads, 2)
-			as := randFloats(rng, steps*d.ValueHeads, 3)
-			negA := make([]float32, d.ValueHeads)
-			for h := range negA {
-				negA[h] = -float32(math.Exp(rng.Float64()*4 - 2))
-			}
-			dtBias := randFloats(rng, d.ValueHeads, 1)
-			// Both branches of softplus: past its threshold, and far below 0.
-			as[0], as[1%len(as)] = 30, -30
-			norm := randFloats(rng, d.ValueDim, 0.3)
-			for i := range norm {
-				norm[i]++
-			}
-			state := randFloats(rng, d.ValueHeads*d.KeyDim*d.ValueDim, 0.5)
-			ref := &deltaRef{d: d, negA: negA, dtBias: dtBias, norm: norm, state: make([]float64, len(state))}
-			for i, v := range state {
-				ref.state[i] = float64(v)
-			}
+			in := newDeltaInputs(rng, d, steps)
+			qkv, z, bs, as, state, ref := in.qkv, in.z, in.b, in.a, in.state, in.ref
 			qkvb, zb, bb, ab := floats(t, dev, qkv), floats(t, dev, z), floats(t, dev, bs), floats(t, dev, as)
 			sb := floats(t, dev, state)
 			ob := floats(t, dev, make([]float32, steps*hv))
-			nb, db, normb := floats(t, dev, negA), floats(t, dev, dtBias), floats(t, dev, norm)
+			nb, db, normb := floats(t, dev, in.negA), floats(t, dev, in.dtBias), floats(t, dev, in.norm)
 			tr, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
 				for s := range steps {
 					if err := k.DeltaStep(cb, view(ob).At(4*s*hv), view(qkvb).At(4*s*ch), view(zb).At(4*s*hv), view(bb).At(4*s*d.ValueHeads),
