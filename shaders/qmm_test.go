@@ -1,7 +1,6 @@
 package shaders_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -254,31 +253,14 @@ func TestPrefillRejectsBadInput(t *testing.T) {
 // the decode families.
 func TestPrefillArgsLayout(t *testing.T) {
 	dev := device(t)
-	const probe = `#include <metal_stdlib>
-#include "args.h"
-using namespace metal;
-#define OFF(s, f) (uint)__builtin_offsetof(s, f)
-kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
-    if (tid != 0) return;
-    uint v[] = {
+	const values = `
         sizeof(QMMArgs), OFF(QMMArgs, rows), OFF(QMMArgs, k), OFF(QMMArgs, tokens), OFF(QMMArgs, x_div), OFF(QMMArgs, experts),
         sizeof(MoERouteArgs), OFF(MoERouteArgs, experts), OFF(MoERouteArgs, pairs), OFF(MoERouteArgs, capacity),
         QMM_BM, QMM_BN, QMM_BK, QMM_SIMDGROUPS, QMM_THREADS,
         sizeof(DeltaChunkArgs), OFF(DeltaChunkArgs, channels), OFF(DeltaChunkArgs, taps), OFF(DeltaChunkArgs, tokens), DELTA_MAX_TAPS,
         sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens),
         sizeof(AttnPrefillArgs), OFF(AttnPrefillArgs, tokens), OFF(AttnPrefillArgs, pos0), OFF(AttnPrefillArgs, heads), OFF(AttnPrefillArgs, kv_heads), OFF(AttnPrefillArgs, scale), ATTN_PREFILL_TOKENS, ATTN_PREFILL_BLOCKS,
-    };
-    for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
-}
 `
-	src, err := shaders.Expand("layout.metal", probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := dev.NewPipeline(gpu.Source{Name: "layout.metal", Text: src}, "layout")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var (
 		q shaders.QMMArgs
 		r shaders.MoERouteArgs
@@ -294,16 +276,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens),
 		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Pos0), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.KVHeads), unsafe.Offsetof(a.Scale), shaders.AttnPrefillTokens, shaders.AttnPrefillBlocks,
 	}
-	out := u32s(t, dev, make([]uint32, len(want)))
-	if err := run(t, dev, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},
-		Args: []gpu.Arg{gpu.BufferArg(0, out, 0)}}); err != nil {
-		t.Fatal(err)
-	}
-	for i, w := range want {
-		if got := binary.LittleEndian.Uint32(out.Contents()[4*i:]); uintptr(got) != w {
-			t.Errorf("layout value %d: C++ %d, Go %d", i, got, w)
-		}
-	}
+	checkLayout(t, dev, values, want)
 }
 
 func TestSwiGLU(t *testing.T) {

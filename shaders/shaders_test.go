@@ -117,17 +117,47 @@ func run(t testing.TB, d gpu.Device, ds ...*gpu.Dispatch) error {
 // close reports whether got is within tol of want, relative to scale.
 func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 
-// TestArgsLayout compiles args.h with the sim and compares every struct's
-// size and field offsets, and the shared constants, with the Go mirrors.
-func TestArgsLayout(t *testing.T) {
-	d := device(t)
-	const probe = `#include <metal_stdlib>
+// checkLayout compiles args.h with the sim into a kernel that writes
+// values, a comma-separated list of C++ expressions over its structs and
+// constants (OFF(s, f) for a field's offset), and compares each with want.
+func checkLayout(t *testing.T, d gpu.Device, values string, want []uintptr) {
+	t.Helper()
+	probe := `#include <metal_stdlib>
 #include "args.h"
 using namespace metal;
 #define OFF(s, f) (uint)__builtin_offsetof(s, f)
 kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     if (tid != 0) return;
     uint v[] = {
+` + values + `    };
+    for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
+}
+`
+	src, err := shaders.Expand("layout.metal", probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.NewPipeline(gpu.Source{Name: "layout.metal", Text: src}, "layout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := u32s(t, d, make([]uint32, len(want)))
+	if err := run(t, d, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},
+		Args: []gpu.Arg{gpu.BufferArg(0, out, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if got := binary.LittleEndian.Uint32(out.Contents()[4*i:]); uintptr(got) != w {
+			t.Errorf("layout value %d: C++ %d, Go %d", i, got, w)
+		}
+	}
+}
+
+// TestArgsLayout compiles args.h with the sim and compares every struct's
+// size and field offsets, and the shared constants, with the Go mirrors.
+func TestArgsLayout(t *testing.T) {
+	d := device(t)
+	const values = `
         sizeof(RMSNormArgs), OFF(RMSNormArgs, n), OFF(RMSNormArgs, eps), OFF(RMSNormArgs, weight_offset), OFF(RMSNormArgs, row_stride),
         sizeof(QMVArgs), OFF(QMVArgs, rows), OFF(QMVArgs, k), OFF(QMVArgs, x_stride), OFF(QMVArgs, experts),
         sizeof(MoEArgs), OFF(MoEArgs, n), OFF(MoEArgs, k), OFF(MoEArgs, normalize),
@@ -142,18 +172,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
         DELTA_CONV_THREADS, DELTA_ROWS_PER_THREAD, DELTA_MAX_SIMDGROUPS, FC_DELTA,
         sizeof(QMVMultiArgs), OFF(QMVMultiArgs, k), OFF(QMVMultiArgs, matrices), OFF(QMVMultiArgs, rows), OFF(QMVMultiArgs, block_end), QMV_MULTI_MAX,
         sizeof(MoENormArgs), OFF(MoENormArgs, n), OFF(MoENormArgs, k), OFF(MoENormArgs, eps),
-    };
-    for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
-}
 `
-	src, err := shaders.Expand("layout.metal", probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.NewPipeline(gpu.Source{Name: "layout.metal", Text: src}, "layout")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var (
 		r   shaders.RMSNormArgs
 		q   shaders.QMVArgs
@@ -186,16 +205,7 @@ kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_th
 		unsafe.Sizeof(qm), unsafe.Offsetof(qm.K), unsafe.Offsetof(qm.Matrices), unsafe.Offsetof(qm.Rows), unsafe.Offsetof(qm.BlockEnd), shaders.QMVMultiMax,
 		unsafe.Sizeof(mn), unsafe.Offsetof(mn.N), unsafe.Offsetof(mn.K), unsafe.Offsetof(mn.Eps),
 	}
-	out := u32s(t, d, make([]uint32, len(want)))
-	if err := run(t, d, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},
-		Args: []gpu.Arg{gpu.BufferArg(0, out, 0)}}); err != nil {
-		t.Fatal(err)
-	}
-	for i, w := range want {
-		if got := binary.LittleEndian.Uint32(out.Contents()[4*i:]); uintptr(got) != w {
-			t.Errorf("layout value %d: C++ %d, Go %d", i, got, w)
-		}
-	}
+	checkLayout(t, d, values, want)
 }
 
 func TestSourceExpandsIncludes(t *testing.T) {
