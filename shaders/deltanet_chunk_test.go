@@ -39,14 +39,7 @@ func TestDeltaConvRows(t *testing.T) {
 			got := readFloats(outb, c.tokens*c.c)
 			for s := range c.tokens {
 				for ch := range c.c {
-					hc := hist[ch*(c.kern-1) : (ch+1)*(c.kern-1)]
-					cur := us[s*c.c+ch]
-					acc := float64(w[ch*c.kern+c.kern-1]) * float64(cur)
-					for j := range c.kern - 1 {
-						acc += float64(w[ch*c.kern+j]) * float64(hc[j])
-					}
-					copy(hc, hc[1:])
-					hc[c.kern-2] = cur
+					acc := refConv(hist, w, ch, c.kern, us[s*c.c+ch])
 					// As TestDeltaConv: kern fp32 products.
 					if g := float64(got[s*c.c+ch]); !within(g, refSilu(acc), 1e-6*(1+math.Abs(acc))) {
 						t.Fatalf("token %d: out[%d] = %v, want %v", s, ch, g, refSilu(acc))

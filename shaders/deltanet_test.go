@@ -13,6 +13,21 @@ import (
 
 func refSilu(x float64) float64 { return x / (1 + math.Exp(-x)) }
 
+// refConv is channel ch's conv output before SiLU for input cur, as
+// engine/cpu/deltanet.go computes it: the current input's tap (last of w's
+// kern per channel), then the history hist (kern-1 per channel, oldest
+// first); the history then shifts cur in.
+func refConv(hist, w []float32, ch, kern int, cur float32) float64 {
+	hc := hist[ch*(kern-1) : (ch+1)*(kern-1)]
+	acc := float64(w[ch*kern+kern-1]) * float64(cur)
+	for j := range kern - 1 {
+		acc += float64(w[ch*kern+j]) * float64(hc[j])
+	}
+	copy(hc, hc[1:])
+	hc[kern-2] = cur
+	return acc
+}
+
 func TestDeltaConv(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	cases := []struct {
@@ -51,16 +66,7 @@ func TestDeltaConv(t *testing.T) {
 			got := readFloats(outb, steps*c.c)
 			for s := range steps {
 				for ch := range c.c {
-					// engine/cpu/deltanet.go: the current input's tap, then
-					// the history oldest first; the history shifts u in.
-					hc := hist[ch*(c.kern-1) : (ch+1)*(c.kern-1)]
-					cur := us[s*c.c+ch]
-					acc := float64(w[ch*c.kern+c.kern-1]) * float64(cur)
-					for j := range c.kern - 1 {
-						acc += float64(w[ch*c.kern+j]) * float64(hc[j])
-					}
-					copy(hc, hc[1:])
-					hc[c.kern-2] = cur
+					acc := refConv(hist, w, ch, c.kern, us[s*c.c+ch])
 					// A sum of kern fp32 products: kern * 2^-24 relative to
 					// the sum of their magnitudes (< 10 here).
 					if g := float64(got[s*c.c+ch]); !within(g, refSilu(acc), 1e-6*(1+math.Abs(acc))) {
