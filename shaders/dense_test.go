@@ -33,6 +33,15 @@ func denseDevices(t testing.TB) (race, fast *shaders.Kernels) {
 	return shaders.NewKernels(device(t)), shaders.NewKernels(f)
 }
 
+// densePick is the race-checking kernels for the cases that want them (a
+// test's first, small ones), else the fast ones, and their device.
+func densePick(race, fast *shaders.Kernels, raced bool) (*shaders.Kernels, gpu.Device) {
+	if raced {
+		return race, race.Device()
+	}
+	return fast, fast.Device()
+}
+
 // denseRun encodes one op into a fresh command buffer and runs it.
 func denseRun(t testing.TB, k *shaders.Kernels, encode func(cb gpu.CommandBuffer) error) {
 	t.Helper()
@@ -188,11 +197,7 @@ func TestQMV(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("rows=%d/cols=%d/bits=%d", c.rows, c.cols, c.bits), func(t *testing.T) {
-			k := fast
-			if i < 2 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i < 2)
 			q := newDenseQ(t, d, rng, 1, c.rows, c.cols, c.bits)
 			x := denseRand(rng, c.cols, 1)
 			xv := denseBuf(t, d, 16, denseF32s(x))
@@ -225,11 +230,7 @@ func TestQMVExperts(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("rows=%d/cols=%d/stride=%d/slots=%d", c.rows, c.cols, c.xStride, len(c.ids)), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			q := newDenseQ(t, d, rng, experts, c.rows, c.cols, 4)
 			slots := len(c.ids)
 			x := denseRand(rng, (slots-1)*c.xStride+c.cols, 1)
@@ -274,11 +275,7 @@ func TestQMVMulti(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("rows=%v/cols=%d/bits=%d", c.rows, c.cols, c.bits), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			qs := make([]*denseQ, len(c.rows))
 			ms := make([]shaders.QMatrix, len(c.rows))
 			outs := make([]shaders.View, len(c.rows))
@@ -328,11 +325,7 @@ func TestQMVSwiGLU(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("rows=%d/cols=%d", c.rows, c.cols), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			gate, up := newDenseQ(t, d, rng, 1, c.rows, c.cols, 4), newDenseQ(t, d, rng, 1, c.rows, c.cols, 4)
 			x := denseRand(rng, c.cols, 1)
 			xv := denseBuf(t, d, 16, denseF32s(x))
@@ -365,11 +358,7 @@ func TestQMVExpertsSwiGLU(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("rows=%d/cols=%d/slots=%d", c.rows, c.cols, len(c.ids)), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			gate, up := newDenseQ(t, d, rng, experts, c.rows, c.cols, 4), newDenseQ(t, d, rng, experts, c.rows, c.cols, 4)
 			slots := len(c.ids)
 			x := denseRand(rng, c.cols, 1)
@@ -415,11 +404,7 @@ func TestEmbed(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("rows=%d/cols=%d/token=%d", c.rows, c.cols, c.token), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			q := newDenseQ(t, d, rng, 1, c.rows, c.cols, 4)
 			// The token sits in slot 1 of a two-slot buffer, as decode's ping-pong slots do.
 			tok := denseBuf(t, d, 0, denseU32s([]uint32{3, c.token}))
@@ -477,11 +462,7 @@ func TestRMSNorm(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("rows=%d/n=%d", c.rows, c.n), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			x := denseRand(rng, c.rows*c.n, 3)
 			w := denseRand(rng, c.n, 1)
 			xv, wv := denseBuf(t, d, 4, denseF32s(x)), denseBuf(t, d, 0, denseF32s(w))
@@ -512,11 +493,7 @@ func TestAddRMSNorm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for i, n := range []int{2048, 1, 77, 1000, 5000} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			x, delta, w := denseRand(rng, n, 2), denseRand(rng, n, 1), denseRand(rng, n, 1)
 			xv, dv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 8, denseF32s(delta)), denseBuf(t, d, 0, denseF32s(w))
 			out := denseBuf(t, d, 0, make([]byte, 4*n))
@@ -594,11 +571,7 @@ func TestRouterTopK(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("experts=%d/k=%d/norm=%v/%d", c.experts, c.k, c.normalize, i), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			lg := denseRand(rng, c.experts, 2)
 			if c.fill != nil {
 				c.fill(lg)
@@ -647,11 +620,7 @@ func TestMoECombineAddRMSNorm(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("h=%d/k=%d", c.h, c.k), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			x, w := denseRand(rng, c.h, 2), denseRand(rng, c.h, 1)
 			ys, ws, sh := denseRand(rng, c.k*c.h, 1), denseRand(rng, c.k, 0.3), denseRand(rng, c.h, 1)
 			gate := []float32{float32(rng.NormFloat64())}
@@ -715,11 +684,7 @@ func TestArgmax(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("n=%d/%d", c.n, i), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			x := denseRand(rng, c.n, 1)
 			if c.fill != nil {
 				c.fill(x)

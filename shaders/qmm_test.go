@@ -33,11 +33,7 @@ func TestQMM(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("tokens=%d/rows=%d/cols=%d/bits=%d", c.tokens, c.rows, c.cols, c.bits), func(t *testing.T) {
-			k := fast
-			if i < 2 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i < 2)
 			q := newDenseQ(t, d, rng, 1, c.rows, c.cols, c.bits)
 			x := denseRand(rng, c.tokens*c.cols, 1)
 			xv := denseBuf(t, d, 16, denseF32s(x))
@@ -98,11 +94,7 @@ func TestMoEGrouped(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("tokens=%d/k=%d/experts=%d", c.tokens, c.topK, c.experts), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			pairs := c.tokens * c.topK
 			ids := make([]uint32, pairs)
 			for p := range ids {
@@ -284,11 +276,7 @@ func TestSwiGLU(t *testing.T) {
 	rng := rand.New(rand.NewPCG(37, 38))
 	for i, n := range []int{300, 1, 64 * 8 * 512} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			g, u := denseRand(rng, n, 3), denseRand(rng, n, 1)
 			gv, uv, out := denseBuf(t, d, 0, denseF32s(g)), denseBuf(t, d, 4, denseF32s(u)), denseBuf(t, d, 0, make([]byte, 4*n))
 			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.SwiGLU(cb, out, gv, uv, n) })
@@ -310,11 +298,7 @@ func TestAddRMSNormRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(39, 40))
 	for i, c := range []struct{ rows, n int }{{3, 100}, {33, 2048}, {1, 1}} {
 		t.Run(fmt.Sprintf("rows=%d/n=%d", c.rows, c.n), func(t *testing.T) {
-			k := fast
-			if i == 0 {
-				k = race
-			}
-			d := k.Device()
+			k, d := densePick(race, fast, i == 0)
 			x, delta, w := denseRand(rng, c.rows*c.n, 2), denseRand(rng, c.rows*c.n, 1), denseRand(rng, c.n, 1)
 			xv, dv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 8, denseF32s(delta)), denseBuf(t, d, 0, denseF32s(w))
 			out := denseBuf(t, d, 0, make([]byte, 4*c.rows*c.n))
