@@ -267,12 +267,7 @@ func TestAttnPrep(t *testing.T) {
 			check := func(what string, got, want []float32) {
 				t.Helper()
 				for i := range want {
-					pair := math.Abs(float64(want[i]))
-					if j := i % a.HeadDim; j < a.RotaryDim {
-						half := a.RotaryDim / 2
-						pair += math.Abs(float64(want[i-j+(j+half)%a.RotaryDim]))
-					}
-					if !within(float64(got[i]), float64(want[i]), 1e-5*pair+1e-7) {
+					if !within(float64(got[i]), float64(want[i]), 1e-5*ropePair(want, i, a)+1e-7) {
 						t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
 					}
 				}
@@ -310,6 +305,17 @@ func TestAttnPrep(t *testing.T) {
 	}
 }
 
+// ropePair is the magnitude of want[i] plus, in the rotated part of a head,
+// that of the element RoPE rotates it with: the scale of i's rounding error.
+func ropePair(want []float32, i int, a shaders.AttnShape) float64 {
+	pair := math.Abs(float64(want[i]))
+	if j := i % a.HeadDim; j < a.RotaryDim {
+		half := a.RotaryDim / 2
+		pair += math.Abs(float64(want[i-j+(j+half)%a.RotaryDim]))
+	}
+	return pair
+}
+
 // checkHalves compares a cached K row, as fp16, with the fp32 reference
 // of AttnPrep's k: the kernel's fp32 value is within e = 1e-5 of the
 // pair's magnitude of the reference (TestAttnPrep's bound), and rounding it
@@ -319,12 +325,7 @@ func TestAttnPrep(t *testing.T) {
 func checkHalves(t *testing.T, what string, got, want []float32, a shaders.AttnShape) {
 	t.Helper()
 	for i := range want {
-		pair := math.Abs(float64(want[i]))
-		if j := i % a.HeadDim; j < a.RotaryDim {
-			half := a.RotaryDim / 2
-			pair += math.Abs(float64(want[i-j+(j+half)%a.RotaryDim]))
-		}
-		e := 1e-5*pair + 1e-7
+		e := 1e-5*ropePair(want, i, a) + 1e-7
 		tol := math.Exp2(-11)*(math.Abs(float64(want[i]))+e) + e + math.Exp2(-25)
 		if !within(float64(got[i]), float64(want[i]), tol) {
 			t.Fatalf("%s[%d] = %v, want %v within fp16 rounding", what, i, got[i], want[i])
