@@ -75,22 +75,14 @@ func TestDeltaScan(t *testing.T) {
 			hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
 			in := newDeltaInputs(rng, d, n)
 			qkv, z, bs, as, state, ref := in.qkv, in.z, in.b, in.a, in.state, in.ref
-			qkvb, zb, bb, ab := floats(t, dev, qkv), floats(t, dev, z), floats(t, dev, bs), floats(t, dev, as)
-			nb, db, normb := floats(t, dev, in.negA), floats(t, dev, in.dtBias), floats(t, dev, in.norm)
+			b := in.upload(t, dev)
 			scanState, stepState := floats(t, dev, state), floats(t, dev, state)
 			scanOut, stepOut := floats(t, dev, make([]float32, n*hv)), floats(t, dev, make([]float32, n*hv))
 			tr, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
-				if err := k.DeltaScan(cb, view(scanOut), view(qkvb), view(zb), view(bb), view(ab), view(scanState), view(nb), view(db), view(normb), d, n); err != nil {
+				if err := k.DeltaScan(cb, view(scanOut), view(b.qkv), view(b.z), view(b.b), view(b.a), view(scanState), view(b.negA), view(b.dtBias), view(b.norm), d, n); err != nil {
 					return err
 				}
-				for s := range n {
-					if err := k.DeltaStep(cb, view(stepOut).At(4*s*hv), view(qkvb).At(4*s*ch), view(zb).At(4*s*hv), view(bb).At(4*s*d.ValueHeads),
-						view(ab).At(4*s*d.ValueHeads), view(stepState), view(nb), view(db), view(normb), d); err != nil {
-						return err
-					}
-					cb.Barrier()
-				}
-				return nil
+				return b.steps(cb, k, d, stepOut, stepState, n)
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -177,6 +177,33 @@ func newDeltaInputs(rng *rand.Rand, d shaders.DeltaShape, tokens int) deltaInput
 	return in
 }
 
+// deltaBufs holds deltaInputs' per-token inputs and per-head parameters on
+// a device.
+type deltaBufs struct {
+	qkv, z, b, a, negA, dtBias, norm gpu.Buffer
+}
+
+func (in deltaInputs) upload(t testing.TB, dev gpu.Device) deltaBufs {
+	return deltaBufs{
+		qkv: floats(t, dev, in.qkv), z: floats(t, dev, in.z), b: floats(t, dev, in.b), a: floats(t, dev, in.a),
+		negA: floats(t, dev, in.negA), dtBias: floats(t, dev, in.dtBias), norm: floats(t, dev, in.norm),
+	}
+}
+
+// steps encodes DeltaStep for tokens tokens in order, a barrier after
+// each, token s's output at row s of o.
+func (b deltaBufs) steps(cb gpu.CommandBuffer, k *shaders.Kernels, d shaders.DeltaShape, o, state gpu.Buffer, tokens int) error {
+	hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
+	for s := range tokens {
+		if err := k.DeltaStep(cb, view(o).At(4*s*hv), view(b.qkv).At(4*s*ch), view(b.z).At(4*s*hv), view(b.b).At(4*s*d.ValueHeads),
+			view(b.a).At(4*s*d.ValueHeads), view(state), view(b.negA), view(b.dtBias), view(b.norm), d); err != nil {
+			return err
+		}
+		cb.Barrier()
+	}
+	return nil
+}
+
 func TestDeltaStep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	cases := []struct {
@@ -198,20 +225,10 @@ func TestDeltaStep(t *testing.T) {
 			hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
 			in := newDeltaInputs(rng, d, steps)
 			qkv, z, bs, as, state, ref := in.qkv, in.z, in.b, in.a, in.state, in.ref
-			qkvb, zb, bb, ab := floats(t, dev, qkv), floats(t, dev, z), floats(t, dev, bs), floats(t, dev, as)
+			bufs := in.upload(t, dev)
 			sb := floats(t, dev, state)
 			ob := floats(t, dev, make([]float32, steps*hv))
-			nb, db, normb := floats(t, dev, in.negA), floats(t, dev, in.dtBias), floats(t, dev, in.norm)
-			tr, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
-				for s := range steps {
-					if err := k.DeltaStep(cb, view(ob).At(4*s*hv), view(qkvb).At(4*s*ch), view(zb).At(4*s*hv), view(bb).At(4*s*d.ValueHeads),
-						view(ab).At(4*s*d.ValueHeads), view(sb), view(nb), view(db), view(normb), d); err != nil {
-						return err
-					}
-					cb.Barrier()
-				}
-				return nil
-			})
+			tr, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error { return bufs.steps(cb, k, d, ob, sb, steps) })
 			if err != nil {
 				t.Fatal(err)
 			}
