@@ -28,20 +28,22 @@ func NewKernels(dev gpu.Device) *Kernels {
 func (k *Kernels) Device() gpu.Device { return k.dev }
 
 // Pipeline returns function fn of the named .metal file specialised with
-// constants, compiling it on first use.
+// constants, compiling it on first use. Every op calls it for every
+// dispatch, so a hit costs a map lookup only: the embedded files are fixed
+// for the life of the binary, so the file's name stands for its text and
+// it is expanded only on a miss.
 func (k *Kernels) Pipeline(file, fn string, constants ...gpu.Constant) (gpu.Pipeline, error) {
-	text, err := Source(file)
-	if err != nil {
-		return nil, err
-	}
-	src := gpu.Source{Name: file, Text: text}
-	key := gpu.PipelineKey(src, fn, constants)
+	key := gpu.PipelineKey(gpu.Source{Name: file}, fn, constants)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if p, ok := k.cache[key]; ok {
 		return p, nil
 	}
-	p, err := k.dev.NewPipeline(src, fn, constants...)
+	text, err := Source(file)
+	if err != nil {
+		return nil, err
+	}
+	p, err := k.dev.NewPipeline(gpu.Source{Name: file, Text: text}, fn, constants...)
 	if err != nil {
 		return nil, fmt.Errorf("shaders: %s %s: %w", file, fn, err)
 	}
