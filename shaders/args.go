@@ -128,7 +128,8 @@ type DeltaScanArgs struct {
 	QScale     float32
 	Eps        float32
 	Tokens     int32
-	_          [2]int32
+	Blocks     int32
+	_          int32
 }
 
 // AttnPrefillArgs mirrors struct AttnPrefillArgs.

@@ -185,6 +185,15 @@ struct MoERouteArgs {
 // delta_conv_rows_f32 keeps a channel's history in registers: at most this
 // many taps.
 #define DELTA_MAX_TAPS 8
+// The chunked (WY) recurrence: tokens per block; key columns delta_chunk_prep
+// stages at a time; its threads; the largest key dim delta_chunk_scan keeps
+// in simdgroup matrices; and its simd-groups per threadgroup at most (each
+// owns 8 value columns of a head's state).
+#define DELTA_CHUNK 64
+#define DELTA_CHUNK_STAGE 32
+#define DELTA_CHUNK_PREP_THREADS 256
+#define DELTA_CHUNK_MAX_KEY_DIM 128
+#define DELTA_CHUNK_SCAN_SIMDGROUPS 4
 
 struct DeltaChunkArgs {
     int32_t channels;
@@ -200,7 +209,8 @@ struct DeltaScanArgs {
     float q_scale;          // 1/sqrt(key_dim), rounded to fp32 by the host
     float eps;              // of the gated output RMSNorm
     int32_t tokens;         // rows of the chunk, in order
-    int32_t _pad[2];
+    int32_t blocks;         // ceil(tokens / DELTA_CHUNK)
+    int32_t _pad;
 };
 
 // ---- attention_prefill.metal

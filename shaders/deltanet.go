@@ -41,19 +41,29 @@ func deltaSlices(keyDim int) int {
 	return keyDim / min(keyDim, DeltaRowsPerThread)
 }
 
-// deltaCheck reports why d is not a shape delta_step_f32 and
-// delta_scan_f32 take; else it gives their row slices per state column and
-// threadgroup memory in bytes.
-func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
+// deltaHeadsEps reports why d's heads or norm eps are not ones the
+// DeltaNet kernels take.
+func deltaHeadsEps(op string, d DeltaShape) error {
 	switch {
 	case d.KeyHeads < 1 || d.ValueHeads < 1 || d.ValueHeads%d.KeyHeads != 0:
-		return 0, 0, fmt.Errorf("%w: shaders: %s: %d value heads do not share %d key heads evenly", gpu.ErrInvalid, op, d.ValueHeads, d.KeyHeads)
+		return fmt.Errorf("%w: shaders: %s: %d value heads do not share %d key heads evenly", gpu.ErrInvalid, op, d.ValueHeads, d.KeyHeads)
+	case !(d.Eps >= 0) || math.IsInf(float64(d.Eps), 0):
+		return fmt.Errorf("%w: shaders: %s: norm eps %v", gpu.ErrInvalid, op, d.Eps)
+	}
+	return nil
+}
+
+// deltaCheck reports why d is not a shape delta_step_f32 takes; else it
+// gives its row slices per state column and threadgroup memory in bytes.
+func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
+	if err := deltaHeadsEps(op, d); err != nil {
+		return 0, 0, err
+	}
+	switch {
 	case d.KeyDim < 1 || (d.KeyDim > DeltaRowsPerThread && d.KeyDim%DeltaRowsPerThread != 0):
 		return 0, 0, fmt.Errorf("%w: shaders: %s: key dim %d is neither at most %d nor a multiple of it", gpu.ErrInvalid, op, d.KeyDim, DeltaRowsPerThread)
 	case d.ValueDim < 1 || d.ValueDim*deltaSlices(d.KeyDim) > gpu.MaxThreadsPerThreadgroup:
 		return 0, 0, fmt.Errorf("%w: shaders: %s: value dim %d x %d row slices exceeds %d threads", gpu.ErrInvalid, op, d.ValueDim, deltaSlices(d.KeyDim), gpu.MaxThreadsPerThreadgroup)
-	case !(d.Eps >= 0) || math.IsInf(float64(d.Eps), 0):
-		return 0, 0, fmt.Errorf("%w: shaders: %s: norm eps %v", gpu.ErrInvalid, op, d.Eps)
 	case int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32:
 		return 0, 0, fmt.Errorf("%w: shaders: %s: state of %dx%dx%d is too large", gpu.ErrInvalid, op, d.ValueHeads, d.KeyDim, d.ValueDim)
 	}

@@ -40,20 +40,52 @@ func (k *Kernels) DeltaConvRows(cb gpu.CommandBuffer, out, u, state, w View, c, 
 	})
 }
 
+// DeltaChunk is the token block of DeltaScan's chunked recurrence
+// (args.h DELTA_CHUNK).
+const DeltaChunk = 64
+
+// DeltaScan's other tiling constants, mirrors of args.h: the largest key
+// dim it keeps in registers, the prep kernel's threads, and the scan's
+// simd-groups per threadgroup at most.
+const (
+	DeltaChunkMaxKeyDim      = 128
+	DeltaChunkPrepThreads    = 256
+	DeltaChunkScanSimdgroups = 4
+)
+
+// DeltaScanScratch is the float32 count of the scratch DeltaScan needs for
+// tokens rows of shape d: per value head and block of DeltaChunk tokens,
+// three [DeltaChunk][KeyDim] and two [DeltaChunk][DeltaChunk] matrices and
+// one decay.
+func DeltaScanScratch(d DeltaShape, tokens int) int {
+	blocks := (tokens + DeltaChunk - 1) / DeltaChunk
+	return d.ValueHeads * blocks * (3*DeltaChunk*d.KeyDim + 2*DeltaChunk*DeltaChunk + 1)
+}
+
 // DeltaScan runs tokens rows through DeltaStep's recurrence and gated
-// output in order, in one dispatch, the state held in registers for the
-// whole chunk: o, z float32[tokens][ValueHeads][ValueDim]; qkv
-// float32[tokens][d.Channels()] (DeltaConvRows' output); b, a
-// float32[tokens][ValueHeads]; state, negA, dtBias and norm as for
-// DeltaStep. Each token's arithmetic is DeltaStep's.
-func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm View, d DeltaShape, tokens int) error {
+// output in the chunked form: blocks of DeltaChunk tokens, each from the
+// state the block starts with, the fp32 state carried across blocks and
+// held in registers for the whole run (loaded and stored once). o, z
+// float32[tokens][ValueHeads][ValueDim]; qkv float32[tokens][d.Channels()]
+// (DeltaConvRows' output); b, a float32[tokens][ValueHeads]; state, negA,
+// dtBias and norm as for DeltaStep; scratch DeltaScanScratch(d, tokens)
+// floats. It encodes three dispatches with barriers between them. The key
+// and value dims must be multiples of 8 (the simdgroup matrices), the key
+// dim at most 128.
+func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm, scratch View, d DeltaShape, tokens int) error {
 	const op = "DeltaScan"
-	slices, tg, err := deltaCheck(op, d)
-	if err != nil {
+	if err := deltaHeadsEps(op, d); err != nil {
 		return err
 	}
-	if tokens < 1 || int64(tokens)*int64(d.Channels()) > math.MaxInt32 {
+	switch {
+	case d.KeyDim < 8 || d.KeyDim%8 != 0 || d.KeyDim > DeltaChunkMaxKeyDim:
+		return fmt.Errorf("%w: shaders: %s: key dim %d (want a multiple of 8 up to %d)", gpu.ErrInvalid, op, d.KeyDim, DeltaChunkMaxKeyDim)
+	case d.ValueDim < 8 || d.ValueDim%8 != 0 || d.ValueDim > gpu.MaxThreadsPerThreadgroup:
+		return fmt.Errorf("%w: shaders: %s: value dim %d (want a multiple of 8 up to %d)", gpu.ErrInvalid, op, d.ValueDim, gpu.MaxThreadsPerThreadgroup)
+	case tokens < 1 || int64(tokens+DeltaChunk)*int64(d.Channels()) > math.MaxInt32:
 		return fmt.Errorf("%w: shaders: %s: %d tokens of %d channels", gpu.ErrInvalid, op, tokens, d.Channels())
+	case int64(DeltaScanScratch(d, tokens)) > math.MaxInt32 || int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32:
+		return fmt.Errorf("%w: shaders: %s: %d tokens of %d value heads is too large", gpu.ErrInvalid, op, tokens, d.ValueHeads)
 	}
 	hv := d.ValueHeads * d.ValueDim
 	if err := mixerViews(op, []viewFloats{
@@ -61,25 +93,57 @@ func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		{"b", b, tokens * d.ValueHeads}, {"a", a, tokens * d.ValueHeads},
 		{"state", state, d.ValueHeads * d.KeyDim * d.ValueDim}, {"negA", negA, d.ValueHeads},
 		{"dtBias", dtBias, d.ValueHeads}, {"norm", norm, d.ValueDim},
+		{"scratch", scratch, DeltaScanScratch(d, tokens)},
 	}); err != nil {
 		return err
 	}
-	p, err := k.Pipeline(deltaChunkFile, "delta_scan_f32", gpu.IntConstant(FCDelta, int32(d.KeyDim)))
+	keyDim := gpu.IntConstant(FCDelta, int32(d.KeyDim))
+	prep, err := k.Pipeline(deltaChunkFile, "delta_chunk_prep_f32", keyDim)
 	if err != nil {
 		return err
 	}
+	scan, err := k.Pipeline(deltaChunkFile, "delta_chunk_scan_f32", keyDim)
+	if err != nil {
+		return err
+	}
+	gated, err := k.Pipeline(deltaChunkFile, "delta_gated_norm_rows_f32", keyDim)
+	if err != nil {
+		return err
+	}
+	blocks := (tokens + DeltaChunk - 1) / DeltaChunk
 	args := DeltaScanArgs{
 		KeyHeads: int32(d.KeyHeads), ValueHeads: int32(d.ValueHeads), ValueDim: int32(d.ValueDim),
-		QScale: float32(1 / math.Sqrt(float64(d.KeyDim))), Eps: d.Eps, Tokens: int32(tokens),
+		QScale: float32(1 / math.Sqrt(float64(d.KeyDim))), Eps: d.Eps, Tokens: int32(tokens), Blocks: int32(blocks),
 	}
+	argBytes := gpu.BytesArg(0, Bytes(&args))
+	if err := cb.Dispatch(&gpu.Dispatch{
+		Pipeline: prep,
+		Groups:   gpu.Size{X: d.ValueHeads, Y: blocks, Z: 1},
+		Threads:  gpu.Size{X: DeltaChunkPrepThreads, Y: 1, Z: 1},
+		Args:     []gpu.Arg{argBytes, qkv.Arg(1), b.Arg(2), a.Arg(3), negA.Arg(4), dtBias.Arg(5), scratch.Arg(6)},
+	}); err != nil {
+		return err
+	}
+	cb.Barrier()
+	// Simd-groups of 8 value columns per threadgroup: the most, up to
+	// DeltaChunkScanSimdgroups, that divide the value dim evenly.
+	sgs := DeltaChunkScanSimdgroups
+	for (d.ValueDim/8)%sgs != 0 {
+		sgs /= 2
+	}
+	if err := cb.Dispatch(&gpu.Dispatch{
+		Pipeline: scan,
+		Groups:   gpu.Size{X: d.ValueHeads, Y: d.ValueDim / 8 / sgs, Z: 1},
+		Threads:  gpu.Size{X: 32 * sgs, Y: 1, Z: 1},
+		Args:     []gpu.Arg{argBytes, qkv.Arg(1), scratch.Arg(2), state.Arg(3), o.Arg(4)},
+	}); err != nil {
+		return err
+	}
+	cb.Barrier()
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p,
-		Groups:   gpu.Size{X: d.ValueHeads, Y: 1, Z: 1},
-		Threads:  gpu.Size{X: slices * d.ValueDim, Y: 1, Z: 1},
-		Args: []gpu.Arg{
-			gpu.BytesArg(0, Bytes(&args)), qkv.Arg(1), z.Arg(2), b.Arg(3), a.Arg(4), state.Arg(5),
-			negA.Arg(6), dtBias.Arg(7), norm.Arg(8), o.Arg(9),
-		},
-		ThreadgroupMemory: []int{tg},
+		Pipeline: gated,
+		Groups:   gpu.Size{X: d.ValueHeads, Y: tokens, Z: 1},
+		Threads:  gpu.Size{X: (d.ValueDim + 31) / 32 * 32, Y: 1, Z: 1},
+		Args:     []gpu.Arg{argBytes, o.Arg(1), z.Arg(2), norm.Arg(3)},
 	})
 }

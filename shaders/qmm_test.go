@@ -250,7 +250,8 @@ func TestPrefillArgsLayout(t *testing.T) {
         sizeof(MoERouteArgs), OFF(MoERouteArgs, experts), OFF(MoERouteArgs, pairs), OFF(MoERouteArgs, capacity),
         QMM_BM, QMM_BN, QMM_BK, QMM_SIMDGROUPS, QMM_THREADS,
         sizeof(DeltaChunkArgs), OFF(DeltaChunkArgs, channels), OFF(DeltaChunkArgs, taps), OFF(DeltaChunkArgs, tokens), DELTA_MAX_TAPS,
-        sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens),
+        sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens), OFF(DeltaScanArgs, blocks),
+        DELTA_CHUNK, DELTA_CHUNK_MAX_KEY_DIM, DELTA_CHUNK_PREP_THREADS, DELTA_CHUNK_SCAN_SIMDGROUPS,
         sizeof(AttnPrefillArgs), OFF(AttnPrefillArgs, tokens), OFF(AttnPrefillArgs, pos0), OFF(AttnPrefillArgs, heads), OFF(AttnPrefillArgs, kv_heads), OFF(AttnPrefillArgs, scale), ATTN_PREFILL_TOKENS, ATTN_PREFILL_BLOCKS,
 `
 	var (
@@ -265,7 +266,8 @@ func TestPrefillArgsLayout(t *testing.T) {
 		unsafe.Sizeof(r), unsafe.Offsetof(r.Experts), unsafe.Offsetof(r.Pairs), unsafe.Offsetof(r.Capacity),
 		shaders.QMMBM, shaders.QMMBN, shaders.QMMBK, shaders.QMMSimdgroups, shaders.QMMThreads,
 		unsafe.Sizeof(c), unsafe.Offsetof(c.Channels), unsafe.Offsetof(c.Taps), unsafe.Offsetof(c.Tokens), shaders.DeltaMaxTaps,
-		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens),
+		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens), unsafe.Offsetof(d.Blocks),
+		shaders.DeltaChunk, shaders.DeltaChunkMaxKeyDim, shaders.DeltaChunkPrepThreads, shaders.DeltaChunkScanSimdgroups,
 		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Pos0), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.KVHeads), unsafe.Offsetof(a.Scale), shaders.AttnPrefillTokens, shaders.AttnPrefillBlocks,
 	}
 	checkLayout(t, dev, values, want)

@@ -27,8 +27,9 @@
 // A prompt of at least prefillMinTokens runs in chunks, one command buffer
 // each: every matrix product is a token-tiled GEMM that dequantizes each
 // weight tile into threadgroup memory once per chunk; attention runs over
-// the chunk and the cache, the DeltaNet conv and recurrence over the chunk
-// in one dispatch each (state in registers); the MoE is a grouped GEMM
+// the chunk and the cache, the DeltaNet conv in one dispatch and its
+// recurrence in the chunked form (64-token blocks of small matrix products,
+// the fp32 state in registers across the chunk); the MoE is a grouped GEMM
 // over a routing (histogram, scan, scatter, block map) built on the GPU in
 // the same command buffer, so nothing is read back until the logits.
 // Shorter runs take the decode kernels one token at a time.

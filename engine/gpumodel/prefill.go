@@ -39,6 +39,7 @@ type chunkActs struct {
 	x, xn, delta            shaders.View
 	qg, k, v, q, gate, o    shaders.View
 	u, conv, z, b, a, dOut  shaders.View
+	dScratch                shaders.View // DeltaScan's block matrices
 	router, ids, weights    shaders.View
 	mapping, slotOf, blocks shaders.View
 	eg, eu, eh, ys          shaders.View
@@ -51,7 +52,7 @@ type chunkActs struct {
 func (ca *chunkActs) views() []shaders.View {
 	return []shaders.View{
 		ca.x, ca.xn, ca.delta, ca.qg, ca.k, ca.v, ca.q, ca.gate, ca.o,
-		ca.u, ca.conv, ca.z, ca.b, ca.a, ca.dOut, ca.router, ca.ids, ca.weights,
+		ca.u, ca.conv, ca.z, ca.b, ca.a, ca.dOut, ca.dScratch, ca.router, ca.ids, ca.weights,
 		ca.mapping, ca.slotOf, ca.blocks, ca.eg, ca.eu, ca.eh, ca.ys,
 		ca.shG, ca.shU, ca.shH, ca.shOut, ca.shGate, ca.all,
 	}
@@ -106,6 +107,9 @@ func (s *Sequence) ensureChunk(n int, all bool) error {
 			ch, vd := d.Channels(), d.ValueHeads*d.ValueDim
 			ca.u, ca.conv, ca.z = a(ch), a(ch), a(vd)
 			ca.b, ca.a, ca.dOut = a(d.ValueHeads), a(d.ValueHeads), a(vd)
+			scratch, err := s.alloc(4 * shaders.DeltaScanScratch(d, n))
+			errs = append(errs, err)
+			ca.dScratch = scratch
 		}
 		k, ei := c.TopK, c.ExpertIntermediate
 		ca.router, ca.ids, ca.weights = a(c.Experts), a(k), a(k)
@@ -173,9 +177,9 @@ type chunk struct {
 
 // encodeChunk records one prefill chunk into cb: the whole model over n
 // tokens, every matrix product a token-tiled GEMM with the weights
-// dequantized in threadgroup memory, the mixers over the chunk in one
-// dispatch each (attention over the chunk and the cache, the DeltaNet
-// conv and scan in order), the MoE as a grouped GEMM over a routing built
+// dequantized in threadgroup memory, the mixers over the whole chunk
+// (attention over the chunk and the cache; the DeltaNet conv, then its
+// chunked recurrence), the MoE as a grouped GEMM over a routing built
 // on the GPU. The caches must hold pos+n positions.
 func (s *Sequence) encodeChunk(cb gpu.CommandBuffer, ch chunk) error {
 	m, k, ca := s.m, s.m.k, &s.chunk
@@ -248,7 +252,7 @@ func (s *Sequence) deltaNetChunk(cb gpu.CommandBuffer, l *layer, ls *layerState,
 	cb.Barrier()
 	do(k.DeltaConvRows(cb, ca.conv, ca.u, ls.conv, l.conv, d.Channels(), d.ConvKernel, n))
 	cb.Barrier()
-	do(k.DeltaScan(cb, ca.dOut, ca.conv, ca.z, ca.b, ca.a, ls.state, l.negA, l.dtBias, l.gnNorm, d, n))
+	do(k.DeltaScan(cb, ca.dOut, ca.conv, ca.z, ca.b, ca.a, ls.state, l.negA, l.dtBias, l.gnNorm, ca.dScratch, d, n))
 	cb.Barrier()
 	do(k.QMM(cb, ca.delta, l.out, ca.dOut, n))
 	return errors.Join(errs...)

@@ -32,10 +32,11 @@ func checkLogits(t *testing.T, got, want []float32, vocab int) float64 {
 }
 
 // TestPrefillChunks runs every fixture's prompt through the chunked prefill
-// with chunks of 40 tokens, so chunks end inside and at the edge of the
-// GEMMs' 32-token tiles, in two Forward calls, the second starting at
-// position 50 in the middle of a chunk with the cache and DeltaNet state
-// of the first: every position's logits against transformers.
+// with chunks of 72 tokens, so chunks end inside the GEMMs' 32-token tiles
+// and hold a whole 64-token DeltaNet block and the start of another, in two
+// Forward calls, the second starting at position 50 in the middle of a
+// chunk with the cache and DeltaNet state of the first: every position's
+// logits against transformers.
 func TestPrefillChunks(t *testing.T) {
 	dev := openSim(t)
 	dirs, _ := filepath.Glob(filepath.Join(fixturesDir, "*", "reference.json"))
@@ -44,7 +45,7 @@ func TestPrefillChunks(t *testing.T) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			ref, want := loadReference(t, dir)
 			m := openFixture(t, dev, filepath.Base(dir))
-			m.prefillChunk = 40
+			m.prefillChunk = 72
 			v := m.cfg.Vocab
 			seq, _ := m.NewSequence()
 			defer seq.Close()
@@ -96,9 +97,9 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	dir := filepath.Join(fixturesDir, "tiny-a")
 	ref, want := loadReference(t, dir)
 	m := openFixture(t, dev, "tiny-a")
-	m.prefillChunk = 16
+	m.prefillChunk = 80 // a whole DeltaNet block, then part of one
 	v := m.cfg.Vocab
-	const n = 40
+	const n = 100
 	dec, _ := m.NewSequence()
 	defer dec.Close()
 	step := make([]float32, n*v)
