@@ -119,6 +119,7 @@ func runBench(args []string, stdout io.Writer) error {
 	arm := fs.Bool("arm", false, "run: measure one context in this process and print its JSON (the parent runs each arm so)")
 	bandwidth := fs.Float64("bandwidth", 0, "dry run: memory bandwidth in GB/s to convert bytes into rates (default: 546 and 614)")
 	chunk := fs.Int("chunk", gpumodel.DefaultPrefillChunk, "dry run: tokens of the recorded prefill chunk")
+	asJSON := fs.Bool("json", false, "dry run: print JSON instead of text (a run always prints JSON)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func runBench(args []string, stdout io.Writer) error {
 		if *bandwidth > 0 {
 			bws = []float64{*bandwidth * 1e9}
 		}
-		return dryRun(*dir, *context, *chunk, bws, stdout)
+		return dryRun(*dir, *context, *chunk, bws, *asJSON, stdout)
 	}
 	ctxs, err := parseContexts(*contexts)
 	if err != nil {
@@ -291,7 +292,41 @@ func benchRun(m engine.Model, prompt []int, steps int) ([]time.Duration, []int, 
 	}
 }
 
-func dryRun(dir string, pos, chunk int, bandwidths []float64, w io.Writer) error {
+// dryRunReport is what --dry-run prints, as text or (--json) JSON.
+type dryRunReport struct {
+	Model   string        `json:"model"`
+	Decode  dryRunDecode  `json:"decode_step"`
+	Prefill dryRunPrefill `json:"prefill_chunk"`
+}
+
+type dryRunDecode struct {
+	Position    int          `json:"position"`
+	Dispatches  int          `json:"dispatches"`
+	Levels      int          `json:"dependency_levels"`
+	WeightBytes int64        `json:"weight_bytes"`
+	BytesMoved  int64        `json:"bytes_moved"`
+	Rates       []dryRunRate `json:"rates"`
+}
+
+type dryRunPrefill struct {
+	Position    int          `json:"position"`
+	Tokens      int          `json:"tokens"`
+	Dispatches  int          `json:"dispatches"`
+	Levels      int          `json:"dependency_levels"`
+	WeightBytes int64        `json:"weight_bytes"`
+	BytesMoved  int64        `json:"bytes_moved"`
+	Rates       []dryRunRate `json:"rates"`
+}
+
+// dryRunRate is what a bandwidth allows: tokens per second if the weights
+// alone (decode only) or all the bytes moved were what a step paid for.
+type dryRunRate struct {
+	GBps            float64 `json:"gb_per_s"`
+	WeightBoundTokS float64 `json:"weight_bound_tok_s,omitempty"`
+	MovedTokS       float64 `json:"moved_tok_s"`
+}
+
+func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.Writer) error {
 	cfg, name := checkpoint.Qwen36(), "Qwen3.6-35B-A3B (built-in shape)"
 	if dir != "" {
 		c, err := checkpoint.ReadConfig(dir)
@@ -304,30 +339,51 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, w io.Writer) error
 	if err != nil {
 		return err
 	}
-	moved := r.WeightBytes + gpumodel.DecodeCacheBytes(cfg, pos)
-	fmt.Fprintf(w, "model:                %s\n", name)
-	fmt.Fprintf(w, "decode step at position %d (one command buffer)\n", r.Position)
-	fmt.Fprintf(w, "dispatches:           %d\n", r.Dispatches)
-	fmt.Fprintf(w, "dependency levels:    %d\n", r.Levels)
-	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", r.WeightBytes, float64(r.WeightBytes)/1e9)
-	for _, bw := range bandwidths {
-		fmt.Fprintf(w, "bound at %3.0f GB/s:    %.1f tokens/s\n", bw/1e9, r.TokensPerSecond(bw))
-	}
-	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read, DeltaNet state read and written)\n", moved, float64(moved)/1e9)
-	for _, bw := range bandwidths {
-		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f tokens/s\n", bw/1e9, bw/float64(moved))
-	}
 	p, err := gpumodel.DryRunPrefill(cfg, pos, chunk)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "prefill chunk of %d tokens after position %d (one command buffer)\n", p.Tokens, p.Position)
-	fmt.Fprintf(w, "dispatches:           %d (%.1f per token)\n", p.Dispatches, float64(p.Dispatches)/float64(p.Tokens))
-	fmt.Fprintf(w, "dependency levels:    %d\n", p.Levels)
-	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", p.WeightBytes, float64(p.WeightBytes)/1e9)
-	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read once per attention threadgroup's tokens, DeltaNet state)\n", p.BytesMoved(), float64(p.BytesMoved())/1e9)
+	rep := dryRunReport{
+		Model: name,
+		Decode: dryRunDecode{
+			Position: r.Position, Dispatches: r.Dispatches, Levels: r.Levels,
+			WeightBytes: r.WeightBytes, BytesMoved: r.WeightBytes + gpumodel.DecodeCacheBytes(cfg, pos),
+		},
+		Prefill: dryRunPrefill{
+			Position: p.Position, Tokens: p.Tokens, Dispatches: p.Dispatches, Levels: p.Levels,
+			WeightBytes: p.WeightBytes, BytesMoved: p.BytesMoved(),
+		},
+	}
 	for _, bw := range bandwidths {
-		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f prompt tokens/s\n", bw/1e9, p.TokensPerSecond(bw))
+		rep.Decode.Rates = append(rep.Decode.Rates, dryRunRate{GBps: bw / 1e9, WeightBoundTokS: r.TokensPerSecond(bw), MovedTokS: bw / float64(rep.Decode.BytesMoved)})
+		rep.Prefill.Rates = append(rep.Prefill.Rates, dryRunRate{GBps: bw / 1e9, MovedTokS: p.TokensPerSecond(bw)})
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	d := rep.Decode
+	fmt.Fprintf(w, "model:                %s\n", name)
+	fmt.Fprintf(w, "decode step at position %d (one command buffer)\n", d.Position)
+	fmt.Fprintf(w, "dispatches:           %d\n", d.Dispatches)
+	fmt.Fprintf(w, "dependency levels:    %d\n", d.Levels)
+	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", d.WeightBytes, float64(d.WeightBytes)/1e9)
+	for _, rt := range d.Rates {
+		fmt.Fprintf(w, "bound at %3.0f GB/s:    %.1f tokens/s\n", rt.GBps, rt.WeightBoundTokS)
+	}
+	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read, DeltaNet state read and written)\n", d.BytesMoved, float64(d.BytesMoved)/1e9)
+	for _, rt := range d.Rates {
+		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f tokens/s\n", rt.GBps, rt.MovedTokS)
+	}
+	f := rep.Prefill
+	fmt.Fprintf(w, "prefill chunk of %d tokens after position %d (one command buffer)\n", f.Tokens, f.Position)
+	fmt.Fprintf(w, "dispatches:           %d (%.1f per token)\n", f.Dispatches, float64(f.Dispatches)/float64(f.Tokens))
+	fmt.Fprintf(w, "dependency levels:    %d\n", f.Levels)
+	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", f.WeightBytes, float64(f.WeightBytes)/1e9)
+	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read once per attention threadgroup's tokens, DeltaNet state; not activations)\n", f.BytesMoved, float64(f.BytesMoved)/1e9)
+	for _, rt := range f.Rates {
+		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f prompt tokens/s\n", rt.GBps, rt.MovedTokS)
 	}
 	return nil
 }

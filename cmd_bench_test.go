@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -118,5 +119,38 @@ func TestBenchDryRunPrefill(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "546 GB/s") {
 		t.Errorf("--bandwidth did not replace the default bandwidths:\n%s", out.String())
+	}
+}
+
+// --json gives the dry run's figures as JSON, equal to the text's.
+func TestBenchDryRunJSON(t *testing.T) {
+	var text, js bytes.Buffer
+	args := []string{"bench", "--dry-run", "--context", "256", "--chunk", "64"}
+	if err := dispatch(args, &text); err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatch(append(args, "--json"), &js); err != nil {
+		t.Fatal(err)
+	}
+	var rep dryRunReport
+	if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, js.String())
+	}
+	d, p := rep.Decode, rep.Prefill
+	if d.Position != 256 || p.Tokens != 64 || d.Dispatches < 1 || p.Dispatches <= d.Dispatches || len(d.Rates) != 2 || len(p.Rates) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("dispatches:           %d\n", d.Dispatches),
+		fmt.Sprintf("dependency levels:    %d\n", p.Levels),
+		fmt.Sprintf("bytes moved:          %d ", p.BytesMoved),
+		fmt.Sprintf("moved at 546 GB/s:    %.1f tokens/s", d.Rates[0].MovedTokS),
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q (from the JSON):\n%s", want, text.String())
+		}
+	}
+	if want := 546e9 / float64(d.BytesMoved); math.Abs(d.Rates[0].MovedTokS-want) > 1e-9*want {
+		t.Errorf("moved rate %v, want %v", d.Rates[0].MovedTokS, want)
 	}
 }
