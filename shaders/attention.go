@@ -31,6 +31,10 @@ func attnCheck(op string, a AttnShape) error {
 	return nil
 }
 
+// Check reports why the attention kernels (AttnPrep, AttnDecode,
+// AttnPrefill and their row forms) cannot run shape a.
+func (a AttnShape) Check() error { return attnCheckPrep("attention", a) }
+
 // attnCheckPrep adds what AttnPrep needs of a: the RoPE and norm
 // parameters.
 func attnCheckPrep(op string, a AttnShape) error {

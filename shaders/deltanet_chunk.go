@@ -74,14 +74,10 @@ func DeltaScanScratch(d DeltaShape, tokens int) int {
 // dim at most 128.
 func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm, scratch View, d DeltaShape, tokens int) error {
 	const op = "DeltaScan"
-	if err := deltaHeadsEps(op, d); err != nil {
+	if err := deltaScanCheck(op, d); err != nil {
 		return err
 	}
 	switch {
-	case d.KeyDim < 8 || d.KeyDim%8 != 0 || d.KeyDim > DeltaChunkMaxKeyDim:
-		return fmt.Errorf("%w: shaders: %s: key dim %d (want a multiple of 8 up to %d)", gpu.ErrInvalid, op, d.KeyDim, DeltaChunkMaxKeyDim)
-	case d.ValueDim < 8 || d.ValueDim%8 != 0 || d.ValueDim > gpu.MaxThreadsPerThreadgroup:
-		return fmt.Errorf("%w: shaders: %s: value dim %d (want a multiple of 8 up to %d)", gpu.ErrInvalid, op, d.ValueDim, gpu.MaxThreadsPerThreadgroup)
 	case tokens < 1 || int64(tokens+DeltaChunk)*int64(d.Channels()) > math.MaxInt32:
 		return fmt.Errorf("%w: shaders: %s: %d tokens of %d channels", gpu.ErrInvalid, op, tokens, d.Channels())
 	case int64(DeltaScanScratch(d, tokens)) > math.MaxInt32 || int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32:
@@ -146,4 +142,31 @@ func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		Threads:  gpu.Size{X: (d.ValueDim + 31) / 32 * 32, Y: 1, Z: 1},
 		Args:     []gpu.Arg{argBytes, o.Arg(1), z.Arg(2), norm.Arg(3)},
 	})
+}
+
+// deltaScanCheck reports why d is not a shape DeltaScan's kernels take.
+func deltaScanCheck(op string, d DeltaShape) error {
+	if err := deltaHeadsEps(op, d); err != nil {
+		return err
+	}
+	switch {
+	case d.KeyDim < 8 || d.KeyDim%8 != 0 || d.KeyDim > DeltaChunkMaxKeyDim:
+		return fmt.Errorf("%w: shaders: %s: key dim %d (want a multiple of 8 up to %d)", gpu.ErrInvalid, op, d.KeyDim, DeltaChunkMaxKeyDim)
+	case d.ValueDim < 8 || d.ValueDim%8 != 0 || d.ValueDim > gpu.MaxThreadsPerThreadgroup:
+		return fmt.Errorf("%w: shaders: %s: value dim %d (want a multiple of 8 up to %d)", gpu.ErrInvalid, op, d.ValueDim, gpu.MaxThreadsPerThreadgroup)
+	}
+	return nil
+}
+
+// Check reports why the DeltaNet kernels cannot run shape d: DeltaConv
+// and DeltaStep for decode, DeltaConvRows and DeltaScan for prefill.
+func (d DeltaShape) Check() error {
+	const op = "DeltaNet"
+	if d.ConvKernel < 2 || d.ConvKernel > DeltaMaxTaps {
+		return fmt.Errorf("%w: shaders: %s: conv kernel %d (want 2..%d taps)", gpu.ErrInvalid, op, d.ConvKernel, DeltaMaxTaps)
+	}
+	if _, _, err := deltaCheck(op, d); err != nil {
+		return err
+	}
+	return deltaScanCheck(op, d)
 }

@@ -1,10 +1,12 @@
 package gpumodel
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"petal/engine"
@@ -12,6 +14,7 @@ import (
 	"petal/engine/cpu"
 	"petal/engine/reftest"
 	"petal/gpu"
+	"petal/gpu/record"
 	"petal/gpu/sim"
 )
 
@@ -229,4 +232,43 @@ func TestDryRun35B(t *testing.T) {
 			t.Errorf("weight bytes %d", r.WeightBytes)
 		}
 	}
+}
+
+// A model whose mixer shapes the kernels cannot run is refused when it is
+// placed on the device, naming the dimension, not at its first prompt.
+func TestNewRefusesUnsupportedShapes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit func(*checkpoint.Config)
+		want string
+	}{
+		"DeltaNet key dim 12":   {func(c *checkpoint.Config) { c.LinearKeyDim = 12 }, "key dim 12"},
+		"DeltaNet key dim 256":  {func(c *checkpoint.Config) { c.LinearKeyDim = 256 }, "key dim 256"},
+		"attention head dim 48": {func(c *checkpoint.Config) { c.HeadDim, c.RotaryDim = 48, 16 }, "head dim 48"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := checkpoint.Qwen36()
+			tc.edit(cfg)
+			ckpt, err := checkpoint.ShapeOnly(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := New(ckpt, record.New())
+			if err == nil {
+				m.Close()
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, gpu.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want gpu.ErrInvalid naming %q", err, tc.want)
+			}
+		})
+	}
+	ckpt, err := checkpoint.ShapeOnly(checkpoint.Qwen36())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(ckpt, record.New())
+	if err != nil {
+		t.Fatalf("the 35B shape: %v", err)
+	}
+	m.Close()
 }

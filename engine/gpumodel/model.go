@@ -74,6 +74,15 @@ func New(ckpt *checkpoint.Model, dev gpu.Device) (*Model, error) {
 			ConvKernel: c.ConvKernel, Eps: c.RMSNormEps,
 		},
 	}
+	for _, k := range c.Layers {
+		check := m.attn.Check
+		if k == checkpoint.DeltaNet {
+			check = m.delta.Check
+		}
+		if err := check(); err != nil {
+			return nil, fmt.Errorf("gpumodel: the GPU kernels cannot run this model's layers: %w", err)
+		}
+	}
 	if err := m.load(); err != nil {
 		m.release()
 		return nil, err
