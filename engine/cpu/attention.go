@@ -1,22 +1,26 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"petal/engine/checkpoint"
+)
 
 // attention runs gated causal attention for t new tokens (rows of xn),
 // appending their keys and values to st, and writes o_proj's output to out.
-func (s *Sequence) attention(a *attention, st *layerState, xn []float32, t int, out []float32) {
+func (s *Sequence) attention(sc *scratch, a *attention, st *layerState, xn []float32, t int, out []float32) {
 	c := s.m.cfg
 	nh, kvh, d := c.Heads, c.KVHeads, c.HeadDim
-	qg := make([]float32, t*nh*2*d)
-	k := make([]float32, t*kvh*d)
-	v := make([]float32, t*kvh*d)
-	a.q.mul(0, xn, t, qg)
-	a.k.mul(0, xn, t, k)
-	a.v.mul(0, xn, t, v)
+	qg := take(&sc.qg, t*nh*2*d)
+	k := take(&sc.k, t*kvh*d)
+	v := take(&sc.v, t*kvh*d)
+	a.q.mul(sc, 0, xn, t, qg)
+	a.k.mul(sc, 0, xn, t, k)
+	a.v.mul(sc, 0, xn, t, v)
 
-	rope := newRope(c.RotaryDim, c.RopeTheta)
-	q := make([]float32, t*nh*d)
-	gate := make([]float32, t*nh*d)
+	rope := s.m.rope
+	q := take(&sc.q, t*nh*d)
+	gate := take(&sc.gate, t*nh*d)
 	for i := 0; i < t; i++ {
 		pos := s.pos + i
 		for h := 0; h < nh; h++ {
@@ -39,43 +43,56 @@ func (s *Sequence) attention(a *attention, st *layerState, xn []float32, t int, 
 	st.k = append(st.k, k...)
 	st.v = append(st.v, v...)
 
-	o := make([]float32, t*nh*d)
+	o := take(&sc.o, t*nh*d)
+	sc.heads = attnHeads{c: c, st: st, q: q, gate: gate, o: o, pos: s.pos}
+	sc.parallelFor(t*nh, 1, &sc.heads)
+	a.o.mul(sc, 0, o, t, out)
+}
+
+// attnHeads is the task of attention proper, one job per (token, head).
+type attnHeads struct {
+	c          *checkpoint.Config
+	st         *layerState
+	q, gate, o []float32
+	pos        int // of the first new token
+}
+
+func (a *attnHeads) run(pt *part, lo, hi int) {
+	c, st := a.c, a.st
+	nh, kvh, d := c.Heads, c.KVHeads, c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := nh / kvh
-	parallelFor(t*nh, 1, func(lo, hi int) {
-		scores := make([]float32, s.pos+t)
-		for job := lo; job < hi; job++ {
-			i, h := job/nh, job%nh
-			kh := h / group
-			n := s.pos + i + 1 // causal: positions 0..pos+i
-			qi := q[(i*nh+h)*d : (i*nh+h+1)*d]
-			maxS := float32(math.Inf(-1))
-			for p := 0; p < n; p++ {
-				sc := dot(qi, st.k[(p*kvh+kh)*d:(p*kvh+kh+1)*d]) * scale
-				scores[p] = sc
-				maxS = max(maxS, sc)
-			}
-			var sum float32
-			for p := 0; p < n; p++ {
-				e := float32(math.Exp(float64(scores[p] - maxS)))
-				scores[p] = e
-				sum += e
-			}
-			oi := o[(i*nh+h)*d : (i*nh+h+1)*d]
-			for p := 0; p < n; p++ {
-				w := scores[p] / sum
-				vp := st.v[(p*kvh+kh)*d : (p*kvh+kh+1)*d]
-				for j := range oi {
-					oi[j] += w * vp[j]
-				}
-			}
-			gi := gate[(i*nh+h)*d : (i*nh+h+1)*d]
+	scores := take(&pt.scores, a.pos+len(a.q)/(nh*d))
+	for job := lo; job < hi; job++ {
+		i, h := job/nh, job%nh
+		kh := h / group
+		n := a.pos + i + 1 // causal: positions 0..pos+i
+		qi := a.q[(i*nh+h)*d : (i*nh+h+1)*d]
+		maxS := float32(math.Inf(-1))
+		for p := 0; p < n; p++ {
+			sc := dot(qi, st.k[(p*kvh+kh)*d:(p*kvh+kh+1)*d]) * scale
+			scores[p] = sc
+			maxS = max(maxS, sc)
+		}
+		var sum float32
+		for p := 0; p < n; p++ {
+			e := float32(math.Exp(float64(scores[p] - maxS)))
+			scores[p] = e
+			sum += e
+		}
+		oi := a.o[(i*nh+h)*d : (i*nh+h+1)*d]
+		for p := 0; p < n; p++ {
+			w := scores[p] / sum
+			vp := st.v[(p*kvh+kh)*d : (p*kvh+kh+1)*d]
 			for j := range oi {
-				oi[j] *= sigmoid(gi[j])
+				oi[j] += w * vp[j]
 			}
 		}
-	})
-	a.o.mul(0, o, t, out)
+		gi := a.gate[(i*nh+h)*d : (i*nh+h+1)*d]
+		for j := range oi {
+			oi[j] *= sigmoid(gi[j])
+		}
+	}
 }
 
 // rope rotates the first dims values of a head in rotate-half pairs

@@ -28,10 +28,11 @@ func BenchmarkQMV(b *testing.B) {
 				x[i] = float32(r.NormFloat64())
 			}
 			out := make([]float32, c.rows)
+			work := newScratch()
 			b.SetBytes(int64(4*len(codes) + 2*len(sc) + 2*len(bi)))
 			b.ReportAllocs()
 			for b.Loop() {
-				m.mul(0, x, 1, out)
+				m.mul(work, 0, x, 1, out)
 			}
 		})
 	}

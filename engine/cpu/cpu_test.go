@@ -137,7 +137,7 @@ func TestQuantizedProduct(t *testing.T) {
 		}
 		for _, n := range []int{1, tok} {
 			got := make([]float32, n*rows)
-			m.mul(0, x[:n*cols], n, got)
+			m.mul(newScratch(), 0, x[:n*cols], n, got)
 			deq := make([]float32, cols)
 			for row := 0; row < rows; row++ {
 				m.row(row, deq)

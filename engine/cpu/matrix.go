@@ -40,50 +40,57 @@ func newMatrix(m *checkpoint.Matrix) *matrix {
 // mul computes, for each of the t input rows x[i*cols:(i+1)*cols], the
 // product with expert e's matrix (e is 0 for a single matrix) into
 // out[i*rows:(i+1)*rows]. Rows are split over the cores.
-func (m *matrix) mul(e int, x []float32, t int, out []float32) {
-	m.mulRows(e, x, t, out, m.rows, 0, m.rows)
-}
-
-// mulRows computes rows [lo, hi) of the product into out, whose rows are
-// stride floats apart; it splits the range over the cores.
-func (m *matrix) mulRows(e int, x []float32, t int, out []float32, stride, lo, hi int) {
+func (m *matrix) mul(sc *scratch, e int, x []float32, t int, out []float32) {
 	grain := minRowsPerWorker
 	if t > 1 {
 		grain = 1
 	}
-	if m.bits == 0 {
-		parallelFor(hi-lo, grain, func(a, b int) {
-			m.mulDense(e, x, t, out, stride, lo+a, lo+b)
-		})
-		return
-	}
-	// xsum[i*groups+g] is the sum of input row i over group g: the bias
-	// term of a group is bias*xsum, so it costs one multiply.
-	groups := m.cols / m.group
-	xsum := make([]float32, t*groups)
-	for i := 0; i < t; i++ {
-		xi := x[i*m.cols : (i+1)*m.cols]
-		for g := 0; g < groups; g++ {
-			var s float32
-			for _, v := range xi[g*m.group : (g+1)*m.group] {
-				s += v
+	p := &sc.prod
+	*p = product{m: m, e: e, x: x, t: t, out: out}
+	if m.bits != 0 {
+		// xsum[i*groups+g] is the sum of input row i over group g: the bias
+		// term of a group is bias*xsum, so it costs one multiply.
+		groups := m.cols / m.group
+		p.xsum = take(&sc.xsum, t*groups)
+		for i := 0; i < t; i++ {
+			xi := x[i*m.cols : (i+1)*m.cols]
+			for g := 0; g < groups; g++ {
+				var s float32
+				for _, v := range xi[g*m.group : (g+1)*m.group] {
+					s += v
+				}
+				p.xsum[i*groups+g] = s
 			}
-			xsum[i*groups+g] = s
 		}
 	}
-	parallelFor(hi-lo, grain, func(a, b int) {
-		m.mulQuant(e, x, xsum, t, out, stride, lo+a, lo+b)
-	})
+	sc.parallelFor(m.rows, grain, p)
 }
 
-func (m *matrix) mulQuant(e int, x, xsum []float32, t int, out []float32, stride, lo, hi int) {
+// product is the task of one mul.
+type product struct {
+	m       *matrix
+	e       int
+	x, xsum []float32
+	t       int
+	out     []float32
+}
+
+func (p *product) run(pt *part, lo, hi int) {
+	if p.m.bits == 0 {
+		p.m.mulDense(pt, p.e, p.x, p.t, p.out, lo, hi)
+	} else {
+		p.m.mulQuant(pt, p.e, p.x, p.xsum, p.t, p.out, lo, hi)
+	}
+}
+
+func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float32, lo, hi int) {
 	groups := m.cols / m.group
 	perWord := 32 / m.bits
 	wordsPerRow := m.cols / perWord
 	wordsPerGroup := m.group / perWord
 	mask := uint32(1)<<m.bits - 1
-	q := make([]float32, m.group)
-	acc := make([]float32, t)
+	q := take(&pt.deq, m.group)
+	acc := take(&pt.acc, t)
 	for r := lo; r < hi; r++ {
 		row := e*m.rows + r
 		words := m.words[row*wordsPerRow : (row+1)*wordsPerRow]
@@ -119,7 +126,7 @@ func (m *matrix) mulQuant(e int, x, xsum []float32, t int, out []float32, stride
 			}
 		}
 		for i := 0; i < t; i++ {
-			out[i*stride+r] = acc[i]
+			out[i*m.rows+r] = acc[i]
 		}
 	}
 }
@@ -145,8 +152,8 @@ func dot8(words []uint32, x []float32) float32 {
 	return s
 }
 
-func (m *matrix) mulDense(e int, x []float32, t int, out []float32, stride, lo, hi int) {
-	row := make([]float32, m.cols)
+func (m *matrix) mulDense(pt *part, e int, x []float32, t int, out []float32, lo, hi int) {
+	row := take(&pt.row, m.cols)
 	for r := lo; r < hi; r++ {
 		base := (e*m.rows + r) * m.cols
 		if m.denseF32 != nil {
@@ -157,7 +164,7 @@ func (m *matrix) mulDense(e int, x []float32, t int, out []float32, stride, lo, 
 			}
 		}
 		for i := 0; i < t; i++ {
-			out[i*stride+r] = dot(row, x[i*m.cols:(i+1)*m.cols])
+			out[i*m.rows+r] = dot(row, x[i*m.cols:(i+1)*m.cols])
 		}
 	}
 }

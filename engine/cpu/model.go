@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
@@ -21,7 +22,11 @@ type Model struct {
 	lmHead    *matrix
 	finalNorm []float32
 	layers    []layer
+	rope      rope
 	halfKV    bool
+
+	mu   sync.Mutex
+	idle []*scratch
 }
 
 // Options change how the CPU backend computes.
@@ -68,6 +73,7 @@ func New(ckpt *checkpoint.Model) *Model {
 		lmHead:    newMatrix(&ckpt.LMHead),
 		finalNorm: vector(&ckpt.FinalNorm),
 		layers:    make([]layer, len(ckpt.Layers)),
+		rope:      newRope(ckpt.Config.RotaryDim, ckpt.Config.RopeTheta),
 	}
 	for i := range ckpt.Layers {
 		src := &ckpt.Layers[i]
@@ -199,6 +205,8 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 	if c.MaxPositions > 0 && s.pos+len(tokens) > c.MaxPositions {
 		return fmt.Errorf("cpu: %d tokens exceed the model's %d positions", s.pos+len(tokens), c.MaxPositions)
 	}
+	sc := s.m.acquire()
+	defer s.m.release(sc)
 	for start := 0; start < len(tokens); start += maxChunk {
 		end := min(start+maxChunk, len(tokens))
 		var dst []float32
@@ -208,33 +216,33 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 		case len(out) > 0 && end == len(tokens):
 			dst = out
 		}
-		s.chunk(tokens[start:end], dst, all)
+		s.chunk(sc, tokens[start:end], dst, all)
 	}
 	return nil
 }
 
 // chunk runs tokens through every layer; dst receives the logits of every
 // position (all) or of the last one.
-func (s *Sequence) chunk(tokens []int, dst []float32, all bool) {
+func (s *Sequence) chunk(sc *scratch, tokens []int, dst []float32, all bool) {
 	m, c := s.m, s.m.cfg
 	t, h := len(tokens), c.Hidden
-	x := make([]float32, t*h)
+	x := take(&sc.x, t*h)
 	for i, id := range tokens {
 		m.embed.row(id, x[i*h:(i+1)*h])
 	}
-	xn := make([]float32, t*h)
-	delta := make([]float32, t*h)
+	xn := take(&sc.xn, t*h)
+	delta := take(&sc.delta, t*h)
 	for li := range m.layers {
 		l := &m.layers[li]
 		rmsNormRows(xn, x, l.inNorm, h, c.RMSNormEps)
 		if l.attn != nil {
-			s.attention(l.attn, &s.layers[li], xn, t, delta)
+			s.attention(sc, l.attn, &s.layers[li], xn, t, delta)
 		} else {
-			s.deltaNet(l.delta, &s.layers[li], xn, t, delta)
+			s.deltaNet(sc, l.delta, &s.layers[li], xn, t, delta)
 		}
 		add(x, delta)
 		rmsNormRows(xn, x, l.postNorm, h, c.RMSNormEps)
-		s.moe(&l.moe, xn, t, delta)
+		s.moe(sc, &l.moe, xn, t, delta)
 		add(x, delta)
 	}
 	s.pos += t
@@ -246,7 +254,7 @@ func (s *Sequence) chunk(tokens []int, dst []float32, all bool) {
 		t = 1
 	}
 	rmsNormRows(xn[:t*h], x, m.finalNorm, h, c.RMSNormEps)
-	m.lmHead.mul(0, xn[:t*h], t, dst)
+	m.lmHead.mul(sc, 0, xn[:t*h], t, dst)
 }
 
 func add(dst, src []float32) {

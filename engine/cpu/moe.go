@@ -1,32 +1,44 @@
 package cpu
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 )
+
+// use is one routed token of an expert.
+type use struct {
+	expert, tok int
+	w           float32
+}
 
 // moe runs the sparse MoE block for t tokens (rows of xn) into out: each
 // token's top-k routed experts weighted by their renormalised router
 // probabilities, plus the sigmoid-gated shared expert.
-func (s *Sequence) moe(b *moe, xn []float32, t int, out []float32) {
+func (s *Sequence) moe(sc *scratch, b *moe, xn []float32, t int, out []float32) {
 	c := s.m.cfg
 	h, ne, inter := c.Hidden, c.Experts, c.ExpertIntermediate
-	logits := make([]float32, t*ne)
-	b.router.mul(0, xn, t, logits)
+	logits := take(&sc.logits, t*ne)
+	b.router.mul(sc, 0, xn, t, logits)
 
-	// Route: tokens[e] lists (token, weight) pairs for expert e.
-	type use struct {
-		tok int
-		w   float32
-	}
-	tokens := make([][]use, ne)
-	idx := make([]int, ne)
+	// Route: uses lists (expert, token, weight) for every token's top k.
+	uses := sc.uses[:0]
+	idx := take(&sc.idx, ne)
 	for i := 0; i < t; i++ {
 		lg := logits[i*ne : (i+1)*ne]
 		for e := range idx {
 			idx[e] = e
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return lg[idx[a]] > lg[idx[b]] })
+		// Descending; stable, so ties keep the lower expert first.
+		slices.SortStableFunc(idx, func(a, b int) int {
+			switch {
+			case lg[a] > lg[b]:
+				return -1
+			case lg[a] < lg[b]:
+				return 1
+			}
+			return 0
+		})
 		top := idx[:c.TopK]
 		// softmax over all experts, then renormalise over the top k.
 		maxL := lg[top[0]]
@@ -42,29 +54,34 @@ func (s *Sequence) moe(b *moe, xn []float32, t int, out []float32) {
 			if c.NormTopK {
 				p = math.Exp(float64(lg[e]-maxL)) / sel
 			}
-			tokens[e] = append(tokens[e], use{i, float32(p)})
+			uses = append(uses, use{e, i, float32(p)})
 		}
 	}
+	sc.uses = uses
+	// Grouped by expert, each expert's tokens in order.
+	slices.SortStableFunc(uses, func(a, b use) int { return cmp.Compare(a.expert, b.expert) })
 
 	clear(out[:t*h])
-	for e, us := range tokens {
-		if len(us) == 0 {
-			continue
+	for len(uses) > 0 {
+		e, n := uses[0].expert, 1
+		for n < len(uses) && uses[n].expert == e {
+			n++
 		}
-		n := len(us)
-		xe := make([]float32, n*h)
+		us := uses[:n]
+		uses = uses[n:]
+		xe := take(&sc.xe, n*h)
 		for j, u := range us {
 			copy(xe[j*h:(j+1)*h], xn[u.tok*h:(u.tok+1)*h])
 		}
-		g := make([]float32, n*inter)
-		up := make([]float32, n*inter)
-		b.gate.mul(e, xe, n, g)
-		b.up.mul(e, xe, n, up)
+		g := take(&sc.g, n*inter)
+		up := take(&sc.up, n*inter)
+		b.gate.mul(sc, e, xe, n, g)
+		b.up.mul(sc, e, xe, n, up)
 		for j := range g {
 			g[j] = silu(g[j]) * up[j]
 		}
-		y := make([]float32, n*h)
-		b.down.mul(e, g, n, y)
+		y := take(&sc.y, n*h)
+		b.down.mul(sc, e, g, n, y)
 		for j, u := range us {
 			dst := out[u.tok*h : (u.tok+1)*h]
 			for k, v := range y[j*h : (j+1)*h] {
@@ -74,17 +91,17 @@ func (s *Sequence) moe(b *moe, xn []float32, t int, out []float32) {
 	}
 
 	si := c.SharedIntermediate
-	g := make([]float32, t*si)
-	up := make([]float32, t*si)
-	b.sharedGate.mul(0, xn, t, g)
-	b.sharedUp.mul(0, xn, t, up)
+	g := take(&sc.g, t*si)
+	up := take(&sc.up, t*si)
+	b.sharedGate.mul(sc, 0, xn, t, g)
+	b.sharedUp.mul(sc, 0, xn, t, up)
 	for j := range g {
 		g[j] = silu(g[j]) * up[j]
 	}
-	y := make([]float32, t*h)
-	b.shDown.mul(0, g, t, y)
-	sg := make([]float32, t)
-	b.sharedExpertGate.mul(0, xn, t, sg)
+	y := take(&sc.y, t*h)
+	b.shDown.mul(sc, 0, g, t, y)
+	sg := take(&sc.sgate, t)
+	b.sharedExpertGate.mul(sc, 0, xn, t, sg)
 	for i := 0; i < t; i++ {
 		w := sigmoid(sg[i])
 		dst := out[i*h : (i+1)*h]

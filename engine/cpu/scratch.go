@@ -1,0 +1,63 @@
+package cpu
+
+import (
+	"slices"
+	"sync"
+)
+
+// scratch holds the buffers one Forward works in. They grow to the largest
+// chunk and context seen and are then reused, so that a decode step
+// allocates nothing. The Model keeps the idle ones for the next Forward of
+// any of its sequences: a sequence waiting in a cache holds none, and
+// sequences stepping at once each get their own.
+type scratch struct {
+	x, xn, delta                []float32 // the residual stream, its norm, a block's output
+	qg, q, k, v, gate, o        []float32 // attention; o is also DeltaNet's
+	u, z, beta, alpha           []float32 // DeltaNet
+	logits, xe, g, up, y, sgate []float32 // MoE
+	idx                         []int
+	uses                        []use
+	xsum                        []float32 // mul's sums of input groups
+
+	// The tasks' operands live here so that they are not allocated per call.
+	prod  product
+	heads attnHeads
+	step  deltaStep
+	parts []part
+	wg    sync.WaitGroup
+}
+
+// part holds the buffers of one range of a parallelFor.
+type part struct {
+	acc, deq, row, scores, kv []float32
+}
+
+func newScratch() *scratch { return &scratch{parts: make([]part, numParts())} }
+
+// take returns *buf resized to n zeroed elements, reallocating only when
+// it is too short (with append's growth, so a buffer growing a little per
+// step reallocates rarely).
+func take[T any](buf *[]T, n int) []T {
+	*buf = slices.Grow((*buf)[:0], n)[:n]
+	clear(*buf)
+	return *buf
+}
+
+// acquire takes an idle scratch, or makes one for a Forward running
+// alongside the others.
+func (m *Model) acquire() *scratch {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.idle); n > 0 {
+		sc := m.idle[n-1]
+		m.idle = m.idle[:n-1]
+		return sc
+	}
+	return newScratch()
+}
+
+func (m *Model) release(sc *scratch) {
+	m.mu.Lock()
+	m.idle = append(m.idle, sc)
+	m.mu.Unlock()
+}
