@@ -218,6 +218,9 @@ struct DeltaScanArgs {
 // the most such blocks one threadgroup takes.
 #define ATTN_PREFILL_TOKENS 8
 #define ATTN_PREFILL_BLOCKS 4
+// Floats of threadgroup scratch per attn_prefill_f16kv simd-group: an 8x8
+// matrix and three per-row values (max, sum, correction).
+#define ATTN_PREFILL_SCRATCH 88
 struct AttnPrefillArgs {
     int32_t tokens;         // query rows of the chunk
     int32_t pos0;           // positions cached before the chunk: row t attends 0 .. pos0+t

@@ -17,6 +17,16 @@ const (
 	AttnPrefillBlocks = 4
 )
 
+// AttnPrefillScratch is the threadgroup scratch of one AttnPrefill
+// simd-group, in floats (args.h ATTN_PREFILL_SCRATCH).
+const AttnPrefillScratch = 88
+
+// AttnPrefillRows is how many rows AttnPrefill's q and o views must hold
+// for tokens tokens: whole blocks of AttnPrefillTokens.
+func AttnPrefillRows(tokens int) int {
+	return (tokens + AttnPrefillTokens - 1) / AttnPrefillTokens * AttnPrefillTokens
+}
+
 // AttnPrefillGroupTokens is how many tokens one AttnPrefill threadgroup
 // attends for shape a: the device reads each cached row about once per
 // that many tokens.
@@ -48,19 +58,21 @@ func (k *Kernels) attnPrefillPipeline(a AttnShape) (gpu.Pipeline, int, error) {
 // pos0 .. pos0+tokens-1, causally to the cached positions up to its own
 // (softmax scale 1/sqrt(HeadDim), fp32), then gates the result: o =
 // attn * sigmoid(gate). AttnPrep must already have written the chunk's K/V
-// rows. Views are f32 but for the caches: o, q, gate
-// [tokens][Heads][HeadDim]; the caches f16 [capacity][KVHeads][HeadDim]
-// holding at least pos0+tokens rows.
+// rows. Views are f32 but for the caches: gate [tokens][Heads][HeadDim],
+// o and q the same with AttnPrefillRows(tokens) rows (q's rows past tokens
+// are read and may hold anything; o's are overwritten); the caches f16
+// [capacity][KVHeads][HeadDim] holding at least pos0+tokens rows.
 func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, o, q, gate, kCache, vCache View, a AttnShape, pos0, tokens int) error {
 	const op = "AttnPrefill"
 	if err := attnCheck(op, a); err != nil {
 		return err
 	}
 	hd := a.Heads * a.HeadDim
-	if pos0 < 0 || tokens < 1 || tokens > maxGridGroups || int64(tokens)*int64(hd) > math.MaxInt32 {
+	if pos0 < 0 || tokens < 1 || tokens > maxGridGroups || int64(AttnPrefillRows(tokens))*int64(hd) > math.MaxInt32 {
 		return fmt.Errorf("%w: shaders: %s: %d tokens after position %d", gpu.ErrInvalid, op, tokens, pos0)
 	}
-	if err := mixerViews(op, []viewFloats{{"o", o, tokens * hd}, {"q", q, tokens * hd}, {"gate", gate, tokens * hd}}); err != nil {
+	rows := AttnPrefillRows(tokens)
+	if err := mixerViews(op, []viewFloats{{"o", o, rows * hd}, {"q", q, rows * hd}, {"gate", gate, tokens * hd}}); err != nil {
 		return err
 	}
 	if err := attnCheckCache(op, "k cache", kCache, a, pos0+tokens); err != nil {
@@ -86,5 +98,7 @@ func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, o, q, gate, kCache, vCache V
 		Groups:   gpu.Size{X: a.KVHeads, Y: (tokens + perGroup - 1) / perGroup, Z: 1},
 		Threads:  gpu.Size{X: blocks * group * gpu.SimdWidth, Y: 1, Z: 1},
 		Args:     []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), q.Arg(1), gate.Arg(2), kCache.Arg(3), vCache.Arg(4), o.Arg(5)},
+		// Per simd-group scratch; 88 floats keep it a multiple of 16 bytes.
+		ThreadgroupMemory: []int{blocks * group * AttnPrefillScratch * 4},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"petal/gpu"
@@ -22,10 +23,11 @@ func TestAttnPrefill(t *testing.T) {
 		pos0, tokens int
 		race         bool
 	}{
-		{shaders.AttnShape{Heads: 4, KVHeads: 2, HeadDim: 64}, 0, 33, true},    // a partial token block
-		{shaders.AttnShape{Heads: 8, KVHeads: 1, HeadDim: 256}, 250, 9, false}, // crosses position 256
-		{shaders.AttnShape{Heads: 16, KVHeads: 2, HeadDim: 256}, 3, 2, false},  // the model's heads
-		{shaders.AttnShape{Heads: 2, KVHeads: 2, HeadDim: 32}, 0, 1, true},     // one token, no GQA
+		{shaders.AttnShape{Heads: 4, KVHeads: 2, HeadDim: 64}, 0, 33, true},     // a partial token block
+		{shaders.AttnShape{Heads: 8, KVHeads: 1, HeadDim: 256}, 250, 9, false},  // crosses position 256
+		{shaders.AttnShape{Heads: 16, KVHeads: 2, HeadDim: 256}, 3, 2, false},   // the model's heads
+		{shaders.AttnShape{Heads: 16, KVHeads: 2, HeadDim: 256}, 13, 70, false}, // several threadgroups, positions not block-aligned
+		{shaders.AttnShape{Heads: 2, KVHeads: 2, HeadDim: 32}, 0, 1, true},      // one token, no GQA
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("heads=%d/kv=%d/dim=%d/pos0=%d/tokens=%d", c.a.Heads, c.a.KVHeads, c.a.HeadDim, c.pos0, c.tokens), func(t *testing.T) {
@@ -42,9 +44,16 @@ func TestAttnPrefill(t *testing.T) {
 			for p := n * kd; p < capacity*kd; p++ {
 				kc[p], vc[p] = 1e4, 1e4
 			}
-			ob := floats(t, d, make([]float32, c.tokens*hd))
+			// q's rows past the chunk (up to a whole token block) hold
+			// NaN and o's garbage: neither may reach a real row.
+			rows := shaders.AttnPrefillRows(c.tokens)
+			qp := append(slices.Clone(q), make([]float32, (rows-c.tokens)*hd)...)
+			for i := c.tokens * hd; i < len(qp); i++ {
+				qp[i] = float32(math.NaN())
+			}
+			ob := floats(t, d, randFloats(rng, rows*hd, 1e30))
 			tr, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
-				return k.AttnPrefill(cb, view(ob), view(floats(t, d, q)), view(floats(t, d, gate)), view(halves(t, d, kc)), view(halves(t, d, vc)), a, c.pos0, c.tokens)
+				return k.AttnPrefill(cb, view(ob), view(floats(t, d, qp)), view(floats(t, d, gate)), view(halves(t, d, kc)), view(halves(t, d, vc)), a, c.pos0, c.tokens)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -69,7 +78,7 @@ func TestAttnPrefill(t *testing.T) {
 	}
 	_, k := mixerKernels(t, true)
 	a := shaders.AttnShape{Heads: 2, KVHeads: 2, HeadDim: 32}
-	b := floats(t, k.Device(), make([]float32, 2*a.Heads*a.HeadDim))
+	b := floats(t, k.Device(), make([]float32, shaders.AttnPrefillTokens*a.Heads*a.HeadDim))
 	row := halves(t, k.Device(), make([]float32, a.KVHeads*a.HeadDim)) // one position
 	cb, _ := k.Device().NewCommandBuffer()
 	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(row), view(row), a, 0, 2); err == nil {
@@ -80,5 +89,9 @@ func TestAttnPrefill(t *testing.T) {
 	}
 	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(row).At(1), view(row), a, 0, 1); err == nil {
 		t.Error("accepted a misaligned cache")
+	}
+	short := floats(t, k.Device(), make([]float32, 3*a.Heads*a.HeadDim)) // 3 rows, not a whole block
+	if err := k.AttnPrefill(cb, view(b), view(short), view(b), view(row), view(row), a, 0, 1); err == nil {
+		t.Error("accepted a q view without a whole token block")
 	}
 }

@@ -252,7 +252,7 @@ func TestPrefillArgsLayout(t *testing.T) {
         sizeof(DeltaChunkArgs), OFF(DeltaChunkArgs, channels), OFF(DeltaChunkArgs, taps), OFF(DeltaChunkArgs, tokens), DELTA_MAX_TAPS,
         sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens), OFF(DeltaScanArgs, blocks),
         DELTA_CHUNK, DELTA_CHUNK_MAX_KEY_DIM, DELTA_CHUNK_PREP_THREADS, DELTA_CHUNK_SCAN_SIMDGROUPS,
-        sizeof(AttnPrefillArgs), OFF(AttnPrefillArgs, tokens), OFF(AttnPrefillArgs, pos0), OFF(AttnPrefillArgs, heads), OFF(AttnPrefillArgs, kv_heads), OFF(AttnPrefillArgs, scale), ATTN_PREFILL_TOKENS, ATTN_PREFILL_BLOCKS,
+        sizeof(AttnPrefillArgs), OFF(AttnPrefillArgs, tokens), OFF(AttnPrefillArgs, pos0), OFF(AttnPrefillArgs, heads), OFF(AttnPrefillArgs, kv_heads), OFF(AttnPrefillArgs, scale), ATTN_PREFILL_TOKENS, ATTN_PREFILL_BLOCKS, ATTN_PREFILL_SCRATCH,
 `
 	var (
 		q shaders.QMMArgs
@@ -268,7 +268,7 @@ func TestPrefillArgsLayout(t *testing.T) {
 		unsafe.Sizeof(c), unsafe.Offsetof(c.Channels), unsafe.Offsetof(c.Taps), unsafe.Offsetof(c.Tokens), shaders.DeltaMaxTaps,
 		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens), unsafe.Offsetof(d.Blocks),
 		shaders.DeltaChunk, shaders.DeltaChunkMaxKeyDim, shaders.DeltaChunkPrepThreads, shaders.DeltaChunkScanSimdgroups,
-		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Pos0), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.KVHeads), unsafe.Offsetof(a.Scale), shaders.AttnPrefillTokens, shaders.AttnPrefillBlocks,
+		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Pos0), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.KVHeads), unsafe.Offsetof(a.Scale), shaders.AttnPrefillTokens, shaders.AttnPrefillBlocks, shaders.AttnPrefillScratch,
 	}
 	checkLayout(t, dev, values, want)
 }

@@ -72,13 +72,14 @@ func (s *Sequence) releaseChunk() {
 
 // chunkCapacity is the token capacity of the prefill activations for a run
 // of n tokens: the chunk, or n rounded up to a power of two, so runs of
-// similar lengths reuse one allocation.
+// similar lengths reuse one allocation; whole blocks of AttnPrefill's
+// tokens, whose q and o it reads and writes in full.
 func (m *Model) chunkCapacity(n int) int {
-	c := 1
+	c := shaders.AttnPrefillTokens
 	for c < min(n, m.prefillChunk) {
 		c *= 2
 	}
-	return min(c, m.prefillChunk)
+	return min(c, shaders.AttnPrefillRows(m.prefillChunk))
 }
 
 // ensureChunk allocates the prefill activations for runs of n tokens (and
