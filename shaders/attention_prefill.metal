@@ -156,7 +156,9 @@ kernel void attn_prefill_f16kv(
                 simdgroup_float8x8 dg;
                 simdgroup_load(dg, sp, TB);
                 for (int i = 0; i < tiles; i++) {
-                    simdgroup_multiply(acc[i], dg, acc[i]);
+                    simdgroup_float8x8 scaled;
+                    simdgroup_multiply(scaled, dg, acc[i]);
+                    acc[i] = scaled;
                 }
             }
             for (int i = 0; i < tiles; i++) {
