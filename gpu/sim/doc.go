@@ -36,9 +36,10 @@
 // Each dispatch's threadgroups are spread over worker goroutines; each
 // threadgroup runs on one OS thread, its GPU threads as fibers (a
 // hand-written context switch on x86-64 Linux and arm64, ucontext
-// elsewhere). A fiber runs until a barrier, a simd-group call or its end. When all are blocked, a simd-group
-// whose live lanes wait at the same simd call exchanges values and resumes;
-// otherwise a barrier that every thread reached releases. Within a level of
+// elsewhere). A fiber runs until a barrier, a simd-group call or its end.
+// When all are blocked, simd-groups whose live lanes wait at the same simd
+// call exchange values and resume (see ErrRace for which); otherwise a
+// barrier that every thread reached releases. Within a level of
 // a command buffer (between barriers) dispatches run in reverse order, so a
 // missing barrier between dependent dispatches changes results.
 //
@@ -52,7 +53,11 @@
 //     returned, or they wait at different barriers.
 //   - [ErrRace]: unless Options.Fast, every dispatch runs twice, with threads
 //     (and threadgroups) in index order and then in reverse, and different
-//     poison in threadgroup memory; any difference in a buffer it may write
+//     poison in threadgroup memory; the first run releases every waiting
+//     simd-group at once, so simd-groups advance in step, the second only
+//     the last, which runs ahead to its next barrier (so a write missing a
+//     barrier after another simd-group's reads overtakes them, as it may on
+//     the GPU); any difference in a buffer it may write
 //     means the result depends on thread order (a missing barrier, a read of
 //     threadgroup memory no one wrote, two threadgroups writing one
 //     element). A simd shuffle or broadcast from a lane that returned or does

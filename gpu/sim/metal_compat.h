@@ -11,9 +11,10 @@
 // Execution model: every GPU thread of a threadgroup is a fiber with its own
 // stack. A fiber runs until it reaches a threadgroup_barrier, a simd-group
 // function or its end; then the scheduler (petal_run_group) runs the next.
-// When every fiber is blocked, the scheduler releases a simd-group whose live
-// lanes all wait at the same simd call, else a barrier all live threads wait
-// at, and reports divergence or deadlock otherwise.
+// When every fiber is blocked, the scheduler releases the simd-groups whose
+// live lanes all wait at the same simd call (all of them, or in reverse
+// order only the last), else a barrier all live threads wait at, and
+// reports divergence or deadlock otherwise.
 
 #if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
 #define _XOPEN_SOURCE 700  // macOS hides the ucontext functions otherwise
@@ -663,7 +664,12 @@ static int run_group(Worker* W, const Launch* Lc, Result* R) {
 		bool released = false;
 		int live = 0, exited = 0, barrier_site = -1;
 		bool same_barrier = true;
-		for (int s = 0; s < nsg; s++) {
+		// In index order every waiting simd-group is released each round, so
+		// simd-groups advance in step; in reverse order only the last one
+		// is, so it runs ahead to the next barrier and a write that lacks a
+		// barrier after another simd-group's reads overtakes them.
+		for (int k = 0; k < nsg && !(released && Lc->schedule); k++) {
+			int s = Lc->schedule ? nsg - 1 - k : k;
 			int first = s * kWidth, last = first + kWidth < n ? first + kWidth : n;
 			int simd_site = -1, other = -1;
 			uint32_t mask = 0;
