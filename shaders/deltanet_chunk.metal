@@ -48,7 +48,8 @@
 //   delta_chunk_scan_f32: a simd-group per (value head, 8 value columns)
 //   holds those columns of S in simdgroup matrices for the whole chunk
 //   (loaded once, stored once); the columns are independent, so simd-groups
-//   share nothing but the threadgroup's staging of V and O.
+//   share nothing (each stages its V and O rows in its own slice of
+//   threadgroup memory, ordered by simd-group barriers).
 //   delta_gated_norm_rows_f32: a threadgroup per (value head, token).
 //
 // Threadgroup memory: static; delta_chunk_prep_f32 24 KiB of staging
@@ -347,7 +348,7 @@ kernel void delta_chunk_scan_f32(
             const int t = t0 + e / 8;
             vs[e] = t < n ? qkv[ulong(t) * channels + v_off + e % 8] : 0.0f;
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
 
         // U = Tb (V + kn S), Tb lower triangular by 8x8 blocks.
         simdgroup_float8x8 u[DELTA_CHUNK / 8];
@@ -372,7 +373,7 @@ kernel void delta_chunk_scan_f32(
                 }
             }
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
 
         // O = qg S + P U, P lower triangular by 8x8 blocks.
         for (int i = 0; i < C / 8; i++) {
@@ -391,7 +392,7 @@ kernel void delta_chunk_scan_f32(
             }
             simdgroup_store(acc, vs + i * 64, 8);
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
         for (int e = int(lane); e < C * 8; e += 32) {
             const int t = t0 + e / 8;
             if (t < n) {
@@ -412,7 +413,7 @@ kernel void delta_chunk_scan_f32(
             }
             s[c] = acc;
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
     }
     for (int i = 0; i < tiles; i++) {
         simdgroup_store(s[i], st + ulong(i) * 8 * vd, vd);
