@@ -536,10 +536,7 @@ func dictMethod(name string) exec.Method[map[string]any] {
 	return func(m map[string]any, self *exec.Value, params *exec.VarArgs) (any, error) {
 		d := dictOf(self)
 		if d == nil {
-			d = exec.NewDict()
-			for _, p := range mapPairs(reflect.ValueOf(m)) {
-				setKey(d, p.key, p.val)
-			}
+			d = mapDict(reflect.ValueOf(m))
 		}
 		switch name {
 		case "items":
@@ -598,10 +595,7 @@ func itemsFilter(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	d := dictOf(in)
 	if d == nil {
 		if rv := reflect.ValueOf(unwrap(in)); rv.Kind() == reflect.Map {
-			d = exec.NewDict()
-			for _, p := range mapPairs(rv) {
-				setKey(d, p.key, p.val)
-			}
+			d = mapDict(rv)
 		} else {
 			return exec.AsValue(fmt.Errorf("Can only get item pairs from a mapping."))
 		}

@@ -171,7 +171,7 @@ func (t *Template) Render(ctx context.Context, in Input) (out string, err error)
 		// transformers refuses this before rendering, whatever the template.
 		return "", fmt.Errorf("%w: no messages to render", ErrBadInput)
 	}
-	data, err := in.data(t.vars)
+	data, err := in.data(ctx, t.vars)
 	if err != nil {
 		return "", err
 	}
@@ -211,7 +211,16 @@ func cleanError(err error) string {
 	return msg
 }
 
-func (in Input) data(vars map[string]any) (map[string]any, error) {
+// inputError marks a conversion failure as bad input, unless the request was
+// cancelled meanwhile, which is no fault of its input.
+func inputError(ctx context.Context, err error, format string, args ...any) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: %s: %v", ErrBadInput, fmt.Sprintf(format, args...), err)
+}
+
+func (in Input) data(ctx context.Context, vars map[string]any) (map[string]any, error) {
 	data := make(map[string]any, len(vars)+len(in.Kwargs)+3)
 	for k, v := range vars {
 		data[k] = v
@@ -220,17 +229,17 @@ func (in Input) data(vars map[string]any) (map[string]any, error) {
 		if reserved[k] {
 			return nil, fmt.Errorf("%w: template kwarg %q is set by the renderer", ErrBadInput, k)
 		}
-		v, err := decodeOrdered(raw)
+		v, err := decodeOrdered(ctx, raw)
 		if err != nil {
-			return nil, fmt.Errorf("%w: template kwarg %q: %v", ErrBadInput, k, err)
+			return nil, inputError(ctx, err, "template kwarg %q", k)
 		}
 		data[k] = v
 	}
 	msgs := make([]any, 0, len(in.Messages))
 	for i, m := range in.Messages {
-		d, err := messageValue(m)
+		d, err := messageValue(ctx, m)
 		if err != nil {
-			return nil, fmt.Errorf("%w: message %d: %v", ErrBadInput, i, err)
+			return nil, inputError(ctx, err, "message %d", i)
 		}
 		msgs = append(msgs, d)
 	}
@@ -242,9 +251,9 @@ func (in Input) data(vars map[string]any) (map[string]any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: tool %d: %v", ErrBadInput, i, err)
 			}
-			v, err := decodeOrdered(raw)
+			v, err := decodeOrdered(ctx, raw)
 			if err != nil {
-				return nil, fmt.Errorf("%w: tool %d: %v", ErrBadInput, i, err)
+				return nil, inputError(ctx, err, "tool %d", i)
 			}
 			tools = append(tools, v)
 		}

@@ -2,6 +2,7 @@ package chattemplate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,8 +21,12 @@ import (
 // decodeOrdered decodes JSON into template values, keeping the key order of
 // objects: objects become *exec.Dict, arrays []any, integers int (as Python
 // keeps them apart from floats), other numbers float64.
-func decodeOrdered(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
+//
+// It checks ctx every few thousand tokens: a request's tools and kwargs are
+// decoded before it joins the queue, and a client that has gone must not
+// keep a core busy.
+func decodeOrdered(ctx context.Context, raw []byte) (any, error) {
+	dec := &ctxDecoder{Decoder: json.NewDecoder(bytes.NewReader(raw)), ctx: ctx}
 	dec.UseNumber()
 	v, err := decodeValue(dec)
 	if err != nil {
@@ -33,7 +38,28 @@ func decodeOrdered(raw []byte) (any, error) {
 	return v, nil
 }
 
-func decodeValue(dec *json.Decoder) (any, error) {
+// ctxDecoder is a json.Decoder whose Token fails once ctx is done.
+type ctxDecoder struct {
+	*json.Decoder
+	ctx    context.Context
+	tokens int
+}
+
+// ctxCheckEvery is how many tokens pass between checks of the context: a
+// check costs about as much as decoding a token.
+const ctxCheckEvery = 4096
+
+func (d *ctxDecoder) Token() (json.Token, error) {
+	d.tokens++
+	if d.tokens%ctxCheckEvery == 0 {
+		if err := d.ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return d.Decoder.Token()
+}
+
+func decodeValue(dec *ctxDecoder) (any, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -42,7 +68,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	case json.Delim:
 		switch t {
 		case '{':
-			d := exec.NewDict()
+			d := newDictBuilder()
 			for dec.More() {
 				k, err := dec.Token()
 				if err != nil {
@@ -52,10 +78,10 @@ func decodeValue(dec *json.Decoder) (any, error) {
 				if err != nil {
 					return nil, err
 				}
-				setKey(d, k.(string), v)
+				d.set(k.(string), v)
 			}
 			_, err := dec.Token()
-			return d, err
+			return d.dict, err
 		case '[':
 			list := []any{}
 			for dec.More() {
@@ -84,8 +110,31 @@ func jsonNumber(n json.Number) any {
 	return f
 }
 
-// setKey sets a key of a dict, replacing an earlier value as Python's
-// json.loads does for a repeated key while keeping its first position.
+// dictBuilder fills a dict in order, replacing an earlier value of a
+// repeated key as Python's json.loads does while keeping its first position.
+// Its index makes n keys cost O(n): a hostile body of 100k properties used
+// to take minutes with a scan per key.
+type dictBuilder struct {
+	dict *exec.Dict
+	at   map[string]*exec.Pair
+}
+
+func newDictBuilder() *dictBuilder {
+	return &dictBuilder{dict: exec.NewDict(), at: map[string]*exec.Pair{}}
+}
+
+func (b *dictBuilder) set(k string, v any) {
+	if p, ok := b.at[k]; ok {
+		p.Value = exec.AsValue(v)
+		return
+	}
+	p := &exec.Pair{Key: exec.AsValue(k), Value: exec.AsValue(v)}
+	b.at[k] = p
+	b.dict.Pairs = append(b.dict.Pairs, p)
+}
+
+// setKey sets a key of a small dict the renderer builds itself (a message's
+// few fields), with the same replacement rule as dictBuilder.
 func setKey(d *exec.Dict, k string, v any) {
 	for _, p := range d.Pairs {
 		if p.Key.String() == k {
@@ -121,7 +170,7 @@ func unwrap(v any) any {
 
 // messageValue is the message as the template sees it: the fields that are
 // set, in OpenAI order.
-func messageValue(m Message) (*exec.Dict, error) {
+func messageValue(ctx context.Context, m Message) (*exec.Dict, error) {
 	d := exec.NewDict()
 	setKey(d, "role", m.Role)
 	if m.Content != nil {
@@ -135,7 +184,7 @@ func messageValue(m Message) (*exec.Dict, error) {
 				if err != nil {
 					return nil, err
 				}
-				v, err := decodeOrdered(raw)
+				v, err := decodeOrdered(ctx, raw)
 				if err != nil {
 					return nil, fmt.Errorf("content part: %w", err)
 				}
@@ -162,7 +211,7 @@ func messageValue(m Message) (*exec.Dict, error) {
 			fd := exec.NewDict()
 			setKey(fd, "name", c.Function.Name)
 			if len(c.Function.Arguments) > 0 {
-				args, err := argumentsValue(c.Function.Arguments)
+				args, err := argumentsValue(ctx, c.Function.Arguments)
 				if err != nil {
 					return nil, fmt.Errorf("tool call %q arguments: %w", c.Function.Name, err)
 				}
@@ -186,8 +235,8 @@ func messageValue(m Message) (*exec.Dict, error) {
 // object is decoded into that object (OpenAI clients send arguments that
 // way, and Qwen3.5+ templates iterate them with |items); any other string
 // stays a string.
-func argumentsValue(raw json.RawMessage) (any, error) {
-	v, err := decodeOrdered(raw)
+func argumentsValue(ctx context.Context, raw json.RawMessage) (any, error) {
+	v, err := decodeOrdered(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +247,11 @@ func argumentsValue(raw json.RawMessage) (any, error) {
 	if firstByte([]byte(s)) != '{' {
 		return s, nil
 	}
-	obj, err := decodeOrdered([]byte(s))
+	obj, err := decodeOrdered(ctx, []byte(s))
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return s, nil
 	}
 	return obj, nil
@@ -281,6 +333,16 @@ func dictPairs(d *exec.Dict) []pair {
 		out = append(out, pair{p.Key.String(), p.Value})
 	}
 	return out
+}
+
+// mapDict is a Go map as a dict, in mapPairs' order (a Go map has no
+// repeated keys, so no lookup is needed).
+func mapDict(rv reflect.Value) *exec.Dict {
+	d := exec.NewDict()
+	for _, p := range mapPairs(rv) {
+		d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue(p.key), Value: exec.AsValue(p.val)})
+	}
+	return d
 }
 
 // mapPairs lists a Go map (a namespace or dict() result) in key order, since
