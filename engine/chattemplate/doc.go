@@ -17,6 +17,12 @@
 // which follows Python) and `x is defined` is false for it. Lists and
 // dicts are immutable, as in Hugging Face's sandbox.
 //
+// [Template.RenderRequest] is what a server renders with: it first
+// normalises the messages as OpenAI's API accepts them (developer and late
+// or repeated system messages merged into the leading one when the
+// template refuses them where they are; text parts flattened for templates
+// that take only strings, detected from the source as vLLM does).
+//
 // # Inputs
 //
 // [Message], [ToolCall] and [Tool] decode from OpenAI-shaped JSON. Tool

@@ -22,6 +22,8 @@ type Template struct {
 	// vars are the tokenizer's special tokens (bos_token, eos_token...),
 	// which transformers passes to every render.
 	vars map[string]any
+	// format is what RenderRequest adapts messages to.
+	format contentFormat
 }
 
 // Input is what one render takes.
@@ -160,7 +162,7 @@ func Parse(source string) (t *Template, err error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadTemplate, cleanError(err))
 	}
 	instrument(tpl.Root())
-	return &Template{tpl: tpl, vars: map[string]any{}}, nil
+	return &Template{tpl: tpl, vars: map[string]any{}, format: detectFormat(source)}, nil
 }
 
 // Render renders the conversation. A template that raises gives a

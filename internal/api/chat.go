@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"time"
@@ -50,6 +51,9 @@ func (c *chatRequest) toService() (*service.Request, error) {
 	if err := checkN(c.N); err != nil {
 		return nil, err
 	}
+	if err := textOnly(c.Messages); err != nil {
+		return nil, err
+	}
 	limit, err := maxTokens(c.MaxCompletionTokens, c.MaxTokens)
 	if err != nil {
 		return nil, err
@@ -64,6 +68,22 @@ func (c *chatRequest) toService() (*service.Request, error) {
 	}
 	req.Kwargs = thinkingKwargs(c.ChatTemplateKwargs, c.EnableThinking, c.ReasoningEffort)
 	return req, nil
+}
+
+// textOnly refuses messages holding parts that are not text (image_url,
+// input_audio, file), which the model cannot read, rather than dropping them.
+func textOnly(msgs []chattemplate.Message) error {
+	for i, m := range msgs {
+		if m.Content == nil {
+			continue
+		}
+		for _, p := range m.Content.Parts {
+			if !chattemplate.TextPart(p.Type) {
+				return notText(fmt.Sprintf("message %d", i), p.Type)
+			}
+		}
+	}
+	return nil
 }
 
 // toolChoiceNone reports tool_choice "none": the tools are then not offered.

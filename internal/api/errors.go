@@ -36,6 +36,14 @@ func badParam(param, format string, args ...any) *apiError {
 	return e
 }
 
+// notText refuses a content part or block that is not text, in the same
+// words on every API, until the model has a vision path.
+func notText(where, typ string) *apiError {
+	e := badParam("messages", "%s holds content of type %q, but this model reads text only: send the content as text", where, typ)
+	e.Code = "unsupported_content"
+	return e
+}
+
 // errorFor maps any error to what the client is told. Errors that are not
 // the client's are logged and reported without their details.
 func errorFor(err error, logger *log.Logger) *apiError {

@@ -135,8 +135,15 @@ func (m *messagesRequest) toService() (*service.Request, error) {
 			out, err = userMessages(i, msg.Content)
 		case "assistant":
 			out, err = assistantMessage(i, msg.Content)
+		case "system":
+			// Claude Code's mid-conversation-system beta puts system
+			// messages among the turns; the template normalisation places
+			// them where the model takes them.
+			var parts []chattemplate.ContentPart
+			parts, err = textParts(msg.Content, fmt.Sprintf("message %d", i))
+			out = []chattemplate.Message{{Role: "system", Content: &chattemplate.Content{Parts: parts}}}
 		default:
-			err = badParam("messages", "message %d has role %q; roles are user and assistant (the system prompt goes in \"system\")", i, msg.Role)
+			err = badParam("messages", "message %d has role %q; roles are user, assistant and system", i, msg.Role)
 		}
 		if err != nil {
 			return nil, err
@@ -180,7 +187,7 @@ func textParts(content anthropicContent, where string) ([]chattemplate.ContentPa
 
 func blockError(where, typ string) error {
 	if typ == "image" || typ == "document" {
-		return badParam("messages", "%s holds a block of type %q, but this model reads text only", where, typ)
+		return notText(where, typ)
 	}
 	return badParam("messages", "%s holds a block of type %q, which is not allowed there", where, typ)
 }

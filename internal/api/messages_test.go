@@ -340,7 +340,7 @@ func TestMessagesErrors(t *testing.T) {
 		typ    string
 	}{
 		{"no messages", `{"messages":[]}`, nil, 400, "invalid_request_error"},
-		{"system role", `{"messages":[{"role":"system","content":"x"}]}`, nil, 400, "invalid_request_error"},
+		{"only a system message", `{"messages":[{"role":"system","content":"x"}]}`, nil, 400, "invalid_request_error"},
 		{"numeric content", `{"messages":[{"role":"user","content":5}]}`, nil, 400, "invalid_request_error"},
 		{"non-object block", `{"messages":[{"role":"user","content":[1]}]}`, nil, 400, "invalid_request_error"},
 		{"image", `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"AA=="}}]}]}`, nil, 400, "invalid_request_error"},

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 
 	"petal/engine/chattemplate"
@@ -118,9 +117,8 @@ func (s *Service) promptText(ctx context.Context, req *Request) (string, error) 
 	return s.render(ctx, req)
 }
 
-// render applies the chat template. A template that rejects the developer
-// role gets it again as system, which is what that role means to models
-// trained before it existed.
+// render applies the chat template to the messages normalised as OpenAI's
+// API takes them (developer and late system messages, text parts).
 func (s *Service) render(ctx context.Context, req *Request) (string, error) {
 	if s.tmpl == nil {
 		return "", badRequestf("the model has no chat template: use the completions API with a raw prompt")
@@ -129,18 +127,7 @@ func (s *Service) render(ctx context.Context, req *Request) (string, error) {
 		return "", badRequestf("messages must not be empty")
 	}
 	in := chattemplate.Input{Messages: req.Messages, Tools: req.Tools, AddGenerationPrompt: true, Kwargs: req.Kwargs}
-	text, err := s.tmpl.Render(ctx, in)
-	var raised *chattemplate.RaiseError
-	if errors.As(err, &raised) && hasRole(req.Messages, "developer") {
-		in.Messages = make([]chattemplate.Message, len(req.Messages))
-		for i, m := range req.Messages {
-			if m.Role == "developer" {
-				m.Role = "system"
-			}
-			in.Messages[i] = m
-		}
-		text, err = s.tmpl.Render(ctx, in)
-	}
+	text, err := s.tmpl.RenderRequest(ctx, in)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
@@ -148,15 +135,6 @@ func (s *Service) render(ctx context.Context, req *Request) (string, error) {
 		return "", &badRequest{err}
 	}
 	return text, nil
-}
-
-func hasRole(msgs []chattemplate.Message, role string) bool {
-	for _, m := range msgs {
-		if m.Role == role {
-			return true
-		}
-	}
-	return false
 }
 
 // params starts from the checkpoint's defaults for the request's mode and
