@@ -1,7 +1,9 @@
 package safetensors
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"unsafe"
 )
@@ -19,9 +21,11 @@ type File struct {
 type Tensor struct {
 	Info
 	File *File
-	// Offset is the absolute byte offset of the data in the file; it is a
-	// multiple of the element size so the bytes can be read as words in
-	// place (and bound to a GPU buffer at that offset).
+	// Offset is the absolute byte offset of the data in the file. It can
+	// be any value: MLX's writer does not pad its header, so a real
+	// shard's data starts at 8+len(header) and a tensor of odd size moves
+	// every one after it. The mapping starts on a page, so Offset's
+	// alignment is the alignment of Data's first byte in memory.
 	Offset int64
 	Data   []byte
 }
@@ -63,9 +67,6 @@ func (f *File) index() error {
 	f.tensors = make(map[string]*Tensor, len(h.Tensors))
 	for _, info := range h.Tensors {
 		off := h.DataOffset + info.Begin
-		if off%int64(info.DType.Size()) != 0 {
-			return corrupt("tensor %q: data at file offset %d is not aligned to its %d-byte elements", info.Name, off, info.DType.Size())
-		}
 		f.tensors[info.Name] = &Tensor{Info: info, File: f, Offset: off, Data: f.Data[off : h.DataOffset+info.End : h.DataOffset+info.End]}
 	}
 	return nil
@@ -93,27 +94,64 @@ func (f *File) Close() error {
 	return err
 }
 
-// Uint32s views a U32 tensor's data as words (the host is little-endian, as
-// the format is).
+// Aligned reports whether the tensor's bytes start at a multiple of n
+// bytes in memory (and in the file).
+func (t *Tensor) Aligned(n int) bool {
+	return len(t.Data) == 0 || uintptr(unsafe.Pointer(&t.Data[0]))%uintptr(n) == 0
+}
+
+// The typed accessors below read the data as little-endian elements (the
+// format's byte order; Petal's hosts, amd64 and arm64, are little-endian
+// too). Where the data is aligned for the element they return a view of
+// the mapping, so weights are used in place; where it is not they return
+// a decoded copy, because a misaligned typed pointer is invalid in Go
+// (checkptr, enabled by -race, rejects it) whatever the CPU tolerates.
+// Call them once per tensor, at load, not per use.
+
+// Uint32s returns a U32 tensor's data as words.
 func (t *Tensor) Uint32s() []uint32 {
-	if len(t.Data) == 0 {
+	n := len(t.Data) / 4
+	if n == 0 {
 		return nil
 	}
-	return unsafe.Slice((*uint32)(unsafe.Pointer(&t.Data[0])), len(t.Data)/4)
+	if t.Aligned(4) {
+		return unsafe.Slice((*uint32)(unsafe.Pointer(&t.Data[0])), n)
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(t.Data[4*i:])
+	}
+	return out
 }
 
-// Uint16s views a 2-byte tensor's data (BF16, F16) as raw halfwords.
+// Uint16s returns a 2-byte tensor's data (BF16, F16) as raw halfwords.
 func (t *Tensor) Uint16s() []uint16 {
-	if len(t.Data) == 0 {
+	n := len(t.Data) / 2
+	if n == 0 {
 		return nil
 	}
-	return unsafe.Slice((*uint16)(unsafe.Pointer(&t.Data[0])), len(t.Data)/2)
+	if t.Aligned(2) {
+		return unsafe.Slice((*uint16)(unsafe.Pointer(&t.Data[0])), n)
+	}
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint16(t.Data[2*i:])
+	}
+	return out
 }
 
-// Float32s views an F32 tensor's data as floats.
+// Float32s returns an F32 tensor's data as floats.
 func (t *Tensor) Float32s() []float32 {
-	if len(t.Data) == 0 {
+	n := len(t.Data) / 4
+	if n == 0 {
 		return nil
 	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), len(t.Data)/4)
+	if t.Aligned(4) {
+		return unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), n)
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+	}
+	return out
 }

@@ -29,12 +29,8 @@ func Encode(w io.Writer, tensors []NewTensor, metadata map[string]string) error 
 	var off int64
 	pads := make([]int64, len(tensors))
 	for i, t := range tensors {
-		var elems int64 = 1
-		for _, d := range t.Shape {
-			elems *= int64(d)
-		}
-		if want := elems * int64(t.DType.Size()); want != int64(len(t.Data)) || t.DType.Size() == 0 {
-			return fmt.Errorf("safetensors: tensor %q: %s%v needs %d bytes, have %d", t.Name, t.DType, t.Shape, want, len(t.Data))
+		if err := checkNewTensor(t); err != nil {
+			return err
 		}
 		header[t.Name] = map[string]any{"dtype": t.DType, "shape": t.Shape, "data_offsets": []int64{off, off + int64(len(t.Data))}}
 		off += int64(len(t.Data))
@@ -64,6 +60,19 @@ func Encode(w io.Writer, tensors []NewTensor, metadata map[string]string) error 
 		if _, err := w.Write(zeros[:pads[i]]); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkNewTensor refuses a tensor whose data does not match its dtype and
+// shape, which no reader would accept.
+func checkNewTensor(t NewTensor) error {
+	var elems int64 = 1
+	for _, d := range t.Shape {
+		elems *= int64(d)
+	}
+	if want := elems * int64(t.DType.Size()); want != int64(len(t.Data)) || t.DType.Size() == 0 {
+		return fmt.Errorf("safetensors: tensor %q: %s%v needs %d bytes, have %d", t.Name, t.DType, t.Shape, want, len(t.Data))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"petal/engine/safetensors"
 )
@@ -30,6 +31,11 @@ type Options struct {
 	Flat                             bool // flat config, no language_model. prefix
 	Shards                           int
 	Seed                             uint64
+	// MLX writes the shards as MLX's save_safetensors does
+	// ([safetensors.EncodeMLX]: header unpadded, no padding between
+	// tensors), data in name order; otherwise every tensor is 8-byte
+	// aligned ([safetensors.Encode]).
+	MLX bool
 	// Mutate, when set, may change the tensors (by name) before they are
 	// written, to build broken checkpoints.
 	Mutate func(ts []safetensors.NewTensor) []safetensors.NewTensor
@@ -181,7 +187,7 @@ func Write(dir string, o Options) error {
 	if err := writeConfig(dir, o, quant); err != nil {
 		return err
 	}
-	return writeShards(dir, ts, max(o.Shards, 1))
+	return writeShards(dir, ts, max(o.Shards, 1), o.MLX)
 }
 
 func writeConfig(dir string, o Options, quant map[string]any) error {
@@ -214,9 +220,13 @@ func writeConfig(dir string, o Options, quant map[string]any) error {
 	return os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
 }
 
-func writeShards(dir string, ts []safetensors.NewTensor, shards int) error {
+func writeShards(dir string, ts []safetensors.NewTensor, shards int, mlx bool) error {
+	if mlx {
+		ts = append([]safetensors.NewTensor(nil), ts...)
+		sort.Slice(ts, func(a, b int) bool { return ts[a].Name < ts[b].Name })
+	}
 	if shards == 1 {
-		return writeFile(filepath.Join(dir, "model.safetensors"), ts)
+		return writeFile(filepath.Join(dir, "model.safetensors"), ts, mlx)
 	}
 	weightMap := map[string]string{}
 	per := (len(ts) + shards - 1) / shards
@@ -226,7 +236,7 @@ func writeShards(dir string, ts []safetensors.NewTensor, shards int) error {
 		for _, t := range part {
 			weightMap[t.Name] = name
 		}
-		if err := writeFile(filepath.Join(dir, name), part); err != nil {
+		if err := writeFile(filepath.Join(dir, name), part, mlx); err != nil {
 			return err
 		}
 	}
@@ -237,12 +247,16 @@ func writeShards(dir string, ts []safetensors.NewTensor, shards int) error {
 	return os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), data, 0o644)
 }
 
-func writeFile(path string, ts []safetensors.NewTensor) error {
+func writeFile(path string, ts []safetensors.NewTensor, mlx bool) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := safetensors.Encode(f, ts, map[string]string{"format": "mlx"}); err != nil {
+	encode := safetensors.Encode
+	if mlx {
+		encode = safetensors.EncodeMLX
+	}
+	if err := encode(f, ts, map[string]string{"format": "mlx"}); err != nil {
 		f.Close()
 		return err
 	}
