@@ -47,6 +47,8 @@ func table() map[string]*route {
 	add("POST", "/chat/completions", (*Server).chatCompletions)
 	add("POST", "/v1/completions", (*Server).completions)
 	add("POST", "/completions", (*Server).completions)
+	add("POST", "/v1/responses", (*Server).responses)
+	add("POST", "/responses", (*Server).responses)
 	add("GET", "/v1/models", (*Server).listModels)
 	add("GET", "/models", (*Server).listModels)
 	add("GET", "/v1/models/{id}", (*Server).getModel)

@@ -1,0 +1,525 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"petal/engine/chattemplate"
+	"petal/engine/reply"
+	"petal/internal/service"
+)
+
+// responsesRequest is a POST /v1/responses body in OpenAI's Responses API,
+// as the openai SDK and Codex send it. Nothing is stored: the whole
+// conversation comes in input each time (store:false), and prompt_cache_key
+// needs nothing, as the prefix cache finds the shared start of the prompt
+// by itself. Fields that change nothing here (include, metadata,
+// client_metadata, truncation, user, ...) are accepted and ignored.
+type responsesRequest struct {
+	Model              string          `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       *string         `json:"instructions"`
+	Tools              []responsesTool `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Stream             bool            `json:"stream"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	PromptCacheKey     string          `json:"prompt_cache_key"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	Reasoning          *struct {
+		Effort  *string `json:"effort"`
+		Summary *string `json:"summary"`
+	} `json:"reasoning"`
+	Text *struct {
+		Format json.RawMessage `json:"format"`
+	} `json:"text"`
+	sampling
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+}
+
+// responsesTool is a tool of the Responses API: function fields at the top
+// level, not under "function".
+type responsesTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// responsesItem is one input item of any type; which fields are set
+// depends on Type.
+type responsesItem struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+	Summary   []struct {
+		Text string `json:"text"`
+	} `json:"summary"`
+}
+
+// responsesPart is a content part of a message, function output or
+// reasoning item.
+type responsesPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (q *responsesRequest) toService() (*service.Request, error) {
+	if q.PreviousResponseID != nil && *q.PreviousResponseID != "" {
+		return nil, badParam("previous_response_id", "previous_response_id needs stored responses, and this server stores none (store is always false): send the whole conversation in input")
+	}
+	msgs, err := q.messages()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(msgs) == 0:
+		return nil, badParam("input", "input must hold at least one message")
+	case len(msgs) > MaxMessages:
+		return nil, badParam("input", "%d messages are more than the %d allowed", len(msgs), MaxMessages)
+	case len(q.Tools) > MaxTools:
+		return nil, badParam("tools", "%d tools are more than the %d allowed", len(q.Tools), MaxTools)
+	}
+	limit, err := maxTokens(q.MaxOutputTokens)
+	if err != nil {
+		return nil, badParam("max_output_tokens", "max_output_tokens must be at least 1, not %d", *q.MaxOutputTokens)
+	}
+	samp, err := q.sampling.toService()
+	if err != nil {
+		return nil, err
+	}
+	req := &service.Request{Messages: msgs, MaxTokens: limit, Sampling: samp}
+	if !toolChoiceNone(q.ToolChoice) {
+		for i, t := range q.Tools {
+			// Hosted tools (web_search, file_search, ...) and Codex's
+			// custom and namespace entries are the API provider's to run;
+			// the model is offered the functions the client runs.
+			if t.Type != "function" {
+				continue
+			}
+			if t.Name == "" {
+				return nil, badParam("tools", "tool %d needs a name", i)
+			}
+			params := t.Parameters
+			if len(params) == 0 || string(params) == "null" {
+				params = json.RawMessage(emptySchema)
+			}
+			req.Tools = append(req.Tools, chattemplate.Tool{Type: "function",
+				Function: chattemplate.FunctionDef{Name: t.Name, Description: t.Description, Parameters: params}})
+		}
+	}
+	var effort *string
+	if q.Reasoning != nil {
+		effort = q.Reasoning.Effort
+	}
+	req.Kwargs = thinkingKwargs(q.ChatTemplateKwargs, nil, effort)
+	return req, nil
+}
+
+// messages maps instructions and input to chat messages: an assistant's
+// reasoning, text and function calls, which come as separate items, join
+// into one assistant message as the chat template takes it.
+func (q *responsesRequest) messages() ([]chattemplate.Message, error) {
+	var msgs []chattemplate.Message
+	if q.Instructions != nil && *q.Instructions != "" {
+		msgs = append(msgs, chattemplate.Message{Role: "system", Content: chattemplate.TextContent(*q.Instructions)})
+	}
+	var one string
+	if err := json.Unmarshal(q.Input, &one); err == nil {
+		return append(msgs, chattemplate.Message{Role: "user", Content: chattemplate.TextContent(one)}), nil
+	}
+	var items []responsesItem
+	if err := json.Unmarshal(q.Input, &items); err != nil {
+		return nil, badParam("input", "input must be a string or a list of items")
+	}
+	var reasoning *string
+	// assistant is the assistant message the next items join, or nil.
+	assistant := func() *chattemplate.Message {
+		if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
+			return &msgs[n-1]
+		}
+		msgs = append(msgs, chattemplate.Message{Role: "assistant", ReasoningContent: reasoning})
+		reasoning = nil
+		return &msgs[len(msgs)-1]
+	}
+	for i, it := range items {
+		where := fmt.Sprintf("input item %d", i)
+		switch it.Type {
+		case "message", "":
+			text, err := itemText(where, it.Content)
+			if err != nil {
+				return nil, err
+			}
+			switch it.Role {
+			case "user", "system", "developer":
+				msgs = append(msgs, chattemplate.Message{Role: it.Role, Content: chattemplate.TextContent(text)})
+			case "assistant":
+				m := assistant()
+				if m.Content != nil && m.Content.Text != nil {
+					text = *m.Content.Text + text
+				}
+				m.Content = chattemplate.TextContent(text)
+			default:
+				return nil, badParam("input", "%s has role %q; roles are user, assistant, system and developer", where, it.Role)
+			}
+		case "reasoning":
+			var text string
+			var parts []responsesPart
+			if len(it.Content) > 0 && json.Unmarshal(it.Content, &parts) == nil {
+				for _, p := range parts {
+					text += p.Text
+				}
+			}
+			if text == "" {
+				for _, s := range it.Summary {
+					text += s.Text
+				}
+			}
+			if text != "" {
+				reasoning = &text
+			}
+		case "function_call":
+			if it.Name == "" || it.CallID == "" {
+				return nil, badParam("input", "%s: a function_call needs a name and a call_id", where)
+			}
+			args := it.Arguments
+			if args == "" {
+				args = "{}"
+			}
+			if !json.Valid([]byte(args)) {
+				return nil, badParam("input", "%s: the arguments of function_call %q are not JSON", where, it.Name)
+			}
+			raw, _ := json.Marshal(args)
+			m := assistant()
+			m.ToolCalls = append(m.ToolCalls, chattemplate.ToolCall{ID: it.CallID, Type: "function",
+				Function: chattemplate.FunctionCall{Name: it.Name, Arguments: raw}})
+		case "function_call_output":
+			if it.CallID == "" {
+				return nil, badParam("input", "%s: a function_call_output needs the call_id of its call", where)
+			}
+			text, err := itemText(where, it.Output)
+			if err != nil {
+				return nil, err
+			}
+			msgs = append(msgs, chattemplate.Message{Role: "tool", ToolCallID: it.CallID, Content: chattemplate.TextContent(text)})
+		case "item_reference":
+			return nil, badParam("input", "%s refers to a stored item, and this server stores none: send the item itself", where)
+		default:
+			return nil, badParam("input", "%s has type %q, which this server cannot take (it takes message, reasoning, function_call and function_call_output)", where, it.Type)
+		}
+	}
+	return msgs, nil
+}
+
+// itemText reads content given as a string or as text parts.
+func itemText(where string, raw json.RawMessage) (string, error) {
+	var one string
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return one, nil
+	}
+	var parts []responsesPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badParam("input", "%s: content must be a string or a list of parts", where)
+	}
+	text := ""
+	for _, p := range parts {
+		if !chattemplate.TextPart(p.Type) && p.Type != "refusal" {
+			return "", notText(where, p.Type)
+		}
+		text += p.Text
+	}
+	return text, nil
+}
+
+// The shapes of a Responses API response.
+type (
+	responseObject struct {
+		ID                 string            `json:"id"`
+		Object             string            `json:"object"`
+		CreatedAt          int64             `json:"created_at"`
+		Status             string            `json:"status"`
+		Model              string            `json:"model"`
+		Output             []*outputItem     `json:"output"`
+		Usage              *responsesUsage   `json:"usage"`
+		Error              *responseError    `json:"error"`
+		IncompleteDetails  *incompleteReason `json:"incomplete_details"`
+		Instructions       *string           `json:"instructions"`
+		MaxOutputTokens    *int              `json:"max_output_tokens"`
+		ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+		PreviousResponseID *string           `json:"previous_response_id"`
+		Store              bool              `json:"store"`
+		Temperature        *float64          `json:"temperature"`
+		TopP               *float64          `json:"top_p"`
+		ToolChoice         json.RawMessage   `json:"tool_choice"`
+		Tools              []responsesTool   `json:"tools"`
+		Text               json.RawMessage   `json:"text"`
+		Truncation         string            `json:"truncation"`
+		Metadata           struct{}          `json:"metadata"`
+	}
+	// outputItem is a message, reasoning or function_call item; pointers
+	// and omitempty keep the fields of its type.
+	outputItem struct {
+		Type      string         `json:"type"`
+		ID        string         `json:"id"`
+		Status    string         `json:"status"`
+		Role      string         `json:"role,omitempty"`
+		Content   *[]*outputPart `json:"content,omitempty"`
+		Summary   *[]outputPart  `json:"summary,omitempty"`
+		CallID    string         `json:"call_id,omitempty"`
+		Name      string         `json:"name,omitempty"`
+		Arguments *string        `json:"arguments,omitempty"`
+	}
+	outputPart struct {
+		Type        string    `json:"type"`
+		Text        string    `json:"text"`
+		Annotations *[]string `json:"annotations,omitempty"`
+		Logprobs    *[]string `json:"logprobs,omitempty"`
+	}
+	responsesUsage struct {
+		InputTokens        int `json:"input_tokens"`
+		InputTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		OutputTokens        int `json:"output_tokens"`
+		OutputTokensDetails struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+		TotalTokens int `json:"total_tokens"`
+	}
+	responseError struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	incompleteReason struct {
+		Reason string `json:"reason"`
+	}
+)
+
+// responseBuilder builds the output items from the reply's events and,
+// when streaming, sends the events that announce each item, part and
+// delta, with the indices the SDKs accumulate by.
+type responseBuilder struct {
+	resp *responseObject
+	open bool // the last item still takes deltas
+	seq  int
+	send func(event string, v map[string]any) error
+}
+
+func (b *responseBuilder) emit(event string, v map[string]any) error {
+	if b.send == nil {
+		return nil
+	}
+	v["type"] = event
+	v["sequence_number"] = b.seq
+	b.seq++
+	return b.send(event, v)
+}
+
+func (b *responseBuilder) last() (*outputItem, int) {
+	n := len(b.resp.Output) - 1
+	return b.resp.Output[n], n
+}
+
+func (b *responseBuilder) add(e reply.Event) error {
+	switch e.Kind {
+	case reply.KindReasoning:
+		return b.text("reasoning", "reasoning_text", e.Text)
+	case reply.KindContent:
+		return b.text("message", "output_text", e.Text)
+	case reply.KindToolStart:
+		empty := ""
+		return b.start(&outputItem{Type: "function_call", ID: newID("fc_"), Status: "in_progress", CallID: e.ID, Name: e.Name, Arguments: &empty})
+	case reply.KindToolArgs:
+		if !b.open || e.Text == "" {
+			return nil
+		}
+		it, n := b.last()
+		if it.Type != "function_call" {
+			return nil
+		}
+		*it.Arguments += e.Text
+		return b.emit("response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": n, "delta": e.Text})
+	case reply.KindToolEnd:
+		return b.stop()
+	}
+	return nil
+}
+
+// text appends to the open item of typ, or opens one with a content part
+// of partType.
+func (b *responseBuilder) text(typ, partType, text string) error {
+	if text == "" {
+		return nil
+	}
+	if it, _ := b.lastOpen(); it == nil || it.Type != typ {
+		item := &outputItem{Type: typ, ID: newID("msg_"), Status: "in_progress", Content: &[]*outputPart{}}
+		if typ == "reasoning" {
+			item.ID, item.Summary = newID("rs_"), &[]outputPart{}
+		} else {
+			item.Role = "assistant"
+		}
+		if err := b.start(item); err != nil {
+			return err
+		}
+		part := &outputPart{Type: partType}
+		if typ == "message" {
+			part.Annotations, part.Logprobs = &[]string{}, &[]string{}
+		}
+		*item.Content = append(*item.Content, part)
+		if err := b.emit("response.content_part.added", map[string]any{"item_id": item.ID, "output_index": len(b.resp.Output) - 1,
+			"content_index": 0, "part": part}); err != nil {
+			return err
+		}
+	}
+	it, n := b.last()
+	(*it.Content)[0].Text += text
+	ev := map[string]any{"item_id": it.ID, "output_index": n, "content_index": 0, "delta": text}
+	if typ == "message" {
+		ev["logprobs"] = []string{}
+		return b.emit("response.output_text.delta", ev)
+	}
+	return b.emit("response.reasoning_text.delta", ev)
+}
+
+func (b *responseBuilder) lastOpen() (*outputItem, int) {
+	if !b.open {
+		return nil, -1
+	}
+	return b.last()
+}
+
+func (b *responseBuilder) start(it *outputItem) error {
+	if err := b.stop(); err != nil {
+		return err
+	}
+	b.resp.Output = append(b.resp.Output, it)
+	b.open = true
+	return b.emit("response.output_item.added", map[string]any{"output_index": len(b.resp.Output) - 1, "item": it})
+}
+
+// stop closes the open item with its done events.
+func (b *responseBuilder) stop() error {
+	if !b.open {
+		return nil
+	}
+	b.open = false
+	it, n := b.last()
+	switch it.Type {
+	case "function_call":
+		if !json.Valid([]byte(*it.Arguments)) {
+			return fmt.Errorf("api: function call %q has arguments that are not JSON: %q", it.Name, *it.Arguments)
+		}
+		if err := b.emit("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": n,
+			"name": it.Name, "arguments": *it.Arguments}); err != nil {
+			return err
+		}
+	default:
+		part := (*it.Content)[0]
+		done := "response.output_text.done"
+		ev := map[string]any{"item_id": it.ID, "output_index": n, "content_index": 0, "text": part.Text}
+		if it.Type == "reasoning" {
+			done = "response.reasoning_text.done"
+		} else {
+			ev["logprobs"] = []string{}
+		}
+		if err := b.emit(done, ev); err != nil {
+			return err
+		}
+		if err := b.emit("response.content_part.done", map[string]any{"item_id": it.ID, "output_index": n,
+			"content_index": 0, "part": part}); err != nil {
+			return err
+		}
+	}
+	it.Status = "completed"
+	return b.emit("response.output_item.done", map[string]any{"output_index": n, "item": it})
+}
+
+// finish records the summary: status, usage and why it is incomplete.
+func (b *responseBuilder) finish(sum service.Summary) {
+	r := b.resp
+	r.Status = "completed"
+	if sum.Finish == service.FinishLength {
+		r.Status = "incomplete"
+		r.IncompleteDetails = &incompleteReason{Reason: "max_output_tokens"}
+	}
+	u := &responsesUsage{InputTokens: sum.PromptTokens, OutputTokens: sum.CompletionTokens,
+		TotalTokens: sum.PromptTokens + sum.CompletionTokens}
+	u.InputTokensDetails.CachedTokens = sum.CachedTokens
+	r.Usage = u
+}
+
+func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
+	var body responsesRequest
+	g, err := s.begin(r, &body)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	resp := &responseObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
+		Model: s.svc.Info().Name, Output: []*outputItem{}, Instructions: body.Instructions, MaxOutputTokens: body.MaxOutputTokens,
+		ParallelToolCalls: body.ParallelToolCalls == nil || *body.ParallelToolCalls, Temperature: body.Temperature, TopP: body.TopP,
+		ToolChoice: body.ToolChoice, Tools: body.Tools, Text: json.RawMessage(`{"format":{"type":"text"}}`), Truncation: "disabled"}
+	if len(resp.ToolChoice) == 0 {
+		resp.ToolChoice = json.RawMessage(`"auto"`)
+	}
+	if resp.Tools == nil {
+		resp.Tools = []responsesTool{}
+	}
+	if body.Text != nil && len(body.Text.Format) > 0 {
+		resp.Text, _ = json.Marshal(body.Text)
+	}
+	b := &responseBuilder{resp: resp}
+	if !body.Stream {
+		sum, err := g.Run(r.Context(), b.add)
+		if err == nil {
+			err = b.stop()
+		}
+		if err != nil {
+			return err
+		}
+		b.finish(sum)
+		writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+	st := startStream(w, true)
+	stop := st.keepAlive(s.opts.PingInterval)
+	defer stop()
+	b.send = func(event string, v map[string]any) error { return st.sendEvent(event, v) }
+	if b.emit("response.created", map[string]any{"response": resp}) != nil ||
+		b.emit("response.in_progress", map[string]any{"response": resp}) != nil {
+		return nil
+	}
+	sum, err := g.Run(r.Context(), b.add)
+	if err == nil {
+		err = b.stop()
+	}
+	if err != nil {
+		if r.Context().Err() == nil && st.failed() == nil {
+			e := errorFor(err, s.logger)
+			resp.Status = "failed"
+			code, _ := e.Code.(string)
+			if code == "" {
+				code = e.Type
+			}
+			resp.Error = &responseError{Code: code, Message: e.Message}
+			b.emit("response.failed", map[string]any{"response": resp})
+		}
+		return nil
+	}
+	b.finish(sum)
+	event := "response.completed"
+	if resp.Status == "incomplete" {
+		event = "response.incomplete"
+	}
+	b.emit(event, map[string]any{"response": resp})
+	return nil
+}
