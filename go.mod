@@ -9,6 +9,7 @@ require (
 	github.com/sashabaranov/go-openai v1.43.0
 	github.com/wailsapp/wails/v2 v2.9.2
 	golang.org/x/text v0.23.0
+	howett.net/plist v1.0.1
 )
 
 require (

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds Petal.app for Apple silicon into build/bin (or --out DIR). Run it on
+# a Mac with Go and the Xcode command-line tools: it builds the desktop app
+# (Wails needs cgo and AppKit, so only a Mac can), assembles the bundle with
+# build/macapp (Info.plist from build/darwin/Info.plist and wails.json, the
+# icon from build/appicon.png) and signs it ad hoc, which Apple silicon
+# needs to start it.
+#
+# --exe FILE bundles FILE, a darwin/arm64 build, instead of building one.
+# Off a Mac only that works, and the bundle stays unsigned (codesign is
+# Apple's): the Go tests in build/macapp run it that way around a stand-in.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+exe= out=build/bin
+while [ $# -gt 0 ]; do
+	case $1 in
+	--exe) exe=${2:?--exe needs a file}; shift 2 ;;
+	--out) out=${2:?--out needs a folder}; shift 2 ;;
+	*) echo "usage: $0 [--exe FILE] [--out DIR]" >&2; exit 2 ;;
+	esac
+done
+mac=false
+[ "$(uname -s)" = Darwin ] && mac=true
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -z "$exe" ]; then
+	if ! $mac; then
+		echo "macapp: building petal for macOS needs a Mac (Wails uses cgo and AppKit); pass --exe FILE to bundle a darwin/arm64 build" >&2
+		exit 2
+	fi
+	exe=$work/petal
+	# The deployment target puts macOS 14 into the binary's load commands,
+	# as LSMinimumSystemVersion says.
+	MACOSX_DEPLOYMENT_TARGET=14.0 CGO_ENABLED=1 GOOS=darwin GOARCH=arm64 \
+		go build -tags desktop,production -trimpath -o "$exe" .
+fi
+app=$(go run ./build/macapp -exe "$exe" -out "$out")
+if $mac; then
+	codesign --force --deep --sign - "$app"
+	codesign --verify --strict "$app"
+	echo "macapp: built and signed ad hoc: $app"
+else
+	echo "macapp: not on macOS, so not signed: $app"
+fi
