@@ -1,8 +1,13 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"petal/engine/chattemplate"
@@ -13,8 +18,8 @@ import (
 // Ollama's API as the editors that list models only through it use it.
 const (
 	// OllamaVersion is the Ollama release whose API this subset follows;
-	// clients check it against their minimum.
-	OllamaVersion = "0.12.6"
+	// clients check it against their minimum (Codex's is 0.13.4).
+	OllamaVersion = "0.13.4"
 	// ollamaArch is the architecture name under which /api/show gives the
 	// context length ("<arch>.context_length").
 	ollamaArch = "qwen35moe"
@@ -76,24 +81,80 @@ func (o *ollamaChatRequest) toService() (*service.Request, error) {
 				Function: chattemplate.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}})
 		}
 	}
-	opt := o.Options
+	req, err := o.Options.request()
+	if err != nil {
+		return nil, err
+	}
+	req.Messages, req.Tools = msgs, o.Tools
+	req.Kwargs = ollamaThink(o.Think)
+	return req, nil
+}
+
+// request maps the options to a request's sampling, stop and length.
+func (opt ollamaOptions) request() (*service.Request, error) {
 	samp, err := sampling{Temperature: opt.Temperature, TopP: opt.TopP, TopK: opt.TopK, MinP: opt.MinP,
 		PresencePenalty: opt.PresencePenalty, FrequencyPenalty: opt.FrequencyPenalty,
 		RepetitionPenalty: opt.RepeatPenalty, Seed: opt.Seed}.toService()
 	if err != nil {
 		return nil, err
 	}
-	req := &service.Request{Messages: msgs, Tools: o.Tools, Stop: opt.Stop, Sampling: samp}
+	req := &service.Request{Stop: opt.Stop, Sampling: samp}
 	if opt.NumPredict != nil && *opt.NumPredict > 0 { // -1 and -2 mean no limit
 		req.MaxTokens = *opt.NumPredict
 	}
+	return req, nil
+}
+
+// ollamaThink maps "think", a boolean or an effort name, to the template's
+// switch.
+func ollamaThink(think json.RawMessage) map[string]json.RawMessage {
 	var enable *bool
 	var effort *string
-	if json.Unmarshal(o.Think, &enable) != nil {
-		json.Unmarshal(o.Think, &effort)
+	if json.Unmarshal(think, &enable) != nil {
+		json.Unmarshal(think, &effort)
 	}
-	req.Kwargs = thinkingKwargs(nil, enable, effort)
-	return req, nil
+	return thinkingKwargs(nil, enable, effort)
+}
+
+// ollamaMetrics are the timings of Ollama's last chunk, in nanoseconds.
+// The prompt's evaluation is timed up to the first reply text (queue wait
+// included); the model is always loaded, so loading takes no time.
+// They are left out of the other chunks, as Ollama does.
+type ollamaMetrics struct {
+	TotalDuration      int64  `json:"total_duration,omitempty"`
+	LoadDuration       *int64 `json:"load_duration,omitempty"`
+	PromptEvalCount    int    `json:"prompt_eval_count,omitempty"`
+	PromptEvalDuration int64  `json:"prompt_eval_duration,omitempty"`
+	EvalCount          int    `json:"eval_count,omitempty"`
+	EvalDuration       int64  `json:"eval_duration,omitempty"`
+}
+
+// ollamaClock times a request for its metrics.
+type ollamaClock struct{ start, first time.Time }
+
+func newOllamaClock() *ollamaClock { return &ollamaClock{start: time.Now()} }
+
+// event notes that reply text arrived.
+func (c *ollamaClock) event() {
+	if c.first.IsZero() {
+		c.first = time.Now()
+	}
+}
+
+func (c *ollamaClock) metrics(sum service.Summary) ollamaMetrics {
+	end := time.Now()
+	c.event()
+	return ollamaMetrics{TotalDuration: int64(end.Sub(c.start)), LoadDuration: new(int64), PromptEvalCount: sum.PromptTokens,
+		PromptEvalDuration: int64(c.first.Sub(c.start)), EvalCount: sum.CompletionTokens, EvalDuration: int64(end.Sub(c.first))}
+}
+
+// ollamaDoneReason is the finish in Ollama's words: a reply that called
+// tools stopped.
+func ollamaDoneReason(sum service.Summary) string {
+	if sum.Finish == service.FinishToolCalls {
+		return string(service.FinishStop)
+	}
+	return string(sum.Finish)
 }
 
 type ollamaChatResponse struct {
@@ -102,14 +163,11 @@ type ollamaChatResponse struct {
 	Message    ollamaMessage `json:"message"`
 	Done       bool          `json:"done"`
 	DoneReason string        `json:"done_reason,omitempty"`
-	// Durations are in nanoseconds, as Ollama reports them.
-	TotalDuration   int64 `json:"total_duration,omitempty"`
-	PromptEvalCount int   `json:"prompt_eval_count,omitempty"`
-	EvalCount       int   `json:"eval_count,omitempty"`
+	ollamaMetrics
 }
 
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
-	start := time.Now()
+	clock := newOllamaClock()
 	var body ollamaChatRequest
 	g, err := s.begin(r, &body)
 	if err != nil {
@@ -133,17 +191,13 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	}
 	final := func(sum service.Summary, m ollamaMessage) ollamaChatResponse {
 		resp := msg(m)
-		resp.Done, resp.DoneReason = true, string(sum.Finish)
-		if sum.Finish == service.FinishToolCalls {
-			resp.DoneReason = string(service.FinishStop)
-		}
-		resp.TotalDuration = int64(time.Since(start))
-		resp.PromptEvalCount, resp.EvalCount = sum.PromptTokens, sum.CompletionTokens
+		resp.Done, resp.DoneReason = true, ollamaDoneReason(sum)
+		resp.ollamaMetrics = clock.metrics(sum)
 		return resp
 	}
 	if body.Stream != nil && !*body.Stream {
 		var res reply.Result
-		sum, err := g.Run(r.Context(), func(e reply.Event) error { res.Add(e); return nil })
+		sum, err := g.Run(r.Context(), func(e reply.Event) error { clock.event(); res.Add(e); return nil })
 		if err != nil {
 			return err
 		}
@@ -157,6 +211,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	}
 	st := startStream(w, false)
 	sum, err := g.Run(r.Context(), func(e reply.Event) error {
+		clock.event()
 		switch e.Kind {
 		case reply.KindReasoning:
 			return st.send(msg(ollamaMessage{Thinking: e.Text}))
@@ -198,20 +253,87 @@ func (s *Server) ollamaDetails() ollamaDetails {
 	return ollamaDetails{Format: "safetensors", Family: ollamaArch, Families: []string{ollamaArch}}
 }
 
-func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) error {
+// ollamaModel is a model as /api/tags and /api/ps list it.
+type ollamaModel struct {
+	Name       string        `json:"name"`
+	Model      string        `json:"model"`
+	ModifiedAt string        `json:"modified_at,omitempty"`
+	Size       int64         `json:"size"`
+	Digest     string        `json:"digest"`
+	Details    ollamaDetails `json:"details"`
+	// For /api/ps: the model stays loaded while the server runs.
+	ExpiresAt     string `json:"expires_at,omitempty"`
+	SizeVRAM      *int64 `json:"size_vram,omitempty"`
+	ContextLength int    `json:"context_length,omitempty"`
+}
+
+func (s *Server) ollamaModel() (ollamaModel, error) {
 	info := s.svc.Info()
-	type model struct {
-		Name       string        `json:"name"`
-		Model      string        `json:"model"`
-		ModifiedAt string        `json:"modified_at"`
-		Size       int64         `json:"size"`
-		Digest     string        `json:"digest"`
-		Details    ollamaDetails `json:"details"`
+	size, digest, err := folderIdentity(info.Dir)
+	if err != nil {
+		return ollamaModel{}, err
 	}
-	writeJSON(w, http.StatusOK, map[string][]model{"models": {{
-		Name: info.Name, Model: info.Name, ModifiedAt: info.Created.UTC().Format(time.RFC3339), Details: s.ollamaDetails(),
-	}}})
+	return ollamaModel{Name: info.Name, Model: info.Name, ModifiedAt: info.Created.UTC().Format(time.RFC3339),
+		Size: size, Digest: digest, Details: s.ollamaDetails()}, nil
+}
+
+// folderIdentity is the size of a checkpoint folder's files and a digest
+// that names them: SHA-256 over each file's name and size and the bytes of
+// its config.json, which is cheap where hashing 19 GB of weights per
+// listing is not, and changes when the checkpoint does.
+func folderIdentity(dir string) (int64, string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, "", err
+	}
+	h := sha256.New()
+	var size int64
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		size += fi.Size()
+		fmt.Fprintf(h, "%s %d\n", e.Name(), fi.Size())
+	}
+	if cfg, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+		h.Write(cfg)
+	}
+	return size, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.ollamaModel()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string][]ollamaModel{"models": {m}})
 	return nil
+}
+
+// ollamaLoadedFor is how far ahead /api/ps says the model expires: it
+// stays loaded while the server runs.
+const ollamaLoadedFor = 100 * 365 * 24 * time.Hour
+
+// ollamaPs lists the loaded model, as Open WebUI asks.
+func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.ollamaModel()
+	if err != nil {
+		return err
+	}
+	m.ModifiedAt = ""
+	m.ExpiresAt = time.Now().Add(ollamaLoadedFor).UTC().Format(time.RFC3339)
+	m.SizeVRAM = &m.Size
+	m.ContextLength = s.svc.Info().ContextLength
+	writeJSON(w, http.StatusOK, map[string][]ollamaModel{"models": {m}})
+	return nil
+}
+
+// ollamaEmbed answers /api/embed and /api/embeddings: the model generates
+// text, not embeddings.
+func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) error {
+	return &apiError{Status: http.StatusNotImplemented, Type: "invalid_request_error", Code: "embeddings_unsupported",
+		Message: "this model does not support embeddings: Petal serves one chat model"}
 }
 
 // ollamaShow describes the model, whatever name the request gives.

@@ -65,6 +65,10 @@ func table() map[string]*route {
 	add("GET", "/api/tags", (*Server).ollamaTags, "ollama")
 	add("POST", "/api/show", (*Server).ollamaShow, "ollama")
 	add("POST", "/api/chat", (*Server).ollamaChat, "ollama")
+	add("POST", "/api/generate", (*Server).ollamaGenerate, "ollama")
+	add("GET", "/api/ps", (*Server).ollamaPs, "ollama")
+	add("POST", "/api/embed", (*Server).ollamaEmbed, "ollama")
+	add("POST", "/api/embeddings", (*Server).ollamaEmbed, "ollama")
 	return t
 }
 

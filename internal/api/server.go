@@ -113,7 +113,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.gate(w, r, rt); err != nil {
-		s.fail(w, rt, err)
+		shape := rt
+		if shape == nil && strings.HasPrefix(r.URL.Path, "/api/") {
+			shape = ollamaShape // ollama-js shows any other shape as "[object Object]"
+		}
+		s.fail(w, shape, err)
 		return
 	}
 	if r.Method == http.MethodOptions {
@@ -132,6 +136,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rt, err)
 	}
 }
+
+// ollamaShape answers the errors of unknown paths under /api/.
+var ollamaShape = &route{ollama: true}
 
 // fail writes err in the route family's error shape.
 func (s *Server) fail(w http.ResponseWriter, rt *route, err error) {

@@ -64,6 +64,7 @@ type Service struct {
 	gen    sample.GenerationConfig
 	vocab  sample.Vocab
 	name   string
+	dir    string
 	ctxLen int
 	// turnStart is the id of "<|im_start|>", where the prefix cache takes a
 	// snapshot; -1 if the tokenizer has no such token.
@@ -84,6 +85,8 @@ type Info struct {
 	Vocab int
 	// Created is when the service started.
 	Created time.Time
+	// Dir is the checkpoint folder.
+	Dir string
 }
 
 // New builds a service over model, reading the tokenizer, chat template
@@ -102,7 +105,7 @@ func New(model engine.Model, dir string, opts Options) (*Service, error) {
 		return nil, err
 	}
 	cfg := model.Config()
-	s := &Service{model: model, tok: tok, tmpl: tmpl, gen: gen, name: opts.Name, ctxLen: opts.ContextLength, turnStart: -1}
+	s := &Service{model: model, tok: tok, tmpl: tmpl, gen: gen, name: opts.Name, dir: dir, ctxLen: opts.ContextLength, turnStart: -1}
 	if s.name == "" {
 		s.name = filepath.Base(filepath.Clean(dir))
 	}
@@ -160,7 +163,7 @@ func readGenerationConfig(dir string) (sample.GenerationConfig, error) {
 
 // Info describes the served model.
 func (s *Service) Info() Info {
-	return Info{Name: s.name, ContextLength: s.ctxLen, Chat: s.tmpl != nil, Vocab: s.vocab.Size, Created: s.stats.started}
+	return Info{Name: s.name, ContextLength: s.ctxLen, Chat: s.tmpl != nil, Vocab: s.vocab.Size, Created: s.stats.started, Dir: s.dir}
 }
 
 // Tokenizer is the model's tokenizer.

@@ -1,0 +1,164 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"petal/engine/chattemplate"
+	"petal/engine/reply"
+	"petal/internal/service"
+)
+
+// MaxOllamaContext bounds the token ids of /api/generate's "context".
+const MaxOllamaContext = 1 << 20
+
+// ollamaGenerateRequest is an /api/generate body: one prompt, through the
+// template unless raw.
+type ollamaGenerateRequest struct {
+	Model    string          `json:"model"`
+	Prompt   string          `json:"prompt"`
+	Suffix   string          `json:"suffix"`
+	System   string          `json:"system"`
+	Template string          `json:"template"`
+	Context  []int           `json:"context"`
+	Raw      bool            `json:"raw"`
+	Images   []string        `json:"images"`
+	Stream   *bool           `json:"stream"`
+	Think    json.RawMessage `json:"think"`
+	Options  ollamaOptions   `json:"options"`
+}
+
+// toService maps the request; the prompt of a request that continues a
+// "context" is completed by the caller.
+func (o *ollamaGenerateRequest) toService() (*service.Request, error) {
+	switch {
+	case len(o.Images) > 0:
+		return nil, notText("the request", "image")
+	case o.Suffix != "":
+		// Ollama refuses a suffix unless the template renders one, and
+		// this model's template has no fill-in-the-middle form.
+		return nil, badParam("suffix", "this model does not support insert: its template has no fill-in-the-middle form, so suffix cannot be used")
+	case o.Template != "":
+		return nil, badParam("template", "template overrides are not supported: the model's own chat template is used (send raw:true with a prompt you formatted)")
+	case len(o.Context) > MaxOllamaContext:
+		return nil, badParam("context", "context holds %d tokens, more than %d", len(o.Context), MaxOllamaContext)
+	}
+	req, err := o.Options.request()
+	if err != nil {
+		return nil, err
+	}
+	if o.Raw {
+		p := o.Prompt
+		req.Prompt = &p
+		return req, nil
+	}
+	if o.System != "" {
+		req.Messages = append(req.Messages, chattemplate.Message{Role: "system", Content: chattemplate.TextContent(o.System)})
+	}
+	req.Messages = append(req.Messages, chattemplate.Message{Role: "user", Content: chattemplate.TextContent(o.Prompt)})
+	req.Kwargs = ollamaThink(o.Think)
+	return req, nil
+}
+
+type ollamaGenerateResponse struct {
+	Model      string `json:"model"`
+	CreatedAt  string `json:"created_at"`
+	Response   string `json:"response"`
+	Thinking   string `json:"thinking,omitempty"`
+	Done       bool   `json:"done"`
+	DoneReason string `json:"done_reason,omitempty"`
+	// Context is the prompt's and reply's token ids, which a client may send
+	// back to continue from them.
+	Context []int `json:"context,omitempty"`
+	ollamaMetrics
+}
+
+func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
+	clock := newOllamaClock()
+	var body ollamaGenerateRequest
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	name := s.svc.Info().Name
+	chunk := func() ollamaGenerateResponse {
+		return ollamaGenerateResponse{Model: name, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	}
+	if body.Prompt == "" && len(body.Context) == 0 {
+		// An empty prompt is how clients load a model; it is loaded.
+		done := chunk()
+		done.Done, done.DoneReason = true, "load"
+		writeJSON(w, http.StatusOK, done)
+		return nil
+	}
+	req, err := body.toService()
+	if err != nil {
+		return err
+	}
+	req.Client = clientOf(r)
+	prompt, err := s.svc.Tokens(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	if len(body.Context) > 0 {
+		// The reply continues the earlier exchange: its tokens, then this
+		// prompt as the model would have read it.
+		tok := s.svc.Tokenizer()
+		for _, id := range body.Context {
+			if !tok.Has(id) {
+				return badParam("context", "context holds %d, which is no token of this model", id)
+			}
+		}
+		prompt = append(append([]int(nil), body.Context...), prompt...)
+		text := tok.Decode(prompt)
+		req.Prompt, req.Messages = &text, nil
+	}
+	g, err := s.svc.Begin(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	var content string
+	final := func(sum service.Summary) ollamaGenerateResponse {
+		done := chunk()
+		done.Done, done.DoneReason = true, ollamaDoneReason(sum)
+		done.Context = append(prompt, s.svc.Tokenizer().Encode(content)...)
+		done.ollamaMetrics = clock.metrics(sum)
+		return done
+	}
+	if body.Stream != nil && !*body.Stream {
+		var res reply.Result
+		sum, err := g.Run(r.Context(), func(e reply.Event) error { clock.event(); res.Add(e); return nil })
+		if err != nil {
+			return err
+		}
+		content = res.Content
+		out := final(sum)
+		out.Response, out.Thinking = res.Content, res.Reasoning
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	st := startStream(w, false)
+	sum, err := g.Run(r.Context(), func(e reply.Event) error {
+		clock.event()
+		c := chunk()
+		switch e.Kind {
+		case reply.KindReasoning:
+			c.Thinking = e.Text
+		case reply.KindContent:
+			c.Response = e.Text
+			content += e.Text
+		default:
+			return nil
+		}
+		return st.send(c)
+	})
+	if err != nil {
+		if r.Context().Err() == nil && st.failed() == nil {
+			st.send(map[string]string{"error": errorFor(err, s.logger).Message})
+		}
+		return nil
+	}
+	st.send(final(sum))
+	return nil
+}
