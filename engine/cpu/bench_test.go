@@ -3,37 +3,100 @@ package cpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
-
-	"petal/engine/checkpoint/checkpointtest"
+	"time"
 )
+
+// readBandwidth is what this machine's memory delivers to a streaming read
+// over both cores, in bytes/s: the goroutines of parallelFor sum a buffer
+// far larger than the caches with the vector dot kernel against a vector
+// that stays in L1. Measured in the same run as the products, it makes
+// their ratio to it meaningful on a machine that is busy with other work.
+func readBandwidth(b *testing.B) float64 {
+	const floats = 128 << 20 // 512 MiB
+	const chunk = 4096
+	buf := make([]float32, floats)
+	for i := range buf {
+		buf[i] = float32(i & 7)
+	}
+	probe := make([]float32, chunk)
+	sc := newScratch()
+	task := &readTask{buf: buf, probe: probe}
+	start := time.Now()
+	const passes = 3
+	for range passes {
+		sc.parallelFor(floats/chunk, 1, task)
+	}
+	return float64(passes) * 4 * floats / time.Since(start).Seconds()
+}
+
+type readTask struct{ buf, probe []float32 }
+
+func (r *readTask) run(_ *part, lo, hi int) {
+	n := len(r.probe)
+	for c := lo; c < hi; c++ {
+		dot(r.buf[c*n:(c+1)*n], r.probe)
+	}
+}
 
 // BenchmarkQMV measures the quantized matrix-vector product at the 35B
 // model's common shapes; bytes/s counts the packed weights, scales and
-// biases read.
+// biases read, and of-read-bw is that rate over readBandwidth's.
 func BenchmarkQMV(b *testing.B) {
+	read := readBandwidth(b)
+	b.Logf("streaming read: %.2f GB/s", read/1e9)
 	for _, c := range []struct{ rows, cols, bits int }{
 		{2048, 2048, 4}, {8192, 2048, 4}, {2048, 4096, 4}, {256, 2048, 8},
 	} {
 		b.Run(fmt.Sprintf("rows=%d/cols=%d/bits=%d", c.rows, c.cols, c.bits), func(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
-			w := make([]float32, c.rows*c.cols)
-			for i := range w {
-				w[i] = float32(r.NormFloat64())
+			m := randomQuant(r, c.rows, c.cols, c.bits, 64)
+			// Decode reads each weight once per token, so the products
+			// cycle through copies that together outgrow the caches.
+			size := 4*len(m.words) + 2*len(m.scales) + 2*len(m.biases)
+			copies := make([]*matrix, max(1, coldBytes/size))
+			for i := range copies {
+				cp := *m
+				cp.words = slices.Clone(m.words)
+				cp.scales = slices.Clone(m.scales)
+				cp.biases = slices.Clone(m.biases)
+				copies[i] = &cp
 			}
-			codes, sc, bi := checkpointtest.Quantize(w, c.cols, c.bits, 64)
-			m := &matrix{rows: c.rows, cols: c.cols, bits: c.bits, group: 64, words: codes, scales: sc, biases: bi}
-			x := make([]float32, c.cols)
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-			}
+			x := randomFloats(r, c.cols)
 			out := make([]float32, c.rows)
 			work := newScratch()
-			b.SetBytes(int64(4*len(codes) + 2*len(sc) + 2*len(bi)))
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				copies[i%len(copies)].mul(work, 0, x, 1, out)
+				i++
+			}
+			b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/read, "of-read-bw")
+		})
+	}
+}
+
+// coldBytes is how much weight memory BenchmarkQMV cycles through: far more
+// than any cache of the machines it runs on.
+const coldBytes = 512 << 20
+
+// BenchmarkQMM measures the product of a 4-bit matrix with a chunk of
+// prompt tokens, the prefill's shape: tok/s is tokens through the matrix.
+func BenchmarkQMM(b *testing.B) {
+	for _, tokens := range []int{8, 64} {
+		b.Run(fmt.Sprintf("rows=2048/cols=2048/tokens=%d", tokens), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			m := randomQuant(r, 2048, 2048, 4, 64)
+			x := randomFloats(r, tokens*2048)
+			out := make([]float32, tokens*2048)
+			work := newScratch()
 			b.ReportAllocs()
 			for b.Loop() {
-				m.mul(work, 0, x, 1, out)
+				m.mul(work, 0, x, tokens, out)
 			}
+			b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tok/s")
 		})
 	}
 }

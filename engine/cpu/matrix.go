@@ -84,6 +84,9 @@ func (p *product) run(pt *part, lo, hi int) {
 }
 
 func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float32, lo, hi int) {
+	if t >= tileMinTokens {
+		lo = m.mulQuantTiles(pt, e, x, xsum, t, out, lo, hi)
+	}
 	groups := m.cols / m.group
 	perWord := 32 / m.bits
 	wordsPerRow := m.cols / perWord
@@ -96,6 +99,12 @@ func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float
 		words := m.words[row*wordsPerRow : (row+1)*wordsPerRow]
 		sc := m.scales[row*groups : (row+1)*groups]
 		bi := m.biases[row*groups : (row+1)*groups]
+		if t == 1 {
+			if v, ok := qdotRowVec(m.bits, words, x, sc, wordsPerGroup); ok {
+				out[r] = v + dot(bf16s(bi, take(&pt.bias, groups)), xsum)
+				continue
+			}
+		}
 		clear(acc)
 		for g := 0; g < groups; g++ {
 			gw := words[g*wordsPerGroup : (g+1)*wordsPerGroup]
@@ -129,6 +138,63 @@ func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float
 			out[i*m.rows+r] = acc[i]
 		}
 	}
+}
+
+// tileMinTokens is the fewest input rows for which mulQuantTiles pays:
+// it dequantizes each weight row once, which costs more than a product
+// with one or two rows.
+const tileMinTokens = 4
+
+// mulQuantTiles does rows [lo, hi) four at a time: it widens the codes of
+// four weight rows into a tile and multiplies the tile by every input row,
+// a group at a time as the Go loop does (scale*(codes.x) + bias*sum(x)), so
+// the tile stays in cache and each input row is read once per four weight
+// rows. It returns the first row it left to the caller (all, where the
+// vector kernel does not serve the shape).
+func (m *matrix) mulQuantTiles(pt *part, e int, x, xsum []float32, t int, out []float32, lo, hi int) int {
+	groups := m.cols / m.group
+	tile := take(&pt.tile, 4*m.cols)
+	var four [4]float32
+	for ; lo+4 <= hi; lo += 4 {
+		for k := range 4 {
+			m.widenCodes(e*m.rows+lo+k, tile[k*m.cols:(k+1)*m.cols])
+		}
+		for i := 0; i < t; i++ {
+			var acc [4]float32
+			xi := x[i*m.cols : (i+1)*m.cols]
+			for g := 0; g < groups; g++ {
+				if !dot4RowsVec(tile[g*m.group:], m.cols, xi[g*m.group:], m.group, &four) {
+					return lo
+				}
+				for k := range 4 {
+					at := (e*m.rows+lo+k)*groups + g
+					acc[k] += bf16(m.scales[at])*four[k] + bf16(m.biases[at])*xsum[i*groups+g]
+				}
+			}
+			copy(out[i*m.rows+lo:i*m.rows+lo+4], acc[:])
+		}
+	}
+	return lo
+}
+
+// widenCodes writes the codes of quantized row r (rows of all experts
+// counted in turn) into dst as floats.
+func (m *matrix) widenCodes(r int, dst []float32) {
+	perWord := 32 / m.bits
+	mask := uint32(1)<<m.bits - 1
+	for j, w := range m.words[r*m.cols/perWord : (r+1)*m.cols/perWord] {
+		for k := 0; k < perWord; k++ {
+			dst[j*perWord+k] = float32(w >> uint(k*m.bits) & mask)
+		}
+	}
+}
+
+// bf16s widens bf16 bit patterns into dst.
+func bf16s(src []uint16, dst []float32) []float32 {
+	for i, u := range src {
+		dst[i] = bf16(u)
+	}
+	return dst[:len(src)]
 }
 
 // dot4 is the dot product of 8 nibbles per word (lowest first) with x.
@@ -171,29 +237,45 @@ func (m *matrix) mulDense(pt *part, e int, x []float32, t int, out []float32, lo
 
 // row dequantizes row r (of expert 0) into dst: the embedding gather.
 func (m *matrix) row(r int, dst []float32) {
-	if m.bits == 0 {
-		base := r * m.cols
-		if m.denseF32 != nil {
-			copy(dst, m.denseF32[base:base+m.cols])
-			return
-		}
-		for c, u := range m.denseBF16[base : base+m.cols] {
-			dst[c] = bf16(u)
-		}
+	if m.bits != 0 {
+		m.dequantRow(r, dst)
 		return
 	}
+	base := r * m.cols
+	if m.denseF32 != nil {
+		copy(dst, m.denseF32[base:base+m.cols])
+		return
+	}
+	bf16s(m.denseBF16[base:base+m.cols], dst)
+}
+
+// dequantRow writes row r of the quantized weights (rows of all experts
+// counted in turn) into dst as scale*code + bias.
+func (m *matrix) dequantRow(r int, dst []float32) {
 	groups := m.cols / m.group
 	perWord := 32 / m.bits
 	mask := uint32(1)<<m.bits - 1
 	words := m.words[r*m.cols/perWord : (r+1)*m.cols/perWord]
-	for c := range dst[:m.cols] {
-		g := c / m.group
-		q := words[c/perWord] >> uint(m.bits*(c%perWord)) & mask
-		dst[c] = bf16(m.scales[r*groups+g])*float32(q) + bf16(m.biases[r*groups+g])
+	for g := 0; g < groups; g++ {
+		s, b := bf16(m.scales[r*groups+g]), bf16(m.biases[r*groups+g])
+		gw := words[g*m.group/perWord : (g+1)*m.group/perWord]
+		d := dst[g*m.group : (g+1)*m.group]
+		for j, w := range gw {
+			for k := 0; k < perWord; k++ {
+				d[j*perWord+k] = s*float32(w>>uint(k*m.bits)&mask) + b
+			}
+		}
 	}
 }
 
 func dot(a, b []float32) float32 {
+	v, i := dotVec(a, b)
+	return v + dotGo(a[i:], b[i:len(a)])
+}
+
+// dotGo is dot's Go loop: the reference of the vector kernel and the tail
+// it leaves.
+func dotGo(a, b []float32) float32 {
 	var s0, s1, s2, s3 float32
 	n := len(a)
 	b = b[:n]

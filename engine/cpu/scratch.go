@@ -30,6 +30,7 @@ type scratch struct {
 // part holds the buffers of one range of a parallelFor.
 type part struct {
 	acc, deq, row, scores, kv []float32
+	bias, tile                []float32 // mulQuant's widened biases and mulQuantTiles' four rows
 }
 
 func newScratch() *scratch { return &scratch{parts: make([]part, numParts())} }

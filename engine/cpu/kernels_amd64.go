@@ -1,0 +1,57 @@
+//go:build !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// vectorKernels says whether the AVX2+FMA kernels of kernels_amd64.s run
+// here; without them (or with the purego tag) the Go loops do the work.
+var vectorKernels = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func qdot4AVX2(words *uint32, x *float32, scales *uint16, groups, wordsPerGroup int) float32
+
+//go:noescape
+func qdot8AVX2(words *uint32, x *float32, scales *uint16, groups, wordsPerGroup int) float32
+
+//go:noescape
+func dotAVX2(a, b *float32, n int) float32
+
+//go:noescape
+func dot4RowsAVX2(rows *float32, stride int, x *float32, n int, out *float32)
+
+// qdotRowVec is qdotRowGo by the vector kernels, or false where they do
+// not serve the shape (the caller then runs the Go loop).
+func qdotRowVec(bits int, words []uint32, x []float32, scales []uint16, wordsPerGroup int) (float32, bool) {
+	groups := len(scales)
+	if !vectorKernels || groups == 0 || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
+		return 0, false
+	}
+	switch {
+	case bits == 4 && wordsPerGroup%4 == 0:
+		return qdot4AVX2(&words[0], &x[0], &scales[0], groups, wordsPerGroup), true
+	case bits == 8 && wordsPerGroup%8 == 0:
+		return qdot8AVX2(&words[0], &x[0], &scales[0], groups, wordsPerGroup), true
+	}
+	return 0, false
+}
+
+// dotVec is a . b over the longest prefix the vector kernel takes, and
+// how many floats that was.
+func dotVec(a, b []float32) (float32, int) {
+	n := len(a) &^ 31
+	if !vectorKernels || n == 0 || len(b) < n {
+		return 0, 0
+	}
+	return dotAVX2(&a[0], &b[0], n), n
+}
+
+// dot4RowsVec sets out[k] = rows[k*stride:k*stride+n] . x[:n] for k < 4,
+// or reports false where the kernel does not serve the shape.
+func dot4RowsVec(rows []float32, stride int, x []float32, n int, out *[4]float32) bool {
+	if !vectorKernels || n == 0 || n%8 != 0 || len(x) < n || len(rows) < 3*stride+n {
+		return false
+	}
+	dot4RowsAVX2(&rows[0], stride, &x[0], n, &out[0])
+	return true
+}

@@ -1,0 +1,131 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"petal/engine/checkpoint/checkpointtest"
+)
+
+// randomQuant is a rows x cols matrix quantized at bits with the given
+// group size, from normal weights.
+func randomQuant(r *rand.Rand, rows, cols, bits, group int) *matrix {
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	codes, sc, bi := checkpointtest.Quantize(w, cols, bits, group)
+	return &matrix{rows: rows, cols: cols, bits: bits, group: group, words: codes, scales: sc, biases: bi}
+}
+
+func randomFloats(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+// exactRow is row r of m times x in float64 from the dequantized weights,
+// with the sum of |terms| that bounds float32 rounding.
+func exactRow(m *matrix, r int, x []float32) (sum, mag float64) {
+	w := make([]float32, m.cols)
+	m.dequantRow(r, w)
+	for c, v := range w {
+		sum += float64(v) * float64(x[c])
+		mag += math.Abs(float64(v) * float64(x[c]))
+	}
+	return sum, mag
+}
+
+func near(got float32, want, mag float64) bool {
+	return math.Abs(float64(got)-want) <= 1e-5*(mag+1)
+}
+
+// TestQdotRowVec checks the decode kernels against the Go loops' products
+// on 4- and 8-bit rows of every group size MLX writes and group counts
+// that are not a multiple of the kernels' unrolling.
+func TestQdotRowVec(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, bits := range []int{4, 8} {
+		for _, group := range []int{32, 64, 128} {
+			for _, groups := range []int{1, 2, 3, 7, 32} {
+				cols := group * groups
+				m := randomQuant(r, 3, cols, bits, group)
+				x := randomFloats(r, cols)
+				perWord := 32 / bits
+				wpr, wpg := cols/perWord, group/perWord
+				for row := range m.rows {
+					words := m.words[row*wpr : (row+1)*wpr]
+					sc := m.scales[row*groups : (row+1)*groups]
+					got, ok := qdotRowVec(bits, words, x, sc, wpg)
+					if ok != vectorKernels {
+						t.Fatalf("bits %d group %d: kernel served %v, vector kernels %v", bits, group, ok, vectorKernels)
+					}
+					if !ok {
+						continue
+					}
+					var want, mag float64
+					for g := range groups {
+						var d float32
+						if bits == 4 {
+							d = dot4(words[g*wpg:(g+1)*wpg], x[g*group:(g+1)*group])
+						} else {
+							d = dot8(words[g*wpg:(g+1)*wpg], x[g*group:(g+1)*group])
+						}
+						term := float64(bf16(sc[g])) * float64(d)
+						want += term
+						mag += math.Abs(term)
+					}
+					if !near(got, want, mag) {
+						t.Errorf("bits %d group %d groups %d row %d: got %v, want %v", bits, group, groups, row, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDot checks dot, vector prefix and Go tail, on every length up to 130.
+func TestDot(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for n := 0; n <= 130; n++ {
+		a, b := randomFloats(r, n), randomFloats(r, n+3)
+		var want, mag float64
+		for i := range n {
+			want += float64(a[i]) * float64(b[i])
+			mag += math.Abs(float64(a[i]) * float64(b[i]))
+		}
+		if got := dot(a, b); !near(got, want, mag) {
+			t.Errorf("n=%d: got %v, want %v", n, got, want)
+		}
+	}
+}
+
+// TestMulQuant checks both products a matrix does, the row kernels (one
+// input row) and the tiles (several), against float64 on shapes whose
+// row counts leave tails of 1-3 rows after the tiles of four.
+func TestMulQuant(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	sc := newScratch()
+	for _, c := range []struct{ rows, cols, bits, group, tokens int }{
+		{5, 64, 4, 64, 1}, {7, 192, 4, 64, 5}, {33, 256, 8, 64, 4}, {18, 128, 4, 32, 9}, {64, 2048, 4, 64, 7}, {6, 384, 8, 128, 2},
+	} {
+		t.Run(fmt.Sprintf("%dx%d/%dbit/g%d/t%d", c.rows, c.cols, c.bits, c.group, c.tokens), func(t *testing.T) {
+			m := randomQuant(r, c.rows, c.cols, c.bits, c.group)
+			x := randomFloats(r, c.tokens*c.cols)
+			out := make([]float32, c.tokens*c.rows)
+			m.mul(sc, 0, x, c.tokens, out)
+			for i := range c.tokens {
+				for row := range c.rows {
+					want, mag := exactRow(m, row, x[i*c.cols:(i+1)*c.cols])
+					if got := out[i*c.rows+row]; !near(got, want, mag) {
+						t.Errorf("token %d row %d: got %v, want %v", i, row, got, want)
+					}
+				}
+			}
+		})
+	}
+}
