@@ -54,8 +54,15 @@ func errorFor(err error, logger *log.Logger) *apiError {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &ce):
+		// OpenAI's words, which clients parse to trim the conversation.
+		msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.",
+			ce.ContextLength, ce.PromptTokens)
+		if ce.MaxTokens > 0 {
+			msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				ce.ContextLength, ce.PromptTokens+ce.MaxTokens, ce.PromptTokens, ce.MaxTokens)
+		}
 		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages",
-			Code: "context_length_exceeded", Message: ce.Error()}
+			Code: "context_length_exceeded", Message: msg}
 	case errors.Is(err, service.ErrBadRequest):
 		return badRequest("%s", err.Error())
 	case errors.Is(err, service.ErrQueueFull):
@@ -90,5 +97,7 @@ func writeError(w http.ResponseWriter, err error, logger *log.Logger) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages keep their "<" and ">" as clients match them
+	enc.Encode(v)
 }

@@ -5,21 +5,25 @@ import (
 )
 
 // modelEntry is a model in /v1/models. Besides OpenAI's fields it carries
-// the context length under the names that clients read (LM Studio's and
-// vLLM's).
+// the context length under the names that clients read: OpenRouter's and
+// llama.cpp's context_length, vLLM's max_model_len, LM Studio's
+// max_context_length and loaded_context_length.
 type modelEntry struct {
-	ID            string `json:"id"`
-	Object        string `json:"object"`
-	Created       int64  `json:"created"`
-	OwnedBy       string `json:"owned_by"`
-	ContextLength int    `json:"context_length"`
-	MaxModelLen   int    `json:"max_model_len"`
+	ID                  string `json:"id"`
+	Object              string `json:"object"`
+	Created             int64  `json:"created"`
+	OwnedBy             string `json:"owned_by"`
+	ContextLength       int    `json:"context_length"`
+	MaxModelLen         int    `json:"max_model_len"`
+	MaxContextLength    int    `json:"max_context_length"`
+	LoadedContextLength int    `json:"loaded_context_length"`
 }
 
 func (s *Server) model() modelEntry {
 	info := s.svc.Info()
 	return modelEntry{ID: info.Name, Object: "model", Created: info.Created.Unix(), OwnedBy: "petal",
-		ContextLength: info.ContextLength, MaxModelLen: info.ContextLength}
+		ContextLength: info.ContextLength, MaxModelLen: info.ContextLength, MaxContextLength: info.ContextLength,
+		LoadedContextLength: info.ContextLength}
 }
 
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"io"
 	"log"
 	"net/http"
@@ -149,6 +150,10 @@ func (s *Server) fail(w http.ResponseWriter, rt *route, err error) {
 	}
 	if rt != nil && rt.anthropic {
 		e := errorFor(err, s.logger)
+		var ce *service.ContextError
+		if errors.As(err, &ce) {
+			e.Message = anthropicContextMessage(ce)
+		}
 		if e.Status == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 		}

@@ -25,6 +25,7 @@ type Request struct {
 	// Sampling overrides the checkpoint's defaults field by field.
 	Sampling Sampling
 	// MaxTokens bounds the reply; 0 means up to the end of the context.
+	// More than the room the prompt leaves is a *ContextError.
 	MaxTokens int
 	// Stop strings end the reply and are not part of it.
 	Stop []string
@@ -96,8 +97,13 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	if req.MaxTokens < 0 {
 		return nil, badRequestf("max_tokens %d must be positive", req.MaxTokens)
 	}
+	if req.MaxTokens > p.maxTokens {
+		// Lowering it silently made agents believe a cut reply had room to
+		// go on; OpenAI and Anthropic refuse it too.
+		return nil, &ContextError{PromptTokens: len(p.tokens), ContextLength: s.ctxLen, MaxTokens: req.MaxTokens}
+	}
 	if req.MaxTokens > 0 {
-		p.maxTokens = min(p.maxTokens, req.MaxTokens)
+		p.maxTokens = req.MaxTokens
 	}
 	if p.stopper, err = sample.NewStopper(req.Stop); err != nil {
 		return nil, &badRequest{err}
