@@ -122,7 +122,8 @@ type (
 		Created int64        `json:"created"`
 		Model   string       `json:"model"`
 		Choices []chatChoice `json:"choices"`
-		Usage   *usage       `json:"usage,omitempty"`
+		// Usage is null in stream chunks until the last, as OpenAI sends.
+		Usage *usage `json:"usage"`
 	}
 	chatChoice struct {
 		Index        int          `json:"index"`

@@ -48,7 +48,7 @@ type (
 		Created int64              `json:"created"`
 		Model   string             `json:"model"`
 		Choices []completionChoice `json:"choices"`
-		Usage   *usage             `json:"usage,omitempty"`
+		Usage   *usage             `json:"usage"`
 	}
 	completionChoice struct {
 		Index        int       `json:"index"`

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"petal/internal/service"
 )
@@ -30,7 +31,10 @@ func decodeBody(r *http.Request, v any) error {
 	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		return badParam(typeErr.Field, "field %q: %s cannot be %s", typeErr.Field, typeErr.Value, typeErr.Type)
+		// The path names embedded structs by their Go type; the client
+		// knows only the JSON field.
+		field := strings.TrimPrefix(typeErr.Field, "sampling.")
+		return badParam(field, "field %q: %s cannot be %s", field, typeErr.Value, typeErr.Type)
 	}
 	return badRequest("the request body is not valid JSON: %v", err)
 }

@@ -56,8 +56,12 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 		return nil
 	}
 	if s.opts.APIKey != "" && !rt.public && !s.keyMatches(r) {
+		how := "\"Authorization: Bearer KEY\""
+		if rt.anthropic {
+			how = "\"x-api-key: KEY\" (or \"Authorization: Bearer KEY\")"
+		}
 		return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-			Message: "missing or wrong API key: send it as \"Authorization: Bearer KEY\""}
+			Message: "missing or wrong API key: send it as " + how}
 	}
 	if method == http.MethodPost {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -93,11 +97,13 @@ func (s *Server) originAllowed(origin, host string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, host)
 }
 
-// keyMatches checks the Bearer token in constant time.
+// keyMatches checks the Bearer token in constant time. The scheme's case
+// does not matter (RFC 9110), and some clients send "bearer".
 func (s *Server) keyMatches(r *http.Request) bool {
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		key = r.Header.Get("X-Api-Key")
+	auth := r.Header.Get("Authorization")
+	key := r.Header.Get("X-Api-Key")
+	if scheme, token, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		key = token
 	}
 	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.opts.APIKey)) == 1
 }

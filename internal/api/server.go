@@ -108,6 +108,11 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 // ServeHTTP passes the request through the gate, then to its route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := s.lookup(r.URL.Path)
+	// OpenAI's SDK reads x-request-id and Anthropic's request-id, to quote
+	// in bug reports and logs.
+	id := newID("req_")
+	w.Header().Set("X-Request-Id", id)
+	w.Header().Set("Request-Id", id)
 	if rt == nil && s.opts.Fallback != nil && s.hostAllowed(r.Host) &&
 		!strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/api/") {
 		s.opts.Fallback.ServeHTTP(w, r)
