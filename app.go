@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"petal/internal/api"
+	"petal/internal/loginitem"
 	"petal/internal/manage"
 	"petal/internal/models"
 	"petal/internal/service"
@@ -106,8 +107,8 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	// onSettings keeps the login item as the settings say, at start and
 	// on every change.
 	onSettings := func(s manage.Settings) {
-		if err := setStartAtLogin(s.StartAtLogin); err != nil {
-			logger.Printf("start at login: %v", err)
+		if err := loginitem.Set(s.StartAtLogin); err != nil {
+			logger.Print(err)
 		}
 	}
 	cfg := uiConfig{live: a.live, addr: ln.Addr().String(), apiKey: apiKey,
