@@ -145,46 +145,51 @@ func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float
 // with one or two rows.
 const tileMinTokens = 4
 
-// mulQuantTiles does rows [lo, hi) four at a time: it widens the codes of
-// four weight rows into a tile and multiplies the tile by every input row,
-// a group at a time as the Go loop does (scale*(codes.x) + bias*sum(x)), so
-// the tile stays in cache and each input row is read once per four weight
-// rows. It returns the first row it left to the caller (all, where the
-// vector kernel does not serve the shape).
+// mulQuantTiles does rows [lo, hi) four at a time: it widens four weight
+// rows into a tile of scale*code and multiplies the tile by every input
+// row, adding bias*sum(x) per group apart (folding the bias into the tile
+// would round each weight against a bias near -8 scales, and prefill would
+// drift from decode). The tile stays in cache and each input row is read
+// once per four weight rows. It returns the first row it left to the
+// caller (all, where the vector kernel does not serve the shape).
 func (m *matrix) mulQuantTiles(pt *part, e int, x, xsum []float32, t int, out []float32, lo, hi int) int {
 	groups := m.cols / m.group
 	tile := take(&pt.tile, 4*m.cols)
+	biases := take(&pt.bias, 4*groups)
 	var four [4]float32
 	for ; lo+4 <= hi; lo += 4 {
 		for k := range 4 {
-			m.widenCodes(e*m.rows+lo+k, tile[k*m.cols:(k+1)*m.cols])
+			r := e*m.rows + lo + k
+			m.scaledCodes(r, tile[k*m.cols:(k+1)*m.cols])
+			bf16s(m.biases[r*groups:(r+1)*groups], biases[k*groups:(k+1)*groups])
 		}
 		for i := 0; i < t; i++ {
-			var acc [4]float32
-			xi := x[i*m.cols : (i+1)*m.cols]
-			for g := 0; g < groups; g++ {
-				if !dot4RowsVec(tile[g*m.group:], m.cols, xi[g*m.group:], m.group, &four) {
-					return lo
-				}
-				for k := range 4 {
-					at := (e*m.rows+lo+k)*groups + g
-					acc[k] += bf16(m.scales[at])*four[k] + bf16(m.biases[at])*xsum[i*groups+g]
-				}
+			if !dot4RowsVec(tile, m.cols, x[i*m.cols:(i+1)*m.cols], m.cols, &four) {
+				return lo
 			}
-			copy(out[i*m.rows+lo:i*m.rows+lo+4], acc[:])
+			xs := xsum[i*groups : (i+1)*groups]
+			for k := range 4 {
+				out[i*m.rows+lo+k] = four[k] + dot(biases[k*groups:(k+1)*groups], xs)
+			}
 		}
 	}
 	return lo
 }
 
-// widenCodes writes the codes of quantized row r (rows of all experts
-// counted in turn) into dst as floats.
-func (m *matrix) widenCodes(r int, dst []float32) {
+// scaledCodes writes quantized row r (rows of all experts counted in turn)
+// into dst as scale*code, without the bias.
+func (m *matrix) scaledCodes(r int, dst []float32) {
+	groups := m.cols / m.group
 	perWord := 32 / m.bits
 	mask := uint32(1)<<m.bits - 1
-	for j, w := range m.words[r*m.cols/perWord : (r+1)*m.cols/perWord] {
-		for k := 0; k < perWord; k++ {
-			dst[j*perWord+k] = float32(w >> uint(k*m.bits) & mask)
+	words := m.words[r*m.cols/perWord : (r+1)*m.cols/perWord]
+	for g := 0; g < groups; g++ {
+		s := bf16(m.scales[r*groups+g])
+		d := dst[g*m.group : (g+1)*m.group]
+		for j, w := range words[g*m.group/perWord : (g+1)*m.group/perWord] {
+			for k := 0; k < perWord; k++ {
+				d[j*perWord+k] = s * float32(w>>uint(k*m.bits)&mask)
+			}
 		}
 	}
 }
