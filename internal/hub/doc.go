@@ -14,6 +14,30 @@
 // staging folder renamed to the model folder. A model folder that exists
 // is therefore whole.
 //
+// # Realigned shards
+//
+// Metal binds a tensor in place only at an offset aligned to what its
+// kernel reads, and MLX's writer packs a shard without any padding: its
+// data section starts wherever its header ends, and a tensor of 4 bytes
+// shifts every one after it. So each .safetensors file is stored
+// realigned, in the same single pass that writes the download: the header
+// is rewritten with spaces after it, as the format allows, so the data
+// section starts on a 16-byte boundary, and the tensors' data are ordered
+// by the largest power of two (up to 16) dividing their size, which puts
+// every tensor on that boundary (on 16 for every tensor whose size is a
+// multiple of 16). No gap is ever put between tensors: the reference
+// reader (Python's safetensors) refuses bytes that no tensor covers. A
+// shard already aligned that well is stored as served.
+//
+// The original header region is fetched first (two small requests: the
+// length, then the header), kept apart in the staging folder, and the
+// layout planned from it; every data byte then has a fixed place in the
+// stored file, so chunks are written in place and resume as before. The
+// Hub's sha256 is checked over the original's bytes: the kept header
+// region, then the data read back from the stored file in the original's
+// order. The manifest keeps the original header region and the stored
+// header region's hash, so [Verify] repeats that check later.
+//
 // # Resuming
 //
 // Chunks are written in place into preallocated ".part" files; a small

@@ -16,11 +16,17 @@ import (
 const readBuffer = 256 << 10
 
 // fetchChunk brings chunk i of j onto disk, resuming where it stands and
-// retrying with backoff. Attempts that moved data reset the count, so a
-// long download survives any number of brief outages.
+// retrying with backoff.
 func (p *puller) fetchChunk(ctx context.Context, j *job, i int) error {
 	start := int64(i) * p.st.ChunkBytes
-	end := start + chunkLen(j.f.Size, p.st.ChunkBytes, i)
+	return p.fetchRange(ctx, j, i, start+chunkLen(j.f.Size, p.st.ChunkBytes, i))
+}
+
+// fetchRange brings chunk i of j onto disk up to file offset end. Attempts
+// that moved data reset the count, so a long download survives any number
+// of brief outages.
+func (p *puller) fetchRange(ctx context.Context, j *job, i int, end int64) error {
+	start := int64(i) * p.st.ChunkBytes
 	for attempt := 1; ; {
 		off := start + j.progress[i].Load()
 		if off >= end {
@@ -95,7 +101,7 @@ func (p *puller) get(ctx context.Context, j *job, i int, off, end int64) (int64,
 					return n, fmt.Errorf("hub: writing %s: %w", j.f.Name, err)
 				}
 			}
-			if _, err := j.part.WriteAt(buf[:m], off+n); err != nil {
+			if err := j.write(buf[:m], off+n); err != nil {
 				return n, fmt.Errorf("hub: writing %s: %w", j.f.Name, err)
 			}
 			n += int64(m)

@@ -2,9 +2,11 @@ package hub
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"petal/engine/checkpoint"
+	"petal/engine/safetensors"
 )
 
 // Phase is the stage a pull is in.
@@ -65,8 +68,8 @@ func Pull(ctx context.Context, opts Options) (string, error) {
 	if finished(o) { // another process may have finished while we waited
 		return o.Dir, nil
 	}
-	if _, err := os.Lstat(o.Dir); err == nil {
-		return "", fmt.Errorf("%w: %s (delete it or pull into another folder)", ErrExists, o.Dir)
+	if err := checkFree(o.Dir); err != nil {
+		return "", err
 	}
 	p := &puller{o: o, c: o.client(), staging: staging}
 	err = p.run(ctx)
@@ -110,6 +113,36 @@ type job struct {
 	part     *os.File
 	progress []atomic.Int64 // bytes on disk from each chunk's start
 	left     atomic.Int64   // chunks not finished
+
+	// A shard stored realigned: its original header region is written to
+	// head (in the staging folder's heads folder) at the offsets it has in
+	// the original; once it is whole, lay places the data and ready closes.
+	head  *os.File
+	lay   *layout
+	ready chan struct{}
+}
+
+// write puts b, which the original file holds at off, where it belongs:
+// the part file as it is, or for a realigned shard the header region into
+// head and the data through the layout.
+func (j *job) write(b []byte, off int64) error {
+	if j.head == nil {
+		_, err := j.part.WriteAt(b, off)
+		return err
+	}
+	n := int64(len(b))
+	if j.lay != nil {
+		n = max(0, min(n, j.lay.origData-off))
+	}
+	if n > 0 {
+		if _, err := j.head.WriteAt(b[:n], off); err != nil {
+			return err
+		}
+	}
+	if n == int64(len(b)) {
+		return nil
+	}
+	return j.lay.place(j.part, b[n:], off+n)
 }
 
 func (p *puller) run(ctx context.Context) error {
@@ -166,7 +199,15 @@ func (p *puller) checkVerified() error {
 		if fs == nil || !fs.Verified {
 			continue
 		}
-		if info, err := p.root.Stat(filepath.FromSlash(f.Name)); err != nil || info.Size() != f.Size || !info.Mode().IsRegular() {
+		size := f.Size
+		if fs.Stored != 0 {
+			size = fs.Stored
+			if _, err := p.root.Stat(headPath(f.Name)); err != nil {
+				delete(p.st.Files, f.Name)
+				continue
+			}
+		}
+		if info, err := p.root.Stat(filepath.FromSlash(f.Name)); err != nil || info.Size() != size || !info.Mode().IsRegular() {
 			delete(p.st.Files, f.Name)
 		}
 	}
@@ -208,40 +249,58 @@ func (p *puller) download(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	type chunk struct {
+	// A task is chunk i of j, or with i < 0 j's header region, which a
+	// realigned shard needs before its data can be placed.
+	type task struct {
 		j *job
 		i int
 	}
-	var chunks []chunk
+	var heads, chunks []task
 	for _, f := range p.listing.Files {
 		if fs := p.st.Files[f.Name]; fs != nil && fs.Verified {
 			continue
 		}
 		j, err := p.open(f)
 		if err != nil {
+			p.closeParts()
 			return err
 		}
 		p.jobs = append(p.jobs, j)
+		if j.head != nil && j.lay == nil {
+			heads = append(heads, task{j, -1})
+		}
 		for i := range j.progress {
-			chunks = append(chunks, chunk{j, i})
+			chunks = append(chunks, task{j, i})
 		}
 	}
 	defer p.closeParts()
-	queue := make(chan chunk, len(chunks))
-	for _, c := range chunks {
-		queue <- c
+	// Headers go first: a worker that takes a chunk of a shard whose header
+	// is still coming waits for it, and the header is always taken before.
+	queue := make(chan task, len(heads)+len(chunks))
+	for _, t := range append(heads, chunks...) {
+		queue <- t
 	}
 	close(queue)
 	var wg sync.WaitGroup
 	for range p.o.Parallel {
 		wg.Go(func() {
-			for c := range queue {
+			for t := range queue {
 				if ctx.Err() != nil {
 					return
 				}
-				err := p.fetchChunk(ctx, c.j, c.i)
-				if err == nil && c.j.left.Add(-1) == 0 {
-					err = p.verifyPart(c.j)
+				var err error
+				if t.i < 0 {
+					err = p.fetchHead(ctx, t.j)
+				} else {
+					select {
+					case <-t.j.ready:
+						err = p.fetchChunk(ctx, t.j, t.i)
+					case <-ctx.Done():
+						return
+					}
+					if err == nil && t.j.left.Add(-1) == 0 {
+						err = p.verifyPart(t.j)
+					}
 				}
 				if err != nil {
 					cancel(err)
@@ -259,6 +318,8 @@ func (p *puller) download(ctx context.Context) error {
 	cancel(nil)
 	<-reported
 	saveErr := p.saveState()
+	// What is on disk now, for a pull that stopped before a report.
+	p.emit(Event{Phase: Downloading, Done: p.doneLocked(), Total: p.total})
 	// The workers' first error, or the caller's cause; a plain cancel is
 	// what ended the reporter after the workers were done.
 	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
@@ -282,37 +343,44 @@ func (p *puller) allVerified() bool {
 	return true
 }
 
-// open prepares f's part file at full length and its chunk progress.
+// open prepares f's part file at full length and its chunk progress; for
+// a realigned shard, its header file and, if the header is whole, its
+// layout and part file.
 func (p *puller) open(f File) (*job, error) {
 	fs := p.st.Files[f.Name]
 	n := chunkCount(f.Size, p.st.ChunkBytes)
 	if fs == nil {
 		fs = &fileState{Size: f.Size, Chunks: make([]int64, n)}
 	}
-	name := filepath.FromSlash(f.Name) + partSuffix
-	if dir := path.Dir(f.Name); dir != "." {
-		if err := p.root.MkdirAll(filepath.FromSlash(dir), 0o755); err != nil {
+	j := &job{f: f, fs: fs, progress: make([]atomic.Int64, n), ready: make(chan struct{})}
+	if err := p.mkdirFor(f.Name); err != nil {
+		return nil, err
+	}
+	if realigns(f) {
+		if err := p.openRealigned(j); err != nil {
 			return nil, err
 		}
-	}
-	part, err := p.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("hub: %s: %w", f.Name, err)
-	}
-	if info, err := part.Stat(); err != nil || info.Size() != f.Size {
-		if info != nil && info.Size() < f.Size {
-			// A part shorter than the state says was cut: start it over.
-			clear(fs.Chunks)
-		}
-		if err := part.Truncate(f.Size); err != nil {
-			part.Close()
+	} else {
+		close(j.ready)
+		part, err := p.root.OpenFile(filepath.FromSlash(f.Name)+partSuffix, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
 			return nil, fmt.Errorf("hub: %s: %w", f.Name, err)
+		}
+		j.part = part
+		if info, err := part.Stat(); err != nil || info.Size() != f.Size {
+			if info != nil && info.Size() < f.Size {
+				// A part shorter than the state says was cut: start it over.
+				clear(fs.Chunks)
+			}
+			if err := part.Truncate(f.Size); err != nil {
+				part.Close()
+				return nil, fmt.Errorf("hub: %s: %w", f.Name, err)
+			}
 		}
 	}
 	p.mu.Lock()
 	p.st.Files[f.Name] = fs
 	p.mu.Unlock()
-	j := &job{f: f, fs: fs, part: part, progress: make([]atomic.Int64, n)}
 	for i, c := range fs.Chunks {
 		j.progress[i].Store(c)
 	}
@@ -320,39 +388,231 @@ func (p *puller) open(f File) (*job, error) {
 	return j, nil
 }
 
+// mkdirFor makes the staging folder's folder a listed file goes in.
+func (p *puller) mkdirFor(name string) error {
+	if dir := path.Dir(name); dir != "." {
+		return p.root.MkdirAll(filepath.FromSlash(dir), 0o755)
+	}
+	return nil
+}
+
+// headPath is where a realigned shard's original header region is kept in
+// the staging folder; listed names cannot start with Petal's prefix.
+func headPath(name string) string {
+	return filepath.Join(headsDir, filepath.FromSlash(name))
+}
+
+// openRealigned opens j's header file and, when the state says the header
+// is on disk, plans the layout from it and opens the part file. Anything
+// that disagrees with the state starts the file over.
+func (p *puller) openRealigned(j *job) error {
+	hp := headPath(j.f.Name)
+	if err := p.root.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
+		return err
+	}
+	head, err := p.root.OpenFile(hp, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("hub: %s: %w", j.f.Name, err)
+	}
+	j.head = head
+	lay, ok := p.resumeLayout(j)
+	if !ok {
+		clear(j.fs.Chunks)
+		p.root.Remove(filepath.FromSlash(j.f.Name) + partSuffix)
+		return nil
+	}
+	if lay == nil {
+		return nil
+	}
+	return p.setLayout(j, lay)
+}
+
+// resumeLayout reads what the state says is on disk of j's header region:
+// the layout if all of it is (nil while it is not), false if the files do
+// not hold what the state claims.
+func (p *puller) resumeLayout(j *job) (*layout, bool) {
+	have := prefixDone(j.fs.Chunks, p.st.ChunkBytes, j.f.Size)
+	info, err := j.head.Stat()
+	if err != nil {
+		return nil, false
+	}
+	if have < lenPrefix {
+		return nil, info.Size() >= have
+	}
+	end, err := headEnd(j.head, j.f.Size)
+	if err != nil {
+		return nil, false
+	}
+	if have < end {
+		return nil, info.Size() >= have
+	}
+	region := make([]byte, end)
+	if _, err := j.head.ReadAt(region, 0); err != nil {
+		return nil, false
+	}
+	lay, err := planLayout(region, j.f.Size)
+	if err != nil {
+		return nil, false
+	}
+	if have > end { // data was placed: the part must be there whole
+		info, err := p.root.Stat(filepath.FromSlash(j.f.Name) + partSuffix)
+		if err != nil || info.Size() != lay.size {
+			return nil, false
+		}
+	}
+	return lay, true
+}
+
+// prefixDone is how many bytes from the file's start are on disk without
+// a gap, by the chunks' progress.
+func prefixDone(chunks []int64, chunk, size int64) int64 {
+	var n int64
+	for i, c := range chunks {
+		n += c
+		if c < chunkLen(size, chunk, i) {
+			break
+		}
+	}
+	return n
+}
+
+// headEnd reads the header length a safetensors file opens with and
+// returns where its data section starts.
+func headEnd(r io.ReaderAt, size int64) (int64, error) {
+	var b [lenPrefix]byte
+	if _, err := r.ReadAt(b[:], 0); err != nil {
+		return 0, err
+	}
+	n := binary.LittleEndian.Uint64(b[:])
+	if n > safetensors.MaxHeaderSize || lenPrefix+int64(n) > size {
+		return 0, fmt.Errorf("%w: header length %d in a file of %d bytes", safetensors.ErrCorrupt, n, size)
+	}
+	return lenPrefix + int64(n), nil
+}
+
+// fetchHead brings j's header region onto disk, in two requests (the
+// length, then the rest), and plans its layout.
+func (p *puller) fetchHead(ctx context.Context, j *job) error {
+	if err := p.fetchPrefix(ctx, j, lenPrefix); err != nil {
+		return err
+	}
+	end, err := headEnd(j.head, j.f.Size)
+	if err != nil {
+		return p.badHead(j, err)
+	}
+	if err := p.fetchPrefix(ctx, j, end); err != nil {
+		return err
+	}
+	region := make([]byte, end)
+	if _, err := j.head.ReadAt(region, 0); err != nil {
+		return err
+	}
+	lay, err := planLayout(region, j.f.Size)
+	if err != nil {
+		return p.badHead(j, err)
+	}
+	return p.setLayout(j, lay)
+}
+
+// fetchPrefix brings j's bytes [0, end) onto disk, chunk by chunk.
+func (p *puller) fetchPrefix(ctx context.Context, j *job, end int64) error {
+	for i := range j.progress {
+		start := int64(i) * p.st.ChunkBytes
+		if start >= end {
+			break
+		}
+		if err := p.fetchRange(ctx, j, i, min(end, start+chunkLen(j.f.Size, p.st.ChunkBytes, i))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// badHead throws away a shard whose header does not parse: the bytes may
+// have been damaged on the way, and the hash cannot be checked without a
+// layout to store the rest by.
+func (p *puller) badHead(j *job, cause error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.root.Remove(headPath(j.f.Name))
+	delete(p.st.Files, j.f.Name)
+	p.saveStateLocked()
+	return fmt.Errorf("%w: %s: its safetensors header does not parse (%w); discarded, pulling again fetches it anew", ErrChecksum, j.f.Name, cause)
+}
+
+// setLayout opens j's part file at the stored size, writes the stored
+// header region and lets the chunks of j be placed.
+func (p *puller) setLayout(j *job, lay *layout) error {
+	part, err := p.root.OpenFile(filepath.FromSlash(j.f.Name)+partSuffix, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("hub: %s: %w", j.f.Name, err)
+	}
+	if info, err := part.Stat(); err != nil || info.Size() != lay.size {
+		if err := part.Truncate(lay.size); err != nil {
+			part.Close()
+			return fmt.Errorf("hub: %s: %w", j.f.Name, err)
+		}
+	}
+	if _, err := part.WriteAt(lay.head, 0); err != nil {
+		part.Close()
+		return fmt.Errorf("hub: writing %s: %w", j.f.Name, err)
+	}
+	p.mu.Lock()
+	j.part, j.lay = part, lay
+	p.mu.Unlock()
+	close(j.ready)
+	return nil
+}
+
 func (p *puller) closeParts() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, j := range p.jobs {
-		if j.part != nil {
-			j.part.Close()
-			j.part = nil
+		j.closeFiles()
+	}
+}
+
+// closeFiles closes j's part and header files; p.mu held.
+func (j *job) closeFiles() {
+	for _, f := range []**os.File{&j.part, &j.head} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
 		}
 	}
 }
 
 // verifyPart hashes a finished part file and, if it is right, gives it
 // its final name. A wrong file is thrown away, so the next pull fetches
-// it anew.
+// it anew. A realigned shard is checked against the Hub's hash over the
+// original's bytes: its original header region, then its data read from
+// the part in the original's order.
 func (p *puller) verifyPart(j *job) error {
 	p.emit(Event{Phase: Verifying, File: j.f.Name, Done: p.doneLocked(), Total: p.total})
 	name := filepath.FromSlash(j.f.Name)
 	if err := j.part.Sync(); err != nil {
 		return err
 	}
-	if _, err := j.part.Seek(0, 0); err != nil {
-		return err
+	var ok bool
+	var err error
+	if lay := j.lay; lay != nil && !lay.verbatim {
+		if err := j.head.Sync(); err != nil {
+			return err
+		}
+		ok, err = checkRealigned(j.part, lay.size, lay.origHead, headSum(lay.head), j.f)
+	} else {
+		ok, err = verify(io.NewSectionReader(j.part, 0, j.f.Size), j.f)
 	}
-	ok, err := verify(j.part, j.f)
 	if err != nil {
 		return fmt.Errorf("hub: hashing %s: %w", j.f.Name, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	j.part.Close()
-	j.part = nil
+	realigned := j.lay != nil && !j.lay.verbatim
+	j.closeFiles()
 	if !ok {
 		p.root.Remove(name + partSuffix)
+		p.root.Remove(headPath(j.f.Name))
 		delete(p.st.Files, j.f.Name)
 		return fmt.Errorf("%w: %s (discarded; pulling again fetches it anew)", ErrChecksum, j.f.Name)
 	}
@@ -360,6 +620,11 @@ func (p *puller) verifyPart(j *job) error {
 		return err
 	}
 	j.fs.Verified, j.fs.Chunks = true, nil
+	if realigned {
+		j.fs.Stored = j.lay.size
+	} else if j.lay != nil {
+		p.root.Remove(headPath(j.f.Name))
+	}
 	return p.saveStateLocked()
 }
 
@@ -440,9 +705,11 @@ func (p *puller) saveStateLocked() error {
 		}
 	}
 	for _, j := range p.jobs {
-		if j.part != nil {
-			if err := j.part.Sync(); err != nil {
-				return fmt.Errorf("hub: %s: %w", j.f.Name, err)
+		for _, f := range []*os.File{j.part, j.head} {
+			if f != nil {
+				if err := f.Sync(); err != nil {
+					return fmt.Errorf("hub: %s: %w", j.f.Name, err)
+				}
 			}
 		}
 	}
@@ -464,7 +731,11 @@ func (p *puller) finish() error {
 		}
 		m.Close()
 	}
-	data, err := json.MarshalIndent(manifest{Repo: p.o.Repo, Revision: p.o.Revision, SHA: p.listing.SHA, Files: p.listing.Files}, "", "  ")
+	m := manifest{Repo: p.o.Repo, Revision: p.o.Revision, SHA: p.listing.SHA, Files: p.listing.Files}
+	if err := p.collectRealigned(&m); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -474,10 +745,76 @@ func (p *puller) finish() error {
 	if err := p.root.Remove(stateName); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	if err := os.RemoveAll(filepath.Join(p.staging, headsDir)); err != nil {
+		return err
+	}
+	if err := removeEmptyDir(p.o.Dir); err != nil {
+		return err
+	}
 	if err := os.Rename(p.staging, p.o.Dir); err != nil {
 		return err
 	}
 	p.emit(Event{Phase: Done, Done: p.total, Total: p.total})
+	return nil
+}
+
+// collectRealigned records in m the shards stored realigned: their
+// original header regions, kept in the heads folder, and the stored
+// files' sizes and header hashes.
+func (p *puller) collectRealigned(m *manifest) error {
+	for _, f := range p.listing.Files {
+		fs := p.st.Files[f.Name]
+		if fs == nil || fs.Stored == 0 {
+			continue
+		}
+		orig, err := p.root.ReadFile(headPath(f.Name))
+		if err != nil {
+			return err
+		}
+		stored, err := p.root.Open(filepath.FromSlash(f.Name))
+		if err != nil {
+			return err
+		}
+		head, err := readHeadRegion(stored, fs.Stored)
+		stored.Close()
+		if err != nil {
+			return fmt.Errorf("hub: %s: %w", f.Name, err)
+		}
+		if m.Realigned == nil {
+			m.Realigned = map[string]realignedFile{}
+		}
+		m.Realigned[f.Name] = realignedFile{Size: fs.Stored, HeaderSHA256: headSum(head), OriginalHeader: orig}
+	}
+	return nil
+}
+
+// checkFree refuses a model folder that holds something; an empty folder
+// is taken, as if absent.
+func checkFree(dir string) error {
+	info, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if info.IsDir() {
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s (delete it or pull into another folder)", ErrExists, dir)
+}
+
+// removeEmptyDir clears the way for renaming a finished staging folder to
+// dir, which may be an empty folder the user made.
+func removeEmptyDir(dir string) error {
+	if err := checkFree(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s: %w", ErrExists, dir, err)
+	}
 	return nil
 }
 

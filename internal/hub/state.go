@@ -20,6 +20,9 @@ const (
 	partSuffix   = ".petal-part"
 	stateName    = petalPrefix + "state.json"
 	manifestName = petalPrefix + "manifest.json"
+	// headsDir holds, in a staging folder, the original header regions of
+	// the shards stored realigned.
+	headsDir = petalPrefix + "heads"
 	// maxStateBytes bounds the state and manifest files read back.
 	maxStateBytes = 16 << 20
 )
@@ -37,14 +40,35 @@ type fileState struct {
 	Size     int64   `json:"size"`
 	Verified bool    `json:"verified,omitempty"`
 	Chunks   []int64 `json:"chunks,omitempty"`
+	// Stored is the size of a verified shard stored realigned (its
+	// original header region is in the heads folder); 0 for a file stored
+	// as the Hub serves it.
+	Stored int64 `json:"stored,omitempty"`
 }
 
-// manifest records what a finished model folder holds.
+// manifest records what a finished model folder holds: the Hub's files
+// with their sizes and hashes, and how the shards stored realigned differ
+// from them.
 type manifest struct {
 	Repo     string `json:"repo"`
 	Revision string `json:"revision"`
 	SHA      string `json:"sha"`
 	Files    []File `json:"files"`
+	// Realigned lists, by name, the files not stored as the Hub serves
+	// them.
+	Realigned map[string]realignedFile `json:"realigned,omitempty"`
+	// Source is the folder an import took the files from.
+	Source string `json:"source,omitempty"`
+}
+
+// realignedFile is what Verify needs to check a shard stored realigned
+// against the Hub's hash of the original.
+type realignedFile struct {
+	// Size and HeaderSHA256 are of the stored file and its header region.
+	Size         int64  `json:"size"`
+	HeaderSHA256 string `json:"header_sha256"`
+	// OriginalHeader is the original's header region (length and JSON).
+	OriginalHeader []byte `json:"original_header"`
 }
 
 // stagingPaths are the staging folder and lock file of a model folder.

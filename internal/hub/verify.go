@@ -9,8 +9,10 @@ import (
 // Verify hashes every file of a model folder that a pull finished against
 // the hashes its manifest recorded from the Hub (sha256 for LFS files, the
 // git blob id otherwise): the Setup screen's Verify button, for a folder
-// that may have been touched since. It returns an error marked
-// [ErrChecksum] naming the first file that differs.
+// that may have been touched since. A shard stored realigned is checked
+// by rebuilding the original's bytes from it (see [Pull]); its header
+// region must hash as recorded. It returns an error marked [ErrChecksum]
+// naming the first file that differs.
 func Verify(dir string) error {
 	m, err := readManifest(dir)
 	if err != nil {
@@ -24,7 +26,15 @@ func Verify(dir string) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrChecksum, f.Name, err)
 		}
-		ok, err := verify(file, f)
+		var ok bool
+		if rf, realigned := m.Realigned[f.Name]; realigned {
+			var info os.FileInfo
+			if info, err = file.Stat(); err == nil && info.Size() == rf.Size {
+				ok, err = checkRealigned(file, rf.Size, rf.OriginalHeader, rf.HeaderSHA256, f)
+			}
+		} else {
+			ok, err = verify(file, f)
+		}
 		file.Close()
 		if err != nil {
 			return fmt.Errorf("hub: reading %s: %w", f.Name, err)

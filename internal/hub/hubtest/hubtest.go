@@ -82,9 +82,11 @@ type Server struct {
 	listings   int
 	cutAfter   map[string]int64
 	stallAfter map[string]int64
-	corrupt    map[string]bool
-	missing    map[string]bool
-	edit       func(*Listing)
+	// stalling counts stalls that fired whose bytes are not counted yet.
+	stalling int
+	corrupt  map[string]bool
+	missing  map[string]bool
+	edit     func(*Listing)
 }
 
 // New serves the files of dir (and one nested small file,
@@ -148,11 +150,12 @@ func (s *Server) set(f func()) {
 	f()
 }
 
-// Stalled reports whether every stall set has fired.
+// Stalled reports whether every stall set has fired and sent, and
+// Served counts, the bytes it lets through.
 func (s *Server) Stalled() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.stallAfter) == 0
+	return len(s.stallAfter) == 0 && s.stalling == 0
 }
 
 // Served is how many bytes of file content were sent in all.
@@ -321,12 +324,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, name string) {
 	hasStall = hasStall && stall < limit
 	if hasStall {
 		delete(s.stallAfter, name)
+		s.stalling++
 		limit = stall
 	}
 	s.mu.Unlock()
 	n, _ := w.Write(body[:limit])
 	w.(http.Flusher).Flush()
-	s.set(func() { s.served[name] += int64(n) })
+	s.set(func() {
+		s.served[name] += int64(n)
+		if hasStall {
+			s.stalling--
+		}
+	})
 	if limit == int64(len(body)) {
 		return
 	}

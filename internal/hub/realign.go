@@ -1,0 +1,351 @@
+package hub
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+
+	"petal/engine/safetensors"
+)
+
+// realignBoundary is what a stored shard's data section starts on, and
+// what every tensor whose size is a multiple of it starts on: the widest
+// load a kernel makes (float4, uint4).
+const realignBoundary = 16
+
+// lenPrefix is the little-endian header length a safetensors file opens
+// with.
+const lenPrefix = 8
+
+// realigns reports whether f is stored realigned: a safetensors shard
+// (its name says so) long enough to have a header.
+func realigns(f File) bool {
+	return strings.HasSuffix(f.Name, ".safetensors") && f.Size >= lenPrefix
+}
+
+// segment is one tensor of a shard with the bytes after it up to the next
+// tensor (none in a file that follows the format, which allows no holes):
+// the unit the realigned layout moves.
+type segment struct {
+	name   string
+	orig   int64 // start in the original data section
+	size   int64
+	stored int64 // start in the stored data section
+}
+
+// layout says where the stored file keeps each byte of the original. The
+// original's header region [0, origData) is replaced by head; its data
+// section keeps a leading gap (lead bytes before the first tensor, none in
+// a file that follows the format) in place and moves whole segments.
+type layout struct {
+	origData int64
+	origHead []byte // the original's bytes before its data section
+	head     []byte // the stored file's bytes before its data section
+	lead     int64
+	segs     []segment // in original order
+	size     int64     // of the stored file
+	origSize int64
+	// verbatim: the original is as aligned as a realigned copy would be,
+	// so it is kept byte for byte.
+	verbatim bool
+}
+
+// wantAlign is the boundary a segment of n bytes can always be placed on
+// when segments are packed without gaps: the largest power of two that
+// divides n, at most realignBoundary.
+func wantAlign(n int64) int64 {
+	if n == 0 {
+		return realignBoundary
+	}
+	return min(n&-n, realignBoundary)
+}
+
+// alignedFrom reports whether segs, packed in order from file offset
+// start, each land on their wantAlign.
+func alignedFrom(segs []segment, start int64) bool {
+	pos := start
+	for _, s := range segs {
+		if pos%wantAlign(s.size) != 0 {
+			return false
+		}
+		pos += s.size
+	}
+	return true
+}
+
+// planLayout works out the stored form of a shard of fileSize bytes from
+// its original header region (length prefix and JSON header, nothing
+// more).
+//
+// The stored form pads the header with spaces, as the format allows, so
+// the data section starts on realignBoundary, and orders the tensors'
+// data by decreasing wantAlign, keeping their order within a class: since
+// every segment's size is a multiple of its class, every tensor then lands
+// on its class's boundary (16 for every tensor whose size is a multiple of
+// 16). Gaps are never inserted: safetensors readers (the Rust crate behind
+// Python's safetensors, and its ports) refuse a data section with bytes no
+// tensor covers, so zero padding between tensors would make the file
+// unreadable to them. A shard already laid out that well is kept verbatim.
+func planLayout(origHead []byte, fileSize int64) (*layout, error) {
+	h, err := safetensors.ParseHeader(origHead, fileSize)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(origHead)) != h.DataOffset {
+		return nil, fmt.Errorf("hub: header region of %d bytes, want %d", len(origHead), h.DataOffset)
+	}
+	l := &layout{origData: h.DataOffset, origHead: slices.Clone(origHead), origSize: fileSize}
+	l.lead, l.segs = segmentsOf(h, fileSize)
+	if h.DataOffset%realignBoundary == 0 && alignedFrom(l.segs, h.DataOffset+l.lead) {
+		l.head, l.size, l.verbatim = l.origHead, fileSize, true
+		for i := range l.segs {
+			l.segs[i].stored = l.segs[i].orig
+		}
+		return l, nil
+	}
+	order := slices.Clone(l.segs)
+	if !alignedFrom(order, l.lead) { // the data section's start will be aligned
+		sort.SliceStable(order, func(a, b int) bool { return wantAlign(order[a].size) > wantAlign(order[b].size) })
+	}
+	pos := l.lead
+	stored := make(map[string]int64, len(order))
+	for i := range order {
+		order[i].stored = pos
+		stored[order[i].name] = pos
+		pos += order[i].size
+	}
+	for i := range l.segs {
+		l.segs[i].stored = stored[l.segs[i].name]
+	}
+	js, err := encodeHeader(h, order)
+	if err != nil {
+		return nil, err
+	}
+	// Spaces until the first stored data byte, lead included, is aligned.
+	for (lenPrefix+int64(len(js))+l.lead)%realignBoundary != 0 {
+		js = append(js, ' ')
+	}
+	l.head = binary.LittleEndian.AppendUint64(make([]byte, 0, lenPrefix+len(js)), uint64(len(js)))
+	l.head = append(l.head, js...)
+	l.size = int64(len(l.head)) + pos
+	return l, nil
+}
+
+// encodeHeader writes the JSON header of the stored form: __metadata__
+// first, then the tensors in stored data order, as safetensors' own writer
+// orders them.
+func encodeHeader(h *safetensors.Header, order []segment) ([]byte, error) {
+	byName := make(map[string]safetensors.Info, len(h.Tensors))
+	for _, t := range h.Tensors {
+		byName[t.Name] = t
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	put := func(v any) error {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		b.Truncate(b.Len() - 1) // Encode's newline
+		return nil
+	}
+	b.WriteByte('{')
+	first := true
+	sep := func() {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+	}
+	if h.Metadata != nil {
+		sep()
+		b.WriteString(`"__metadata__":`)
+		if err := put(h.Metadata); err != nil {
+			return nil, err
+		}
+	}
+	type entry struct {
+		DType       safetensors.DType `json:"dtype"`
+		Shape       []int             `json:"shape"`
+		DataOffsets [2]int64          `json:"data_offsets"`
+	}
+	for _, s := range order {
+		t := byName[s.name]
+		sep()
+		if err := put(t.Name); err != nil {
+			return nil, err
+		}
+		b.WriteByte(':')
+		shape := t.Shape
+		if shape == nil {
+			shape = []int{}
+		}
+		if err := put(entry{t.DType, shape, [2]int64{s.stored, s.stored + t.End - t.Begin}}); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// segmentsOf splits a parsed shard's data section into the gap before
+// its first tensor and one segment per tensor, in data order.
+func segmentsOf(h *safetensors.Header, fileSize int64) (lead int64, segs []segment) {
+	ts := slices.Clone(h.Tensors)
+	// Zero-sized tensors first at a shared offset, so each segment starts
+	// with its own tensor's bytes.
+	sort.SliceStable(ts, func(a, b int) bool {
+		if ts[a].Begin != ts[b].Begin {
+			return ts[a].Begin < ts[b].Begin
+		}
+		return ts[a].End < ts[b].End
+	})
+	dataSize := fileSize - h.DataOffset
+	lead = dataSize
+	if len(ts) > 0 {
+		lead = ts[0].Begin
+	}
+	for i, t := range ts {
+		next := dataSize
+		if i+1 < len(ts) {
+			next = ts[i+1].Begin
+		}
+		segs = append(segs, segment{name: t.Name, orig: t.Begin, size: next - t.Begin})
+	}
+	return lead, segs
+}
+
+// place writes p, which the original holds at off (in its data section),
+// where the stored file keeps it.
+func (l *layout) place(w io.WriterAt, p []byte, off int64) error {
+	if off < l.origData || off+int64(len(p)) > l.origSize {
+		return fmt.Errorf("hub: bytes [%d, %d) lie outside the data section [%d, %d)", off, off+int64(len(p)), l.origData, l.origSize)
+	}
+	x := off - l.origData
+	for len(p) > 0 {
+		dst, room := x, l.lead-x
+		if x >= l.lead {
+			// The last segment starting at or before x; zero-sized ones
+			// sort before the tensor they share an offset with.
+			k := sort.Search(len(l.segs), func(k int) bool { return l.segs[k].orig > x }) - 1
+			s := l.segs[k]
+			dst, room = s.stored+x-s.orig, s.orig+s.size-x
+		}
+		n := min(int64(len(p)), room)
+		if _, err := w.WriteAt(p[:n], int64(len(l.head))+dst); err != nil {
+			return err
+		}
+		p, x = p[n:], x+n
+	}
+	return nil
+}
+
+// headSum is the sha256 (hex) of a stored file's header region.
+func headSum(head []byte) string {
+	sum := sha256.Sum256(head)
+	return hex.EncodeToString(sum[:])
+}
+
+// checkRealigned reports whether r, a stored file of size bytes, is the
+// realigned form of f, whose original header region is origHead: the
+// stored header region hashes to wantHead, the stored header lists the
+// original's tensors, and the original's bytes, read from r in the
+// original's order, hash to f's hash from the Hub. It works from the two
+// headers alone, so it does not depend on how the order was chosen.
+func checkRealigned(r io.ReaderAt, size int64, origHead []byte, wantHead string, f File) (bool, error) {
+	orig, err := safetensors.ParseHeader(origHead, f.Size)
+	if err != nil || int64(len(origHead)) != orig.DataOffset {
+		return false, nil
+	}
+	head, err := readHeadRegion(r, size)
+	if err != nil {
+		return false, nil
+	}
+	if headSum(head) != wantHead {
+		return false, nil
+	}
+	stored, err := safetensors.ParseHeader(head, size)
+	if err != nil || len(stored.Tensors) != len(orig.Tensors) {
+		return false, nil
+	}
+	at := make(map[string]safetensors.Info, len(stored.Tensors))
+	for _, t := range stored.Tensors {
+		at[t.Name] = t
+	}
+	lead, segs := segmentsOf(orig, f.Size)
+	h, want := hasher(f)
+	h.Write(origHead)
+	end := stored.DataOffset + lead
+	if end > size {
+		return false, nil
+	}
+	if _, err := io.Copy(h, io.NewSectionReader(r, stored.DataOffset, lead)); err != nil {
+		return false, err
+	}
+	for _, o := range orig.Tensors {
+		if t, ok := at[o.Name]; !ok || t.DType != o.DType || !slices.Equal(t.Shape, o.Shape) {
+			return false, nil
+		}
+	}
+	for _, s := range segs {
+		off := stored.DataOffset + at[s.name].Begin
+		if off+s.size > size {
+			return false, nil
+		}
+		if _, err := io.Copy(h, io.NewSectionReader(r, off, s.size)); err != nil {
+			return false, err
+		}
+		end = max(end, off+s.size)
+	}
+	return end == size && hex.EncodeToString(h.Sum(nil)) == want, nil
+}
+
+// readHeadRegion reads a stored file's length prefix and header.
+func readHeadRegion(r io.ReaderAt, size int64) ([]byte, error) {
+	end, err := headEnd(r, size)
+	if err != nil {
+		return nil, err
+	}
+	head := make([]byte, end)
+	if _, err := r.ReadAt(head, 0); err != nil {
+		return nil, err
+	}
+	return head, nil
+}
+
+// writeRealigned writes the stored form of a shard to out: the stored
+// header region, then the data src gives (the original from the end of its
+// header region on), each byte placed once as it is read and fed to h
+// after the original header region. It returns the original's bytes seen.
+func writeRealigned(out io.WriterAt, src io.Reader, lay *layout, h io.Writer) (int64, error) {
+	if _, err := out.WriteAt(lay.head, 0); err != nil {
+		return 0, err
+	}
+	h.Write(lay.origHead)
+	n := int64(len(lay.origHead))
+	buf := make([]byte, readBuffer)
+	src = io.LimitReader(src, lay.origSize-n)
+	for {
+		m, err := src.Read(buf)
+		if m > 0 {
+			h.Write(buf[:m])
+			if err := lay.place(out, buf[:m], n); err != nil {
+				return n, err
+			}
+			n += int64(m)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}

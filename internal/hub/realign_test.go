@@ -1,0 +1,276 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	strict "github.com/nlpodyssey/safetensors"
+
+	"petal/engine/safetensors"
+	"petal/internal/hub/hubtest"
+)
+
+// mlxShards are the served shards of an MLX-layout copy of the fixture.
+func mlxServer(t *testing.T, dataMod int) *hubtest.Server {
+	t.Helper()
+	h := hubtest.New(t, hubtest.MLXLayout(t, fixture, dataMod))
+	for name, data := range h.Files {
+		if !strings.HasSuffix(name, ".safetensors") {
+			continue
+		}
+		sh, err := safetensors.ParseHeader(data, int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(sh.DataOffset%16) != dataMod {
+			t.Fatalf("%s: MLX layout put the data at %d, asked %d mod 16", name, sh.DataOffset, dataMod)
+		}
+	}
+	return h
+}
+
+// checkStrict opens every stored shard with a reader of the format
+// written apart from Petal's (a port of the Rust crate that Python's
+// safetensors package wraps: tensors must cover the data section without
+// gaps or overlaps) and compares every tensor with the served one.
+func checkStrict(t *testing.T, h *hubtest.Server, dir string) {
+	t.Helper()
+	for name, served := range h.Files {
+		if !strings.HasSuffix(name, ".safetensors") {
+			continue
+		}
+		stored, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := strict.Deserialize(stored)
+		if err != nil {
+			t.Errorf("%s: the strict reader refuses the stored shard: %v", name, err)
+			continue
+		}
+		want, err := strict.Deserialize(served)
+		if err != nil {
+			t.Fatalf("%s: the strict reader refuses the served shard: %v", name, err)
+		}
+		if got.Len() != want.Len() {
+			t.Errorf("%s: %d tensors, served %d", name, got.Len(), want.Len())
+		}
+		for _, w := range want.Tensors() {
+			g, ok := got.Tensor(w.Name)
+			if !ok || g.DType() != w.TensorView.DType() || !equalShape(g.Shape(), w.TensorView.Shape()) || !bytes.Equal(g.Data(), w.TensorView.Data()) {
+				t.Errorf("%s: %s differs from the served tensor", name, w.Name)
+			}
+		}
+	}
+}
+
+// TestStrictReaderRefusesGaps shows why the layout never pads between
+// tensors: the strict reader, like Python's safetensors, refuses bytes no
+// tensor covers (Petal's own test writer leaves such gaps after a 4-byte
+// tensor).
+func TestStrictReaderRefusesGaps(t *testing.T) {
+	var b bytes.Buffer
+	if err := safetensors.Encode(&b, []safetensors.NewTensor{
+		{Name: "small", DType: safetensors.BF16, Shape: []int{2}, Data: make([]byte, 4)},
+		{Name: "big", DType: safetensors.F32, Shape: []int{4}, Data: make([]byte, 16)},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strict.Deserialize(b.Bytes()); err == nil {
+		t.Fatal("the strict reader takes a data section with a gap")
+	}
+}
+
+func equalShape(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPullMLXLayout pulls checkpoints laid out as MLX writes them (no
+// header padding, the data at an odd offset, tensors of 4 and 8 bytes
+// between big ones) and gets folders whose every tensor is aligned, that
+// Petal and a strict reader of the format both load, and that Verify
+// passes.
+func TestPullMLXLayout(t *testing.T) {
+	for _, mod := range []int{1, 6, 13} {
+		h := mlxServer(t, mod)
+		o := options(t, h)
+		dir, err := Pull(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPulled(t, h, dir)
+		checkStrict(t, h, dir)
+		if got := h.Served(); got != h.Total() {
+			t.Errorf("served %d bytes for %d: the header requests fetched bytes twice", got, h.Total())
+		}
+		m, err := readManifest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Realigned) != 3 {
+			t.Errorf("manifest lists %d realigned shards, want 3", len(m.Realigned))
+		}
+		if err := Verify(dir); err != nil {
+			t.Errorf("data at %d mod 16: %v", mod, err)
+		}
+	}
+}
+
+// TestPullMLXResumesAfterCuts cuts one shard's connection inside its
+// header and another's inside its data: both resume where they stood.
+func TestPullMLXResumesAfterCuts(t *testing.T) {
+	h := mlxServer(t, 3)
+	h.CutAfter("model-00001-of-00003.safetensors", 1000) // its header is ~8 KB
+	h.CutAfter("model-00002-of-00003.safetensors", 100<<10)
+	o := options(t, h)
+	o.ChunkBytes = 1 << 20 // one chunk a file
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPulled(t, h, dir)
+	if got := h.Served(); got != h.Total() {
+		t.Errorf("served %d bytes for %d: a cut made the pull fetch bytes again", got, h.Total())
+	}
+	// The length, the header and the data are three requests; each cut
+	// adds one.
+	for _, name := range []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors"} {
+		if n := h.Resolves()[name]; n != 4 {
+			t.Errorf("%s was asked %d times, want 4", name, n)
+		}
+	}
+}
+
+// TestPullMLXResumesAfterStop stops a pull while a shard's header is half
+// on disk, and another while a shard's data is, as a crash or a pause
+// would; each next pull fetches only the rest.
+func TestPullMLXResumesAfterStop(t *testing.T) {
+	for _, tc := range []struct {
+		what   string
+		stall  int64
+		inHead bool
+	}{{"mid-header", 3000, true}, {"mid-data", 60 << 10, false}} {
+		t.Run(tc.what, func(t *testing.T) {
+			h := mlxServer(t, 11)
+			shard := "model-00001-of-00003.safetensors"
+			h.StallAfter(shard, tc.stall)
+			o := options(t, h)
+			o.Parallel, o.ChunkBytes = 1, 1<<20
+			ctx, cancel := context.WithCancelCause(t.Context())
+			o.Progress = func(ev Event) {
+				if h.Stalled() && ev.Done == h.Served() {
+					cancel(ErrPaused)
+				}
+			}
+			if _, err := Pull(ctx, o); !errors.Is(err, ErrPaused) {
+				t.Fatalf("stopped pull: %v, want ErrPaused", err)
+			}
+			checkAbsent(t, o.Dir)
+			staging, _ := stagingPaths(o.Dir)
+			st := loadState(staging, &Listing{Repo: h.Repo, SHA: hubtest.SHA})
+			if st == nil || st.Files[shard] == nil {
+				t.Fatal("no resume state for the stopped shard")
+			}
+			sh, err := safetensors.ParseHeader(h.Files[shard], int64(len(h.Files[shard])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if have := st.Files[shard].Chunks[0]; (have < sh.DataOffset) != tc.inHead || have == 0 {
+				t.Fatalf("stopped with %d bytes of a shard whose data starts at %d", have, sh.DataOffset)
+			}
+			first := h.Served()
+			o.Progress = nil
+			dir, err := Pull(t.Context(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPulled(t, h, dir)
+			if got := h.Served(); got != h.Total() {
+				t.Errorf("two runs served %d bytes for %d (the first %d)", got, h.Total(), first)
+			}
+		})
+	}
+}
+
+// TestVerifyRealigned damages a realigned shard in each of its parts:
+// every change is found, whether or not it breaks the format.
+func TestVerifyRealigned(t *testing.T) {
+	h := mlxServer(t, 5)
+	dir, err := Pull(t.Context(), options(t, h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := filepath.Join(dir, "model-00002-of-00003.safetensors")
+	good, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := safetensors.ParseHeader(good, int64(len(good)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := good[8:sh.DataOffset]
+	pad := int64(8 + bytes.LastIndexFunc(js, func(r rune) bool { return r != ' ' }) + 1)
+	if pad >= sh.DataOffset {
+		t.Fatal("the stored header has no padding to damage")
+	}
+	for _, tc := range []struct {
+		what   string
+		damage func([]byte) []byte
+	}{
+		{"a data byte", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }},
+		{"a tensor's offset in the header", func(b []byte) []byte {
+			i := bytes.Index(b, []byte(`"data_offsets":[`)) + len(`"data_offsets":[`)
+			b[i] ^= 1
+			return b
+		}},
+		{"a padding space (still a valid header)", func(b []byte) []byte { b[pad] = '\t'; return b }},
+		{"a byte added", func(b []byte) []byte { return append(b, 0) }},
+		{"the last byte cut", func(b []byte) []byte { return b[:len(b)-1] }},
+	} {
+		if err := os.WriteFile(shard, tc.damage(bytes.Clone(good)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := Verify(dir); !errors.Is(err, ErrChecksum) {
+			t.Errorf("%s: Verify says %v, want ErrChecksum", tc.what, err)
+		}
+	}
+	if err := os.WriteFile(shard, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dir); err != nil {
+		t.Fatalf("restored shard: %v", err)
+	}
+}
+
+// TestPullMLXWrongHash serves a shard with one flipped data byte: the
+// hash over the original bytes catches it though the stored bytes are
+// placed elsewhere.
+func TestPullMLXWrongHash(t *testing.T) {
+	h := mlxServer(t, 9)
+	shard := "model-00003-of-00003.safetensors"
+	h.Corrupt(shard, true)
+	o := options(t, h)
+	if _, err := Pull(t.Context(), o); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("pull of a corrupt shard: %v, want ErrChecksum", err)
+	}
+	h.Corrupt(shard, false)
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPulled(t, h, dir)
+}
