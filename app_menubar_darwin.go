@@ -35,12 +35,6 @@ const (
 
 func init() {
 	platformStartup = append(platformStartup, installMenuBar)
-	platformClose = append(platformClose, func(a *App) {
-		// No Dock icon while no window is open.
-		if err := menubar.ShowInDock(false); err != nil {
-			a.log.Printf("menu bar: %v", err)
-		}
-	})
 }
 
 // modelLine is the menu's line about the served model.
@@ -57,11 +51,12 @@ func installMenuBar(a *App) {
 	var item *menubar.StatusItem
 	open := func(view string) func() {
 		return func() {
-			if err := menubar.ShowInDock(true); err != nil {
+			// The chat window opens under the item, as a menu would: it
+			// is moved there before the app is unhidden.
+			if err := item.PlaceUnder(wailsWindowClass); err != nil {
 				a.log.Printf("menu bar: %v", err)
 			}
-			// The chat window opens under the item, as a menu would.
-			if err := item.PlaceUnder(wailsWindowClass); err != nil {
+			if err := menubar.ShowInDock(true); err != nil {
 				a.log.Printf("menu bar: %v", err)
 			}
 			a.ShowWindow(view)
@@ -86,6 +81,11 @@ func installMenuBar(a *App) {
 		return
 	}
 	if err := menubar.ShowInDock(true); err != nil {
+		a.log.Printf("menu bar: %v", err)
+	}
+	// Closing the window hides the app (HideWindowOnClose), which takes
+	// the icon out of the Dock, and opening it puts it back.
+	if err := menubar.DockFollowsWindow(); err != nil {
 		a.log.Printf("menu bar: %v", err)
 	}
 	go followState(a, item, line)

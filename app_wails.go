@@ -29,9 +29,6 @@ const (
 // menu-bar item on macOS).
 var platformStartup []func(a *App)
 
-// platformClose holds what a platform does when the window closes.
-var platformClose []func(a *App)
-
 func init() { runDesktop = desktopMain }
 
 // desktopMain runs the app until the user quits.
@@ -61,8 +58,7 @@ func desktopMain() error {
 			Assets:  frontend.Files(),
 			Handler: a.Window,
 		},
-		OnStartup:     a.startup,
-		OnBeforeClose: a.beforeClose,
+		OnStartup: a.startup,
 		Mac: &mac.Options{
 			About: &mac.AboutInfo{Title: "Petal", Message: "Qwen3.6-35B-A3B on this Mac's GPU."},
 		},
@@ -80,15 +76,6 @@ func (a *App) startup(ctx context.Context) {
 	for _, f := range platformStartup {
 		f(a)
 	}
-}
-
-// beforeClose lets the platform react to the window closing; it never
-// prevents it.
-func (a *App) beforeClose(ctx context.Context) bool {
-	for _, f := range platformClose {
-		f(a)
-	}
-	return false
 }
 
 // ShowWindow brings the chat window up at a view of the UI ("" for chat,

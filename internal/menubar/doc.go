@@ -15,7 +15,8 @@
 // Only what the menu-bar item needs: a status item showing a monochrome
 // template icon (PNG bytes, tinted by macOS for the bar's appearance), a
 // menu of titled items (with key equivalents) and separators, placing a
-// window just under the item, and the activation policy. Elsewhere than on
+// window just under the item, and the activation policy, which follows
+// whether the app is hidden (closing Wails' window hides it). Elsewhere than on
 // macOS only the icon check ([CheckIcon]) and the placement arithmetic
 // build, so that they are tested everywhere: a Linux desktop opens a
 // normal window instead.

@@ -54,7 +54,13 @@ var (
 	sel_retain                     = objc.RegisterName("retain")
 	sel_sharedApplication          = objc.RegisterName("sharedApplication")
 	sel_setActivationPolicy        = objc.RegisterName("setActivationPolicy:")
-	sel_activateIgnoringOtherApps  = objc.RegisterName("activateIgnoringOtherApps:")
+	sel_activate                   = objc.RegisterName("activate")
+	sel_unhide                     = objc.RegisterName("unhide:")
+	sel_respondsToSelector         = objc.RegisterName("respondsToSelector:")
+	sel_defaultCenter              = objc.RegisterName("defaultCenter")
+	sel_addObserver                = objc.RegisterName("addObserver:selector:name:object:")
+	sel_petalAppDidHide            = objc.RegisterName("petalAppDidHide:")
+	sel_petalAppDidUnhide          = objc.RegisterName("petalAppDidUnhide:")
 	sel_systemStatusBar            = objc.RegisterName("systemStatusBar")
 	sel_statusItemWithLength       = objc.RegisterName("statusItemWithLength:")
 	sel_button                     = objc.RegisterName("button")
@@ -109,12 +115,16 @@ var (
 	actionsMu sync.Mutex
 	actions   []func()
 	target    objc.ID
+
+	// appKit is AppKit's handle, for its exported constants.
+	appKit uintptr
 )
 
 // load binds AppKit and libdispatch and registers the action class once.
 func load() error {
 	loadOnce.Do(func() {
-		if _, err := purego.Dlopen(appKitPath, purego.RTLD_GLOBAL|purego.RTLD_NOW); err != nil {
+		var err error
+		if appKit, err = purego.Dlopen(appKitPath, purego.RTLD_GLOBAL|purego.RTLD_NOW); err != nil {
 			loadErr = fmt.Errorf("menubar: loading AppKit: %w", err)
 			return
 		}
@@ -139,6 +149,12 @@ func load() error {
 			}
 		})
 		class, err := objc.RegisterClass(actionClassName, objc.GetClass("NSObject"), nil, nil, []objc.MethodDef{{
+			Cmd: sel_petalAppDidHide,
+			Fn:  func(objc.ID, objc.SEL, objc.ID) { setPolicy(false) },
+		}, {
+			Cmd: sel_petalAppDidUnhide,
+			Fn:  func(objc.ID, objc.SEL, objc.ID) { setPolicy(true) },
+		}, {
 			Cmd: sel_petalMenuAction,
 			Fn: func(_ objc.ID, _ objc.SEL, sender objc.ID) {
 				tag := objc.Send[int](sender, sel_tag)
@@ -299,18 +315,63 @@ func (s *StatusItem) PlaceUnder(windowClass string) error {
 	})
 }
 
-// ShowInDock makes Petal a regular app with a Dock icon (while a window
-// is open) or an accessory that lives only in the menu bar.
+// ShowInDock makes Petal a regular app with a Dock icon, brought to the
+// front with its hidden windows, or an accessory that lives only in the
+// menu bar.
 func ShowInDock(show bool) error {
 	return onMain(func() {
-		app := objc.ID(objc.GetClass("NSApplication")).Send(sel_sharedApplication)
-		policy := activationPolicyAccessory
-		if show {
-			policy = activationPolicyRegular
+		setPolicy(show)
+		if !show {
+			return
 		}
-		app.Send(sel_setActivationPolicy, policy)
-		if show {
-			app.Send(sel_activateIgnoringOtherApps, true)
+		app := objc.ID(objc.GetClass("NSApplication")).Send(sel_sharedApplication)
+		app.Send(sel_unhide, objc.ID(0))
+		// activate replaces activateIgnoringOtherApps:, deprecated in
+		// macOS 14, which is what Petal needs; an older system keeps the
+		// app where it is rather than raising an exception.
+		if objc.Send[bool](app, sel_respondsToSelector, sel_activate) {
+			app.Send(sel_activate)
+		}
+	})
+}
+
+// setPolicy switches the activation policy, on the main thread.
+func setPolicy(dock bool) {
+	policy := activationPolicyAccessory
+	if dock {
+		policy = activationPolicyRegular
+	}
+	objc.ID(objc.GetClass("NSApplication")).Send(sel_sharedApplication).Send(sel_setActivationPolicy, policy)
+}
+
+// DockFollowsWindow keeps the Dock icon shown exactly while the app is not
+// hidden. A toolkit that hides the app when its window is closed, as Wails
+// does with HideWindowOnClose ([NSApp hide:] in its window delegate's
+// windowShouldClose:, which then tells the Go side nothing), thereby also
+// takes the icon out of the Dock; unhiding the app, as opening the window
+// does, puts it back.
+func DockFollowsWindow() error {
+	if err := load(); err != nil {
+		return err
+	}
+	names := map[string]objc.SEL{
+		"NSApplicationDidHideNotification":   sel_petalAppDidHide,
+		"NSApplicationDidUnhideNotification": sel_petalAppDidUnhide,
+	}
+	observe := map[objc.ID]objc.SEL{}
+	for name, sel := range names {
+		addr, err := purego.Dlsym(appKit, name)
+		if err != nil {
+			return fmt.Errorf("menubar: %w", err)
+		}
+		// The symbol is a variable holding the NSString of the name.
+		observe[**(**objc.ID)(unsafe.Pointer(&addr))] = sel
+	}
+	return onMain(func() {
+		app := objc.ID(objc.GetClass("NSApplication")).Send(sel_sharedApplication)
+		center := objc.ID(objc.GetClass("NSNotificationCenter")).Send(sel_defaultCenter)
+		for name, sel := range observe {
+			center.Send(sel_addObserver, target, sel, name, app)
 		}
 	})
 }
