@@ -64,6 +64,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
 		APIKey:     c.apiKey,
 		Fit:        qwenFit,
+		Doctor:     doctorForUI,
 		Downloader: c.live.downloads,
 		Settings:   store,
 		Running:    running,

@@ -26,29 +26,39 @@ func Names() []string {
 	return m
 }
 
+// Files is the embedded kernel sources (.metal and .h) that [Source] reads.
+func Files() fs.FS { return files }
+
 // Source returns the named .metal file with its local includes expanded.
-func Source(name string) (string, error) {
-	b, err := files.ReadFile(name)
+func Source(name string) (string, error) { return SourceFS(files, name) }
+
+// SourceFS is [Source] over the kernel sources in fsys, so a tool can
+// compile a copy of shaders/ other than the embedded one (petal doctor
+// --shaders).
+func SourceFS(fsys fs.FS, name string) (string, error) {
+	b, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
-	return Expand(name, string(b))
+	return expandFS(fsys, name, string(b))
 }
 
 // Expand replaces each `#include "file"` line of text with the embedded
 // file's own expansion, once per file (later includes of the same file
 // expand to nothing, like an include guard), and leaves <system> includes
 // alone. name labels errors.
-func Expand(name, text string) (string, error) {
+func Expand(name, text string) (string, error) { return expandFS(files, name, text) }
+
+func expandFS(fsys fs.FS, name, text string) (string, error) {
 	seen := map[string]bool{}
 	var b strings.Builder
-	if err := expand(&b, name, text, seen, 0); err != nil {
+	if err := expand(&b, fsys, name, text, seen, 0); err != nil {
 		return "", err
 	}
 	return b.String(), nil
 }
 
-func expand(b *strings.Builder, name, text string, seen map[string]bool, depth int) error {
+func expand(b *strings.Builder, fsys fs.FS, name, text string, seen map[string]bool, depth int) error {
 	if depth > maxIncludeDepth {
 		return fmt.Errorf("shaders: %s: includes nested deeper than %d", name, maxIncludeDepth)
 	}
@@ -64,13 +74,13 @@ func expand(b *strings.Builder, name, text string, seen map[string]bool, depth i
 			continue
 		}
 		seen[inc] = true
-		body, err := files.ReadFile(inc)
+		body, err := fs.ReadFile(fsys, inc)
 		if err != nil {
 			return fmt.Errorf("shaders: %s:%d: %w: %s", name, i+1, ErrNotFound, inc)
 		}
 		// #line keeps compiler messages pointing at the right file and line.
 		fmt.Fprintf(b, "#line 1 %q\n", inc)
-		if err := expand(b, inc, string(body), seen, depth+1); err != nil {
+		if err := expand(b, fsys, inc, string(body), seen, depth+1); err != nil {
 			return err
 		}
 		fmt.Fprintf(b, "\n#line %d %q\n", i+2, name)

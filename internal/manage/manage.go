@@ -34,6 +34,8 @@ var (
 	ErrNotDownloaded = errors.New("the model is not downloaded and verified")
 	ErrDoesNotFit    = errors.New("not enough memory")
 	ErrLoadBusy      = errors.New("a load is already running")
+	// ErrDoctorBusy is Options.Doctor's refusal while a check runs.
+	ErrDoctorBusy = errors.New("a check is already running")
 )
 
 // loadCodes names each load refusal for the UI.
@@ -62,10 +64,12 @@ type Status struct {
 	// Endpoint is the OpenAI base URL clients should use.
 	Endpoint       string `json:"endpoint"`
 	APIKeyRequired bool   `json:"api_key_required"`
-	// Downloads, Fit and Load say whether those features are wired in.
+	// Downloads, Fit, Load and Doctor say whether those features are
+	// wired in.
 	Downloads bool `json:"downloads"`
 	Fit       bool `json:"fit"`
 	Load      bool `json:"load"`
+	Doctor    bool `json:"doctor"`
 }
 
 // Action is something the UI asks of the download.
@@ -127,6 +131,9 @@ type Options struct {
 	// current one; its errors may be marked with ErrNotDownloaded,
 	// ErrDoesNotFit or ErrLoadBusy.
 	Load func(ctx context.Context) error
+	// Doctor runs petal doctor's checks on this machine and returns the
+	// report (POST /manage/doctor); it may refuse with ErrDoctorBusy.
+	Doctor func(ctx context.Context) (any, error)
 	// Settings are kept here; Running are the values the server applied at
 	// start, which tell which saved settings wait for a restart.
 	Settings *SettingsStore
@@ -159,6 +166,7 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("GET /manage/download", h.download)
 	h.mux.HandleFunc("POST /manage/download/{action}", h.downloadAction)
 	h.mux.HandleFunc("POST /manage/model/load", h.load)
+	h.mux.HandleFunc("POST /manage/doctor", h.doctor)
 	h.mux.HandleFunc("GET /manage/settings", h.getSettings)
 	h.mux.HandleFunc("PUT /manage/settings", h.putSettings)
 	h.mux.HandleFunc("/manage/", func(w http.ResponseWriter, r *http.Request) {
@@ -212,6 +220,7 @@ func (h *Handler) statusNow() Status {
 		Downloads:      h.opts.Downloader != nil,
 		Fit:            h.opts.Fit != nil,
 		Load:           h.opts.Load != nil,
+		Doctor:         h.opts.Doctor != nil,
 	}
 }
 
@@ -295,6 +304,28 @@ func (h *Handler) load(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, h.statusNow())
+}
+
+func (h *Handler) doctor(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Doctor == nil {
+		notAvailable(w, "checking this machine")
+		return
+	}
+	var empty struct{}
+	if !decode(w, r, &empty) {
+		return
+	}
+	rep, err := h.opts.Doctor(r.Context())
+	if errors.Is(err, ErrDoctorBusy) {
+		writeError(w, http.StatusConflict, "doctor_busy", err.Error())
+		return
+	}
+	if err != nil {
+		h.log.Printf("manage: doctor: %v", err)
+		writeError(w, http.StatusInternalServerError, "doctor_failed", "the check could not run: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // settingsReply is the answer of both settings routes.

@@ -315,3 +315,43 @@ func TestOpenSettingsRefusesDamagedFile(t *testing.T) {
 		t.Error("New without a model func succeeded")
 	}
 }
+
+func TestDoctorRoute(t *testing.T) {
+	var calls int
+	busy := false
+	f := newFixture(t, func(o *Options) {
+		o.Doctor = func(ctx context.Context) (any, error) {
+			calls++
+			if busy {
+				return nil, ErrDoctorBusy
+			}
+			return map[string]any{"report": map[string]any{"pass": false}, "text": "FAIL compile x.metal"}, nil
+		}
+	})
+	if r := f.do(t, "GET", "/manage/status", "", nil); r.body["doctor"] != true {
+		t.Errorf("status: %v", r.body)
+	}
+	if r := f.do(t, "POST", "/manage/doctor", "{}", nil); r.status != 200 || r.body["text"] != "FAIL compile x.metal" {
+		t.Fatalf("doctor: %d %v", r.status, r.body)
+	}
+	busy = true
+	if r := f.do(t, "POST", "/manage/doctor", "{}", nil); r.status != 409 || errCode(r) != "doctor_busy" {
+		t.Errorf("busy doctor: %d %s", r.status, errCode(r))
+	}
+	if r := f.do(t, "POST", "/manage/doctor", `{"x":1}`, nil); r.status != 400 || errCode(r) != "bad_json" {
+		t.Errorf("unknown field: %d %s", r.status, errCode(r))
+	}
+	if r := f.do(t, "GET", "/manage/doctor", "", nil); r.status == 200 {
+		t.Errorf("GET ran the doctor")
+	}
+	if calls != 2 {
+		t.Errorf("doctor called %d times, want 2", calls)
+	}
+	bare := newFixture(t, nil)
+	if r := bare.do(t, "POST", "/manage/doctor", "{}", nil); r.status != 404 || errCode(r) != "not_available" {
+		t.Errorf("doctor not wired: %d %s", r.status, errCode(r))
+	}
+	if r := bare.do(t, "GET", "/manage/status", "", nil); r.body["doctor"] != false {
+		t.Errorf("bare status: %v", r.body)
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+
+	"petal/internal/doctor"
+	"petal/internal/manage"
+)
+
+func init() {
+	commands["doctor"] = command{
+		summary: "check this machine's GPU path: compile and test every kernel, run the demo model, print a report",
+		run:     runDoctor,
+	}
+}
+
+// errChecksFailed makes the exit status 1 after a report with failures.
+var errChecksFailed = errors.New("doctor: some checks failed (see the report)")
+
+func runDoctor(args []string, stdout io.Writer) error {
+	fl := newFlags("doctor", os.Stderr)
+	backend := fl.String("backend", doctor.DefaultBackend(), "metal or sim")
+	asJSON := fl.Bool("json", false, "print the report as JSON")
+	dir := fl.String("shaders", "", "compile the kernel sources in DIR instead of the embedded ones")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fl); err != nil {
+		return err
+	}
+	var src fs.FS
+	if *dir != "" {
+		if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--shaders %s: not a directory", *dir)
+		}
+		src = os.DirFS(*dir)
+	}
+	opts := doctor.Options{Backend: *backend, Shaders: src}
+	if !*asJSON {
+		// Progress on stderr, so a slow first compile shows it is working.
+		opts.Progress = func(c doctor.Check) { fmt.Fprintln(os.Stderr, c.Line()) }
+	}
+	r, err := doctor.Run(opts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(r)
+	} else {
+		err = r.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !r.Pass {
+		return errChecksFailed
+	}
+	return nil
+}
+
+// doctorReply is what the Setup screen's "Check this Mac" gets: the
+// checks, and the text petal doctor prints, for its copy button.
+type doctorReply struct {
+	Report *doctor.Report `json:"report"`
+	Text   string         `json:"text"`
+}
+
+// doctorRunning lets one UI-started check run at a time: each one
+// compiles and runs every kernel on the device the server serves from.
+var doctorRunning sync.Mutex
+
+// doctorForUI runs the checks on this machine's default backend for
+// POST /manage/doctor.
+func doctorForUI(ctx context.Context) (any, error) {
+	if !doctorRunning.TryLock() {
+		return nil, manage.ErrDoctorBusy
+	}
+	defer doctorRunning.Unlock()
+	r, err := doctor.Run(doctor.Options{Context: ctx})
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		return nil, err
+	}
+	return doctorReply{Report: r, Text: b.String()}, nil
+}

@@ -1,0 +1,13 @@
+package selftest
+
+// Cases is every self-test, each kernel of petal/shaders in at least one.
+func Cases() []Case {
+	return []Case{
+		qmvCase(4), qmvCase(8), qmvMultiCase(4), qmvMultiCase(8), qmvSwiGLUCase(),
+		qmvExpertsCase(false), qmvExpertsCase(true), embedCase(),
+		rmsnormCase(), addRMSNormCase(), moeCombineNormCase(), routerCase(), argmaxCase(),
+		qmmCase(4), qmmCase(8), moeGroupedCase(), swigluCase(),
+		attnPrepCase(), attnDecodeCase(), attnPrefillCase(),
+		deltaConvCase(false), deltaConvCase(true), deltaStepCase(), deltaScanCase(),
+	}
+}
