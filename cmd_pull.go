@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +16,7 @@ import (
 
 func init() {
 	commands["pull"] = command{
-		summary: "download the model from the Hugging Face Hub (resumable, every file hashed)",
+		summary: "download the model from the Hugging Face Hub (resumable, every file hashed, shards stored aligned), or --import a folder",
 		run:     runPull,
 	}
 }
@@ -31,11 +32,24 @@ func runPull(args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "", "model folder (default: the repository's name under $PETAL_MODELS, else the XDG data folder's petal/models)")
 	noCache := fs.Bool("no-hf-cache", false, "do not import from the Hugging Face cache")
 	parallel := fs.Int("parallel", hub.DefaultParallel, "connections at once")
+	imp := fs.String("import", "", "store an existing folder (a Hugging Face cache snapshot, a downloaded or converted checkpoint) as an aligned model folder instead of downloading")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
 		return err
+	}
+	if *imp != "" {
+		var other []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "import" && f.Name != "dir" {
+				other = append(other, "--"+f.Name)
+			}
+		})
+		if len(other) > 0 {
+			return fmt.Errorf("--import takes only --dir, not %s", strings.Join(other, " "))
+		}
+		return runImport(*imp, *dir, stdout)
 	}
 	if *parallel < 1 || *parallel > hub.MaxParallel {
 		return fmt.Errorf("--parallel must be 1..%d", hub.MaxParallel)
@@ -63,6 +77,21 @@ func runPull(args []string, stdout io.Writer) error {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "%s@%s is in %s\n", *repo, *revision, out)
+	return err
+}
+
+// runImport stores the folder src as a model folder under dir.
+func runImport(src, dir string, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	bar := &progressBar{w: os.Stderr}
+	rep, err := hub.Import(ctx, hub.ImportOptions{Src: src, Dir: dir, Progress: bar.show})
+	bar.end()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s is in %s: %d files, %d shards realigned, %d hashes checked against the Hugging Face cache's names (the others recorded for verify)\n",
+		src, rep.Dir, rep.Files, rep.Realigned, rep.Checked)
 	return err
 }
 

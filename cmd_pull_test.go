@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +21,9 @@ func TestPull(t *testing.T) {
 	h := hubtest.New(t, "engine/testdata/fixtures/tiny-a")
 	h.CutAfter("model-00002-of-00003.safetensors", 100<<10)
 	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := os.Mkdir(dir, 0o755); err != nil { // an empty --dir is taken
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	err := dispatch([]string{"pull", "--endpoint", h.URL(), "--repo", h.Repo, "--revision", hubtest.SHA, "--dir", dir, "--no-hf-cache"}, &out)
 	if err != nil {
@@ -34,6 +39,37 @@ func TestPull(t *testing.T) {
 	m.Close()
 	if h.Served() != h.Total() {
 		t.Errorf("served %d bytes for %d", h.Served(), h.Total())
+	}
+}
+
+// TestPullImport imports an MLX-layout snapshot of a Hugging Face cache
+// with `petal pull --import`, into an empty folder given with --dir, and
+// checks the result loads and verifies.
+func TestPullImport(t *testing.T) {
+	h := hubtest.New(t, hubtest.MLXLayout(t, "engine/testdata/fixtures/tiny-a", 3))
+	cache, _ := h.HFCache(t)
+	snap := filepath.Join(cache, "models--petal-test--tiny", "snapshots", hubtest.SHA)
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := dispatch([]string{"pull", "--import", snap, "--dir", dir}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("is in %s: %d files, 3 shards realigned, %[2]d hashes checked", dir, len(h.Files)); !strings.Contains(out.String(), want) {
+		t.Errorf("output %q lacks %q", out.String(), want)
+	}
+	m, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := hub.Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatch([]string{"pull", "--import", snap, "--repo", "a/b"}, &out); err == nil || !strings.Contains(err.Error(), "--repo") {
+		t.Errorf("--import with --repo: %v", err)
 	}
 }
 

@@ -47,6 +47,14 @@
 // that delivers nothing for [Options.StallTimeout] is dropped and retried
 // with exponential backoff, from where it stopped.
 //
+// # Importing
+//
+// [Import] stores a folder already on disk (a Hugging Face cache
+// snapshot, a checkpoint downloaded or converted elsewhere) as a model
+// folder the same way: shards realigned, other files hard-linked, every
+// file hashed. A snapshot's blobs are named by their hashes, so those are
+// checked; a plain folder's are recorded for [Verify].
+//
 // # Trust
 //
 // Names from the listing are untrusted: absolute paths, "..", empty or

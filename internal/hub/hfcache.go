@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,43 +58,79 @@ func (p *puller) importCache(ctx context.Context) error {
 	return nil
 }
 
-// importFile links or copies src to f's temporary name, hashes what it
-// got, and renames it into place; false when the content is not f's. A
-// shard that needs realigning is rewritten instead; its stored size is
-// returned (0 for a file kept as it is).
+// importFile stores src as f (see storeFile), checks its hash against
+// f's and renames it into place; false when the content is not f's. It
+// returns the stored size of a realigned shard (0 for a file kept as it
+// is), whose original header region goes to the heads folder.
 func (p *puller) importFile(src string, f File) (bool, int64, error) {
-	name := filepath.FromSlash(f.Name)
-	tmp := name + partSuffix
-	if err := p.mkdirFor(f.Name); err != nil {
+	tmp := filepath.FromSlash(f.Name) + partSuffix
+	sum, lay, err := p.storeFile(src, f)
+	if _, want := hasher(f); err != nil || sum != want {
+		p.root.Remove(tmp)
+		if errors.Is(err, errNotShard) {
+			err = nil // leave it to the download, which says what is wrong
+		}
 		return false, 0, err
 	}
+	return true, lay.storedSize(), p.keep(f.Name, lay)
+}
+
+// errNotShard marks a .safetensors file whose header does not parse.
+var errNotShard = errors.New("hub: not a safetensors shard")
+
+// storeFile puts src at f's temporary name in the staging folder: a shard
+// that needs realigning rewritten in one pass that hashes the original as
+// it is read, anything else hard-linked (copied across file systems) and
+// hashed. It returns the hash of the original's bytes (of f's kind) and,
+// for a realigned shard, its layout.
+func (p *puller) storeFile(src string, f File) (string, *layout, error) {
+	tmp := filepath.FromSlash(f.Name) + partSuffix
+	if err := p.mkdirFor(f.Name); err != nil {
+		return "", nil, err
+	}
+	p.root.Remove(tmp)
 	if realigns(f) {
 		lay, err := layoutOf(src, f.Size)
 		if err != nil {
-			return false, 0, nil // not a shard this pull can use: download it
+			return "", nil, fmt.Errorf("%w: %s: %w", errNotShard, src, err)
 		}
 		if !lay.verbatim {
-			ok, err := p.importRealigned(src, f, lay)
-			return ok, lay.size, err
+			sum, err := p.writeRealigned(src, tmp, f, lay)
+			return sum, lay, err
 		}
 	}
-	p.root.Remove(tmp)
 	if err := os.Link(src, filepath.Join(p.staging, tmp)); err != nil {
 		if err := p.copyFile(src, tmp, f.Size); err != nil {
-			return false, 0, err
+			return "", nil, err
 		}
 	}
 	got, err := p.root.Open(tmp)
 	if err != nil {
-		return false, 0, err
+		return "", nil, err
 	}
-	ok, err := verify(got, f)
-	got.Close()
-	if err != nil || !ok {
-		p.root.Remove(tmp)
-		return false, 0, err
+	defer got.Close()
+	h, _ := hasher(f)
+	n, err := io.Copy(h, got)
+	if err == nil && n != f.Size {
+		err = fmt.Errorf("hub: %s changed while it was imported", src)
 	}
-	return true, 0, p.root.Rename(tmp, name)
+	return hex.EncodeToString(h.Sum(nil)), nil, err
+}
+
+// keep gives a stored file its final name; a realigned shard's original
+// header region goes to the heads folder for the manifest.
+func (p *puller) keep(name string, lay *layout) error {
+	if lay != nil {
+		hp := headPath(name)
+		if err := p.root.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
+			return err
+		}
+		if err := p.root.WriteFile(hp, lay.origHead, 0o644); err != nil {
+			return err
+		}
+	}
+	n := filepath.FromSlash(name)
+	return p.root.Rename(n+partSuffix, n)
 }
 
 // layoutOf plans the stored form of the shard at path.
@@ -110,29 +147,25 @@ func layoutOf(path string, size int64) (*layout, error) {
 	return planLayout(head, size)
 }
 
-// importRealigned writes the stored form of the shard at src to f's
-// temporary name, hashing the original as it is read, and renames it into
-// place if the hash is f's; its original header region goes to the heads
-// folder.
-func (p *puller) importRealigned(src string, f File, lay *layout) (bool, error) {
-	name := filepath.FromSlash(f.Name)
-	tmp := name + partSuffix
+// writeRealigned writes the stored form of the shard at src to tmp in
+// the staging folder and returns the hash of the original's bytes.
+func (p *puller) writeRealigned(src, tmp string, f File, lay *layout) (string, error) {
 	if err := p.haveRoom(src, lay.size); err != nil {
-		return false, err
+		return "", err
 	}
 	in, err := os.Open(src)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	defer in.Close()
 	if _, err := in.Seek(lay.origData, io.SeekStart); err != nil {
-		return false, err
+		return "", err
 	}
 	out, err := p.root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return false, err
+		return "", err
 	}
-	h, want := hasher(f)
+	h, _ := hasher(f)
 	n, err := writeRealigned(out, in, lay, h)
 	if e := out.Sync(); err == nil {
 		err = e
@@ -140,18 +173,10 @@ func (p *puller) importRealigned(src string, f File, lay *layout) (bool, error) 
 	if e := out.Close(); err == nil {
 		err = e
 	}
-	if err != nil || n != f.Size || hex.EncodeToString(h.Sum(nil)) != want {
-		p.root.Remove(tmp)
-		return false, err
+	if err == nil && n != f.Size {
+		err = fmt.Errorf("hub: %s changed while it was imported", src)
 	}
-	hp := headPath(f.Name)
-	if err := p.root.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
-		return false, err
-	}
-	if err := p.root.WriteFile(hp, lay.origHead, 0o644); err != nil {
-		return false, err
-	}
-	return true, p.root.Rename(tmp, name)
+	return hex.EncodeToString(h.Sum(nil)), err
 }
 
 // haveRoom checks that the disk has room for a copy of size bytes of src.
@@ -161,7 +186,7 @@ func (p *puller) haveRoom(src string, size int64) error {
 		return err
 	}
 	if free < size+DiskMargin {
-		return fmt.Errorf("%w: copying %s from the Hugging Face cache needs %.2f GB; %.2f GB are free",
+		return fmt.Errorf("%w: copying %s needs %.2f GB; %.2f GB are free",
 			ErrNoSpace, src, float64(size+DiskMargin)/1e9, float64(free)/1e9)
 	}
 	return nil

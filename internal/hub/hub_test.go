@@ -380,31 +380,14 @@ func TestTokenOnlyToItsHost(t *testing.T) {
 
 func TestImportFromHFCache(t *testing.T) {
 	h := hubtest.New(t, fixture)
-	cache := t.TempDir()
-	repoDir := filepath.Join(cache, "models--petal-test--tiny")
-	snap := filepath.Join(repoDir, "snapshots", hubtest.SHA)
-	for name, data := range h.Files {
-		blob := filepath.Join(repoDir, "blobs", name+".blob")
-		if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(blob, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		link := filepath.Join(snap, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		rel, _ := filepath.Rel(filepath.Dir(link), blob)
-		if err := os.Symlink(rel, link); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cache, blobs := h.HFCache(t)
 	// One cached file is damaged: it must be downloaded, not imported.
 	damaged := "model-00002-of-00003.safetensors"
 	bad := append([]byte(nil), h.Files[damaged]...)
-	bad[10] ^= 1
-	os.WriteFile(filepath.Join(repoDir, "blobs", damaged+".blob"), bad, 0o644)
+	bad[len(bad)-10] ^= 1
+	if err := os.WriteFile(blobs[damaged], bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	o := options(t, h)
 	o.NoHFCache, o.HFCache = false, cache
@@ -422,7 +405,7 @@ func TestImportFromHFCache(t *testing.T) {
 		t.Error("the damaged cached file was imported")
 	}
 	a, _ := os.Stat(filepath.Join(dir, "config.json"))
-	b, _ := os.Stat(filepath.Join(repoDir, "blobs", "config.json.blob"))
+	b, _ := os.Stat(blobs["config.json"])
 	if !os.SameFile(a, b) {
 		t.Error("config.json was copied, not linked")
 	}

@@ -95,6 +95,8 @@ type puller struct {
 	staging string
 	root    *os.Root
 	listing *Listing
+	// source is the folder an import takes its files from.
+	source string
 
 	mu    sync.Mutex // guards st, jobs' parts, events
 	st    *state
@@ -727,11 +729,11 @@ func (p *puller) finish() error {
 	if _, err := p.root.Stat("config.json"); err == nil {
 		m, err := checkpoint.Open(p.staging)
 		if err != nil {
-			return fmt.Errorf("hub: %s@%s downloaded and hashed, but it is not a checkpoint Petal can load: %w", p.o.Repo, p.listing.SHA, err)
+			return fmt.Errorf("hub: %s: every file is hashed, but it is not a checkpoint Petal can load: %w", p.what(), err)
 		}
 		m.Close()
 	}
-	m := manifest{Repo: p.o.Repo, Revision: p.o.Revision, SHA: p.listing.SHA, Files: p.listing.Files}
+	m := manifest{Repo: p.o.Repo, Revision: p.o.Revision, SHA: p.listing.SHA, Files: p.listing.Files, Source: p.source}
 	if err := p.collectRealigned(&m); err != nil {
 		return err
 	}
@@ -756,6 +758,14 @@ func (p *puller) finish() error {
 	}
 	p.emit(Event{Phase: Done, Done: p.total, Total: p.total})
 	return nil
+}
+
+// what names what is being stored, for messages.
+func (p *puller) what() string {
+	if p.source != "" {
+		return p.source
+	}
+	return p.o.Repo + "@" + p.listing.SHA
 }
 
 // collectRealigned records in m the shards stored realigned: their

@@ -57,6 +57,15 @@ type layout struct {
 	verbatim bool
 }
 
+// storedSize is the size of a realigned shard as stored, 0 for a file
+// stored as it is (l nil).
+func (l *layout) storedSize() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.size
+}
+
 // wantAlign is the boundary a segment of n bytes can always be placed on
 // when segments are packed without gaps: the largest power of two that
 // divides n, at most realignBoundary.

@@ -164,9 +164,10 @@ func readManifest(dir string) (*manifest, error) {
 }
 
 // hasher is the hash a file is checked with: sha256 for an LFS file,
-// the git blob id (SHA-1 of "blob <size>\x00" and the contents) otherwise.
+// the git blob id (SHA-1 of "blob <size>\x00" and the contents) for a file
+// known by it; sha256 for a file not known by either.
 func hasher(f File) (hash.Hash, string) {
-	if f.SHA256 != "" {
+	if f.SHA256 != "" || f.BlobID == "" {
 		return sha256.New(), f.SHA256
 	}
 	h := sha1.New()

@@ -347,3 +347,48 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	panic(http.ErrAbortHandler) // drop the connection mid-body
 }
+
+// HFCache writes the served files into a new Hugging Face hub cache the
+// way huggingface_hub lays one out: each file's content in
+// models--OWNER--NAME/blobs, named by its sha256 for an LFS file and by
+// its git blob id otherwise, and snapshots/[SHA]/NAME a relative link to
+// it. It returns the cache folder and each file's blob.
+func (s *Server) HFCache(t testing.TB) (cache string, blobs map[string]string) {
+	t.Helper()
+	cache = t.TempDir()
+	repoDir := filepath.Join(cache, "models--"+strings.ReplaceAll(s.Repo, "/", "--"))
+	snap := filepath.Join(repoDir, "snapshots", SHA)
+	blobs = map[string]string{}
+	l := s.listing()
+	for _, sib := range l.Siblings {
+		id := sib.BlobID
+		if sib.LFS != nil {
+			id = sib.LFS.SHA256
+		}
+		blob := filepath.Join(repoDir, "blobs", id)
+		link := filepath.Join(snap, filepath.FromSlash(sib.Name))
+		for _, dir := range []string{filepath.Dir(blob), filepath.Dir(link)} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(blob, s.Files[sib.Name], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(filepath.Dir(link), blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(rel, link); err != nil {
+			t.Fatal(err)
+		}
+		blobs[sib.Name] = blob
+	}
+	if err := os.MkdirAll(filepath.Join(repoDir, "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repoDir, "refs", "main"), []byte(SHA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cache, blobs
+}
