@@ -7,7 +7,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -189,10 +188,4 @@ func openSettings() (*manage.SettingsStore, error) {
 		return nil, err
 	}
 	return manage.OpenSettings(path)
-}
-
-// desktopLogger writes the app's log to stderr, which a Mac app bundle
-// sends to the unified log.
-func desktopLogger() *log.Logger {
-	return log.New(os.Stderr, "petal: ", log.LstdFlags)
 }

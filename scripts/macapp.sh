@@ -30,10 +30,14 @@ if [ -z "$exe" ]; then
 		echo "macapp: building petal for macOS needs a Mac (Wails uses cgo and AppKit); pass --exe FILE to bundle a darwin/arm64 build" >&2
 		exit 2
 	fi
+	if ! xcrun --find clang >/dev/null 2>&1; then
+		echo "macapp: building needs the Xcode command-line tools: run xcode-select --install" >&2
+		exit 2
+	fi
 	exe=$work/petal
-	# The deployment target puts macOS 14 into the binary's load commands,
-	# as LSMinimumSystemVersion says.
-	MACOSX_DEPLOYMENT_TARGET=14.0 CGO_ENABLED=1 GOOS=darwin GOARCH=arm64 \
+	# Wails' dialogs use UTType, whose framework its cgo flags do not link
+	# (the Wails CLI adds it the same way).
+	CGO_LDFLAGS="${CGO_LDFLAGS:+$CGO_LDFLAGS }-framework UniformTypeIdentifiers" CGO_ENABLED=1 GOOS=darwin GOARCH=arm64 \
 		go build -tags desktop,production -trimpath -o "$exe" .
 fi
 app=$(go run ./build/macapp -exe "$exe" -out "$out")

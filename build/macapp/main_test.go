@@ -210,6 +210,17 @@ func TestBundleScriptLayout(t *testing.T) {
 	checkICNS(t, filepath.Join(app, "Contents", "Resources", info["CFBundleIconFile"].(string)+".icns"))
 }
 
+func TestBundleScriptOffMacNeedsAnExecutable(t *testing.T) {
+	if runtime.GOOS == "darwin" {
+		t.Skip("on a Mac the script builds the app itself")
+	}
+	cmd := exec.Command("bash", filepath.Join(repo, "scripts", "macapp.sh"), "--out", t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "needs a Mac") {
+		t.Errorf("without --exe off a Mac: %v\n%s", err, out)
+	}
+}
+
 // checkICNS reads an .icns file element by element: its header's length
 // matches the file, and each element named in icnsElements holds a PNG
 // of its size.

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// appLogMax bounds the Mac app's log file: a start that finds it larger
+// begins it anew.
+const appLogMax = 4 << 20
+
+// desktopLogger writes the app's log to stderr and, on a Mac, also to
+// ~/Library/Logs/Petal.log (Console lists it under Log Reports): an app
+// opened from Finder has its stderr on /dev/null.
+func desktopLogger() *log.Logger {
+	w := io.Writer(os.Stderr)
+	if runtime.GOOS == "darwin" {
+		if home, err := os.UserHomeDir(); err == nil {
+			if f, err := openAppLog(filepath.Join(home, "Library", "Logs", "Petal.log")); err == nil {
+				w = io.MultiWriter(os.Stderr, f)
+			}
+		}
+	}
+	return log.New(w, "petal: ", log.LstdFlags)
+}
+
+// openAppLog opens the log file at path for appending, emptied first when
+// it has grown past appLogMax.
+func openAppLog(path string) (*os.File, error) {
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if st, err := os.Stat(path); err == nil && st.Size() > appLogMax {
+		flags |= os.O_TRUNC
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, flags, 0o644)
+}
