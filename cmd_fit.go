@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"petal/internal/fit"
 )
@@ -89,6 +90,13 @@ func printFit(w io.Writer, r fit.Report, guidance string) error {
 		{fmt.Sprintf("step scratch, %d sessions", r.Sessions), int64(r.Sessions) * r.SessionScratchBytes},
 		{"runtime margin", r.OverheadBytes},
 		{fmt.Sprintf("total at %d tokens", r.Context), r.TotalBytes},
+	}
+	if r.MisalignedCopyBytes > 0 {
+		copied := struct {
+			what string
+			n    int64
+		}{"copies of misaligned weights (`petal pull --import DIR` stores them aligned)", r.MisalignedCopyBytes}
+		rows = slices.Insert(rows, 1, copied)
 	}
 	width := 0
 	for _, row := range rows {

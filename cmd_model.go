@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -40,8 +41,16 @@ func openGPU(dir string, open func() (gpu.Device, error)) (engine.Model, error) 
 		dev.Close()
 		return nil, err
 	}
+	if n := m.CopiedBytes(); n > 0 {
+		fmt.Fprintf(copyNotice, "%s: copied %.1f MB of misaligned tensors; `petal pull --import %[1]s` stores an aligned copy\n", dir, float64(n)/1e6)
+	}
 	return gpuModel{m, dev}, nil
 }
+
+// copyNotice is where a GPU load says, once, that it copied weights that
+// lie misaligned in the shards (MB are 10^6 bytes here, as a download
+// size is).
+var copyNotice io.Writer = os.Stderr
 
 type gpuModel struct {
 	*gpumodel.Model

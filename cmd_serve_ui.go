@@ -4,12 +4,15 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"petal/frontend"
 	"petal/internal/fit"
 	"petal/internal/manage"
+	"petal/internal/models"
 )
 
 // uiConfig is what the web UI and its management routes need to know of
@@ -91,6 +94,14 @@ func qwenFit(contextLen int) (any, error) {
 	m, err := fit.Qwen36()
 	if err != nil {
 		return nil, err
+	}
+	// Once the checkpoint is installed, its own files are sized: a folder
+	// that is not aligned costs copies at load.
+	dir := filepath.Join(models.Root(), models.RealModelName)
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+		if m, err = fit.FromCheckpoint(dir); err != nil {
+			return nil, err
+		}
 	}
 	budget, err := fit.Host()
 	if err != nil {

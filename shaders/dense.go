@@ -93,13 +93,40 @@ func requireQMatrix(op string, m *QMatrix, experts int) error {
 	case m.Bits != 4 && m.Bits != 8:
 		return fmt.Errorf("%w: shaders: %s: %d-bit codes, want 4 or 8", gpu.ErrInvalid, op, m.Bits)
 	}
-	if err := requireView(op, "codes", m.Codes, experts*m.ExpertCodeBytes(), codesAlign); err != nil {
+	// Bounds only: where the views sit was checked once, when the model
+	// was loaded ([QMatrix.CheckAligned]).
+	if err := requireView(op, "codes", m.Codes, experts*m.ExpertCodeBytes(), 1); err != nil {
 		return err
 	}
-	if err := requireView(op, "scales", m.Scales, experts*m.ExpertScaleBytes(), offsetAlign); err != nil {
+	if err := requireView(op, "scales", m.Scales, experts*m.ExpertScaleBytes(), 1); err != nil {
 		return err
 	}
-	return requireView(op, "biases", m.Biases, experts*m.ExpertScaleBytes(), offsetAlign)
+	return requireView(op, "biases", m.Biases, experts*m.ExpertScaleBytes(), 1)
+}
+
+// Alignment the kernels need of a quantized matrix's views: codes are read
+// as uint2 (8 bytes), scales and biases as bfloat at a binding offset,
+// which Metal wants a multiple of 4. engine/checkpoint states the same
+// rule for the shards' files (GPUCodesAlign, GPUScalesAlign).
+const (
+	CodesAlign  = codesAlign
+	ScalesAlign = offsetAlign
+)
+
+// CheckAligned reports a view of m that the kernels cannot read where it
+// is. A model checks each matrix once at load (and copies what is
+// misaligned), so the ops check only bounds per dispatch.
+func (m *QMatrix) CheckAligned() error {
+	for _, v := range []struct {
+		what  string
+		off   int
+		align int
+	}{{"codes", m.Codes.Off, CodesAlign}, {"scales", m.Scales.Off, ScalesAlign}, {"biases", m.Biases.Off, ScalesAlign}} {
+		if v.off%v.align != 0 {
+			return fmt.Errorf("%w: shaders: %s offset %d is not a multiple of %d", gpu.ErrInvalid, v.what, v.off, v.align)
+		}
+	}
+	return nil
 }
 
 // denseGroups is how many threadgroups of per items cover n items.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
@@ -21,6 +22,11 @@ type Model struct {
 	k      *shaders.Kernels
 	shards []gpu.Buffer
 	owned  []gpu.Buffer // float32 copies of the small vectors
+	// copies are aligned copies of the tensors that lie misaligned in
+	// their shard for the kernels (an MLX-written file that was not
+	// realigned); copiedBytes is their size.
+	copies      []gpu.Buffer
+	copiedBytes int64
 
 	embed, lmHead shaders.QMatrix
 	finalNorm     shaders.View
@@ -108,15 +114,37 @@ func (m *Model) load() error {
 		return shaders.View{Buf: bufOf[t.File], Off: int(t.Offset)}
 	}
 	var errs []error
+	// Alignment is settled here, once: a tensor the kernels cannot read
+	// where it lies is copied into a buffer of its own (which starts
+	// aligned), and every matrix is checked, so no dispatch has to.
+	place := func(t *safetensors.Tensor, misaligned []*safetensors.Tensor) shaders.View {
+		if !slices.Contains(misaligned, t) {
+			return view(t)
+		}
+		b, err := dev.NewBuffer(len(t.Data))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("gpumodel: copying misaligned %s: %w", t.Name, err))
+			return shaders.View{}
+		}
+		m.copies = append(m.copies, b)
+		m.copiedBytes += int64(len(t.Data))
+		copy(b.Contents(), t.Data)
+		return shaders.View{Buf: b}
+	}
 	mat := func(x *checkpoint.Matrix) shaders.QMatrix {
 		if x.Bits == 0 {
 			errs = append(errs, fmt.Errorf("gpumodel: %s is not quantized; the GPU backend runs MLX affine 4/8-bit matrices only", x.Name))
 			return shaders.QMatrix{}
 		}
-		return shaders.QMatrix{
-			Codes: view(x.Weight), Scales: view(x.Scales), Biases: view(x.Biases),
+		mis := x.GPUMisaligned()
+		q := shaders.QMatrix{
+			Codes: place(x.Weight, mis), Scales: place(x.Scales, mis), Biases: place(x.Biases, mis),
 			Rows: x.Rows, Cols: x.Cols, Bits: x.Bits, GroupSize: x.GroupSize,
 		}
+		if err := q.CheckAligned(); err != nil {
+			errs = append(errs, fmt.Errorf("gpumodel: %s: %w", x.Name, err))
+		}
+		return q
 	}
 	vec := func(v *checkpoint.Vector, f func(float32) float32) shaders.View {
 		b, err := m.floats(vectorValues(v, f))
@@ -188,11 +216,19 @@ func (m *Model) release() {
 	for _, b := range m.owned {
 		b.Release()
 	}
+	for _, b := range m.copies {
+		b.Release()
+	}
 	for _, b := range m.shards {
 		b.Release()
 	}
-	m.owned, m.shards = nil, nil
+	m.owned, m.copies, m.shards = nil, nil, nil
 }
+
+// CopiedBytes is how many bytes of weights the model copied at load
+// because they were misaligned for the kernels in their shard (see
+// checkpoint.Matrix.GPUMisaligned); 0 for a folder stored aligned.
+func (m *Model) CopiedBytes() int64 { return m.copiedBytes }
 
 // Config is the checkpoint's configuration.
 func (m *Model) Config() *checkpoint.Config { return m.cfg }

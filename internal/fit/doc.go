@@ -7,6 +7,9 @@
 // Everything the GPU backend (package petal/engine/gpumodel) holds:
 //
 //   - the weights, mapped from the safetensors shards as they are on disk;
+//   - the copies of weights that lie misaligned for the kernels in their
+//     shard (an MLX-written folder that petal pull did not realign), made
+//     once at load;
 //   - the model's float32 copies of its small vectors;
 //   - the KV caches of the 10 attention layers at the context's capacity
 //     (the caches grow by doubling, so a context is paid for at the next

@@ -52,6 +52,11 @@ type Model struct {
 	Config *checkpoint.Config
 	// WeightsBytes are the weights as mapped: the shards' sizes.
 	WeightsBytes int64
+	// CopiedBytes are the weights the GPU backend copies at load, on top
+	// of the mapping, because they lie misaligned for its kernels
+	// (checkpoint.MisalignedBytes): 0 for a folder stored aligned, as
+	// petal pull stores it.
+	CopiedBytes int64
 }
 
 // Qwen36 is the model Petal ships for, sized from its shape: every
@@ -122,7 +127,11 @@ func FromCheckpoint(dir string) (Model, error) {
 		}
 		n += st.Size()
 	}
-	return Model{Name: filepath.Base(dir), Config: cfg, WeightsBytes: n}, nil
+	copied, err := checkpoint.MisalignedBytes(dir)
+	if err != nil {
+		return Model{}, err
+	}
+	return Model{Name: filepath.Base(dir), Config: cfg, WeightsBytes: n, CopiedBytes: copied}, nil
 }
 
 // Request is what a check asks.
@@ -142,9 +151,12 @@ type Report struct {
 	WorkingSetBytes  int64   `json:"working_set_bytes"`
 	WorkingSetSource string  `json:"working_set_source"`
 	WeightsBytes     int64   `json:"weights_bytes"`
-	ModelVectorBytes int64   `json:"model_vector_bytes"`
-	KVBytesPerToken  int64   `json:"kv_bytes_per_token"`
-	KVDType          string  `json:"kv_dtype"`
+	// MisalignedCopyBytes are the weights copied at load because they lie
+	// misaligned in the shards (Model.CopiedBytes).
+	MisalignedCopyBytes int64  `json:"misaligned_copy_bytes"`
+	ModelVectorBytes    int64  `json:"model_vector_bytes"`
+	KVBytesPerToken     int64  `json:"kv_bytes_per_token"`
+	KVDType             string `json:"kv_dtype"`
 	// KVCapacity is the positions the caches are allocated for at Context.
 	KVCapacity  int   `json:"kv_capacity"`
 	KVBytes     int64 `json:"kv_bytes"`
@@ -213,7 +225,7 @@ func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, 
 	// those are released when the prompt is through, so the two peaks
 	// never meet.
 	total := func(f gpumodel.Footprint) int64 {
-		return m.WeightsBytes + f.ModelBytes + f.KVBytes + f.ScratchBytes + max(f.GrowthBytes, f.PrefillBytes) +
+		return m.WeightsBytes + m.CopiedBytes + f.ModelBytes + f.KVBytes + f.ScratchBytes + max(f.GrowthBytes, f.PrefillBytes) +
 			int64(sessions)*(f.StateBytes+f.ActivationBytes) + RuntimeOverheadBytes
 	}
 	maxCtx := 0
@@ -226,7 +238,7 @@ func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, 
 	r := Report{
 		Model: m.Name, Context: ctx, MaxContext: maxCtx,
 		WorkingSetBytes: budget.Bytes, WorkingSetSource: budget.Source,
-		WeightsBytes: m.WeightsBytes, ModelVectorBytes: f.ModelBytes,
+		WeightsBytes: m.WeightsBytes, MisalignedCopyBytes: m.CopiedBytes, ModelVectorBytes: f.ModelBytes,
 		KVBytesPerToken: f.KVBytesPerPosition(), KVDType: gpumodel.KVDType,
 		KVCapacity: f.Capacity, KVBytes: f.KVBytes + f.ScratchBytes, KVGrowBytes: f.GrowthBytes,
 		Sessions: sessions, SessionStateBytes: f.StateBytes, SessionScratchBytes: f.ActivationBytes,
