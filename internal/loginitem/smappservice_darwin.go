@@ -18,18 +18,23 @@ import (
 const serviceManagementPath = "/System/Library/Frameworks/ServiceManagement.framework/ServiceManagement"
 
 var (
-	sel_new                    = objc.RegisterName("new")
-	sel_drain                  = objc.RegisterName("drain")
-	sel_mainAppService         = objc.RegisterName("mainAppService")
-	sel_status                 = objc.RegisterName("status")
-	sel_registerAndReturnError = objc.RegisterName("registerAndReturnError:")
-	sel_unregisterAndReturnErr = objc.RegisterName("unregisterAndReturnError:")
-	sel_localizedDescription   = objc.RegisterName("localizedDescription")
-	sel_UTF8String             = objc.RegisterName("UTF8String")
-	loadOnce                   sync.Once
-	loadErr                    error
-	appService                 objc.Class
-	setMu                      sync.Mutex
+	sel_new                      = objc.RegisterName("new")
+	sel_drain                    = objc.RegisterName("drain")
+	sel_mainAppService           = objc.RegisterName("mainAppService")
+	sel_status                   = objc.RegisterName("status")
+	sel_registerAndReturnError   = objc.RegisterName("registerAndReturnError:")
+	sel_unregisterAndReturnError = objc.RegisterName("unregisterAndReturnError:")
+	sel_localizedDescription     = objc.RegisterName("localizedDescription")
+	sel_UTF8String               = objc.RegisterName("UTF8String")
+)
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+	// appService is the SMAppService class.
+	appService objc.Class
+	// setMu keeps changes to the login item one at a time.
+	setMu sync.Mutex
 )
 
 // load binds ServiceManagement once.
@@ -86,7 +91,7 @@ func Set(enabled bool) error {
 			return fmt.Errorf("start at login: registering %s: %w", app, err)
 		}
 	case unregister:
-		if err := call(svc, sel_unregisterAndReturnErr); err != nil {
+		if err := call(svc, sel_unregisterAndReturnError); err != nil {
 			return fmt.Errorf("start at login: unregistering %s: %w", app, err)
 		}
 	}
