@@ -158,3 +158,28 @@ func TestAnyDataOffset(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderOrderAndNoMetadata: a header without __metadata__ whose
+// entries list the tensors in another order than the data holds them
+// opens, each tensor at its own offsets.
+func TestHeaderOrderAndNoMetadata(t *testing.T) {
+	b := rawFile(`{"z":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"a":{"dtype":"BF16","shape":[1],"data_offsets":[2,4]}}`, 0)
+	b = append(b, 7, 8, 0x80, 0x3f)
+	f, err := Open(writeTemp(t, b))
+	if err != nil {
+		t.Fatalf("refused a valid file: %v", err)
+	}
+	defer f.Close()
+	if f.Header.Metadata != nil {
+		t.Errorf("metadata %v from a header without it", f.Header.Metadata)
+	}
+	if got := f.Tensor("a").Uint16s(); len(got) != 1 || got[0] != 0x3f80 {
+		t.Errorf("a = %#x, want [0x3f80]", got)
+	}
+	if got := f.Tensor("z").Data; !bytes.Equal(got, []byte{7, 8}) {
+		t.Errorf("z = %v", got)
+	}
+	if ts := f.Tensors(); ts[0].Name != "z" || ts[1].Name != "a" {
+		t.Errorf("data order %s, %s; want z, a", ts[0].Name, ts[1].Name)
+	}
+}

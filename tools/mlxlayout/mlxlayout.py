@@ -167,6 +167,13 @@ def quantization_block(overrides):
 
 
 def write_safetensors(path, names, tensors):
+    """Writes tensors in the order names gives, with MLX's metadata, the header padded to 8 bytes.
+
+    The padding is Petal's, not MLX's: mx.save_safetensors leaves the header unpadded (data at
+    8 + len(header)), sorts the header's keys and writes the data in its hash map's order. Tests
+    meet that exact layout through checkpointtest.RewriteMLX and safetensors.EncodeMLX in Go, which
+    rewrite these fixtures byte for byte as MLX would.
+    """
     header = {"__metadata__": {"format": "mlx"}}
     off = 0
     for n in names:
