@@ -109,49 +109,29 @@ func (t *Tensor) Aligned(n int) bool {
 // Call them once per tensor, at load, not per use.
 
 // Uint32s returns a U32 tensor's data as words.
-func (t *Tensor) Uint32s() []uint32 {
-	n := len(t.Data) / 4
-	if n == 0 {
-		return nil
-	}
-	if t.Aligned(4) {
-		return unsafe.Slice((*uint32)(unsafe.Pointer(&t.Data[0])), n)
-	}
-	out := make([]uint32, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint32(t.Data[4*i:])
-	}
-	return out
-}
+func (t *Tensor) Uint32s() []uint32 { return elements(t, 4, binary.LittleEndian.Uint32) }
 
 // Uint16s returns a 2-byte tensor's data (BF16, F16) as raw halfwords.
-func (t *Tensor) Uint16s() []uint16 {
-	n := len(t.Data) / 2
-	if n == 0 {
-		return nil
-	}
-	if t.Aligned(2) {
-		return unsafe.Slice((*uint16)(unsafe.Pointer(&t.Data[0])), n)
-	}
-	out := make([]uint16, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint16(t.Data[2*i:])
-	}
-	return out
-}
+func (t *Tensor) Uint16s() []uint16 { return elements(t, 2, binary.LittleEndian.Uint16) }
 
 // Float32s returns an F32 tensor's data as floats.
 func (t *Tensor) Float32s() []float32 {
-	n := len(t.Data) / 4
+	return elements(t, 4, func(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) })
+}
+
+// elements is t's data as elements of size bytes: a view when aligned, else
+// each decoded from its bytes.
+func elements[E uint16 | uint32 | float32](t *Tensor, size int, decode func([]byte) E) []E {
+	n := len(t.Data) / size
 	if n == 0 {
 		return nil
 	}
-	if t.Aligned(4) {
-		return unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), n)
+	if t.Aligned(size) {
+		return unsafe.Slice((*E)(unsafe.Pointer(&t.Data[0])), n)
 	}
-	out := make([]float32, n)
+	out := make([]E, n)
 	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+		out[i] = decode(t.Data[size*i:])
 	}
 	return out
 }
