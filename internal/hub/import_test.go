@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ func TestImportDamagedBlob(t *testing.T) {
 	h := mlxServer(t, 2)
 	cache, blobs := h.HFCache(t)
 	shard := "model-00001-of-00003.safetensors"
-	data := h.Files[shard]
+	data := bytes.Clone(h.Files[shard])
 	data[len(data)/2] ^= 1
 	if err := os.WriteFile(blobs[shard], data, 0o644); err != nil {
 		t.Fatal(err)

@@ -3,11 +3,16 @@ package hub
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	strict "github.com/nlpodyssey/safetensors"
 
@@ -273,4 +278,89 @@ func TestPullMLXWrongHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPulled(t, h, dir)
+}
+
+// synthShard writes a shard of n tensors of 256 KiB with a 4-byte tensor
+// after every tenth: as MLX lays it out (unpadded header, the small
+// tensors between the big ones), or already aligned (the small tensors
+// last, the header padded), which a pull stores as served.
+func synthShard(b *testing.B, n int, mlx bool) []byte {
+	b.Helper()
+	var ts []safetensors.NewTensor
+	var small []safetensors.NewTensor
+	for i := range n {
+		data := make([]byte, 256<<10)
+		rand.Read(data)
+		ts = append(ts, safetensors.NewTensor{Name: fmt.Sprintf("w%03d", i), DType: safetensors.BF16, Shape: []int{128 << 10}, Data: data})
+		if i%10 == 9 {
+			s := safetensors.NewTensor{Name: fmt.Sprintf("s%03d", i), DType: safetensors.BF16, Shape: []int{1, 2}, Data: []byte{1, 2, 3, 4}}
+			if mlx {
+				ts = append(ts, s)
+			} else {
+				small = append(small, s)
+			}
+		}
+	}
+	ts = append(ts, small...)
+	header := map[string]any{"__metadata__": map[string]string{"format": "mlx"}}
+	var data []byte
+	for _, t := range ts {
+		header[t.Name] = map[string]any{"dtype": t.DType, "shape": t.Shape, "data_offsets": []int{len(data), len(data) + len(t.Data)}}
+		data = append(data, t.Data...)
+	}
+	js, err := json.Marshal(header)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for !mlx && (8+len(js))%16 != 0 {
+		js = append(js, ' ')
+	}
+	out := binary.LittleEndian.AppendUint64(nil, uint64(len(js)))
+	return append(append(out, js...), data...)
+}
+
+// BenchmarkPull pulls one 52 MB shard from the fake Hub over loopback:
+// laid out as MLX writes it (stored realigned), already aligned (stored
+// as served, through the same header-first path), and the same bytes
+// under a name that is not a shard (the plain path: no header requests,
+// no layout). It reports the bytes stored and, for a realigned shard, the
+// bytes its header grew by.
+func BenchmarkPull(b *testing.B) {
+	for _, bc := range []struct {
+		name, file string
+		mlx        bool
+	}{
+		{"layout=mlx", "model.safetensors", true},
+		{"layout=aligned", "model.safetensors", false},
+		{"layout=opaque", "model.bin", true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			src := b.TempDir()
+			shard := synthShard(b, 200, bc.mlx)
+			if err := os.WriteFile(filepath.Join(src, bc.file), shard, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			h := hubtest.New(b, src)
+			b.SetBytes(int64(len(shard)))
+			var stored int64
+			for b.Loop() {
+				o := Options{
+					Endpoint: h.URL(), Repo: h.Repo, Revision: hubtest.SHA, NoHFCache: true,
+					Dir: filepath.Join(b.TempDir(), "m"), ChunkBytes: 8 << 20, MaxRetries: 1, RetryBase: time.Millisecond,
+					FreeSpace: func(string) (int64, error) { return 1 << 50, nil },
+				}
+				dir, err := Pull(b.Context(), o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				info, err := os.Stat(filepath.Join(dir, bc.file))
+				if err != nil {
+					b.Fatal(err)
+				}
+				stored = info.Size()
+			}
+			b.ReportMetric(float64(stored), "stored-B")
+			b.ReportMetric(float64(stored-int64(len(shard))), "grown-B")
+		})
+	}
 }

@@ -84,6 +84,7 @@ type Server struct {
 	stallAfter map[string]int64
 	// stalling counts stalls that fired whose bytes are not counted yet.
 	stalling int
+	sums     map[string]string
 	corrupt  map[string]bool
 	missing  map[string]bool
 	edit     func(*Listing)
@@ -96,7 +97,7 @@ func New(t testing.TB, dir string) *Server {
 	t.Helper()
 	s := &Server{
 		Repo: "petal-test/tiny", Files: map[string][]byte{}, LFS: map[string]bool{}, StallHold: DefaultStallHold,
-		served: map[string]int64{}, resolves: map[string]int{}, token: map[string]bool{},
+		served: map[string]int64{}, resolves: map[string]int{}, token: map[string]bool{}, sums: map[string]string{},
 		cutAfter: map[string]int64{}, stallAfter: map[string]int64{}, corrupt: map[string]bool{}, missing: map[string]bool{},
 	}
 	entries, err := os.ReadDir(dir)
@@ -262,9 +263,8 @@ func (s *Server) listing() Listing {
 		size := int64(len(data))
 		sib := Sibling{Name: n, Size: &size}
 		if s.LFS[n] {
-			sum := sha256.Sum256(data)
 			sib.BlobID = strings.Repeat("ab", 20) // the pointer file's blob, not the content's
-			sib.LFS = &LFS{SHA256: hex.EncodeToString(sum[:]), Size: size}
+			sib.LFS = &LFS{SHA256: s.sha256(n), Size: size}
 		} else {
 			g := sha1.New()
 			fmt.Fprintf(g, "blob %d\x00", len(data))
@@ -274,6 +274,19 @@ func (s *Server) listing() Listing {
 		l.Siblings = append(l.Siblings, sib)
 	}
 	return l
+}
+
+// sha256 is the hash of a file's content, hashed once: a fake serving
+// big files would otherwise spend its time hashing them per request.
+func (s *Server) sha256(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sum, ok := s.sums[name]; ok {
+		return sum
+	}
+	sum := sha256.Sum256(s.Files[name])
+	s.sums[name] = hex.EncodeToString(sum[:])
+	return s.sums[name]
 }
 
 // serve answers a GET of name with Range support and the faults set.
@@ -287,8 +300,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, name string) {
 	corrupt := s.corrupt[name]
 	s.mu.Unlock()
 	if s.LFS[name] {
-		sum := sha256.Sum256(data)
-		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
+		w.Header().Set("ETag", `"`+s.sha256(name)+`"`)
 	}
 	if corrupt {
 		data = slices.Clone(data)
