@@ -15,7 +15,7 @@ import (
 // the shards end aligned and strictly valid, small files are linked, and
 // the folder counts as a finished pull of that commit.
 func TestImportSnapshot(t *testing.T) {
-	h := mlxServer(t, 7)
+	h, served := mlxServerDir(t, 7)
 	cache, blobs := h.HFCache(t)
 	t.Setenv(EnvModels, filepath.Join(t.TempDir(), "models"))
 	snap := filepath.Join(cache, "models--petal-test--tiny", "snapshots", hubtest.SHA)
@@ -36,6 +36,7 @@ func TestImportSnapshot(t *testing.T) {
 	}
 	checkPulled(t, h, rep.Dir)
 	checkStrict(t, h, rep.Dir)
+	checkZeroCopy(t, served, rep.Dir)
 	if err := Verify(rep.Dir); err != nil {
 		t.Fatal(err)
 	}

@@ -16,14 +16,23 @@ import (
 
 	strict "github.com/nlpodyssey/safetensors"
 
+	"petal/engine/checkpoint"
 	"petal/engine/safetensors"
 	"petal/internal/hub/hubtest"
 )
 
-// mlxShards are the served shards of an MLX-layout copy of the fixture.
+// mlxServer serves an MLX-layout copy of the fixture, its data sections
+// at dataMod modulo 16.
 func mlxServer(t *testing.T, dataMod int) *hubtest.Server {
+	h, _ := mlxServerDir(t, dataMod)
+	return h
+}
+
+// mlxServerDir is mlxServer, with the folder it serves.
+func mlxServerDir(t *testing.T, dataMod int) (*hubtest.Server, string) {
 	t.Helper()
-	h := hubtest.New(t, hubtest.MLXLayout(t, fixture, dataMod))
+	src := hubtest.MLXLayout(t, fixture, dataMod)
+	h := hubtest.New(t, src)
 	for name, data := range h.Files {
 		if !strings.HasSuffix(name, ".safetensors") {
 			continue
@@ -36,7 +45,26 @@ func mlxServer(t *testing.T, dataMod int) *hubtest.Server {
 			t.Fatalf("%s: MLX layout put the data at %d, asked %d mod 16", name, sh.DataOffset, dataMod)
 		}
 	}
-	return h
+	return h, src
+}
+
+// checkZeroCopy asserts that the GPU backend would bind every tensor of
+// dir in place, where it would have copied some of served, the folder as
+// MLX wrote it.
+func checkZeroCopy(t *testing.T, served, dir string) {
+	t.Helper()
+	before, err := checkpoint.MisalignedBytes(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := checkpoint.MisalignedBytes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("GPU copies at load: %d bytes as served, %d as stored", before, after)
+	if before == 0 || after != 0 {
+		t.Errorf("the GPU backend copies %d bytes of the served folder and %d of the stored one; want some and 0", before, after)
+	}
 }
 
 // checkStrict opens every stored shard with a reader of the format
@@ -106,11 +134,11 @@ func equalShape(a, b []uint64) bool {
 // TestPullMLXLayout pulls checkpoints laid out as MLX writes them (no
 // header padding, the data at an odd offset, tensors of 4 and 8 bytes
 // between big ones) and gets folders whose every tensor is aligned, that
-// Petal and a strict reader of the format both load, and that Verify
-// passes.
+// the GPU backend uses with no copied bytes, that Petal and a strict
+// reader of the format both load, and that Verify passes.
 func TestPullMLXLayout(t *testing.T) {
 	for _, mod := range []int{1, 6, 13} {
-		h := mlxServer(t, mod)
+		h, served := mlxServerDir(t, mod)
 		o := options(t, h)
 		dir, err := Pull(t.Context(), o)
 		if err != nil {
@@ -118,6 +146,7 @@ func TestPullMLXLayout(t *testing.T) {
 		}
 		checkPulled(t, h, dir)
 		checkStrict(t, h, dir)
+		checkZeroCopy(t, served, dir)
 		if got := h.Served(); got != h.Total() {
 			t.Errorf("served %d bytes for %d: the header requests fetched bytes twice", got, h.Total())
 		}
