@@ -161,6 +161,10 @@ func (t *Tokenizer) tokenBytes(id int, skipSpecial bool) ([]byte, bool) {
 	return t.arena[t.offsets[id]:t.offsets[id+1]], true
 }
 
+// Bytes returns the bytes id decodes to, special tokens included, and
+// false for an unknown id. A token may end inside a UTF-8 character.
+func (t *Tokenizer) Bytes(id int) ([]byte, bool) { return t.tokenBytes(id, false) }
+
 // Decode returns the text of ids, special tokens included. Unknown ids are
 // skipped; bytes that do not form valid UTF-8 (a sequence cut in the middle
 // of a character) become U+FFFD.

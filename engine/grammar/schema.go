@@ -1,0 +1,497 @@
+package grammar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Limits of a compiled grammar.
+const (
+	// MaxSchemaBytes bounds the schema's JSON.
+	MaxSchemaBytes = 1 << 20
+	// MaxNodes bounds the compiled schema nodes ($ref targets are compiled
+	// once).
+	MaxNodes = 10_000
+	// MaxProperties bounds the properties of one object.
+	MaxProperties = 64
+	// MaxAlternatives bounds the alternatives of an anyOf or enum.
+	MaxAlternatives = 256
+	// MaxDepth bounds the nesting of the values a grammar allows, where a
+	// schema leaves it open (free JSON, recursive $refs).
+	MaxDepth = 32
+	// MaxWhitespace bounds the whitespace between two tokens of the JSON
+	// text, so that a reply cannot spend its tokens on blank space.
+	MaxWhitespace = 8
+	// MaxNumberBytes bounds the length of a number.
+	MaxNumberBytes = 24
+)
+
+// ErrSchema marks a schema that cannot be compiled; the error is a
+// *SchemaError.
+var ErrSchema = errors.New("grammar: schema cannot be compiled")
+
+// SchemaError names the keyword of the schema that cannot be compiled.
+type SchemaError struct {
+	Keyword string // the JSON Schema keyword, such as "pattern"
+	Path    string // where, as a JSON pointer into the schema
+	Reason  string
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("schema keyword %q at %q: %s", e.Keyword, e.Path, e.Reason)
+}
+
+// Is makes a SchemaError match ErrSchema.
+func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+
+type kind uint8
+
+const (
+	kAny kind = iota // any JSON value
+	kObject
+	kArray
+	kString
+	kNumber
+	kInteger
+	kLiteral // one JSON text: true, false, null, an enum or const value
+	kAlt     // any one of alts
+)
+
+// node is one compiled schema.
+type node struct {
+	kind kind
+	// objects: the listed properties (only they may appear, each once,
+	// in any order) or, with none listed, keys of any name whose values
+	// obey extra.
+	props    []prop
+	required uint64
+	extra    *node
+	// arrays
+	items              *node
+	minItems, maxItems int // maxItems < 0: no bound
+	// strings
+	minLen, maxLen int // maxLen < 0: no bound
+	// numbers
+	min, max         float64
+	exclMin, exclMax bool
+	bounded          bool
+	// literals
+	text string
+	// alternatives
+	alts []*node
+}
+
+type prop struct {
+	name string
+	key  string // the name as a JSON string, quotes included
+	node *node
+}
+
+// Grammar is a compiled schema: the JSON texts a reply may be.
+type Grammar struct {
+	root *node
+}
+
+// JSONObject is the grammar of json_object mode: any JSON object.
+func JSONObject() *Grammar {
+	return &Grammar{root: &node{kind: kObject, extra: anyNode, maxItems: -1, maxLen: -1}}
+}
+
+var anyNode = &node{kind: kAny, maxItems: -1, maxLen: -1}
+
+// Compile compiles a JSON Schema: the subset that structured-output clients
+// send (type, properties, required, additionalProperties, items, minItems,
+// maxItems, enum, const, minLength, maxLength, minimum, maximum and their
+// exclusive forms, anyOf, oneOf, allOf of one schema, $ref into $defs or
+// definitions). A keyword outside it that changes what is valid is an
+// error naming it; annotations (title, description, default, examples,
+// $schema, strict) are ignored.
+func Compile(schema []byte) (*Grammar, error) {
+	if len(schema) > MaxSchemaBytes {
+		return nil, &SchemaError{Keyword: "", Path: "", Reason: fmt.Sprintf("the schema has %d bytes, more than %d", len(schema), MaxSchemaBytes)}
+	}
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(schema))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, &SchemaError{Path: "", Reason: "the schema is not JSON: " + err.Error()}
+	}
+	c := &compiler{doc: doc, refs: map[string]*node{}}
+	root, err := c.compile(doc, "")
+	if err != nil {
+		return nil, err
+	}
+	return &Grammar{root: root}, nil
+}
+
+type compiler struct {
+	doc   any
+	refs  map[string]*node
+	nodes int
+}
+
+// annotations change nothing that is valid.
+var annotations = map[string]bool{
+	"title": true, "description": true, "default": true, "examples": true, "$schema": true, "$id": true,
+	"$comment": true, "strict": true, "$defs": true, "definitions": true, "deprecated": true, "readOnly": true,
+	"writeOnly": true, "name": true, "propertyOrdering": true, "nullable": true,
+}
+
+func (c *compiler) fail(keyword, path, format string, args ...any) error {
+	return &SchemaError{Keyword: keyword, Path: path, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (c *compiler) newNode(n node) (*node, error) {
+	c.nodes++
+	if c.nodes > MaxNodes {
+		return nil, c.fail("", "", "the schema compiles to more than %d nodes", MaxNodes)
+	}
+	return &n, nil
+}
+
+func (c *compiler) compile(v any, path string) (*node, error) {
+	switch s := v.(type) {
+	case bool:
+		if !s {
+			return nil, c.fail("false", path, "a schema that allows nothing cannot be generated")
+		}
+		return anyNode, nil
+	case map[string]any:
+		return c.compileObject(s, path)
+	}
+	return nil, c.fail("", path, "a schema must be an object or a boolean")
+}
+
+func (c *compiler) compileObject(s map[string]any, path string) (*node, error) {
+	if ref, ok := s["$ref"]; ok {
+		return c.ref(ref, path)
+	}
+	for k := range s {
+		if !annotations[k] && !handled[k] {
+			return nil, c.fail(k, path, "this keyword is not supported for structured outputs")
+		}
+	}
+	if raw, ok := s["const"]; ok {
+		return c.literal(raw, path+"/const")
+	}
+	if raw, ok := s["enum"]; ok {
+		list, ok := raw.([]any)
+		if !ok || len(list) == 0 || len(list) > MaxAlternatives {
+			return nil, c.fail("enum", path, "enum must list 1 to %d values", MaxAlternatives)
+		}
+		alts := make([]*node, 0, len(list))
+		for i, v := range list {
+			n, err := c.literal(v, fmt.Sprintf("%s/enum/%d", path, i))
+			if err != nil {
+				return nil, err
+			}
+			alts = append(alts, n)
+		}
+		return c.newNode(node{kind: kAlt, alts: alts})
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if raw, ok := s[k]; ok {
+			// oneOf is taken as anyOf: the branches real clients send
+			// (a type or null, tagged variants) do not overlap.
+			return c.alternatives(k, raw, s, path)
+		}
+	}
+	if raw, ok := s["allOf"]; ok {
+		list, ok := raw.([]any)
+		if !ok || len(list) != 1 {
+			return nil, c.fail("allOf", path, "only an allOf of exactly one schema is supported")
+		}
+		return c.compile(list[0], path+"/allOf/0")
+	}
+	types, err := typeList(s, path)
+	if err != nil {
+		return nil, err
+	}
+	if nullable, _ := s["nullable"].(bool); nullable && len(types) > 0 && !slices.Contains(types, "null") {
+		types = append(types, "null")
+	}
+	if len(types) == 0 {
+		types = inferType(s)
+	}
+	if len(types) == 0 {
+		return anyNode, nil
+	}
+	alts := make([]*node, 0, len(types))
+	for _, t := range types {
+		n, err := c.typed(t, s, path)
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, n)
+	}
+	if len(alts) == 1 {
+		return alts[0], nil
+	}
+	return c.newNode(node{kind: kAlt, alts: alts})
+}
+
+// handled are the keywords the compiler reads.
+var handled = map[string]bool{
+	"type": true, "properties": true, "required": true, "additionalProperties": true, "items": true,
+	"minItems": true, "maxItems": true, "enum": true, "const": true, "minLength": true, "maxLength": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"anyOf": true, "oneOf": true, "allOf": true, "$ref": true,
+}
+
+func typeList(s map[string]any, path string) ([]string, error) {
+	switch t := s["type"].(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []string{t}, nil
+	case []any:
+		var out []string
+		for _, e := range t {
+			name, ok := e.(string)
+			if !ok {
+				return nil, &SchemaError{Keyword: "type", Path: path, Reason: "type must be a name or a list of names"}
+			}
+			out = append(out, name)
+		}
+		return out, nil
+	}
+	return nil, &SchemaError{Keyword: "type", Path: path, Reason: "type must be a name or a list of names"}
+}
+
+// inferType reads the type from the keywords when "type" is missing, as
+// clients leave it out of objects with properties.
+func inferType(s map[string]any) []string {
+	switch {
+	case s["properties"] != nil || s["additionalProperties"] != nil || s["required"] != nil:
+		return []string{"object"}
+	case s["items"] != nil:
+		return []string{"array"}
+	}
+	return nil
+}
+
+func (c *compiler) typed(t string, s map[string]any, path string) (*node, error) {
+	switch t {
+	case "object":
+		return c.object(s, path)
+	case "array":
+		n := node{kind: kArray, maxItems: -1, maxLen: -1}
+		var err error
+		if n.minItems, n.maxItems, err = bounds(s, "minItems", "maxItems", path); err != nil {
+			return nil, err
+		}
+		n.items = anyNode
+		if raw, ok := s["items"]; ok {
+			if n.items, err = c.compile(raw, path+"/items"); err != nil {
+				return nil, err
+			}
+		}
+		return c.newNode(n)
+	case "string":
+		n := node{kind: kString, maxItems: -1}
+		var err error
+		if n.minLen, n.maxLen, err = bounds(s, "minLength", "maxLength", path); err != nil {
+			return nil, err
+		}
+		return c.newNode(n)
+	case "number", "integer":
+		n := node{kind: kNumber, maxItems: -1, maxLen: -1, min: math.Inf(-1), max: math.Inf(1)}
+		if t == "integer" {
+			n.kind = kInteger
+		}
+		for _, b := range []struct {
+			key   string
+			dst   *float64
+			excl  *bool
+			isMax bool
+		}{{"minimum", &n.min, nil, false}, {"maximum", &n.max, nil, true},
+			{"exclusiveMinimum", &n.min, &n.exclMin, false}, {"exclusiveMaximum", &n.max, &n.exclMax, true}} {
+			raw, ok := s[b.key]
+			if !ok {
+				continue
+			}
+			num, ok := raw.(json.Number)
+			f, err := num.Float64()
+			if !ok || err != nil {
+				return nil, c.fail(b.key, path, "%s must be a number", b.key)
+			}
+			*b.dst = f
+			if b.excl != nil {
+				*b.excl = true
+			}
+			n.bounded = true
+		}
+		if n.min > n.max || n.min == n.max && (n.exclMin || n.exclMax) {
+			return nil, c.fail("minimum", path, "no number lies between the bounds")
+		}
+		return c.newNode(n)
+	case "boolean":
+		return c.newNode(node{kind: kAlt, alts: []*node{{kind: kLiteral, text: "true"}, {kind: kLiteral, text: "false"}}})
+	case "null":
+		return c.newNode(node{kind: kLiteral, text: "null", maxItems: -1})
+	}
+	return nil, c.fail("type", path, "unknown type %q", t)
+}
+
+func bounds(s map[string]any, lo, hi, path string) (int, int, error) {
+	minV, maxV := 0, -1
+	for _, b := range []struct {
+		key string
+		dst *int
+	}{{lo, &minV}, {hi, &maxV}} {
+		raw, ok := s[b.key]
+		if !ok {
+			continue
+		}
+		num, _ := raw.(json.Number)
+		v, err := num.Int64()
+		if err != nil || v < 0 || v > math.MaxInt32 {
+			return 0, 0, &SchemaError{Keyword: b.key, Path: path, Reason: b.key + " must be a non-negative integer"}
+		}
+		*b.dst = int(v)
+	}
+	if maxV >= 0 && minV > maxV {
+		return 0, 0, &SchemaError{Keyword: lo, Path: path, Reason: fmt.Sprintf("%s %d exceeds %s %d", lo, minV, hi, maxV)}
+	}
+	return minV, maxV, nil
+}
+
+func (c *compiler) object(s map[string]any, path string) (*node, error) {
+	n := node{kind: kObject, maxItems: -1, maxLen: -1}
+	props, _ := s["properties"].(map[string]any)
+	if s["properties"] != nil && props == nil {
+		return nil, c.fail("properties", path, "properties must be an object")
+	}
+	if len(props) > MaxProperties {
+		return nil, c.fail("properties", path, "%d properties are more than the %d supported", len(props), MaxProperties)
+	}
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	slices.Sort(names) // any order is allowed; this one is stable
+	for _, name := range names {
+		sub, err := c.compile(props[name], path+"/properties/"+escapePointer(name))
+		if err != nil {
+			return nil, err
+		}
+		key, _ := json.Marshal(name)
+		n.props = append(n.props, prop{name: name, key: string(key), node: sub})
+	}
+	if raw, ok := s["required"]; ok {
+		list, ok := raw.([]any)
+		if !ok {
+			return nil, c.fail("required", path, "required must be a list of names")
+		}
+		for _, r := range list {
+			name, _ := r.(string)
+			i := slices.IndexFunc(n.props, func(p prop) bool { return p.name == name })
+			if i < 0 {
+				return nil, c.fail("required", path, "required names %q, which is not among the properties", name)
+			}
+			n.required |= 1 << i
+		}
+	}
+	if len(n.props) == 0 {
+		// Keys of any name; their values obey additionalProperties.
+		n.extra = anyNode
+		switch extra := s["additionalProperties"].(type) {
+		case nil:
+		case bool:
+			if !extra {
+				n.extra = nil // only {}
+			}
+		default:
+			sub, err := c.compile(extra, path+"/additionalProperties")
+			if err != nil {
+				return nil, err
+			}
+			n.extra = sub
+		}
+	}
+	// With properties listed, only they are generated: that obeys the
+	// schema whatever additionalProperties says.
+	return c.newNode(n)
+}
+
+func (c *compiler) alternatives(keyword string, raw any, s map[string]any, path string) (*node, error) {
+	list, ok := raw.([]any)
+	if !ok || len(list) == 0 || len(list) > MaxAlternatives {
+		return nil, c.fail(keyword, path, "%s must list 1 to %d schemas", keyword, MaxAlternatives)
+	}
+	for k := range s {
+		if k != keyword && !annotations[k] {
+			return nil, c.fail(k, path, "this keyword beside %s is not supported", keyword)
+		}
+	}
+	alts := make([]*node, 0, len(list))
+	for i, sub := range list {
+		n, err := c.compile(sub, fmt.Sprintf("%s/%s/%d", path, keyword, i))
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, n)
+	}
+	return c.newNode(node{kind: kAlt, alts: alts})
+}
+
+// ref compiles a local reference once; a recursive one gets the node being
+// compiled, which is what makes recursion possible.
+func (c *compiler) ref(raw any, path string) (*node, error) {
+	ref, _ := raw.(string)
+	if n, ok := c.refs[ref]; ok {
+		return n, nil
+	}
+	target, ok := c.resolve(ref)
+	if !ok {
+		return nil, c.fail("$ref", path, "%q is no local reference into $defs or definitions", ref)
+	}
+	n := &node{}
+	c.refs[ref] = n
+	compiled, err := c.compile(target, ref[1:])
+	if err != nil {
+		return nil, err
+	}
+	*n = *compiled
+	return n, nil
+}
+
+func (c *compiler) resolve(ref string) (any, bool) {
+	if ref == "#" {
+		return c.doc, true
+	}
+	rest, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return nil, false
+	}
+	cur := c.doc
+	for _, part := range strings.Split(rest, "/") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		if cur, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// literal compiles a const or enum value to its compact JSON text.
+func (c *compiler) literal(v any, path string) (*node, error) {
+	text, err := json.Marshal(v)
+	if err != nil {
+		return nil, c.fail("const", path, "the value cannot be written as JSON")
+	}
+	return c.newNode(node{kind: kLiteral, text: string(text), maxItems: -1})
+}
