@@ -35,13 +35,14 @@ const (
 	U32  DType = "U32"
 )
 
-// dtypeSizes lists every dtype the format defines, so a header naming one
-// that Petal never uses still parses.
+// dtypeSizes lists every whole-byte dtype the format defines (MLX writes
+// C64 for complex64 and F8_E8M0 for its scale exponents), so a header
+// naming one that Petal never uses still parses.
 var dtypeSizes = map[DType]int{
-	"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1,
+	"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1,
 	"I16": 2, "U16": 2, F16: 2, BF16: 2,
 	"I32": 4, U32: 4, F32: 4,
-	"I64": 8, "U64": 8, "F64": 8,
+	"I64": 8, "U64": 8, "F64": 8, "C64": 8,
 }
 
 // Size is the size of one element in bytes, or 0 for an unknown dtype.

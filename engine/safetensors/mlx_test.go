@@ -183,3 +183,16 @@ func TestHeaderOrderAndNoMetadata(t *testing.T) {
 		t.Errorf("data order %s, %s; want z, a", ts[0].Name, ts[1].Name)
 	}
 }
+
+// TestMLXDTypes: the dtypes MLX writes that Petal never reads still parse.
+func TestMLXDTypes(t *testing.T) {
+	b := rawFile(`{"c":{"dtype":"C64","shape":[1],"data_offsets":[0,8]},"e":{"dtype":"F8_E8M0","shape":[3],"data_offsets":[8,11]}}`, 11)
+	f, err := Open(writeTemp(t, b))
+	if err != nil {
+		t.Fatalf("refused MLX's dtypes: %v", err)
+	}
+	defer f.Close()
+	if len(f.Tensor("c").Data) != 8 || len(f.Tensor("e").Data) != 3 {
+		t.Errorf("sizes %d, %d", len(f.Tensor("c").Data), len(f.Tensor("e").Data))
+	}
+}
