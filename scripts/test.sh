@@ -33,6 +33,9 @@ if [ -n "$stale" ]; then echo "frontend/dist is stale; run npm run build in fron
 echo "== go test"
 go test -count=1 -timeout 60m ./...
 
+echo "== petal doctor on the sim (every kernel compiled and tested, the demo model against the CPU)"
+go run . doctor --backend sim >/dev/null
+
 echo "== web UI end to end (petal serve on the demo model, Chromium)"
 ./scripts/e2e.sh
 

@@ -1,9 +1,9 @@
 // The management client: same-origin routes under /manage that only the UI
-// uses (model status, memory fit, downloads, settings). The server refuses
+// uses (model status, memory fit, downloads, settings, the doctor's checks). The server refuses
 // them from any other origin.
 
 import { request } from './http';
-import type { DownloadAction, DownloadStatus, FitReport, Settings, SettingsReply, Status } from './types';
+import type { DoctorReply, DownloadAction, DownloadStatus, FitReport, Settings, SettingsReply, Status } from './types';
 
 /** The management routes, in one place so the Go side can be checked against them. */
 export const routes = {
@@ -12,6 +12,7 @@ export const routes = {
   download: '/manage/download',
   load: '/manage/model/load',
   settings: '/manage/settings',
+  doctor: '/manage/doctor',
 } as const;
 
 export function getStatus(signal?: AbortSignal): Promise<Status> {
@@ -42,4 +43,9 @@ export function getSettings(signal?: AbortSignal): Promise<SettingsReply> {
 
 export function putSettings(s: Settings): Promise<SettingsReply> {
   return request<SettingsReply>('PUT', routes.settings, s);
+}
+
+/** Runs petal doctor's checks on the server's machine: up to a minute or two. */
+export function runDoctor(signal?: AbortSignal): Promise<DoctorReply> {
+  return request<DoctorReply>('POST', routes.doctor, {}, signal);
 }

@@ -108,6 +108,37 @@ export interface Status {
   fit: boolean;
   /** Whether the server can load a downloaded model without a restart. */
   load: boolean;
+  /** Whether the server can run petal doctor's checks (older servers lack the field). */
+  doctor?: boolean;
+}
+
+/** One line of petal doctor's report. */
+export interface DoctorCheck {
+  section: 'device' | 'compile' | 'kernel' | 'model';
+  name: string;
+  pass: boolean;
+  /** What was measured on a pass; the exact compiler or runtime message on a failure. */
+  message: string;
+  seconds: number;
+  gb_per_s?: number;
+  bandwidth_share?: number;
+}
+
+export interface DoctorReport {
+  backend: string;
+  device: string;
+  os: string;
+  arch: string;
+  pass: boolean;
+  failed: number;
+  seconds: number;
+  checks: DoctorCheck[];
+}
+
+/** The answer of POST /manage/doctor: the checks, and the text petal doctor prints. */
+export interface DoctorReply {
+  report: DoctorReport;
+  text: string;
 }
 
 export type Verdict = 'fits' | 'reduced' | 'no';

@@ -1,12 +1,14 @@
 // The stores the whole UI shares, created once.
 
 import { ChatStore } from './chat.svelte';
+import { DoctorStore } from './doctor.svelte';
 import { ModelStore } from './model.svelte';
 import { SettingsStore } from './settings.svelte';
 
 export const chat = new ChatStore();
 export const model = new ModelStore();
 export const settings = new SettingsStore();
+export const doctor = new DoctorStore();
 
 export type View = 'chat' | 'setup' | 'settings' | 'endpoint';
 export const VIEWS: { id: View; label: string; key: string }[] = [
