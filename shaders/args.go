@@ -174,6 +174,6 @@ const (
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | MoENormArgs | QMVArgs | QMVMultiArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs](a *T) []byte {
+func Bytes[T RMSNormArgs | MoENormArgs | QMVArgs | QMVMultiArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs | SampleArgs | SampleHeader](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

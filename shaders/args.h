@@ -230,4 +230,51 @@ struct AttnPrefillArgs {
     int32_t _pad[3];
 };
 
+// ---- sample.metal
+// sample_f32 runs one threadgroup of at most SAMPLE_MAX_THREADS threads.
+// Each thread, then each simd-group, then the threadgroup keeps its
+// SAMPLE_LIST best candidates: top-k up to that many, top_logprobs and any
+// nucleus that fits are drawn from them without another pass. Threshold
+// searches take SAMPLE_RADIX_BITS of a key per pass.
+#define SAMPLE_MAX_THREADS 1024
+#define SAMPLE_MAX_SIMDGROUPS 32
+#define SAMPLE_LIST 32
+#define SAMPLE_MAX_TOP_LOGPROBS 20
+#define SAMPLE_RADIX_BITS 4
+#define SAMPLE_NO_TOKEN 0xffffffffu
+
+struct SampleArgs {
+    int32_t n;              // logits (the vocabulary)
+    int32_t top_logprobs;   // -1: write no record; else 0..SAMPLE_MAX_TOP_LOGPROBS alternatives
+    int32_t _pad[2];
+};
+
+// The per-request block at the start of the sampler's state buffer; the
+// host writes it before the first step, the kernel advances counter.
+struct SampleHeader {
+    float inv_temperature;  // 1/temperature rounded from float64; 0: greedy
+    float top_p;            // (0, 1]; 1: off
+    float min_p;            // [0, 1]; 0: off
+    float presence;         // generated ids: logit -= presence + frequency * count
+    float frequency;
+    float repetition;       // prompt and generated ids: logit / r if > 0, else * r
+    int32_t top_k;          // 0: no limit; 1: greedy
+    uint32_t seed_lo;       // the Philox key
+    uint32_t seed_hi;
+    uint32_t counter;       // tokens picked so far: the Philox counter of the next draw
+    uint32_t penalized;     // nonzero: apply penalties and count picked ids
+    uint32_t _pad[5];
+};
+
+// What sample_f32 writes with top_logprobs >= 0: the picked id's log
+// probability and the best ids' (log-softmax of the penalised logits).
+struct SampleRecord {
+    uint32_t id;
+    float logprob;
+    uint32_t top;           // alternatives written; the rest are SAMPLE_NO_TOKEN, -inf
+    uint32_t _pad;
+    uint32_t top_ids[SAMPLE_MAX_TOP_LOGPROBS];
+    float top_logprobs[SAMPLE_MAX_TOP_LOGPROBS];
+};
+
 #endif

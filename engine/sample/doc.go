@@ -27,13 +27,23 @@
 //
 // # Reproducibility
 //
-// Draws come from PCG-DXSM (math/rand/v2's PCG) seeded with (seed,
-// [SeedStream]); each sampled token uses exactly one 64-bit output, turned
-// into a uniform number u in [0, 1) from its top 53 bits, and picks the
-// token where u·(total weight) falls in the cumulative weights: in id order
-// when no filter applies, best first otherwise. Greedy steps draw nothing.
-// The same seed, parameters and logits give the same tokens on every
-// platform.
+// Draws come from a counter-based generator, Philox4x32-10 ([Draw]): the
+// n-th token recorded in a generation (sampled, greedy or forced by
+// [Sampler.Accept], counting from 0) uses the 64-bit word Draw(seed, n),
+// turned into a uniform number u in [0, 1) from its top 53 bits, and picks
+// the token where u·(total weight) falls in the cumulative weights of the
+// tokens left, in id order. The GPU sampler (shaders/sample.metal) computes
+// the same words from the seed and a counter it keeps on the GPU, so it
+// needs no generator state from the host; it takes the top 24 bits in
+// float32. The same seed, parameters and logits give the same tokens on
+// every platform and every run.
+//
+// # Logprobs
+//
+// [Sampler.NextLogprobs] reports log probabilities from the log-softmax of
+// the penalised logits over the ids the tokenizer produces, at temperature
+// 1 and before top-k, top-p and min-p: what the model, with the request's
+// penalties, thinks of each token, whatever the draw settings.
 //
 // # Stopping
 //

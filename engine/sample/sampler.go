@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	mrand "math/rand/v2"
 	"slices"
 )
 
@@ -24,9 +23,9 @@ type Vocab struct {
 // vLLM: 1/T would overflow the weights long before T reaches 0.
 const GreedyBelow = 1e-5
 
-// SeedStream is the second PCG seed word, fixed so that a request's seed
-// alone decides the draws.
-const SeedStream = 0x5065_7461_6c21 // "Petal!"
+// MaxTopLogprobs is the most alternatives [Sampler.NextLogprobs] reports,
+// as the OpenAI API allows.
+const MaxTopLogprobs = 20
 
 // Sampler picks tokens for one generation. It is not safe for concurrent
 // use.
@@ -35,7 +34,7 @@ type Sampler struct {
 	vocab Vocab
 	n     int // ids that may be sampled: [0, n)
 	seed  uint64
-	rng   *mrand.Rand
+	drawn uint32 // tokens recorded so far: the counter of the next draw
 
 	// Penalty state, allocated only when a penalty is on.
 	counts   []int32 // generated occurrences per id
@@ -47,15 +46,22 @@ type Sampler struct {
 	// Scratch reused across calls.
 	cands   []cand
 	weights []float64
-	mass    []float64 // nucleus histogram: weight per bucket
-	fill    []int     // nucleus histogram: tokens per bucket, then offsets
-	starts  []int     // nucleus histogram: where each bucket's tokens begin
+	kept    []keptToken // the drawn-from tokens in id order
+	mass    []float64   // nucleus histogram: weight per bucket
+	fill    []int       // nucleus histogram: tokens per bucket, then offsets
+	starts  []int       // nucleus histogram: where each bucket's tokens begin
 }
 
 // cand is a token still in the running.
 type cand struct {
 	id    int32
 	logit float32
+}
+
+// keptToken is a token the draw may pick, with its unnormalised weight.
+type keptToken struct {
+	id int32
+	w  float64
 }
 
 // New returns a sampler for one generation with the given parameters over
@@ -88,7 +94,6 @@ func New(p Params, vocab Vocab, prompt []int) (*Sampler, error) {
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 		s.seed = binary.LittleEndian.Uint64(b[:])
 	}
-	s.rng = mrand.New(mrand.NewPCG(s.seed, SeedStream))
 	if s.penalized() {
 		s.counts = make([]int32, vocab.Size)
 		if p.RepetitionPenalty != 1 {
@@ -129,9 +134,64 @@ func (s *Sampler) Next(logits []float32) (int, error) {
 	return id, nil
 }
 
+// NextLogprobs is Next that also reports the picked token's log probability
+// and the top most likely tokens (at most [MaxTopLogprobs]): the
+// log-softmax, over the ids the tokenizer produces, of the logits after the
+// penalties and before temperature and the filters, so that it says what
+// the model (and the request's penalties) think of each token, whatever the
+// draw settings.
+func (s *Sampler) NextLogprobs(logits []float32, top int) (int, Logprobs, error) {
+	if top < 0 || top > MaxTopLogprobs {
+		return 0, Logprobs{}, invalid("top_logprobs %d must be in [0, %d]", top, MaxTopLogprobs)
+	}
+	id, err := s.pick(logits)
+	if err != nil {
+		return 0, Logprobs{}, err
+	}
+	lp := s.logprobs(logits[:s.n], id, top)
+	s.Accept(id)
+	return id, lp, nil
+}
+
+// Logprobs is what [Sampler.NextLogprobs] reports of one step.
+type Logprobs struct {
+	Logprob float64
+	// Top holds the most likely tokens, best first, the lower id first on
+	// ties.
+	Top []TokenLogprob
+}
+
+// TokenLogprob is one token's log probability.
+type TokenLogprob struct {
+	ID      int
+	Logprob float64
+}
+
+// logprobs computes id's and the top best tokens' log-softmax over row,
+// whose values are already penalised, in float64.
+func (s *Sampler) logprobs(row []float32, id, top int) Logprobs {
+	m := math.Inf(-1)
+	for _, l := range row {
+		m = max(m, float64(l))
+	}
+	var z float64
+	for _, l := range row {
+		z += math.Exp(float64(l) - m)
+	}
+	lse := m + math.Log(z)
+	lp := Logprobs{Logprob: float64(row[id]) - lse}
+	if top > 0 {
+		for _, c := range s.topK(row, top) {
+			lp.Top = append(lp.Top, TokenLogprob{int(c.id), float64(c.logit) - lse})
+		}
+	}
+	return lp
+}
+
 // Accept records id as generated without sampling it (a token forced by the
-// caller), so that penalties count it.
+// caller), so that penalties count it; it also moves the draws on.
 func (s *Sampler) Accept(id int) {
+	s.drawn++
 	if s.counts == nil || id < 0 || id >= len(s.counts) {
 		return
 	}
@@ -178,26 +238,33 @@ func (s *Sampler) pick(logits []float32) (int, error) {
 		return best, nil
 	}
 	cs, w := s.distribution(row, best)
-	var total float64
-	for _, x := range w {
-		total += x
-	}
-	u := float64(s.rng.Uint64()>>11) * 0x1p-53 * total
-	last := 0
+	kept := s.kept[:0]
 	for i, x := range w {
 		if x == 0 {
 			continue
 		}
-		last = i
-		if u < x {
-			break
+		id := int32(i)
+		if cs != nil {
+			id = cs[i].id
 		}
-		u -= x
+		kept = append(kept, keptToken{id, x})
 	}
-	if cs == nil {
-		return last, nil
+	if cs != nil {
+		slices.SortFunc(kept, func(a, b keptToken) int { return int(a.id) - int(b.id) })
 	}
-	return int(cs[last].id), nil
+	s.kept = kept
+	var total float64
+	for _, k := range kept {
+		total += k.w
+	}
+	u := float64(Draw(s.seed, s.drawn)>>11) * 0x1p-53 * total
+	for _, k := range kept {
+		if u < k.w {
+			return int(k.id), nil
+		}
+		u -= k.w
+	}
+	return int(kept[len(kept)-1].id), nil
 }
 
 // argmax returns the id of the largest logit, the lowest id on ties, and

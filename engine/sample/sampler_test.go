@@ -359,10 +359,10 @@ func TestSeedReproducible(t *testing.T) {
 	}
 }
 
-// TestDocumentedDraw replays the documented procedure by hand: PCG seeded
-// with (seed, SeedStream), one output per token, its top 53 bits as u in
-// [0, 1), the token where u falls in the cumulative distribution (ids in
-// order without filters; best first after filtering).
+// TestDocumentedDraw replays the documented procedure by hand: the word
+// Draw(seed, n) for the token recorded n-th (greedy steps and accepted
+// tokens count too), its top 53 bits as u in [0, 1), the token where u falls
+// in the cumulative distribution over the kept ids in id order.
 func TestDocumentedDraw(t *testing.T) {
 	logits := []float32{0.3, 1.2, -0.5, 2.0, 0.9, 1.1}
 	for _, p := range []Params{
@@ -375,23 +375,22 @@ func TestDocumentedDraw(t *testing.T) {
 			t.Fatal(err)
 		}
 		probs := reference(logits, p, len(logits))
-		order := []int{0, 1, 2, 3, 4, 5}
-		if p.TopK > 0 {
-			order = []int{3, 1, 5, 4, 0, 2} // descending logits
-		}
-		rng := rand.New(rand.NewPCG(77, SeedStream))
 		for i := range 500 {
-			u := float64(rng.Uint64()>>11) * 0x1p-53
+			if i%7 == 3 {
+				s.Accept(1) // a forced token takes draw i
+				continue
+			}
+			u := float64(Draw(77, uint32(i))>>11) * 0x1p-53
 			want := -1
-			for _, id := range order {
-				if probs[id] == 0 {
+			for id, pr := range probs {
+				if pr == 0 {
 					continue
 				}
 				want = id
-				if u < probs[id] {
+				if u < pr {
 					break
 				}
-				u -= probs[id]
+				u -= pr
 			}
 			got, err := s.Next(slices.Clone(logits))
 			if err != nil {
@@ -401,6 +400,30 @@ func TestDocumentedDraw(t *testing.T) {
 				t.Fatalf("%+v draw %d: got %d, want %d", p, i, got, want)
 			}
 		}
+	}
+}
+
+// TestPhiloxKnownAnswers checks Philox4x32 against the Random123
+// distribution's known-answer vectors (kat_vectors, "philox4x32 10" lines:
+// counter, key, output).
+func TestPhiloxKnownAnswers(t *testing.T) {
+	for _, c := range []struct {
+		ctr  [4]uint32
+		key  [2]uint32
+		want [4]uint32
+	}{
+		{[4]uint32{}, [2]uint32{}, [4]uint32{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+		{[4]uint32{^uint32(0), ^uint32(0), ^uint32(0), ^uint32(0)}, [2]uint32{^uint32(0), ^uint32(0)}, [4]uint32{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+		{[4]uint32{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, [2]uint32{0xa4093822, 0x299f31d0}, [4]uint32{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+	} {
+		if got := Philox4x32(c.ctr, c.key); got != c.want {
+			t.Errorf("Philox4x32(%08x, %08x) = %08x, want %08x", c.ctr, c.key, got, c.want)
+		}
+	}
+	// Draw's layout: counter word 0, seed low word first, output words 0 and 1.
+	out := Philox4x32([4]uint32{5, 0, 0, 0}, [2]uint32{0x299f31d0, 0xa4093822})
+	if got := Draw(0xa4093822_299f31d0, 5); got != uint64(out[0])<<32|uint64(out[1]) {
+		t.Fatalf("Draw = %016x, want %08x%08x", got, out[0], out[1])
 	}
 }
 
