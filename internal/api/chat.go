@@ -13,8 +13,8 @@ import (
 )
 
 // chatRequest is a /v1/chat/completions body. Fields that clients send but
-// that change nothing here (user, response_format, parallel_tool_calls,
-// prompt_cache_key, logprobs, ...) are accepted and ignored.
+// that change nothing here (user, parallel_tool_calls, prompt_cache_key,
+// logprobs, ...) are accepted and ignored.
 type chatRequest struct {
 	Model    string                 `json:"model"`
 	Messages []chattemplate.Message `json:"messages"`
@@ -32,6 +32,7 @@ type chatRequest struct {
 	Tools      []chattemplate.Tool `json:"tools"`
 	ToolChoice json.RawMessage     `json:"tool_choice"`
 
+	ResponseFormat     json.RawMessage            `json:"response_format"`
 	ReasoningEffort    *string                    `json:"reasoning_effort"`
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 	// EnableThinking is the switch some clients send at the top level.
@@ -63,6 +64,9 @@ func (c *chatRequest) toService() (*service.Request, error) {
 		return nil, err
 	}
 	req := &service.Request{Messages: c.Messages, Tools: c.Tools, MaxTokens: limit, Stop: c.Stop, Sampling: samp}
+	if req.Grammar, err = responseFormat(c.ResponseFormat); err != nil {
+		return nil, err
+	}
 	if toolChoiceNone(c.ToolChoice) {
 		req.Tools = nil
 	}

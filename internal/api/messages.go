@@ -36,6 +36,10 @@ type messagesRequest struct {
 	Thinking *struct {
 		Type string `json:"type"`
 	} `json:"thinking"`
+	// OutputFormat (the structured-outputs beta) or OutputConfig's format
+	// constrain the reply to a JSON schema.
+	OutputFormat json.RawMessage `json:"output_format"`
+	OutputConfig json.RawMessage `json:"output_config"`
 }
 
 type anthropicMessage struct {
@@ -121,6 +125,9 @@ func (m *messagesRequest) toService() (*service.Request, error) {
 		return nil, err
 	}
 	req := &service.Request{MaxTokens: limit, Stop: m.StopSequences, Sampling: samp}
+	if req.Grammar, err = anthropicFormat(m.OutputFormat, m.OutputConfig); err != nil {
+		return nil, err
+	}
 	system, err := textParts(m.System, "system")
 	if err != nil {
 		return nil, err

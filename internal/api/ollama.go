@@ -59,6 +59,7 @@ type ollamaChatRequest struct {
 	Stream   *bool               `json:"stream"`
 	Think    json.RawMessage     `json:"think"`
 	Tools    []chattemplate.Tool `json:"tools"`
+	Format   json.RawMessage     `json:"format"`
 	Options  ollamaOptions       `json:"options"`
 }
 
@@ -86,6 +87,9 @@ func (o *ollamaChatRequest) toService() (*service.Request, error) {
 		return nil, err
 	}
 	req.Messages, req.Tools = msgs, o.Tools
+	if req.Grammar, err = ollamaFormat(o.Format); err != nil {
+		return nil, err
+	}
 	req.Kwargs = ollamaThink(o.Think)
 	return req, nil
 }

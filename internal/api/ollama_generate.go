@@ -26,6 +26,7 @@ type ollamaGenerateRequest struct {
 	Images   []string        `json:"images"`
 	Stream   *bool           `json:"stream"`
 	Think    json.RawMessage `json:"think"`
+	Format   json.RawMessage `json:"format"`
 	Options  ollamaOptions   `json:"options"`
 }
 
@@ -46,6 +47,9 @@ func (o *ollamaGenerateRequest) toService() (*service.Request, error) {
 	}
 	req, err := o.Options.request()
 	if err != nil {
+		return nil, err
+	}
+	if req.Grammar, err = ollamaFormat(o.Format); err != nil {
 		return nil, err
 	}
 	if o.Raw {

@@ -95,6 +95,11 @@ func (q *responsesRequest) toService() (*service.Request, error) {
 		return nil, err
 	}
 	req := &service.Request{Messages: msgs, MaxTokens: limit, Sampling: samp}
+	if q.Text != nil {
+		if req.Grammar, err = textFormat(q.Text.Format); err != nil {
+			return nil, err
+		}
+	}
 	if !toolChoiceNone(q.ToolChoice) {
 		for i, t := range q.Tools {
 			// Hosted tools (web_search, file_search, ...) and Codex's

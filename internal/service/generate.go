@@ -128,12 +128,17 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	dec := s.tok.NewStreamDecoder(true)
 	fed := append([]int(nil), p.tokens...)
 	decodeStart := time.Now()
+	con := s.constrain(p)
 	for {
 		if err := ctx.Err(); err != nil {
 			return sum, context.Cause(ctx)
 		}
+		con.apply(logits)
 		id, err := sampler.Next(logits)
 		if err != nil {
+			return sum, err
+		}
+		if err := con.advance(id, sampler.IsEOS(id)); err != nil {
 			return sum, err
 		}
 		if sum.CompletionTokens == 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"petal/engine/chattemplate"
+	"petal/engine/grammar"
 	"petal/engine/reply"
 	"petal/engine/sample"
 )
@@ -29,6 +30,9 @@ type Request struct {
 	MaxTokens int
 	// Stop strings end the reply and are not part of it.
 	Stop []string
+	// Grammar, when set, constrains the reply's content (after any
+	// reasoning) to its JSON texts: structured outputs.
+	Grammar *grammar.Grammar
 	// Client names who asks, for the queue's fairness: requests of
 	// different clients take turns. "" is a client like any other.
 	Client string
@@ -64,6 +68,10 @@ type prepared struct {
 	params    sample.Params
 	stopper   *sample.Stopper
 	parser    *reply.Parser // nil for a raw prompt
+	grammar   *grammar.Grammar
+	// thinking: the reply starts inside the reasoning, which the grammar
+	// does not constrain.
+	thinking bool
 }
 
 // thinkOpen is the tag a prompt ends with when the reply starts inside the
@@ -71,7 +79,7 @@ type prepared struct {
 const thinkOpen = "<think>"
 
 func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) {
-	p := &prepared{}
+	p := &prepared{grammar: req.Grammar}
 	text, err := s.promptText(ctx, req)
 	if err != nil {
 		return nil, err
@@ -81,8 +89,8 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 		for i, t := range req.Tools {
 			tools[i] = reply.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters}
 		}
-		thinking := strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), thinkOpen)
-		if p.parser, err = reply.New(reply.Options{Thinking: thinking, Tools: tools}); err != nil {
+		p.thinking = strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), thinkOpen)
+		if p.parser, err = reply.New(reply.Options{Thinking: p.thinking, Tools: tools}); err != nil {
 			return nil, &badRequest{err}
 		}
 	}

@@ -7,10 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"petal/engine"
 	"petal/engine/chattemplate"
+	"petal/engine/grammar"
 	"petal/engine/sample"
 	"petal/engine/tokenizer"
 )
@@ -72,6 +74,10 @@ type Service struct {
 	queue     *queue
 	cache     *prefixCache
 	stats     stats
+	// grammarVocab is the vocabulary for structured outputs, built at the
+	// first request that asks for one.
+	grammarVocab     *grammar.Vocab
+	grammarVocabOnce sync.Once
 }
 
 // Info describes the served model.

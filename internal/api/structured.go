@@ -1,0 +1,121 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+
+	"petal/engine/grammar"
+)
+
+// schemaGrammar compiles a structured-output schema; one that cannot be
+// enforced is refused naming its keyword, rather than answered in prose.
+func schemaGrammar(param string, schema json.RawMessage) (*grammar.Grammar, error) {
+	if len(schema) == 0 || string(schema) == "null" {
+		return nil, badParam(param, "%s needs a schema", param)
+	}
+	g, err := grammar.Compile(schema)
+	var se *grammar.SchemaError
+	if errors.As(err, &se) {
+		if se.Keyword == "" {
+			return nil, badParam(param, "%s: the schema cannot be enforced: %s", param, se.Reason)
+		}
+		return nil, badParam(param, "%s: the schema keyword %q (at %q) cannot be enforced: %s", param, se.Keyword, "#"+se.Path, se.Reason)
+	}
+	return g, err
+}
+
+// responseFormat reads OpenAI chat's response_format: text, json_object
+// or json_schema.
+func responseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var f struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, badParam("response_format", "response_format must be an object with a type")
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return grammar.JSONObject(), nil
+	case "json_schema":
+		if f.JSONSchema == nil {
+			return nil, badParam("response_format", "response_format json_schema needs json_schema.schema")
+		}
+		return schemaGrammar("response_format", f.JSONSchema.Schema)
+	}
+	return nil, badParam("response_format", "response_format type must be text, json_object or json_schema, not %q", f.Type)
+}
+
+// textFormat reads the Responses API's text.format: the same types, with
+// the schema beside the type.
+func textFormat(raw json.RawMessage) (*grammar.Grammar, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, badParam("text.format", "text.format must be an object with a type")
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return grammar.JSONObject(), nil
+	case "json_schema":
+		return schemaGrammar("text.format", f.Schema)
+	}
+	return nil, badParam("text.format", "text.format type must be text, json_object or json_schema, not %q", f.Type)
+}
+
+// ollamaFormat reads Ollama's format: "json" or a schema.
+func ollamaFormat(raw json.RawMessage) (*grammar.Grammar, error) {
+	var s string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, nil
+	case json.Unmarshal(raw, &s) == nil:
+		switch s {
+		case "":
+			return nil, nil
+		case "json":
+			return grammar.JSONObject(), nil
+		}
+		return nil, badParam("format", "format must be \"json\" or a JSON schema, not %q", s)
+	}
+	return schemaGrammar("format", raw)
+}
+
+// anthropicFormat reads the Messages API's structured outputs: the beta's
+// output_format, or output_config.format.
+func anthropicFormat(outputFormat json.RawMessage, outputConfig json.RawMessage) (*grammar.Grammar, error) {
+	raw := outputFormat
+	if len(raw) == 0 && len(outputConfig) > 0 {
+		var cfg struct {
+			Format json.RawMessage `json:"format"`
+		}
+		if json.Unmarshal(outputConfig, &cfg) == nil {
+			raw = cfg.Format
+		}
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil || f.Type != "json_schema" {
+		return nil, badParam("output_format", "output_format must be {\"type\":\"json_schema\",\"schema\":{...}}")
+	}
+	return schemaGrammar("output_format", f.Schema)
+}
