@@ -33,17 +33,13 @@ func mlxServerDir(t *testing.T, dataMod int) (*hubtest.Server, string) {
 	t.Helper()
 	src := hubtest.MLXLayout(t, fixture, dataMod)
 	h := hubtest.New(t, src)
-	for name, data := range h.Files {
-		if !strings.HasSuffix(name, ".safetensors") {
-			continue
-		}
-		sh, err := safetensors.ParseHeader(data, int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int(sh.DataOffset%16) != dataMod {
-			t.Fatalf("%s: MLX layout put the data at %d, asked %d mod 16", name, sh.DataOffset, dataMod)
-		}
+	first := h.Files["model-00001-of-00003.safetensors"]
+	sh, err := safetensors.ParseHeader(first, int64(len(first)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(sh.DataOffset%16) != dataMod {
+		t.Fatalf("MLX layout put the first shard's data at %d, asked %d mod 16", sh.DataOffset, dataMod)
 	}
 	return h, src
 }
@@ -132,7 +128,7 @@ func equalShape(a, b []uint64) bool {
 }
 
 // TestPullMLXLayout pulls checkpoints laid out as MLX writes them (no
-// header padding, the data at an odd offset, tensors of 4 and 8 bytes
+// header padding, the data at an odd offset, tensors of 3, 4 and 8 bytes
 // between big ones) and gets folders whose every tensor is aligned, that
 // the GPU backend uses with no copied bytes, that Petal and a strict
 // reader of the format both load, and that Verify passes.
@@ -185,6 +181,26 @@ func TestPullMLXResumesAfterCuts(t *testing.T) {
 		if n := h.Resolves()[name]; n != 4 {
 			t.Errorf("%s was asked %d times, want 4", name, n)
 		}
+	}
+}
+
+// TestPullMLXSmallChunks pulls with chunks smaller than a header, so the
+// header region spans several chunks and a cut lands inside one of them.
+func TestPullMLXSmallChunks(t *testing.T) {
+	h := mlxServer(t, 3)
+	h.CutAfter("model-00001-of-00003.safetensors", 500)
+	o := options(t, h)
+	o.ChunkBytes = 3 * MinChunkBytes
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPulled(t, h, dir)
+	if got := h.Served(); got != h.Total() {
+		t.Errorf("served %d bytes for %d", got, h.Total())
+	}
+	if err := Verify(dir); err != nil {
+		t.Fatal(err)
 	}
 }
 
