@@ -107,6 +107,21 @@ func checkAlignedShard(t *testing.T, name string, got, want []byte) {
 	}
 }
 
+// pullWhole pulls with o from h, which must serve every byte once (a
+// resumed connection fetches nothing twice), and checks the result.
+func pullWhole(t *testing.T, h *hubtest.Server, o Options) string {
+	t.Helper()
+	dir, err := Pull(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPulled(t, h, dir)
+	if got := h.Served(); got != h.Total() {
+		t.Errorf("served %d bytes for %d: bytes were fetched twice", got, h.Total())
+	}
+	return dir
+}
+
 // checkAbsent asserts that no model folder exists: nothing half-made looks
 // complete.
 func checkAbsent(t *testing.T, dir string) {
@@ -162,14 +177,7 @@ func TestPullResumesAfterCuts(t *testing.T) {
 	}
 	o := options(t, h)
 	o.ChunkBytes = 1 << 20 // one chunk a file: cuts land mid-chunk
-	dir, err := Pull(t.Context(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkPulled(t, h, dir)
-	if got := h.Served(); got != h.Total() {
-		t.Errorf("served %d bytes for %d bytes of files: a cut connection made the pull fetch bytes again", got, h.Total())
-	}
+	pullWhole(t, h, o)
 }
 
 func TestPullStalledServer(t *testing.T) {

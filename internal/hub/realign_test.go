@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func checkStrict(t *testing.T, h *hubtest.Server, dir string) {
 		}
 		for _, w := range want.Tensors() {
 			g, ok := got.Tensor(w.Name)
-			if !ok || g.DType() != w.TensorView.DType() || !equalShape(g.Shape(), w.TensorView.Shape()) || !bytes.Equal(g.Data(), w.TensorView.Data()) {
+			if !ok || g.DType() != w.TensorView.DType() || !slices.Equal(g.Shape(), w.TensorView.Shape()) || !bytes.Equal(g.Data(), w.TensorView.Data()) {
 				t.Errorf("%s: %s differs from the served tensor", name, w.Name)
 			}
 		}
@@ -115,18 +116,6 @@ func TestStrictReaderRefusesGaps(t *testing.T) {
 	}
 }
 
-func equalShape(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestPullMLXLayout pulls checkpoints laid out as MLX writes them (no
 // header padding, the data at an odd offset, tensors of 3, 4 and 8 bytes
 // between big ones) and gets folders whose every tensor is aligned, that
@@ -135,17 +124,9 @@ func equalShape(a, b []uint64) bool {
 func TestPullMLXLayout(t *testing.T) {
 	for _, mod := range []int{1, 6, 13} {
 		h, served := mlxServerDir(t, mod)
-		o := options(t, h)
-		dir, err := Pull(t.Context(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkPulled(t, h, dir)
+		dir := pullWhole(t, h, options(t, h))
 		checkStrict(t, h, dir)
 		checkZeroCopy(t, served, dir)
-		if got := h.Served(); got != h.Total() {
-			t.Errorf("served %d bytes for %d: the header requests fetched bytes twice", got, h.Total())
-		}
 		m, err := readManifest(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -167,14 +148,7 @@ func TestPullMLXResumesAfterCuts(t *testing.T) {
 	h.CutAfter("model-00002-of-00003.safetensors", 100<<10)
 	o := options(t, h)
 	o.ChunkBytes = 1 << 20 // one chunk a file
-	dir, err := Pull(t.Context(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkPulled(t, h, dir)
-	if got := h.Served(); got != h.Total() {
-		t.Errorf("served %d bytes for %d: a cut made the pull fetch bytes again", got, h.Total())
-	}
+	pullWhole(t, h, o)
 	// The length, the header and the data are three requests; each cut
 	// adds one.
 	for _, name := range []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors"} {
@@ -191,15 +165,7 @@ func TestPullMLXSmallChunks(t *testing.T) {
 	h.CutAfter("model-00001-of-00003.safetensors", 500)
 	o := options(t, h)
 	o.ChunkBytes = 3 * MinChunkBytes
-	dir, err := Pull(t.Context(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkPulled(t, h, dir)
-	if got := h.Served(); got != h.Total() {
-		t.Errorf("served %d bytes for %d", got, h.Total())
-	}
-	if err := Verify(dir); err != nil {
+	if err := Verify(pullWhole(t, h, o)); err != nil {
 		t.Fatal(err)
 	}
 }
