@@ -52,8 +52,11 @@
 // [Import] stores a folder already on disk (a Hugging Face cache
 // snapshot, a checkpoint downloaded or converted elsewhere) as a model
 // folder the same way: shards realigned, other files hard-linked, every
-// file hashed. A snapshot's blobs are named by their hashes, so those are
-// checked; a plain folder's are recorded for [Verify].
+// file hashed. A snapshot's blobs are named by their hashes, and a folder
+// Petal pulled keeps the Hub's in its manifest, so those are checked; a
+// plain folder's are recorded for [Verify]. A folder imported into itself
+// is realigned in place, which is how a model pulled before shards were
+// stored realigned becomes aligned.
 //
 // # Trust
 //

@@ -47,6 +47,11 @@ var snapshotPath = regexp.MustCompile(`(?:^|/)models--([A-Za-z0-9][A-Za-z0-9._-]
 // either way, so [Verify] works on the result. Files in hidden folders
 // (.cache, .git) are left out. As with a pull, the checkpoint must open,
 // and only a complete folder appears.
+//
+// A folder that a pull or an import made brings its manifest's hashes,
+// repository and commit along. Given as its own Dir, a folder is
+// realigned in place: the new folder is built beside it, linking what
+// needs no change, and takes its place only once it is whole.
 func Import(ctx context.Context, o ImportOptions) (*Imported, error) {
 	src, err := filepath.Abs(o.Src)
 	if err != nil {
@@ -72,12 +77,20 @@ func Import(ctx context.Context, o ImportOptions) (*Imported, error) {
 	if opts.FreeSpace == nil {
 		opts.FreeSpace = freeSpace
 	}
-	if within(opts.Dir, src) || within(src, opts.Dir) {
+	// The same folder is realigned in place; any other overlap would copy
+	// a folder into itself.
+	inPlace := opts.Dir == src
+	if !inPlace && (within(opts.Dir, src) || within(src, opts.Dir)) {
 		return nil, fmt.Errorf("%w: cannot import %s into %s, which overlaps it", ErrInput, src, opts.Dir)
 	}
 	files, sources, err := listFolder(src)
 	if err != nil {
 		return nil, err
+	}
+	// A folder a pull or an import made knows the Hub's hashes.
+	prior, _ := readManifest(src)
+	if prior != nil && opts.Repo == "" {
+		opts.Repo, opts.Revision = prior.Repo, prior.Revision
 	}
 	if err := os.MkdirAll(filepath.Dir(opts.Dir), 0o755); err != nil {
 		return nil, err
@@ -88,8 +101,10 @@ func Import(ctx context.Context, o ImportOptions) (*Imported, error) {
 		return nil, err
 	}
 	defer unlock()
-	if err := checkFree(opts.Dir); err != nil {
-		return nil, err
+	if !inPlace {
+		if err := checkFree(opts.Dir); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := os.Lstat(staging); err == nil {
 		return nil, fmt.Errorf("%w: an unfinished pull into %s is on disk (resume or cancel it first)", ErrBusy, opts.Dir)
@@ -97,8 +112,8 @@ func Import(ctx context.Context, o ImportOptions) (*Imported, error) {
 	if err := os.Mkdir(staging, 0o755); err != nil {
 		return nil, err
 	}
-	p := &puller{o: opts, staging: staging, source: src}
-	rep, err := p.importAll(ctx, files, sources)
+	p := &puller{o: opts, staging: staging, source: src, replace: inPlace}
+	rep, err := p.importAll(ctx, files, sources, prior)
 	if err != nil {
 		os.RemoveAll(staging)
 		os.Remove(lockPath)
@@ -107,14 +122,19 @@ func Import(ctx context.Context, o ImportOptions) (*Imported, error) {
 	return rep, nil
 }
 
-// importAll stores every file and finishes the folder.
-func (p *puller) importAll(ctx context.Context, files []File, sources []string) (*Imported, error) {
+// importAll stores every file and finishes the folder. Files that prior,
+// the manifest of the folder imported, lists are checked against its
+// hashes; a shard it lists as realigned is kept as it is.
+func (p *puller) importAll(ctx context.Context, files []File, sources []string, prior *manifest) (*Imported, error) {
 	var err error
 	if p.root, err = os.OpenRoot(p.staging); err != nil {
 		return nil, err
 	}
 	defer p.root.Close()
 	p.listing = &Listing{Repo: p.o.Repo, SHA: p.o.Revision}
+	if prior != nil {
+		p.listing.SHA = prior.SHA
+	}
 	p.st = &state{Files: map[string]*fileState{}}
 	rep := &Imported{Dir: p.o.Dir, Files: len(files)}
 	for _, f := range files {
@@ -126,13 +146,27 @@ func (p *puller) importAll(ctx context.Context, files []File, sources []string) 
 			return nil, context.Cause(ctx)
 		}
 		p.emit(Event{Phase: Importing, File: f.Name, Done: done, Total: p.total})
+		done += f.Size
+		pf, r, realigned := prior.lookup(f)
+		if realigned {
+			if err := p.keepRealigned(sources[i], pf, r); err != nil {
+				return nil, err
+			}
+			rep.Checked++
+			p.listing.Files = append(p.listing.Files, pf)
+			p.st.Files[f.Name] = &fileState{Size: pf.Size, Verified: true, Stored: r.Size}
+			continue
+		}
+		if pf.Name != "" {
+			f = pf
+		}
 		sum, lay, err := p.storeFile(sources[i], f)
 		if err != nil {
 			return nil, err
 		}
 		if _, want := hasher(f); want != "" {
 			if sum != want {
-				return nil, fmt.Errorf("%w: %s: %s is not the file its name in the Hugging Face cache says (damaged; download it again)", ErrChecksum, f.Name, sources[i])
+				return nil, fmt.Errorf("%w: %s: %s does not match the hash it is known by (damaged; download it again)", ErrChecksum, f.Name, sources[i])
 			}
 			rep.Checked++
 		} else {
@@ -146,9 +180,65 @@ func (p *puller) importAll(ctx context.Context, files []File, sources []string) 
 		}
 		p.listing.Files = append(p.listing.Files, f)
 		p.st.Files[f.Name] = &fileState{Size: f.Size, Verified: true, Stored: lay.storedSize()}
-		done += f.Size
 	}
 	return rep, p.finish()
+}
+
+// lookup finds f, as found on disk, in a manifest (m may be nil): its
+// listed form, and whether it is stored realigned. A file whose size
+// differs from what m says it was stored at is not found.
+func (m *manifest) lookup(f File) (File, realignedFile, bool) {
+	if m == nil {
+		return File{}, realignedFile{}, false
+	}
+	for _, pf := range m.Files {
+		if pf.Name != f.Name {
+			continue
+		}
+		r, realigned := m.Realigned[f.Name]
+		switch {
+		case realigned && r.Size == f.Size:
+			return pf, r, true
+		case !realigned && pf.Size == f.Size:
+			return pf, realignedFile{}, false
+		}
+	}
+	return File{}, realignedFile{}, false
+}
+
+// keepRealigned links (or copies) a shard that an earlier pull stored
+// realigned, checks it against the Hub's hash as Verify does, and keeps
+// its original header region for the manifest.
+func (p *puller) keepRealigned(src string, f File, r realignedFile) error {
+	tmp := filepath.FromSlash(f.Name) + partSuffix
+	if err := p.mkdirFor(f.Name); err != nil {
+		return err
+	}
+	if err := os.Link(src, filepath.Join(p.staging, tmp)); err != nil {
+		if err := p.copyFile(src, tmp, r.Size); err != nil {
+			return err
+		}
+	}
+	got, err := p.root.Open(tmp)
+	if err != nil {
+		return err
+	}
+	ok, err := checkRealigned(got, r.Size, r.OriginalHeader, r.HeaderSHA256, f)
+	got.Close()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s: %s does not match the hash it is known by (damaged; download it again)", ErrChecksum, f.Name, src)
+	}
+	hp := headPath(f.Name)
+	if err := p.root.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
+		return err
+	}
+	if err := p.root.WriteFile(hp, r.OriginalHeader, 0o644); err != nil {
+		return err
+	}
+	return p.root.Rename(tmp, filepath.FromSlash(f.Name))
 }
 
 // listFolder lists the regular files under src (links followed), with the

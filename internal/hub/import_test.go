@@ -2,7 +2,9 @@ package hub
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -138,5 +140,77 @@ func TestImportRefuses(t *testing.T) {
 		if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("import of %s: %v, want %v", tc.what, err, tc.want)
 		}
+	}
+}
+
+// TestImportInPlace realigns a folder that an earlier Petal pulled as the
+// Hub serves it (MLX's layout), in place, as the GPU backend's startup
+// line suggests: its Hub hashes are checked, it stays a finished pull of
+// its commit, and importing it again keeps the realigned shards as they
+// are. A damaged shard stops the import and leaves the folder alone.
+func TestImportInPlace(t *testing.T) {
+	h, served := mlxServerDir(t, 9)
+	l, err := fetchListing(t.Context(), http.DefaultClient, h.URL(), h.Repo, hubtest.SHA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tiny")
+	for name, data := range h.Files {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := json.Marshal(manifest{Repo: h.Repo, Revision: hubtest.SHA, SHA: hubtest.SHA, Files: l.Files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, manifestName), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, again := range []bool{false, true} {
+		rep, err := Import(t.Context(), ImportOptions{Src: dir, Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		realigned := 3 // the first time; then they are kept as they are
+		if again {
+			realigned = 0
+		}
+		if rep.Checked != len(h.Files) || rep.Realigned != realigned {
+			t.Errorf("import (again %v): %+v; want all %d checked, %d realigned", again, rep, len(h.Files), realigned)
+		}
+		checkPulled(t, h, dir)
+		checkZeroCopy(t, served, dir)
+		if err := Verify(dir); err != nil {
+			t.Fatal(err)
+		}
+		o := options(t, h)
+		o.Dir = dir
+		if _, err := Pull(t.Context(), o); err != nil || h.Listings() != 1 {
+			t.Errorf("pull after an in-place import: %v after %d listings; want the folder as it is", err, h.Listings())
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	if len(entries) != 2 { // the folder and its lock file
+		t.Errorf("%d entries beside the folder after the imports", len(entries))
+	}
+	shard := filepath.Join(dir, "model-00002-of-00003.safetensors")
+	b, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(shard, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(t.Context(), ImportOptions{Src: dir, Dir: dir}); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("import of a damaged folder in place: %v, want ErrChecksum", err)
+	}
+	if got, err := os.ReadFile(shard); err != nil || !bytes.Equal(got, b) {
+		t.Errorf("the damaged folder was changed: %v", err)
 	}
 }

@@ -95,8 +95,10 @@ type puller struct {
 	staging string
 	root    *os.Root
 	listing *Listing
-	// source is the folder an import takes its files from.
-	source string
+	// source is the folder an import takes its files from; replace says
+	// the finished folder takes the place of the one at o.Dir.
+	source  string
+	replace bool
 
 	mu    sync.Mutex // guards st, jobs' parts, events
 	st    *state
@@ -750,10 +752,12 @@ func (p *puller) finish() error {
 	if err := os.RemoveAll(filepath.Join(p.staging, headsDir)); err != nil {
 		return err
 	}
-	if err := removeEmptyDir(p.o.Dir); err != nil {
-		return err
+	if p.replace {
+		err = p.replaceDir()
+	} else if err = removeEmptyDir(p.o.Dir); err == nil {
+		err = os.Rename(p.staging, p.o.Dir)
 	}
-	if err := os.Rename(p.staging, p.o.Dir); err != nil {
+	if err != nil {
 		return err
 	}
 	p.emit(Event{Phase: Done, Done: p.total, Total: p.total})
@@ -796,6 +800,24 @@ func (p *puller) collectRealigned(m *manifest) error {
 		m.Realigned[f.Name] = realignedFile{Size: fs.Stored, HeaderSHA256: headSum(head), OriginalHeader: orig}
 	}
 	return nil
+}
+
+// replaceDir puts the finished staging folder in the place of o.Dir,
+// whose files it links where they were kept.
+func (p *puller) replaceDir() error {
+	parent, base := filepath.Split(p.o.Dir)
+	old := filepath.Join(parent, petalPrefix+base+".replaced")
+	if err := os.RemoveAll(old); err != nil {
+		return err
+	}
+	if err := os.Rename(p.o.Dir, old); err != nil {
+		return err
+	}
+	if err := os.Rename(p.staging, p.o.Dir); err != nil {
+		os.Rename(old, p.o.Dir)
+		return err
+	}
+	return os.RemoveAll(old)
 }
 
 // checkFree refuses a model folder that holds something; an empty folder

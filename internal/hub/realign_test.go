@@ -207,16 +207,8 @@ func TestPullMLXResumesAfterStop(t *testing.T) {
 			if have := st.Files[shard].Chunks[0]; (have < sh.DataOffset) != tc.inHead || have == 0 {
 				t.Fatalf("stopped with %d bytes of a shard whose data starts at %d", have, sh.DataOffset)
 			}
-			first := h.Served()
 			o.Progress = nil
-			dir, err := Pull(t.Context(), o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkPulled(t, h, dir)
-			if got := h.Served(); got != h.Total() {
-				t.Errorf("two runs served %d bytes for %d (the first %d)", got, h.Total(), first)
-			}
+			pullWhole(t, h, o)
 		})
 	}
 }
@@ -225,10 +217,7 @@ func TestPullMLXResumesAfterStop(t *testing.T) {
 // every change is found, whether or not it breaks the format.
 func TestVerifyRealigned(t *testing.T) {
 	h := mlxServer(t, 5)
-	dir, err := Pull(t.Context(), options(t, h))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := pullWhole(t, h, options(t, h))
 	shard := filepath.Join(dir, "model-00002-of-00003.safetensors")
 	good, err := os.ReadFile(shard)
 	if err != nil {
