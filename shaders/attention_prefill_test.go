@@ -9,6 +9,7 @@ import (
 
 	"petal/gpu"
 	"petal/shaders"
+	"petal/shaders/selftest"
 )
 
 // AttnPrefill against the float64 causal attention, row by row: chunks
@@ -38,8 +39,8 @@ func TestAttnPrefill(t *testing.T) {
 			capacity := n + 3
 			q := randFloats(rng, c.tokens*hd, 2/math.Sqrt(math.Sqrt(float64(a.HeadDim))))
 			// fp16 caches: the reference attends the same rounded values.
-			kc := roundHalves(randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim)))))
-			vc := roundHalves(randFloats(rng, capacity*kd, 1))
+			kc := selftest.RoundHalves(randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim)))))
+			vc := selftest.RoundHalves(randFloats(rng, capacity*kd, 1))
 			gate := randFloats(rng, c.tokens*hd, 2)
 			for p := n * kd; p < capacity*kd; p++ {
 				kc[p], vc[p] = 1e4, 1e4
@@ -64,7 +65,7 @@ func TestAttnPrefill(t *testing.T) {
 			got := readFloats(ob, c.tokens*hd)
 			for tok := range c.tokens {
 				for h := range a.Heads {
-					want := refAttend(q[tok*hd:], gate[tok*hd:], kc, vc, a, h, c.pos0+tok+1)
+					want := selftest.Attend(q[tok*hd:], gate[tok*hd:], kc, vc, a, h, c.pos0+tok+1)
 					for i, w := range want {
 						// attnTol as for AttnDecode: the same fp32 dot
 						// products and online softmax.

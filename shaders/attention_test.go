@@ -11,6 +11,7 @@ import (
 	"petal/gpu"
 	"petal/gpu/sim"
 	"petal/shaders"
+	"petal/shaders/selftest"
 )
 
 // mixerKernels opens a sim device (fast: without the race check's second
@@ -43,66 +44,6 @@ func mixerRun(t testing.TB, d gpu.Device, encode func(cb gpu.CommandBuffer) erro
 
 func view(b gpu.Buffer) shaders.View { return shaders.View{Buf: b} }
 
-// halfBits rounds x to the nearest IEEE fp16, ties to even, as Metal's
-// float-to-half conversion does (and the sim's, gpu/sim TestHalfRounds).
-func halfBits(x float32) uint16 {
-	b := math.Float32bits(x)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	switch {
-	case exp == 0xff: // infinity or NaN
-		if b&0x7fffff != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	case exp-127 < -14: // below half's normal range: a multiple of 2^-24
-		return sign | uint16(math.RoundToEven(math.Abs(float64(x))*(1<<24)))
-	case exp-127 > 15:
-		return sign | 0x7c00
-	}
-	// The 24-bit significand shifted to 11 bits, rounded; a carry into bit
-	// 11 moves the exponent up, as the encoding is monotonic.
-	m := b&0x7fffff | 0x800000
-	q, rem := m>>13, m&0x1fff
-	if rem > 0x1000 || rem == 0x1000 && q&1 == 1 {
-		q++
-	}
-	h := uint32(exp-127+14)<<10 + q
-	if h >= 0x7c00 {
-		return sign | 0x7c00
-	}
-	return sign | uint16(h)
-}
-
-// halfValue widens fp16 bits to float32 (exactly).
-func halfValue(h uint16) float32 {
-	sign := float32(1)
-	if h&0x8000 != 0 {
-		sign = -1
-	}
-	exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
-	switch exp {
-	case 0:
-		return sign * float32(frac*math.Exp2(-24))
-	case 0x1f:
-		if frac != 0 {
-			return float32(math.NaN())
-		}
-		return sign * float32(math.Inf(1))
-	}
-	return sign * float32((1+frac/1024)*math.Exp2(float64(exp-15)))
-}
-
-// roundHalves is x with every value rounded to fp16, as the KV caches
-// hold it.
-func roundHalves(x []float32) []float32 {
-	out := make([]float32, len(x))
-	for i, v := range x {
-		out[i] = halfValue(halfBits(v))
-	}
-	return out
-}
-
 // halves is a buffer of v rounded to fp16.
 func halves(t testing.TB, d gpu.Device, v []float32) gpu.Buffer {
 	t.Helper()
@@ -111,7 +52,7 @@ func halves(t testing.TB, d gpu.Device, v []float32) gpu.Buffer {
 		t.Fatal(err)
 	}
 	for i, f := range v {
-		binary.LittleEndian.PutUint16(b.Contents()[2*i:], halfBits(f))
+		binary.LittleEndian.PutUint16(b.Contents()[2*i:], selftest.HalfBits(f))
 	}
 	return b
 }
@@ -120,7 +61,7 @@ func halves(t testing.TB, d gpu.Device, v []float32) gpu.Buffer {
 func readHalves(b gpu.Buffer, n int) []float32 {
 	out := make([]float32, n)
 	for i := range out {
-		out[i] = halfValue(binary.LittleEndian.Uint16(b.Contents()[2*i:]))
+		out[i] = selftest.HalfValue(binary.LittleEndian.Uint16(b.Contents()[2*i:]))
 	}
 	return out
 }
@@ -135,8 +76,8 @@ func TestHalfConversion(t *testing.T) {
 		{6e-8, 0x0001}, {1e-8, 0}, {0.5 * 0x1p-14, 0x0200}, {0x1p-14, 0x0400},
 		{float32(0x3ff) * 0x1p-24 * 1.0004, 0x03ff}, {float32(math.Inf(-1)), 0xfc00},
 	} {
-		if got := halfBits(c.in); got != c.want {
-			t.Errorf("halfBits(%g) = %#04x, want %#04x", c.in, got, c.want)
+		if got := selftest.HalfBits(c.in); got != c.want {
+			t.Errorf("selftest.HalfBits(%g) = %#04x, want %#04x", c.in, got, c.want)
 		}
 	}
 	// Every finite half widens and rounds back to itself.
@@ -144,8 +85,8 @@ func TestHalfConversion(t *testing.T) {
 		if h&0x7c00 == 0x7c00 {
 			continue
 		}
-		if got := halfBits(halfValue(uint16(h))); got != uint16(h) {
-			t.Fatalf("half %#04x -> %g -> %#04x", h, halfValue(uint16(h)), got)
+		if got := selftest.HalfBits(selftest.HalfValue(uint16(h))); got != uint16(h) {
+			t.Fatalf("half %#04x -> %g -> %#04x", h, selftest.HalfValue(uint16(h)), got)
 		}
 	}
 }
@@ -185,39 +126,6 @@ func refRope(x []float32, dims int, theta float64, pos int) {
 }
 
 func refSigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
-
-// refAttend is softmax(q.K^T * scale).V over positions 0..n-1 of KV head
-// kh, gated, in float64 from the fp32 inputs.
-func refAttend(q, gate, kc, vc []float32, a shaders.AttnShape, h, n int) []float64 {
-	d := a.HeadDim
-	kh := h / (a.Heads / a.KVHeads)
-	scale := float64(float32(1 / math.Sqrt(float64(d))))
-	scores := make([]float64, n)
-	best := math.Inf(-1)
-	for p := range n {
-		var s float64
-		for i := range d {
-			s += float64(q[h*d+i]) * float64(kc[(p*a.KVHeads+kh)*d+i])
-		}
-		scores[p] = s * scale
-		best = max(best, scores[p])
-	}
-	var sum float64
-	for p := range scores {
-		scores[p] = math.Exp(scores[p] - best)
-		sum += scores[p]
-	}
-	o := make([]float64, d)
-	for p := range n {
-		for i := range d {
-			o[i] += scores[p] / sum * float64(vc[(p*a.KVHeads+kh)*d+i])
-		}
-	}
-	for i := range o {
-		o[i] /= 1 + math.Exp(-float64(gate[h*d+i]))
-	}
-	return o
-}
 
 func TestAttnPrep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -291,7 +199,7 @@ func TestAttnPrep(t *testing.T) {
 			kAll, vAll := readHalves(kc, rows*kd), readHalves(vc, rows*kd)
 			checkHalves(t, "k cache", kAll[c.pos*kd:(c.pos+1)*kd], wantK, a)
 			// V is only converted: it must be v rounded to fp16 exactly.
-			for i, w := range roundHalves(vin) {
+			for i, w := range selftest.RoundHalves(vin) {
 				if g := vAll[c.pos*kd+i]; g != w {
 					t.Fatalf("v cache[%d] = %v, want %v (v %v rounded to fp16)", i, g, w, vin[i])
 				}
@@ -372,8 +280,8 @@ func testAttnDecode(t *testing.T, rng *rand.Rand, a shaders.AttnShape, n, capaci
 	// so a wrong position or scale moves the output well past tolerance.
 	q := randFloats(rng, hd, 2/math.Sqrt(math.Sqrt(float64(a.HeadDim))))
 	// The caches hold fp16: the reference attends the same rounded values.
-	kc := roundHalves(randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim)))))
-	vc := roundHalves(randFloats(rng, capacity*kd, 1))
+	kc := selftest.RoundHalves(randFloats(rng, capacity*kd, 1/math.Sqrt(math.Sqrt(float64(a.HeadDim)))))
+	vc := selftest.RoundHalves(randFloats(rng, capacity*kd, 1))
 	gate := randFloats(rng, hd, 2)
 	for p := n * kd; p < capacity*kd; p++ {
 		kc[p], vc[p] = 1e4, 1e4 // positions past n must not count
@@ -396,7 +304,7 @@ func testAttnDecode(t *testing.T, rng *rand.Rand, a shaders.AttnShape, n, capaci
 	}
 	got := readFloats(ob, hd)
 	for h := range a.Heads {
-		want := refAttend(q, gate, kc, vc, a, h, n)
+		want := selftest.Attend(q, gate, kc, vc, a, h, n)
 		for i, w := range want {
 			// Scores are fp32 dot products of HeadDim terms whose
 			// rounding errors add up like a random walk: ~sqrt(HeadDim)
@@ -461,7 +369,7 @@ func TestAttnSequence(t *testing.T) {
 	// fp16 ulp away where the fp32 values straddle a rounding boundary
 	// would move scores by more than attnTol.
 	kAll, vAll := readHalves(kc, steps*kd), readHalves(vc, steps*kd)
-	for i, w := range roundHalves(vin) {
+	for i, w := range selftest.RoundHalves(vin) {
 		if vAll[i] != w {
 			t.Fatalf("v cache[%d] = %v, want %v", i, vAll[i], w)
 		}
@@ -482,7 +390,7 @@ func TestAttnSequence(t *testing.T) {
 		}
 		checkHalves(t, fmt.Sprintf("step %d: k cache", p), kAll[p*kd:(p+1)*kd], kp, a)
 		for h := range a.Heads {
-			want := refAttend(q, gate, kAll, vAll, a, h, p+1)
+			want := selftest.Attend(q, gate, kAll, vAll, a, h, p+1)
 			for i, w := range want {
 				// As TestAttnDecode; q and k differ from the reference's
 				// by ~1e-7 relative (their norms), which moves scores by

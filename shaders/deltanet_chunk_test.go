@@ -9,6 +9,7 @@ import (
 
 	"petal/gpu"
 	"petal/shaders"
+	"petal/shaders/selftest"
 )
 
 // The chunk conv against the float64 reference over more tokens than the
@@ -40,10 +41,10 @@ func TestDeltaConvRows(t *testing.T) {
 			got := readFloats(outb, c.tokens*c.c)
 			for s := range c.tokens {
 				for ch := range c.c {
-					acc := refConv(hist, w, ch, c.kern, us[s*c.c+ch])
+					acc := selftest.Conv(hist, w, ch, c.kern, us[s*c.c+ch])
 					// As TestDeltaConv: kern fp32 products.
-					if g := float64(got[s*c.c+ch]); !within(g, refSilu(acc), 1e-6*(1+math.Abs(acc))) {
-						t.Fatalf("token %d: out[%d] = %v, want %v", s, ch, g, refSilu(acc))
+					if g := float64(got[s*c.c+ch]); !within(g, selftest.Silu(acc), 1e-6*(1+math.Abs(acc))) {
+						t.Fatalf("token %d: out[%d] = %v, want %v", s, ch, g, selftest.Silu(acc))
 					}
 				}
 			}
@@ -98,7 +99,7 @@ func TestDeltaScan(t *testing.T) {
 			got, step := readFloats(scanOut, n*hv), readFloats(stepOut, n*hv)
 			var worst float64
 			for s := range n {
-				want := ref.step(qkv[s*ch:], z[s*hv:], bs[s*d.ValueHeads:], as[s*d.ValueHeads:])
+				want := ref.Step(qkv[s*ch:], z[s*hv:], bs[s*d.ValueHeads:], as[s*d.ValueHeads:])
 				for i, w := range want {
 					g, st := float64(got[s*hv+i]), float64(step[s*hv+i])
 					// TestDeltaStep's tolerance, with the error growing
@@ -112,7 +113,7 @@ func TestDeltaScan(t *testing.T) {
 			}
 			sc, st := readFloats(scanState, len(state)), readFloats(stepState, len(state))
 			for i := range sc {
-				w := ref.state[i]
+				w := ref.State[i]
 				if tol := 5e-5 * float64(1+n/8) * (1 + math.Abs(w)); !within(float64(sc[i]), w, tol) || !within(float64(sc[i]), float64(st[i]), 2*tol) {
 					t.Fatalf("state[%d] = %v after the scan, %v after the steps, want %v", i, sc[i], st[i], w)
 				}

@@ -9,24 +9,8 @@ import (
 
 	"petal/gpu"
 	"petal/shaders"
+	"petal/shaders/selftest"
 )
-
-func refSilu(x float64) float64 { return x / (1 + math.Exp(-x)) }
-
-// refConv is channel ch's conv output before SiLU for input cur, as
-// engine/cpu/deltanet.go computes it: the current input's tap (last of w's
-// kern per channel), then the history hist (kern-1 per channel, oldest
-// first); the history then shifts cur in.
-func refConv(hist, w []float32, ch, kern int, cur float32) float64 {
-	hc := hist[ch*(kern-1) : (ch+1)*(kern-1)]
-	acc := float64(w[ch*kern+kern-1]) * float64(cur)
-	for j := range kern - 1 {
-		acc += float64(w[ch*kern+j]) * float64(hc[j])
-	}
-	copy(hc, hc[1:])
-	hc[kern-2] = cur
-	return acc
-}
 
 func TestDeltaConv(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
@@ -66,11 +50,11 @@ func TestDeltaConv(t *testing.T) {
 			got := readFloats(outb, steps*c.c)
 			for s := range steps {
 				for ch := range c.c {
-					acc := refConv(hist, w, ch, c.kern, us[s*c.c+ch])
+					acc := selftest.Conv(hist, w, ch, c.kern, us[s*c.c+ch])
 					// A sum of kern fp32 products: kern * 2^-24 relative to
 					// the sum of their magnitudes (< 10 here).
-					if g := float64(got[s*c.c+ch]); !within(g, refSilu(acc), 1e-6*(1+math.Abs(acc))) {
-						t.Fatalf("step %d: out[%d] = %v, want %v", s, ch, g, refSilu(acc))
+					if g := float64(got[s*c.c+ch]); !within(g, selftest.Silu(acc), 1e-6*(1+math.Abs(acc))) {
+						t.Fatalf("step %d: out[%d] = %v, want %v", s, ch, g, selftest.Silu(acc))
 					}
 				}
 			}
@@ -81,73 +65,12 @@ func TestDeltaConv(t *testing.T) {
 	}
 }
 
-// deltaRef is the Gated DeltaNet recurrence of engine/cpu/deltanet.go in
-// float64: one token, every value head.
-type deltaRef struct {
-	d                      shaders.DeltaShape
-	negA, dtBias, norm     []float32
-	state                  []float64
-	maxStateErr, maxOutErr float64
-}
-
-func (r *deltaRef) step(qkv, z, b, a []float32) []float64 {
-	d := r.d
-	l2 := func(x []float32, scale float64) []float64 {
-		var ss float64
-		for _, v := range x {
-			ss += float64(v) * float64(v)
-		}
-		out := make([]float64, len(x))
-		for i, v := range x {
-			out[i] = float64(v) / math.Sqrt(ss+1e-6) * scale
-		}
-		return out
-	}
-	o := make([]float64, d.ValueHeads*d.ValueDim)
-	for h := range d.ValueHeads {
-		kh := h / (d.ValueHeads / d.KeyHeads)
-		q := l2(qkv[kh*d.KeyDim:(kh+1)*d.KeyDim], 1/math.Sqrt(float64(d.KeyDim)))
-		k := l2(qkv[(d.KeyHeads+kh)*d.KeyDim:(d.KeyHeads+kh+1)*d.KeyDim], 1)
-		v := qkv[2*d.KeyHeads*d.KeyDim+h*d.ValueDim:]
-		beta := 1 / (1 + math.Exp(-float64(b[h])))
-		x := float64(a[h]) + float64(r.dtBias[h])
-		sp := x
-		if x <= 20 {
-			sp = math.Log1p(math.Exp(x))
-		}
-		alpha := math.Exp(float64(r.negA[h]) * sp)
-		S := r.state[h*d.KeyDim*d.ValueDim : (h+1)*d.KeyDim*d.ValueDim]
-		oh := o[h*d.ValueDim : (h+1)*d.ValueDim]
-		for j := range d.ValueDim {
-			var kv float64
-			for i := range d.KeyDim {
-				S[i*d.ValueDim+j] *= alpha
-				kv += S[i*d.ValueDim+j] * k[i]
-			}
-			delta := beta * (float64(v[j]) - kv)
-			for i := range d.KeyDim {
-				S[i*d.ValueDim+j] += k[i] * delta
-				oh[j] += S[i*d.ValueDim+j] * q[i]
-			}
-		}
-		var ss float64
-		for _, x := range oh {
-			ss += x * x
-		}
-		inv := 1 / math.Sqrt(ss/float64(d.ValueDim)+float64(d.Eps))
-		for j := range oh {
-			oh[j] *= inv * float64(r.norm[j]) * refSilu(float64(z[h*d.ValueDim+j]))
-		}
-	}
-	return o
-}
-
 // deltaInputs is tokens tokens of DeltaStep's inputs for one shape, drawn
 // alike for TestDeltaStep and TestDeltaScan, with the float64 reference
 // starting from the same state.
 type deltaInputs struct {
 	qkv, z, b, a, negA, dtBias, norm, state []float32
-	ref                                     *deltaRef
+	ref                                     *selftest.Delta
 }
 
 func newDeltaInputs(rng *rand.Rand, d shaders.DeltaShape, tokens int) deltaInputs {
@@ -170,9 +93,9 @@ func newDeltaInputs(rng *rand.Rand, d shaders.DeltaShape, tokens int) deltaInput
 		in.norm[i]++
 	}
 	in.state = randFloats(rng, d.ValueHeads*d.KeyDim*d.ValueDim, 0.5)
-	in.ref = &deltaRef{d: d, negA: in.negA, dtBias: in.dtBias, norm: in.norm, state: make([]float64, len(in.state))}
+	in.ref = &selftest.Delta{D: d, NegA: in.negA, DtBias: in.dtBias, Norm: in.norm, State: make([]float64, len(in.state))}
 	for i, v := range in.state {
-		in.ref.state[i] = float64(v)
+		in.ref.State[i] = float64(v)
 	}
 	return in
 }
@@ -237,7 +160,7 @@ func TestDeltaStep(t *testing.T) {
 			}
 			got := readFloats(ob, steps*hv)
 			for s := range steps {
-				want := ref.step(qkv[s*ch:], z[s*hv:], bs[s*d.ValueHeads:], as[s*d.ValueHeads:])
+				want := ref.Step(qkv[s*ch:], z[s*hv:], bs[s*d.ValueHeads:], as[s*d.ValueHeads:])
 				for i, w := range want {
 					// The fp32 sums over KeyDim terms err like a random
 					// walk (~sqrt(128) * 2^-24 ~ 1e-6 of their terms'
@@ -254,7 +177,7 @@ func TestDeltaStep(t *testing.T) {
 				// |S| ~ 1 and no normalisation: the ~1e-6 relative
 				// error of kv and the update's own rounding (seen: 3e-7
 				// after 3 steps).
-				if w := ref.state[i]; !within(float64(g), w, 2e-6*(1+math.Abs(w))) {
+				if w := ref.State[i]; !within(float64(g), w, 2e-6*(1+math.Abs(w))) {
 					t.Fatalf("state[%d][%d][%d] = %v, want %v", i/(d.KeyDim*d.ValueDim), i/d.ValueDim%d.KeyDim, i%d.ValueDim, g, w)
 				}
 			}

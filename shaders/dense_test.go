@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"testing"
 
 	"petal/gpu"
 	"petal/gpu/sim"
 	"petal/shaders"
+	"petal/shaders/selftest"
 )
 
 // The dense family's ops against plain Go references that follow
@@ -140,8 +140,8 @@ func newDenseQ(t testing.TB, d gpu.Device, rng *rand.Rand, experts, rows, cols, 
 	groups := experts * rows * cols / shaders.QMVGroupSize
 	q.scales, q.biases = make([]uint16, groups), make([]uint16, groups)
 	for i := range q.scales {
-		q.scales[i] = bf16(float32(rng.NormFloat64() * 0.02))
-		q.biases[i] = bf16(float32(rng.NormFloat64() * 0.1))
+		q.scales[i] = selftest.BF16(float32(rng.NormFloat64() * 0.02))
+		q.biases[i] = selftest.BF16(float32(rng.NormFloat64() * 0.1))
 	}
 	q.m = shaders.QMatrix{
 		Codes:  denseBuf(t, d, 8, denseU32s(q.codes)),
@@ -161,7 +161,7 @@ func (q *denseQ) at(e, r, c int) (w, mag float64) {
 	word := q.codes[row*cols/per+c/per]
 	code := word >> (bits * (c % per)) & (1<<bits - 1)
 	g := row*cols/shaders.QMVGroupSize + c/shaders.QMVGroupSize
-	s, b := fromBF16(q.scales[g]), fromBF16(q.biases[g])
+	s, b := selftest.FromBF16(q.scales[g]), selftest.FromBF16(q.biases[g])
 	return float64(s*float32(code) + b), math.Abs(float64(s)*float64(code)) + math.Abs(float64(b))
 }
 
@@ -517,34 +517,6 @@ func TestAddRMSNorm(t *testing.T) {
 
 func denseSigmoid(x float32) float64 { return 1 / (1 + math.Exp(-float64(x))) }
 
-// denseRouterRef is engine/cpu's routing: a stable sort by logit, softmax over
-// all experts in float64, renormalised over the top k when normalize.
-func denseRouterRef(lg []float32, k int, normalize bool) ([]uint32, []float64) {
-	idx := make([]int, len(lg))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return lg[idx[a]] > lg[idx[b]] })
-	top := idx[:k]
-	maxL := lg[top[0]]
-	var all, sel float64
-	for _, v := range lg {
-		all += math.Exp(float64(v - maxL))
-	}
-	for _, e := range top {
-		sel += math.Exp(float64(lg[e] - maxL))
-	}
-	ids, ws := make([]uint32, k), make([]float64, k)
-	for j, e := range top {
-		ids[j] = uint32(e)
-		ws[j] = math.Exp(float64(lg[e]-maxL)) / all
-		if normalize {
-			ws[j] = math.Exp(float64(lg[e]-maxL)) / sel
-		}
-	}
-	return ids, ws
-}
-
 func TestRouterTopK(t *testing.T) {
 	race, fast := denseDevices(t)
 	rng := rand.New(rand.NewPCG(13, 14))
@@ -579,7 +551,7 @@ func TestRouterTopK(t *testing.T) {
 			lv := denseBuf(t, d, 0, denseF32s(lg))
 			ids, ws := denseBuf(t, d, 0, make([]byte, 4*c.k)), denseBuf(t, d, 0, make([]byte, 4*c.k))
 			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.RouterTopK(cb, ids, ws, lv, c.experts, c.k, c.normalize) })
-			wantIDs, wantWs := denseRouterRef(lg, c.k, c.normalize)
+			wantIDs, wantWs := selftest.Router(lg, c.k, c.normalize)
 			gotIDs, gotWs := denseReadU32(ids, c.k), denseReadF32(ws, c.k)
 			for j := range c.k {
 				if gotIDs[j] != wantIDs[j] {
@@ -780,7 +752,7 @@ func TestDenseChain(t *testing.T) {
 	}
 	xn32 := f32(denseRMSRef(x, w, 1e-6))
 	lg := denseReadF32(logits, experts)
-	wantIDs, wantWs := denseRouterRef(lg, topK, true)
+	wantIDs, wantWs := selftest.Router(lg, topK, true)
 	if got := denseReadU32(ids, topK); fmt.Sprint(got) != fmt.Sprint(wantIDs) {
 		t.Fatalf("ids = %v, want %v", got, wantIDs)
 	}

@@ -84,18 +84,6 @@ func u32s(t testing.TB, d gpu.Device, v []uint32) gpu.Buffer {
 	return b
 }
 
-// bf16 rounds f to bfloat16, nearest with ties to even (as MLX stores it).
-func bf16(f float32) uint16 {
-	u := math.Float32bits(f)
-	if u&0x7fffffff > 0x7f800000 {
-		return uint16(u>>16) | 0x40
-	}
-	u += 0x7fff + (u>>16)&1
-	return uint16(u >> 16)
-}
-
-func fromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
 func run(t testing.TB, d gpu.Device, ds ...*gpu.Dispatch) error {
 	t.Helper()
 	cb, err := d.NewCommandBuffer()
