@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -14,8 +13,9 @@ import (
 // MSL 3.1, which macOS 14 brought.
 const minMacOS = 14
 
-// deviceChecks adds the OS, GPU family and working-set checks.
-func (run *runner) deviceChecks(backend string, info gpu.Info) {
+// osCheck adds the OS check; it runs before the device opens, so a Mac too
+// old for the Metal backend says why even when the device cannot open.
+func (run *runner) osCheck(backend string) {
 	os := Check{Section: SectionDevice, Name: "operating system", Pass: true, Message: run.r.OS + " " + runtime.GOARCH}
 	if backend == "metal" {
 		major, ok := macOSMajor(run.r.OS)
@@ -27,7 +27,10 @@ func (run *runner) deviceChecks(backend string, info gpu.Info) {
 		}
 	}
 	run.add(os)
+}
 
+// deviceChecks adds the GPU family, working-set and bandwidth checks.
+func (run *runner) deviceChecks(backend string, info gpu.Info) {
 	fam := Check{Section: SectionDevice, Name: "GPU family", Pass: true}
 	switch {
 	case backend != "metal":
@@ -76,19 +79,6 @@ var appleChipGBps = map[string]float64{
 	"Apple M4": 120, "Apple M4 Pro": 273, "Apple M4 Max": 546,
 }
 
-// appleBandwidth is the table's figure for the device named name: the
-// longest chip name it starts with, so "Apple M2 Pro" is not taken for
-// "Apple M2". 0 when none matches.
-func appleBandwidth(name string) float64 {
-	keys := make([]string, 0, len(appleChipGBps))
-	for k := range appleChipGBps {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
-	for _, k := range keys {
-		if name == k || strings.HasPrefix(name, k+" ") {
-			return appleChipGBps[k]
-		}
-	}
-	return 0
-}
+// appleBandwidth is the table's figure for the device named name, 0 for
+// a name not in it.
+func appleBandwidth(name string) float64 { return appleChipGBps[name] }

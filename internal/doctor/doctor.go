@@ -141,6 +141,7 @@ func Run(opts Options) (*Report, error) {
 		r.Pass = r.Failed == 0 && len(r.Checks) > 0
 	}()
 
+	run.osCheck(name)
 	dev, err := run.open("open the "+name+" device", be.kernels)
 	if err != nil {
 		return r, nil

@@ -110,13 +110,24 @@ func copyShaders(t *testing.T, edits map[string][2]string) fs.FS {
 	return os.DirFS(dir)
 }
 
-// Kernels broken in a copy of shaders/ fail doctor, each check naming the
-// broken file, while the files left alone still pass: one that does not
-// compile, and one that compiles but computes the wrong thing.
+// breaks are kernels broken in a copy of shaders/, each in its own file:
+// the edit, and the compile check that must fail naming the file (empty
+// where the kernel compiles and computes the wrong thing).
+var breaks = []struct {
+	file, old, new string
+	compile        string
+}{
+	{"argmax.metal", "float v = -INFINITY;", "float v = -INFINITY; undeclared_function();", "argmax.metal/argmax_f32"},
+	{"moe_grouped.metal", "out[i] = g / (1.0f + exp(-g)) * up[i];", "out[i] = g / (1.0f + exp(-g)) + up[i];", ""},
+}
+
+// Kernels broken in a copy of shaders/ fail doctor, each failure naming the
+// broken file and carrying the compiler's or the reference's message, while
+// the files left alone still compile.
 func TestBrokenKernelsFailNamingTheFile(t *testing.T) {
-	edits := map[string][2]string{
-		"argmax.metal":      {"float v = -INFINITY;", "float v = -INFINITY; undeclared_function();"},
-		"moe_grouped.metal": {"out[i] = g / (1.0f + exp(-g)) * up[i];", "out[i] = g / (1.0f + exp(-g)) + up[i];"},
+	edits := map[string][2]string{}
+	for _, b := range breaks {
+		edits[b.file] = [2]string{b.old, b.new}
 	}
 	r := run(t, copyShaders(t, edits))
 	if r.Pass {
@@ -124,37 +135,47 @@ func TestBrokenKernelsFailNamingTheFile(t *testing.T) {
 	}
 	failed := map[string]string{}
 	for _, c := range r.Checks {
-		if c.Pass {
-			continue
-		}
-		failed[c.Section+" "+c.Name] = c.Message
-	}
-	mustFail := func(check, file string) {
-		t.Helper()
-		msg, ok := failed[check]
-		if !ok {
-			t.Errorf("%q passed", check)
-			return
-		}
-		if !strings.Contains(check+" "+msg, file) {
-			t.Errorf("%q fails without naming %s: %s", check, file, msg)
+		if !c.Pass {
+			failed[c.Section+" "+c.Name] = c.Message
 		}
 	}
-	mustFail("compile argmax.metal/argmax_f32", "argmax.metal")
-	mustFail("kernel argmax (argmax.metal/argmax_f32)", "argmax.metal")
-	mustFail("kernel swiglu (moe_grouped.metal/swiglu_f32)", "moe_grouped.metal")
+	for _, b := range breaks {
+		if b.compile != "" {
+			msg, ok := failed["compile "+b.compile]
+			if !ok {
+				t.Errorf("%s compiled after %q", b.compile, b.new)
+			} else if !strings.Contains(msg, b.file+":") {
+				t.Errorf("compiling %s fails without naming %s and a line: %s", b.compile, b.file, msg)
+			}
+		}
+		// The self-test of every kernel of the file fails too, named by
+		// file in the check's name.
+		n := 0
+		for check, msg := range failed {
+			if strings.HasPrefix(check, "kernel ") && (strings.Contains(check, "("+b.file+"/") || strings.Contains(check, ", "+b.file+"/")) {
+				n++
+				if b.compile == "" && !strings.Contains(msg, "differs from the Go reference") {
+					t.Errorf("%s: %s", check, msg)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("no self-test of %s failed", b.file)
+		}
+	}
 	if msg := failed["compile argmax.metal/argmax_f32"]; !strings.Contains(msg, "undeclared_function") {
 		t.Errorf("the compile failure lacks the compiler's message: %s", msg)
 	}
-	if msg := failed["kernel swiglu (moe_grouped.metal/swiglu_f32)"]; !strings.Contains(msg, "differs from the Go reference") {
-		t.Errorf("swiglu's wrong result: %q", msg)
-	}
 	if _, ok := failed["model demo model, GPU path against the CPU backend"]; !ok {
-		t.Error("the demo model passed with a broken argmax and SwiGLU")
+		t.Error("the demo model passed with broken kernels")
 	}
 	for check := range failed {
-		if strings.HasPrefix(check, "compile ") && !strings.HasPrefix(check, "compile argmax.metal/") {
-			t.Errorf("%s failed; only argmax.metal was broken at compile time", check)
+		broken := false
+		for _, b := range breaks {
+			broken = broken || b.compile != "" && strings.HasPrefix(check, "compile "+b.file+"/")
+		}
+		if strings.HasPrefix(check, "compile ") && !broken {
+			t.Errorf("%s failed; its file compiles", check)
 		}
 	}
 }
