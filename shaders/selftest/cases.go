@@ -9,5 +9,6 @@ func Cases() []Case {
 		qmmCase(4), qmmCase(8), moeGroupedCase(), swigluCase(),
 		attnPrepCase(), attnDecodeCase(), attnPrefillCase(),
 		deltaConvCase(false), deltaConvCase(true), deltaStepCase(), deltaScanCase(),
+		sampleCase(),
 	}
 }
