@@ -73,6 +73,36 @@ func TestPullImport(t *testing.T) {
 	}
 }
 
+// TestPullImportInPlace runs what the GPU backend's startup line says for
+// a folder under the models folder that is not aligned: `petal pull
+// --import DIR` realigns it where it is.
+func TestPullImportInPlace(t *testing.T) {
+	src := hubtest.MLXLayout(t, "engine/testdata/fixtures/tiny-a", 5)
+	root := t.TempDir()
+	t.Setenv(hub.EnvModels, root)
+	dir := filepath.Join(root, "tiny")
+	if err := os.Rename(src, dir); err != nil {
+		t.Fatal(err)
+	}
+	before, err := checkpoint.MisalignedBytes(dir)
+	if err != nil || before == 0 {
+		t.Fatalf("the MLX-layout folder copies %d bytes at load (%v); want some", before, err)
+	}
+	var out bytes.Buffer
+	if err := dispatch([]string{"pull", "--import", dir}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "is in "+dir+":") {
+		t.Errorf("output %q does not name %s", out.String(), dir)
+	}
+	if after, err := checkpoint.MisalignedBytes(dir); err != nil || after != 0 {
+		t.Errorf("after the import the GPU backend copies %d bytes (%v); want 0", after, err)
+	}
+	if err := hub.Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRenderProgress(t *testing.T) {
 	line := renderProgress(hub.Event{
 		Phase: hub.Downloading, Done: 9_700_000_000, Total: 19_400_000_000,
