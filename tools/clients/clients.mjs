@@ -1,0 +1,225 @@
+// Runs each real client SDK against a running `petal serve` (PETAL_URL,
+// e.g. http://127.0.0.1:8080) and prints a table of clients x flows.
+// Every flow checks what the SDK hands its caller, not the raw HTTP.
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { Ollama } from 'ollama';
+import { generateText, streamText, generateObject, jsonSchema, tool } from 'ai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { ChatOpenAI } from '@langchain/openai';
+
+globalThis.AI_SDK_LOG_WARNINGS = false; // the deprecation notes of generateObject are not failures
+
+const base = process.env.PETAL_URL ?? 'http://127.0.0.1:8080';
+const tries = Number(process.env.PETAL_SCHEMA_TRIES ?? 5);
+const model = 'petal';
+const user = 'Tell me about a person: name and age.';
+
+const person = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 40 },
+    age: { type: 'integer', minimum: 0, maximum: 130 },
+    tags: { type: 'array', items: { type: 'string', maxLength: 12 }, maxItems: 3 },
+  },
+  required: ['name', 'age', 'tags'],
+  additionalProperties: false,
+};
+
+// obeys checks a parsed object against person by hand, as a caller would.
+function obeys(v) {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`not an object: ${JSON.stringify(v)}`);
+  const keys = Object.keys(v).sort().join(',');
+  if (keys !== 'age,name,tags') throw new Error(`keys ${keys}`);
+  if (typeof v.name !== 'string' || v.name.length > 40) throw new Error(`name ${JSON.stringify(v.name)}`);
+  if (!Number.isInteger(v.age) || v.age < 0 || v.age > 130) throw new Error(`age ${v.age}`);
+  if (!Array.isArray(v.tags) || v.tags.length > 3 || v.tags.some((t) => typeof t !== 'string' || t.length > 12)) throw new Error(`tags ${JSON.stringify(v.tags)}`);
+  return v;
+}
+
+const weather = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather of a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+
+const ok = (cond, what) => { if (!cond) throw new Error(what); };
+
+const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'none' });
+const anthropic = new Anthropic({ baseURL: base, apiKey: 'none' });
+const ollama = new Ollama({ host: base });
+const provider = createOpenAICompatible({ name: 'petal', baseURL: `${base}/v1`, apiKey: 'none', supportsStructuredOutputs: true });
+const lc = new ChatOpenAI({ model, apiKey: 'none', configuration: { baseURL: `${base}/v1` }, maxTokens: 60 });
+
+const flows = {
+  openai: {
+    chat: async () => {
+      const r = await openai.chat.completions.create({ model, messages: [{ role: 'user', content: user }], max_tokens: 40 });
+      ok(typeof r.choices[0].message.content === 'string' && r.usage.completion_tokens > 0, 'no content or usage');
+      ok(r._request_id?.startsWith('req_'), `request id ${r._request_id}`);
+    },
+    stream: async () => {
+      const s = await openai.chat.completions.create({ model, messages: [{ role: 'user', content: user }], max_tokens: 40, stream: true, stream_options: { include_usage: true } });
+      let text = '', usage;
+      for await (const c of s) { text += c.choices[0]?.delta?.content ?? ''; usage = c.usage ?? usage; }
+      ok(text.length > 0 && usage?.completion_tokens > 0, 'no text or usage');
+    },
+    tools: async () => {
+      const r = await openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [weather], max_tokens: 60 });
+      ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason), r.choices[0].finish_reason);
+    },
+    structured: async () => {
+      for (let i = 0; i < tries; i++) {
+        const r = await openai.chat.completions.parse({ model, messages: [{ role: 'user', content: user }], max_tokens: 200,
+          response_format: { type: 'json_schema', json_schema: { name: 'person', schema: person, strict: true } } });
+        obeys(r.choices[0].message.parsed);
+      }
+    },
+    responses: async () => {
+      const r = await openai.responses.create({ model, input: [{ role: 'developer', content: [{ type: 'input_text', text: 'Be brief.' }] }, { role: 'user', content: user }], max_output_tokens: 40, store: false });
+      ok(typeof r.output_text === 'string' && r.usage.output_tokens > 0, 'no output_text');
+      const s = openai.responses.stream({ model, input: user, max_output_tokens: 40, store: false });
+      let deltas = '';
+      s.on('response.output_text.delta', (e) => { deltas += e.delta; });
+      const f = await s.finalResponse();
+      ok(f.output_text === deltas && deltas.length > 0, `stream ${JSON.stringify(deltas)} vs ${JSON.stringify(f.output_text)}`);
+      for (let i = 0; i < tries; i++) {
+        const j = await openai.responses.create({ model, input: user, max_output_tokens: 200, text: { format: { type: 'json_schema', name: 'person', schema: person, strict: true } } });
+        obeys(JSON.parse(j.output_text));
+      }
+    },
+  },
+  anthropic: {
+    chat: async () => {
+      const r = await anthropic.messages.create({ model, max_tokens: 40, messages: [{ role: 'user', content: user }] });
+      ok(r.content.some((b) => b.type === 'text') && r.usage.output_tokens > 0, 'no text');
+    },
+    stream: async () => {
+      const s = anthropic.messages.stream({ model, max_tokens: 40, system: 'Be brief.', messages: [{ role: 'user', content: user }] });
+      let text = '';
+      s.on('text', (t) => { text += t; });
+      const m = await s.finalMessage();
+      ok(text.length > 0 && m.usage.output_tokens > 0, 'no text');
+    },
+    tools: async () => {
+      const r = await anthropic.messages.create({ model, max_tokens: 60, messages: [{ role: 'user', content: 'Weather in Paris?' }, { role: 'assistant', content: 'Let me check.' }, { role: 'system', content: 'Tools may be used.' }, { role: 'user', content: 'Go on.' }],
+        tools: [{ name: 'get_weather', description: 'The weather', input_schema: weather.function.parameters }] });
+      ok(['end_turn', 'max_tokens', 'tool_use'].includes(r.stop_reason), r.stop_reason);
+    },
+    structured: async () => {
+      for (let i = 0; i < tries; i++) {
+        const r = await anthropic.messages.create({ model, max_tokens: 200, messages: [{ role: 'user', content: user }], output_format: { type: 'json_schema', schema: person } });
+        obeys(JSON.parse(r.content.find((b) => b.type === 'text').text));
+      }
+    },
+  },
+  ollama: {
+    chat: async () => {
+      const r = await ollama.chat({ model, messages: [{ role: 'user', content: user }], options: { num_predict: 40 } });
+      ok(r.done && r.eval_count > 0 && r.eval_duration > 0, 'no timings');
+    },
+    stream: async () => {
+      let text = '', last;
+      for await (const c of await ollama.chat({ model, messages: [{ role: 'user', content: user }], stream: true, options: { num_predict: 40 } })) { text += c.message.content; last = c; }
+      ok(text.length > 0 && last.done, 'no text');
+    },
+    tools: async () => {
+      const r = await ollama.chat({ model, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [weather], options: { num_predict: 60 } });
+      ok(r.done, 'not done');
+    },
+    structured: async () => {
+      for (let i = 0; i < tries; i++) {
+        const r = await ollama.chat({ model, messages: [{ role: 'user', content: user }], format: person, options: { num_predict: 200 } });
+        obeys(JSON.parse(r.message.content));
+      }
+    },
+    generate: async () => {
+      let text = '', last;
+      for await (const c of await ollama.generate({ model, prompt: user, stream: true, options: { num_predict: 30 } })) { text += c.response; last = c; }
+      ok(text.length > 0 && last.done && last.context?.length > 0 && last.prompt_eval_duration > 0, 'no text, context or timings');
+      const v = await ollama.version();
+      ok(v.version >= '0.13.4', v.version);
+    },
+    ps: async () => {
+      const ps = await ollama.ps();
+      const tags = await ollama.list();
+      const show = await ollama.show({ model });
+      ok(ps.models.length === 1 && tags.models[0].size > 0 && tags.models[0].digest.length === 64, 'ps or tags');
+      ok(Object.entries(show.model_info).some(([k, v]) => k.endsWith('.context_length') && v > 0), 'no context length');
+      try { await ollama.embed({ model, input: 'x' }); throw new Error('embed answered'); } catch (e) { ok(/embeddings/.test(e.message), `embed error "${e.message}"`); }
+      try { await ollama.pull({ model: 'x' }); throw new Error('pull answered'); } catch (e) { ok(!/object Object/.test(e.message), `error "${e.message}"`); }
+    },
+  },
+  'ai-sdk': {
+    chat: async () => {
+      const r = await generateText({ model: provider(model), prompt: user, maxOutputTokens: 40 });
+      ok(r.text.length > 0 && r.usage.outputTokens > 0, 'no text');
+    },
+    stream: async () => {
+      const r = streamText({ model: provider(model), prompt: user, maxOutputTokens: 40 });
+      let text = '';
+      for await (const t of r.textStream) text += t;
+      ok(text.length > 0, 'no text');
+    },
+    tools: async () => {
+      const r = await generateText({ model: provider(model), prompt: 'Weather in Paris?', maxOutputTokens: 60,
+        tools: { get_weather: tool({ description: 'The weather', inputSchema: jsonSchema(weather.function.parameters) }) } });
+      ok(['stop', 'length', 'tool-calls'].includes(r.finishReason), r.finishReason);
+    },
+    structured: async () => {
+      for (let i = 0; i < tries; i++) {
+        const r = await generateObject({ model: provider(model), prompt: user, maxOutputTokens: 200, schema: jsonSchema(person) });
+        obeys(r.object);
+      }
+    },
+  },
+  langchain: {
+    chat: async () => {
+      const r = await lc.invoke(user);
+      ok(typeof r.content === 'string' && r.content.length > 0, 'no content');
+    },
+    stream: async () => {
+      let text = '';
+      for await (const c of await lc.stream(user)) text += c.content;
+      ok(text.length > 0, 'no text');
+    },
+    tools: async () => {
+      const r = await lc.bindTools([weather]).invoke('Weather in Paris?');
+      ok(r !== undefined, 'no answer');
+    },
+    structured: async () => {
+      const s = new ChatOpenAI({ model, apiKey: 'none', configuration: { baseURL: `${base}/v1` }, maxTokens: 200 })
+        .withStructuredOutput({ ...person, title: 'person' }, { method: 'jsonSchema' });
+      for (let i = 0; i < tries; i++) obeys(await s.invoke(user));
+    },
+  },
+};
+
+const columns = ['chat', 'stream', 'tools', 'structured', 'responses', 'generate', 'ps'];
+const rows = [];
+let failed = 0;
+for (const [client, fs] of Object.entries(flows)) {
+  const row = { client, cells: {}, notes: [] };
+  for (const col of columns) {
+    if (!fs[col]) { row.cells[col] = '—'; continue; }
+    const t0 = Date.now();
+    try {
+      await fs[col]();
+      row.cells[col] = `ok (${((Date.now() - t0) / 1000).toFixed(1)}s)`;
+    } catch (e) {
+      failed++;
+      row.cells[col] = 'FAIL';
+      row.notes.push(`${col}: ${String(e?.message ?? e).slice(0, 300)}`);
+    }
+  }
+  rows.push(row);
+}
+console.log(`| client | ${columns.join(' | ')} |`);
+console.log(`| --- | ${columns.map(() => '---').join(' | ')} |`);
+for (const r of rows) console.log(`| ${r.client} | ${columns.map((c) => r.cells[c]).join(' | ')} |`);
+for (const r of rows) for (const n of r.notes) console.log(`${r.client} ${n}`);
+console.log(`structured flows ran ${tries} tries each; ${failed} failed`);
+process.exit(failed ? 1 : 0);
