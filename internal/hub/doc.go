@@ -26,8 +26,9 @@
 // by the largest power of two (up to 16) dividing their size, which puts
 // every tensor on that boundary (on 16 for every tensor whose size is a
 // multiple of 16). No gap is ever put between tensors: the reference
-// reader (Python's safetensors) refuses bytes that no tensor covers. A
-// shard already aligned that well is stored as served.
+// reader (Python's safetensors) refuses bytes that no tensor covers (bytes
+// an original has between its tensors are kept after them). A shard
+// already aligned that well is stored as served.
 //
 // The original header region is fetched first (two small requests: the
 // length, then the header), kept apart in the staging folder, and the

@@ -30,27 +30,27 @@ func realigns(f File) bool {
 	return strings.HasSuffix(f.Name, ".safetensors") && f.Size >= lenPrefix
 }
 
-// segment is one tensor of a shard with the bytes after it up to the next
-// tensor (none in a file that follows the format, which allows no holes):
-// the unit the realigned layout moves.
-type segment struct {
-	name   string
-	orig   int64 // start in the original data section
+// piece is a run of a shard's data section, in the original's order:
+// one tensor's bytes, or a gap between tensors (none in a file that follows
+// the format, which allows no bytes that no tensor covers). Pieces are
+// the units the realigned layout moves.
+type piece struct {
+	name   string // the tensor's; empty for a gap
+	orig   int64  // start in the original data section
 	size   int64
 	stored int64 // start in the stored data section
 }
 
 // layout says where the stored file keeps each byte of the original. The
 // original's header region [0, origData) is replaced by head; its data
-// section keeps a leading gap (lead bytes before the first tensor, none in
-// a file that follows the format) in place and moves whole segments.
+// section's tensors are packed from the stored data section's start, and
+// its gaps follow them in their original order.
 type layout struct {
 	origData int64
-	origHead []byte // the original's bytes before its data section
-	head     []byte // the stored file's bytes before its data section
-	lead     int64
-	segs     []segment // in original order
-	size     int64     // of the stored file
+	origHead []byte  // the original's bytes before its data section
+	head     []byte  // the stored file's bytes before its data section
+	pieces   []piece // in original order, tiling the data section
+	size     int64   // of the stored file
 	origSize int64
 	// verbatim: the original is as aligned as a realigned copy would be,
 	// so it is kept byte for byte.
@@ -66,25 +66,25 @@ func (l *layout) storedSize() int64 {
 	return l.size
 }
 
-// wantAlign is the boundary a segment of n bytes can always be placed on
-// when segments are packed without gaps: the largest power of two that
-// divides n, at most realignBoundary.
+// wantAlign is the boundary a tensor of n bytes can always be placed on
+// when tensors are packed without gaps: the largest power of two that
+// divides n, at most realignBoundary (an empty tensor needs none).
 func wantAlign(n int64) int64 {
 	if n == 0 {
-		return realignBoundary
+		return 1
 	}
 	return min(n&-n, realignBoundary)
 }
 
-// alignedFrom reports whether segs, packed in order from file offset
-// start, each land on their wantAlign.
-func alignedFrom(segs []segment, start int64) bool {
+// alignedFrom reports whether the tensors among pieces, packed in order
+// from file offset start, each land on their wantAlign.
+func alignedFrom(pieces []piece, start int64) bool {
 	pos := start
-	for _, s := range segs {
-		if pos%wantAlign(s.size) != 0 {
+	for _, p := range pieces {
+		if p.name != "" && pos%wantAlign(p.size) != 0 {
 			return false
 		}
-		pos += s.size
+		pos += p.size
 	}
 	return true
 }
@@ -96,12 +96,13 @@ func alignedFrom(segs []segment, start int64) bool {
 // The stored form pads the header with spaces, as the format allows, so
 // the data section starts on realignBoundary, and orders the tensors'
 // data by decreasing wantAlign, keeping their order within a class: since
-// every segment's size is a multiple of its class, every tensor then lands
+// every tensor's size is a multiple of its class, every tensor then lands
 // on its class's boundary (16 for every tensor whose size is a multiple of
 // 16). Gaps are never inserted: safetensors readers (the Rust crate behind
 // Python's safetensors, and its ports) refuse a data section with bytes no
 // tensor covers, so zero padding between tensors would make the file
-// unreadable to them. A shard already laid out that well is kept verbatim.
+// unreadable to them; a gap the original has is kept after the tensors. A
+// shard already laid out that well is kept verbatim.
 func planLayout(origHead []byte, fileSize int64) (*layout, error) {
 	h, err := safetensors.ParseHeader(origHead, fileSize)
 	if err != nil {
@@ -110,35 +111,50 @@ func planLayout(origHead []byte, fileSize int64) (*layout, error) {
 	if int64(len(origHead)) != h.DataOffset {
 		return nil, fmt.Errorf("hub: header region of %d bytes, want %d", len(origHead), h.DataOffset)
 	}
-	l := &layout{origData: h.DataOffset, origHead: slices.Clone(origHead), origSize: fileSize}
-	l.lead, l.segs = segmentsOf(h, fileSize)
-	if h.DataOffset%realignBoundary == 0 && alignedFrom(l.segs, h.DataOffset+l.lead) {
+	l := &layout{origData: h.DataOffset, origHead: slices.Clone(origHead), origSize: fileSize, pieces: piecesOf(h, fileSize)}
+	var tensors, gaps []int // indices into l.pieces
+	for i, p := range l.pieces {
+		if p.name == "" {
+			gaps = append(gaps, i)
+		} else {
+			tensors = append(tensors, i)
+		}
+	}
+	if h.DataOffset%realignBoundary == 0 && len(gaps) == 0 && alignedFrom(l.pieces, h.DataOffset) {
 		l.head, l.size, l.verbatim = l.origHead, fileSize, true
-		for i := range l.segs {
-			l.segs[i].stored = l.segs[i].orig
+		for i := range l.pieces {
+			l.pieces[i].stored = l.pieces[i].orig
 		}
 		return l, nil
 	}
-	order := slices.Clone(l.segs)
-	if !alignedFrom(order, l.lead) { // the data section's start will be aligned
-		sort.SliceStable(order, func(a, b int) bool { return wantAlign(order[a].size) > wantAlign(order[b].size) })
+	packed := func() []piece {
+		out := make([]piece, len(tensors))
+		for k, i := range tensors {
+			out[k] = l.pieces[i]
+		}
+		return out
 	}
-	pos := l.lead
-	stored := make(map[string]int64, len(order))
-	for i := range order {
-		order[i].stored = pos
-		stored[order[i].name] = pos
-		pos += order[i].size
+	// The header's padding puts the first tensor on the boundary. Empty
+	// tensors go last, where no other tensor starts.
+	if !alignedFrom(packed(), 0) {
+		sort.SliceStable(tensors, func(a, b int) bool {
+			sa, sb := l.pieces[tensors[a]].size, l.pieces[tensors[b]].size
+			if (sa == 0) != (sb == 0) {
+				return sb == 0
+			}
+			return wantAlign(sa) > wantAlign(sb)
+		})
 	}
-	for i := range l.segs {
-		l.segs[i].stored = stored[l.segs[i].name]
+	pos := int64(0)
+	for _, i := range append(slices.Clone(tensors), gaps...) {
+		l.pieces[i].stored = pos
+		pos += l.pieces[i].size
 	}
-	js, err := encodeHeader(h, order)
+	js, err := encodeHeader(h, packed())
 	if err != nil {
 		return nil, err
 	}
-	// Spaces until the first stored data byte, lead included, is aligned.
-	for (lenPrefix+int64(len(js))+l.lead)%realignBoundary != 0 {
+	for (lenPrefix+int64(len(js)))%realignBoundary != 0 {
 		js = append(js, ' ')
 	}
 	l.head = binary.LittleEndian.AppendUint64(make([]byte, 0, lenPrefix+len(js)), uint64(len(js)))
@@ -150,7 +166,7 @@ func planLayout(origHead []byte, fileSize int64) (*layout, error) {
 // encodeHeader writes the JSON header of the stored form: __metadata__
 // first, then the tensors in stored data order, as safetensors' own writer
 // orders them.
-func encodeHeader(h *safetensors.Header, order []segment) ([]byte, error) {
+func encodeHeader(h *safetensors.Header, order []piece) ([]byte, error) {
 	byName := make(map[string]safetensors.Info, len(h.Tensors))
 	for _, t := range h.Tensors {
 		byName[t.Name] = t
@@ -204,31 +220,30 @@ func encodeHeader(h *safetensors.Header, order []segment) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// segmentsOf splits a parsed shard's data section into the gap before
-// its first tensor and one segment per tensor, in data order.
-func segmentsOf(h *safetensors.Header, fileSize int64) (lead int64, segs []segment) {
+// piecesOf splits a parsed shard's data section into its tensors and
+// the gaps between them, in data order.
+func piecesOf(h *safetensors.Header, fileSize int64) []piece {
 	ts := slices.Clone(h.Tensors)
-	// Zero-sized tensors first at a shared offset, so each segment starts
-	// with its own tensor's bytes.
+	// Zero-sized tensors first at a shared offset.
 	sort.SliceStable(ts, func(a, b int) bool {
 		if ts[a].Begin != ts[b].Begin {
 			return ts[a].Begin < ts[b].Begin
 		}
 		return ts[a].End < ts[b].End
 	})
-	dataSize := fileSize - h.DataOffset
-	lead = dataSize
-	if len(ts) > 0 {
-		lead = ts[0].Begin
-	}
-	for i, t := range ts {
-		next := dataSize
-		if i+1 < len(ts) {
-			next = ts[i+1].Begin
+	var out []piece
+	pos := int64(0)
+	for _, t := range ts {
+		if t.Begin > pos {
+			out = append(out, piece{orig: pos, size: t.Begin - pos})
 		}
-		segs = append(segs, segment{name: t.Name, orig: t.Begin, size: next - t.Begin})
+		out = append(out, piece{name: t.Name, orig: t.Begin, size: t.End - t.Begin})
+		pos = t.End
 	}
-	return lead, segs
+	if dataSize := fileSize - h.DataOffset; dataSize > pos {
+		out = append(out, piece{orig: pos, size: dataSize - pos})
+	}
+	return out
 }
 
 // place writes p, which the original holds at off (in its data section),
@@ -239,16 +254,12 @@ func (l *layout) place(w io.WriterAt, p []byte, off int64) error {
 	}
 	x := off - l.origData
 	for len(p) > 0 {
-		dst, room := x, l.lead-x
-		if x >= l.lead {
-			// The last segment starting at or before x; zero-sized ones
-			// sort before the tensor they share an offset with.
-			k := sort.Search(len(l.segs), func(k int) bool { return l.segs[k].orig > x }) - 1
-			s := l.segs[k]
-			dst, room = s.stored+x-s.orig, s.orig+s.size-x
-		}
-		n := min(int64(len(p)), room)
-		if _, err := w.WriteAt(p[:n], int64(len(l.head))+dst); err != nil {
+		// The last piece starting at or before x that holds bytes;
+		// zero-sized ones sort before the piece they share an offset with.
+		k := sort.Search(len(l.pieces), func(k int) bool { return l.pieces[k].orig > x }) - 1
+		s := l.pieces[k]
+		n := min(int64(len(p)), s.orig+s.size-x)
+		if _, err := w.WriteAt(p[:n], int64(len(l.head))+s.stored+x-s.orig); err != nil {
 			return err
 		}
 		p, x = p[n:], x+n
@@ -288,30 +299,37 @@ func checkRealigned(r io.ReaderAt, size int64, origHead []byte, wantHead string,
 	for _, t := range stored.Tensors {
 		at[t.Name] = t
 	}
-	lead, segs := segmentsOf(orig, f.Size)
-	h, want := hasher(f)
-	h.Write(origHead)
-	end := stored.DataOffset + lead
-	if end > size {
-		return false, nil
-	}
-	if _, err := io.Copy(h, io.NewSectionReader(r, stored.DataOffset, lead)); err != nil {
-		return false, err
-	}
 	for _, o := range orig.Tensors {
 		if t, ok := at[o.Name]; !ok || t.DType != o.DType || !slices.Equal(t.Shape, o.Shape) {
 			return false, nil
 		}
 	}
-	for _, s := range segs {
-		off := stored.DataOffset + at[s.name].Begin
-		if off+s.size > size {
+	pieces := piecesOf(orig, f.Size)
+	var tensorBytes int64
+	for _, p := range pieces {
+		if p.name != "" {
+			tensorBytes += p.size
+		}
+	}
+	// The gaps follow the tensors, in their original order.
+	gapAt := stored.DataOffset + tensorBytes
+	h, want := hasher(f)
+	h.Write(origHead)
+	end := gapAt
+	for _, p := range pieces {
+		off := gapAt
+		if p.name == "" {
+			gapAt += p.size
+		} else {
+			off = stored.DataOffset + at[p.name].Begin
+		}
+		if off+p.size > size {
 			return false, nil
 		}
-		if _, err := io.Copy(h, io.NewSectionReader(r, off, s.size)); err != nil {
+		if _, err := io.Copy(h, io.NewSectionReader(r, off, p.size)); err != nil {
 			return false, err
 		}
-		end = max(end, off+s.size)
+		end = max(end, off+p.size)
 	}
 	return end == size && hex.EncodeToString(h.Sum(nil)) == want, nil
 }

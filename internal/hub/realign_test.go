@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -361,6 +364,106 @@ func BenchmarkPull(b *testing.B) {
 			}
 			b.ReportMetric(float64(stored), "stored-B")
 			b.ReportMetric(float64(stored-int64(len(shard))), "grown-B")
+		})
+	}
+}
+
+// memFile is a file in memory for writeRealigned.
+type memFile []byte
+
+func (m memFile) WriteAt(p []byte, off int64) (int, error) { return copy(m[off:], p), nil }
+func (m memFile) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(m)) {
+		return 0, io.EOF
+	}
+	n := copy(p, m[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// rawShard is a shard with the given JSON header entries, data section
+// and header padding (-1: up to a 16-byte boundary), as any writer might
+// make one.
+func rawShard(entries string, data []byte, pad int) []byte {
+	js := "{" + entries + "}" + strings.Repeat(" ", max(pad, 0))
+	for pad < 0 && (8+len(js))%16 != 0 {
+		js += " "
+	}
+	out := binary.LittleEndian.AppendUint64(nil, uint64(len(js)))
+	return append(append(out, js...), data...)
+}
+
+// TestPlanLayout realigns shards of unusual but valid (or tolerated)
+// layouts in one pass, and checks each stored form: every tensor on its
+// boundary, the same bytes, and the original rebuilt from it hashing to
+// the original's sha256.
+func TestPlanLayout(t *testing.T) {
+	seq := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + 1)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name     string
+		file     []byte
+		verbatim bool
+	}{
+		{"MLX: odd tensors between big ones", rawShard(`"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"b":{"dtype":"F32","shape":[8],"data_offsets":[3,35]},"c":{"dtype":"BF16","shape":[2],"data_offsets":[35,39]},"d":{"dtype":"F32","shape":[4],"data_offsets":[39,55]}`, seq(55), 0), false},
+		{"a gap before the first tensor", rawShard(`"a":{"dtype":"F32","shape":[4],"data_offsets":[3,19]},"b":{"dtype":"U8","shape":[1],"data_offsets":[19,20]}`, seq(20), 1), false},
+		{"zero-sized tensors", rawShard(`"0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"z":{"dtype":"F32","shape":[2,0],"data_offsets":[18,18]},"a":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]},"b":{"dtype":"F32","shape":[4],"data_offsets":[2,18]}`, seq(18), 2), false},
+		{"gaps between tensors", rawShard(`"a":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]},"c":{"dtype":"U8","shape":[5],"data_offsets":[24,29]},"d":{"dtype":"F32","shape":[4],"data_offsets":[32,48]}`, seq(48), 0), false},
+		{"bytes after the last tensor", rawShard(`"a":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]},"b":{"dtype":"F32","shape":[4],"data_offsets":[6,22]}`, seq(25), 3), false},
+		{"no tensors", rawShard(`"__metadata__":{"format":"mlx"}`, nil, 0), false},
+		{"already aligned", rawShard(`"b":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"a":{"dtype":"BF16","shape":[2],"data_offsets":[16,20]}`, seq(20), -1), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig, err := safetensors.ParseHeader(tc.file, int64(len(tc.file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lay, err := planLayout(tc.file[:orig.DataOffset], int64(len(tc.file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lay.verbatim != tc.verbatim {
+				t.Errorf("verbatim %v, want %v", lay.verbatim, tc.verbatim)
+			}
+			stored := make(memFile, lay.size)
+			h := sha256.New()
+			if _, err := writeRealigned(stored, bytes.NewReader(tc.file[orig.DataOffset:]), lay, h); err != nil {
+				t.Fatal(err)
+			}
+			if tc.verbatim && !bytes.Equal(stored, tc.file) {
+				t.Error("a verbatim layout changed the bytes")
+			}
+			sum := sha256.Sum256(tc.file)
+			f := File{Name: "m.safetensors", Size: int64(len(tc.file)), SHA256: hex.EncodeToString(sum[:])}
+			if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+				t.Errorf("hashed %s while writing, want %s", got, f.SHA256)
+			}
+			if ok, err := checkRealigned(stored, lay.size, lay.origHead, headSum(lay.head), f); err != nil || !ok {
+				t.Errorf("the stored form does not rebuild the original: %v, %v", ok, err)
+			}
+			sh, err := safetensors.ParseHeader(stored, lay.size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sh.DataOffset%16 != 0 {
+				t.Errorf("data section at %d", sh.DataOffset)
+			}
+			for _, ti := range sh.Tensors {
+				o := orig.Tensors[slices.IndexFunc(orig.Tensors, func(x safetensors.Info) bool { return x.Name == ti.Name })]
+				if !bytes.Equal(stored[sh.DataOffset+ti.Begin:sh.DataOffset+ti.End], tc.file[orig.DataOffset+o.Begin:orig.DataOffset+o.End]) {
+					t.Errorf("%s: bytes differ", ti.Name)
+				}
+				if off := sh.DataOffset + ti.Begin; off%wantAlign(ti.End-ti.Begin) != 0 {
+					t.Errorf("%s (%d bytes) at %d", ti.Name, ti.End-ti.Begin, off)
+				}
+			}
 		})
 	}
 }
