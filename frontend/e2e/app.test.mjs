@@ -221,6 +221,28 @@ test('the endpoint panel shows this server and setups to copy', async () => {
   await page.context().close();
 });
 
+test('Check this Mac runs petal doctor on the server and shows the report to copy', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1100, height: 760 } });
+  await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: baseURL });
+  const page = await ctx.newPage();
+  await page.goto(baseURL + '/#/setup');
+  await page.getByRole('button', { name: 'Check this Mac' }).click();
+  await page.getByRole('button', { name: 'Checking…' }).waitFor();
+  // Every kernel compiled and tested in the sim, then the demo model: minutes on a loaded machine.
+  const verdict = page.getByTestId('doctor-verdict');
+  await verdict.waitFor({ timeout: 600_000 });
+  assert.match(await verdict.innerText(), /All checks passed · sim on Petal sim/);
+  const report = await page.getByTestId('doctor-report').innerText();
+  assert.match(report, /^petal doctor, sim backend/);
+  assert.match(report, /PASS compile attention\.metal\/attn_decode_f16kv \[600=256 601=8\]/);
+  assert.match(report, /PASS model {3}demo model, GPU path against the CPU backend/);
+  await shot(page, 'doctor');
+  await page.getByRole('button', { name: 'Copy report' }).click();
+  await page.getByRole('button', { name: 'Copied' }).waitFor();
+  assert.equal((await page.evaluate(() => navigator.clipboard.readText())).trim(), report.trim());
+  await ctx.close();
+});
+
 test('management routes refuse another origin', async () => {
   const res = await fetch(baseURL + '/manage/settings', {
     method: 'PUT',
