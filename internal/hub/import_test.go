@@ -105,15 +105,7 @@ func TestImportFolder(t *testing.T) {
 	if err := Verify(dir); err != nil {
 		t.Fatal(err)
 	}
-	weights := filepath.Join(dir, "model-00003-of-00003.safetensors")
-	b, err := os.ReadFile(weights)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-1] ^= 1
-	if err := os.WriteFile(weights, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	damage(t, filepath.Join(dir, "model-00003-of-00003.safetensors"))
 	if err := Verify(dir); !errors.Is(err, ErrChecksum) {
 		t.Errorf("damaged import: %v, want ErrChecksum", err)
 	}
@@ -199,18 +191,26 @@ func TestImportInPlace(t *testing.T) {
 		t.Errorf("%d entries beside the folder after the imports", len(entries))
 	}
 	shard := filepath.Join(dir, "model-00002-of-00003.safetensors")
-	b, err := os.ReadFile(shard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-1] ^= 1
-	if err := os.WriteFile(shard, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b := damage(t, shard)
 	if _, err := Import(t.Context(), ImportOptions{Src: dir, Dir: dir}); !errors.Is(err, ErrChecksum) {
 		t.Fatalf("import of a damaged folder in place: %v, want ErrChecksum", err)
 	}
 	if got, err := os.ReadFile(shard); err != nil || !bytes.Equal(got, b) {
 		t.Errorf("the damaged folder was changed: %v", err)
 	}
+}
+
+// damage flips the last byte of the file at path and returns its new
+// contents.
+func damage(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
