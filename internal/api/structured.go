@@ -25,32 +25,21 @@ func schemaGrammar(param string, schema json.RawMessage) (*grammar.Grammar, erro
 }
 
 // responseFormat reads OpenAI chat's response_format: text, json_object
-// or json_schema.
+// or json_schema with the schema under json_schema.
 func responseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
 	var f struct {
 		Type       string `json:"type"`
-		JSONSchema *struct {
+		JSONSchema struct {
 			Schema json.RawMessage `json:"schema"`
 		} `json:"json_schema"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return nil, badParam("response_format", "response_format must be an object with a type")
 	}
-	switch f.Type {
-	case "text":
-		return nil, nil
-	case "json_object":
-		return grammar.JSONObject(), nil
-	case "json_schema":
-		if f.JSONSchema == nil {
-			return nil, badParam("response_format", "response_format json_schema needs json_schema.schema")
-		}
-		return schemaGrammar("response_format", f.JSONSchema.Schema)
-	}
-	return nil, badParam("response_format", "response_format type must be text, json_object or json_schema, not %q", f.Type)
+	return formatGrammar("response_format", f.Type, f.JSONSchema.Schema)
 }
 
 // textFormat reads the Responses API's text.format: the same types, with
@@ -66,15 +55,20 @@ func textFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return nil, badParam("text.format", "text.format must be an object with a type")
 	}
-	switch f.Type {
+	return formatGrammar("text.format", f.Type, f.Schema)
+}
+
+// formatGrammar is the grammar of an OpenAI output format type.
+func formatGrammar(param, typ string, schema json.RawMessage) (*grammar.Grammar, error) {
+	switch typ {
 	case "text":
 		return nil, nil
 	case "json_object":
 		return grammar.JSONObject(), nil
 	case "json_schema":
-		return schemaGrammar("text.format", f.Schema)
+		return schemaGrammar(param, schema)
 	}
-	return nil, badParam("text.format", "text.format type must be text, json_object or json_schema, not %q", f.Type)
+	return nil, badParam(param, "%s type must be text, json_object or json_schema, not %q", param, typ)
 }
 
 // ollamaFormat reads Ollama's format: "json" or a schema.
