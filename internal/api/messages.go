@@ -515,17 +515,33 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, g *servic
 	st := startStream(w, true)
 	stop := st.keepAlive(s.opts.PingInterval)
 	defer stop()
-	head.Usage.InputTokens = g.PromptTokens()
-	if st.sendEvent("message_start", struct {
-		Type    string            `json:"type"`
-		Message anthropicResponse `json:"message"`
-	}{"message_start", head}) != nil {
-		return
+	// message_start goes out with the reply's first event, once the prefix
+	// cache was read, so that its usage says what message_delta's will
+	// (pings keep the stream alive meanwhile).
+	started := false
+	start := func() error {
+		if started {
+			return nil
+		}
+		started = true
+		head.Usage = anthropicUsage{InputTokens: g.PromptTokens() - g.CachedTokens(), CacheReadInputTokens: g.CachedTokens()}
+		return st.sendEvent("message_start", struct {
+			Type    string            `json:"type"`
+			Message anthropicResponse `json:"message"`
+		}{"message_start", head})
 	}
-	blocks := blockStream{send: st.sendEvent}
+	blocks := blockStream{send: func(event string, v any) error {
+		if err := start(); err != nil {
+			return err
+		}
+		return st.sendEvent(event, v)
+	}}
 	sum, err := g.Run(r.Context(), blocks.add)
 	if err == nil {
 		err = blocks.stop()
+	}
+	if err == nil {
+		err = start()
 	}
 	if err != nil {
 		if r.Context().Err() == nil && st.failed() == nil {

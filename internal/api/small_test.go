@@ -63,3 +63,30 @@ func TestSmallClientItems(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicCachedTokensAgree: message_start said every prompt token was
+// new while message_delta counted the cached ones; both now give the same
+// split, read after the prefix cache.
+func TestAnthropicCachedTokensAgree(t *testing.T) {
+	ts := newTestServer(t, service.Options{}, Options{}, constant("Sure."))
+	body := `{"max_tokens":20,"stream":true,"system":"You are terse.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello."},{"role":"user","content":"again"}]}`
+	for i := range 2 {
+		_, text := do(t, post(t, ts.URL+"/v1/messages", body))
+		var start struct {
+			Message struct{ Usage anthropicUsage }
+		}
+		var delta struct{ Usage anthropicUsage }
+		for _, e := range anthropicEvents(t, text) {
+			switch e.Name {
+			case "message_start":
+				json.Unmarshal([]byte(e.Raw), &start)
+			case "message_delta":
+				json.Unmarshal([]byte(e.Raw), &delta)
+			}
+		}
+		a, b := start.Message.Usage, delta.Usage
+		if a.InputTokens != b.InputTokens || a.CacheReadInputTokens != b.CacheReadInputTokens || (i == 1) != (b.CacheReadInputTokens > 0) {
+			t.Errorf("request %d: message_start %+v, message_delta %+v", i, a, b)
+		}
+	}
+}

@@ -72,6 +72,8 @@ type prepared struct {
 	// thinking: the reply starts inside the reasoning, which the grammar
 	// does not constrain.
 	thinking bool
+	// cached is set by run once the prefix cache was read.
+	cached int
 }
 
 // thinkOpen is the tag a prompt ends with when the reply starts inside the
