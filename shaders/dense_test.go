@@ -124,56 +124,32 @@ func denseRand(rng *rand.Rand, n int, sd float64) []float32 {
 // copy. Codes sit 8 bytes into their buffer and scales 4 bytes into theirs,
 // the alignments the test fixtures' shards have.
 type denseQ struct {
-	m              shaders.QMatrix
-	experts        int
-	codes          []uint32
-	scales, biases []uint16
+	m       shaders.QMatrix
+	experts int
+	selftest.Quantized
 }
 
 func newDenseQ(t testing.TB, d gpu.Device, rng *rand.Rand, experts, rows, cols, bits int) *denseQ {
 	t.Helper()
 	q := &denseQ{experts: experts}
-	q.codes = make([]uint32, experts*rows*cols*bits/32)
-	for i := range q.codes {
-		q.codes[i] = rng.Uint32()
+	q.Rows, q.Cols, q.Bits = rows, cols, bits
+	q.Codes = make([]uint32, experts*rows*cols*bits/32)
+	for i := range q.Codes {
+		q.Codes[i] = rng.Uint32()
 	}
 	groups := experts * rows * cols / shaders.QMVGroupSize
-	q.scales, q.biases = make([]uint16, groups), make([]uint16, groups)
-	for i := range q.scales {
-		q.scales[i] = selftest.BF16(float32(rng.NormFloat64() * 0.02))
-		q.biases[i] = selftest.BF16(float32(rng.NormFloat64() * 0.1))
+	q.Scales, q.Biases = make([]uint16, groups), make([]uint16, groups)
+	for i := range q.Scales {
+		q.Scales[i] = selftest.BF16(float32(rng.NormFloat64() * 0.02))
+		q.Biases[i] = selftest.BF16(float32(rng.NormFloat64() * 0.1))
 	}
 	q.m = shaders.QMatrix{
-		Codes:  denseBuf(t, d, 8, denseU32s(q.codes)),
-		Scales: denseBuf(t, d, 4, denseU16s(q.scales)),
-		Biases: denseBuf(t, d, 0, denseU16s(q.biases)),
+		Codes:  denseBuf(t, d, 8, denseU32s(q.Codes)),
+		Scales: denseBuf(t, d, 4, denseU16s(q.Scales)),
+		Biases: denseBuf(t, d, 0, denseU16s(q.Biases)),
 		Rows:   rows, Cols: cols, Bits: bits, GroupSize: shaders.QMVGroupSize,
 	}
 	return q
-}
-
-// at is element (r, c) of expert e dequantized as engine/cpu does
-// (bf16 scale * q + bf16 bias in fp32), and the magnitudes of its two terms.
-func (q *denseQ) at(e, r, c int) (w, mag float64) {
-	rows, cols, bits := q.m.Rows, q.m.Cols, q.m.Bits
-	row := e*rows + r
-	per := 32 / bits
-	word := q.codes[row*cols/per+c/per]
-	code := word >> (bits * (c % per)) & (1<<bits - 1)
-	g := row*cols/shaders.QMVGroupSize + c/shaders.QMVGroupSize
-	s, b := selftest.FromBF16(q.scales[g]), selftest.FromBF16(q.biases[g])
-	return float64(s*float32(code) + b), math.Abs(float64(s)*float64(code)) + math.Abs(float64(b))
-}
-
-// mul is row r of expert e times x in float64, and the sum of the terms'
-// magnitudes.
-func (q *denseQ) mul(e, r int, x []float32) (y, mag float64) {
-	for c := range q.m.Cols {
-		w, m := q.at(e, r, c)
-		y += w * float64(x[c])
-		mag += m * math.Abs(float64(x[c]))
-	}
-	return y, mag
 }
 
 // denseQMVTol bounds the kernel's fp32 error on a row of k columns: a lane adds
@@ -205,7 +181,7 @@ func TestQMV(t *testing.T) {
 			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.QMV(cb, out, q.m, xv) })
 			got := denseReadF32(out, c.rows)
 			for r := range c.rows {
-				want, mag := q.mul(0, r, x)
+				want, mag := q.Mul(0, r, x)
 				if tol := denseQMVTol(c.cols, mag); math.Abs(float64(got[r])-want) > tol {
 					t.Fatalf("y[%d] = %v, want %v (tol %.3g)", r, got[r], want, tol)
 				}
@@ -250,7 +226,7 @@ func TestQMVExperts(t *testing.T) {
 						}
 						continue
 					}
-					want, mag := q.mul(int(e), r, x[j*c.xStride:])
+					want, mag := q.Mul(int(e), r, x[j*c.xStride:])
 					if tol := denseQMVTol(c.cols, mag); math.Abs(float64(g)-want) > tol {
 						t.Fatalf("slot %d expert %d: y[%d] = %v, want %v (tol %.3g)", j, e, r, g, want, tol)
 					}
@@ -290,7 +266,7 @@ func TestQMVMulti(t *testing.T) {
 			for j, q := range qs {
 				got := denseReadF32(outs[j], c.rows[j])
 				for r := range c.rows[j] {
-					want, mag := q.mul(0, r, x)
+					want, mag := q.Mul(0, r, x)
 					if tol := denseQMVTol(c.cols, mag); math.Abs(float64(got[r])-want) > tol {
 						t.Fatalf("matrix %d: y[%d] = %v, want %v (tol %.3g)", j, r, got[r], want, tol)
 					}
@@ -332,8 +308,8 @@ func TestQMVSwiGLU(t *testing.T) {
 			out := denseBuf(t, d, 0, make([]byte, 4*c.rows))
 			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.QMVSwiGLU(cb, out, gate.m, up.m, xv) })
 			for r, o := range denseReadF32(out, c.rows) {
-				g, gmag := gate.mul(0, r, x)
-				u, umag := up.mul(0, r, x)
+				g, gmag := gate.Mul(0, r, x)
+				u, umag := up.Mul(0, r, x)
 				if want, tol := denseSwiGLU(g, gmag, u, umag, c.cols); math.Abs(float64(o)-want) > tol {
 					t.Fatalf("y[%d] = %v, want %v (tol %.3g)", r, o, want, tol)
 				}
@@ -378,8 +354,8 @@ func TestQMVExpertsSwiGLU(t *testing.T) {
 						}
 						continue
 					}
-					g, gmag := gate.mul(int(e), r, x)
-					u, umag := up.mul(int(e), r, x)
+					g, gmag := gate.Mul(int(e), r, x)
+					u, umag := up.Mul(int(e), r, x)
 					if want, tol := denseSwiGLU(g, gmag, u, umag, c.cols); math.Abs(float64(o)-want) > tol {
 						t.Fatalf("slot %d expert %d: y[%d] = %v, want %v (tol %.3g)", j, e, r, o, want, tol)
 					}
@@ -418,7 +394,7 @@ func TestEmbed(t *testing.T) {
 					}
 					continue
 				}
-				want, mag := q.at(0, int(c.token), col)
+				want, mag := q.At(0, int(c.token), col)
 				// One multiply and one add in fp32 (fused or not): 2 roundings.
 				if tol := 2 * denseU * mag; math.Abs(float64(g)-want) > tol {
 					t.Fatalf("out[%d] = %v, want %v", col, g, want)
@@ -761,23 +737,23 @@ func TestDenseChain(t *testing.T) {
 	swiglu := func(g, u *denseQ, e, rows int) []float32 {
 		a := make([]float32, rows)
 		for r := range rows {
-			gv, _ := g.mul(e, r, xn32)
-			uv, _ := u.mul(e, r, xn32)
+			gv, _ := g.Mul(e, r, xn32)
+			uv, _ := u.Mul(e, r, xn32)
 			a[r] = float32(gv / (1 + math.Exp(-gv)) * uv)
 		}
 		return a
 	}
-	sgLogit, _ := shExpGate.mul(0, 0, xn32)
+	sgLogit, _ := shExpGate.Mul(0, 0, xn32)
 	shA := swiglu(shGate, shUp, 0, shInter)
 	want := make([]float64, h)
 	for r := range h {
-		y, _ := shDown.mul(0, r, shA)
+		y, _ := shDown.Mul(0, r, shA)
 		want[r] = float64(x[r]) + y/(1+math.Exp(-sgLogit))
 	}
 	for j, e := range wantIDs {
 		a := swiglu(gate, up, int(e), inter)
 		for r := range h {
-			y, _ := down.mul(int(e), r, a)
+			y, _ := down.Mul(int(e), r, a)
 			want[r] += wantWs[j] * y
 		}
 	}

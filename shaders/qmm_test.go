@@ -42,7 +42,7 @@ func TestQMM(t *testing.T) {
 			got := denseReadF32(out, c.tokens*c.rows)
 			for tok := range c.tokens {
 				for r := range c.rows {
-					want, mag := q.mul(0, r, x[tok*c.cols:(tok+1)*c.cols])
+					want, mag := q.Mul(0, r, x[tok*c.cols:(tok+1)*c.cols])
 					if g := got[tok*c.rows+r]; math.Abs(float64(g)-want) > qmmTol(c.cols, mag) {
 						t.Fatalf("token %d row %d: %v, want %v", tok, r, g, want)
 					}
@@ -159,11 +159,11 @@ func TestMoEGrouped(t *testing.T) {
 			for s, p := range wantMap {
 				e, tok := int(ids[p]), int(p)/c.topK
 				for r := range c.rows {
-					want, mag := q.mul(e, r, x[tok*c.cols:(tok+1)*c.cols])
+					want, mag := q.Mul(e, r, x[tok*c.cols:(tok+1)*c.cols])
 					if v := g[s*c.rows+r]; math.Abs(float64(v)-want) > qmmTol(c.cols, mag) {
 						t.Fatalf("gate slot %d (pair %d, expert %d) row %d: %v, want %v", s, p, e, r, v, want)
 					}
-					want, mag = q.mul(e, r, xs[s*c.cols:(s+1)*c.cols])
+					want, mag = q.Mul(e, r, xs[s*c.cols:(s+1)*c.cols])
 					if v := dn[s*c.rows+r]; math.Abs(float64(v)-want) > qmmTol(c.cols, mag) {
 						t.Fatalf("down slot %d row %d: %v, want %v", s, r, v, want)
 					}

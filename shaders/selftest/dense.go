@@ -15,7 +15,7 @@ import (
 func (q *qmatrix) product(ex int, x []float32) (want, tol []float64) {
 	want, tol = make([]float64, q.m.Rows), make([]float64, q.m.Rows)
 	for r := range want {
-		y, mag := q.mul(ex, r, x)
+		y, mag := q.Mul(ex, r, x)
 		want[r], tol[r] = y, qmvTol(q.m.Cols, mag)
 	}
 	return want, tol
@@ -140,7 +140,7 @@ func embedCase() Case {
 					var want, tol []float64
 					for _, t := range tokens {
 						for c := range cols {
-							w, mag := q.at(0, int(t), c)
+							w, mag := q.At(0, int(t), c)
 							want, tol = append(want, w), append(tol, 2*u*mag)
 						}
 					}

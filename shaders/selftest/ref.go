@@ -86,50 +86,56 @@ func BF16(f float32) uint16 {
 // FromBF16 widens bfloat16 bits to float32.
 func FromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
-// qmatrix is a random MLX affine-quantized matrix (a stack of experts) on
-// the device with its host copy.
-type qmatrix struct {
-	m              shaders.QMatrix
-	codes          []uint32
-	scales, biases []uint16
+// Quantized is the host copy of an MLX affine-quantized matrix (a stack
+// of experts of Rows x Cols): uint32 codes packed along Cols, lowest bits
+// first; bf16 scales and biases per group of 64 inputs of a row.
+type Quantized struct {
+	Rows, Cols, Bits int
+	Codes            []uint32
+	Scales, Biases   []uint16
 }
 
-func (e *env) qmatrix(experts, rows, cols, bits int) *qmatrix {
-	q := &qmatrix{codes: make([]uint32, experts*rows*cols*bits/32)}
-	for i := range q.codes {
-		q.codes[i] = e.rng.Uint32()
-	}
-	groups := experts * rows * cols / shaders.QMVGroupSize
-	q.scales, q.biases = make([]uint16, groups), make([]uint16, groups)
-	for i := range q.scales {
-		q.scales[i] = BF16(float32(e.rng.NormFloat64() * 0.02))
-		q.biases[i] = BF16(float32(e.rng.NormFloat64() * 0.1))
-	}
-	q.m = shaders.QMatrix{Codes: e.u32(q.codes), Scales: e.u16(q.scales), Biases: e.u16(q.biases),
-		Rows: rows, Cols: cols, Bits: bits, GroupSize: shaders.QMVGroupSize}
-	return q
-}
-
-// at is element (r, c) of expert ex dequantized as engine/cpu does (bf16
+// At is element (r, c) of expert ex dequantized as engine/cpu does (bf16
 // scale * code + bf16 bias in fp32), and the magnitude of its terms.
-func (q *qmatrix) at(ex, r, c int) (w, mag float64) {
-	rows, cols, bits := q.m.Rows, q.m.Cols, q.m.Bits
-	row := ex*rows + r
-	per := 32 / bits
-	code := q.codes[row*cols/per+c/per] >> (bits * (c % per)) & (1<<bits - 1)
-	g := row*cols/shaders.QMVGroupSize + c/shaders.QMVGroupSize
-	s, b := FromBF16(q.scales[g]), FromBF16(q.biases[g])
+func (q *Quantized) At(ex, r, c int) (w, mag float64) {
+	row := ex*q.Rows + r
+	per := 32 / q.Bits
+	code := q.Codes[row*q.Cols/per+c/per] >> (q.Bits * (c % per)) & (1<<q.Bits - 1)
+	g := row*q.Cols/shaders.QMVGroupSize + c/shaders.QMVGroupSize
+	s, b := FromBF16(q.Scales[g]), FromBF16(q.Biases[g])
 	return float64(s*float32(code) + b), math.Abs(float64(s)*float64(code)) + math.Abs(float64(b))
 }
 
-// mul is row r of expert ex times x, and the sum of the terms' magnitudes.
-func (q *qmatrix) mul(ex, r int, x []float32) (y, mag float64) {
-	for c := range q.m.Cols {
-		w, m := q.at(ex, r, c)
+// Mul is row r of expert ex times x, and the sum of the terms' magnitudes.
+func (q *Quantized) Mul(ex, r int, x []float32) (y, mag float64) {
+	for c := range q.Cols {
+		w, m := q.At(ex, r, c)
 		y += w * float64(x[c])
 		mag += m * math.Abs(float64(x[c]))
 	}
 	return y, mag
+}
+
+// qmatrix is a random quantized matrix on the device with its host copy.
+type qmatrix struct {
+	m shaders.QMatrix
+	Quantized
+}
+
+func (e *env) qmatrix(experts, rows, cols, bits int) *qmatrix {
+	q := &qmatrix{Quantized: Quantized{Rows: rows, Cols: cols, Bits: bits, Codes: make([]uint32, experts*rows*cols*bits/32)}}
+	for i := range q.Codes {
+		q.Codes[i] = e.rng.Uint32()
+	}
+	groups := experts * rows * cols / shaders.QMVGroupSize
+	q.Scales, q.Biases = make([]uint16, groups), make([]uint16, groups)
+	for i := range q.Scales {
+		q.Scales[i] = BF16(float32(e.rng.NormFloat64() * 0.02))
+		q.Biases[i] = BF16(float32(e.rng.NormFloat64() * 0.1))
+	}
+	q.m = shaders.QMatrix{Codes: e.u32(q.Codes), Scales: e.u16(q.Scales), Biases: e.u16(q.Biases),
+		Rows: rows, Cols: cols, Bits: bits, GroupSize: shaders.QMVGroupSize}
+	return q
 }
 
 // qmvTol bounds a quantized product's fp32 error over k columns: sequential
