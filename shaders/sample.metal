@@ -157,12 +157,14 @@ static inline void sample_histogram(
             mass[d] += exp((v - top) * h.inv_temperature);
         }
     }
-    for (uint d = 0; d < digits; d++) {
-        const uint c = simd_sum(cnt[d]);
-        const float m = simd_sum(mass[d]);
+    // Two digits per simd_sum: counts travel as floats, exact below 2^24.
+    for (uint d = 0; d < digits; d += 2u) {
+        const float4 t = simd_sum(float4(float(cnt[d]), mass[d], float(cnt[d + 1u]), mass[d + 1u]));
         if (lane == 0) {
-            part_count[sg * digits + d] = c;
-            part_mass[sg * digits + d] = m;
+            part_count[sg * digits + d] = uint(t.x);
+            part_mass[sg * digits + d] = t.y;
+            part_count[sg * digits + d + 1u] = uint(t.z);
+            part_mass[sg * digits + d + 1u] = t.w;
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -355,9 +357,14 @@ kernel void sample_f32(
             const uint k = head < len ? lk[head] : 0u;
             const uint id = head < len ? li[head] : SAMPLE_NO_TOKEN;
             const uint bk = simd_max(k);
-            const uint bid = simd_min(k == bk ? id : SAMPLE_NO_TOKEN);
             if (lane == 0) {
                 sg_keys[sg * SAMPLE_LIST + r] = bk;
+            }
+            if (bk == 0u) {
+                break; // the lists are spent; key 0 ends this one
+            }
+            const uint bid = simd_min(k == bk ? id : SAMPLE_NO_TOKEN);
+            if (lane == 0) {
                 sg_ids[sg * SAMPLE_LIST + r] = bid;
             }
             if (head < len && k == bk && id == bid) {
@@ -376,7 +383,22 @@ kernel void sample_f32(
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (sg == 0) {
+    if (simdgroups == 1) {
+        // One simd-group (a small vocabulary): its list is the list.
+        if (tid == 0) {
+            for (int r = 0; r < SAMPLE_LIST; r++) {
+                top_keys[r] = sg_keys[r];
+                if (sg_keys[r] == 0u) {
+                    break;
+                }
+                top_ids[r] = sg_ids[r];
+            }
+            total_max = sg_max[0];
+            total_zt = sg_zt[0];
+            total_z1 = sg_z1[0];
+            total_valid = sg_valid[0];
+        }
+    } else if (sg == 0) {
         const bool have = lane < simdgroups;
         const float lm = have ? sg_max[lane] : -INFINITY;
         const float tmax = simd_max(lm);
@@ -387,14 +409,19 @@ kernel void sample_f32(
         for (int r = 0; r < SAMPLE_LIST; r++) {
             const bool more = have && head < SAMPLE_LIST;
             const uint k = more ? sg_keys[lane * SAMPLE_LIST + head] : 0u;
-            const uint id = more ? sg_ids[lane * SAMPLE_LIST + head] : SAMPLE_NO_TOKEN;
+            const uint id = k != 0u ? sg_ids[lane * SAMPLE_LIST + head] : SAMPLE_NO_TOKEN;
             const uint bk = simd_max(k);
-            const uint bid = simd_min(k == bk ? id : SAMPLE_NO_TOKEN);
             if (lane == 0) {
                 top_keys[r] = bk;
+            }
+            if (bk == 0u) {
+                break;
+            }
+            const uint bid = simd_min(k == bk ? id : SAMPLE_NO_TOKEN);
+            if (lane == 0) {
                 top_ids[r] = bid;
             }
-            if (more && bk != 0u && k == bk && id == bid) {
+            if (more && k == bk && id == bid) {
                 head++;
             }
         }
@@ -582,9 +609,15 @@ kernel void sample_f32(
         const int k = min(args.top_logprobs, listed);
         record->top = uint(k);
         for (int j = 0; j < SAMPLE_MAX_TOP_LOGPROBS; j++) {
-            const float w = sample_unkey(top_keys[min(j, SAMPLE_LIST - 1)]);
-            record->top_ids[j] = j < k ? top_ids[j] : SAMPLE_NO_TOKEN;
-            record->top_logprobs[j] = j >= k ? -INFINITY : isinf(top) ? (w == top ? 0.0f : -INFINITY) : (w - top) - lse;
+            uint id = SAMPLE_NO_TOKEN;
+            float lp = -INFINITY;
+            if (j < k) {
+                const float w = sample_unkey(top_keys[j]);
+                id = top_ids[j];
+                lp = isinf(top) ? (w == top ? 0.0f : -INFINITY) : (w - top) - lse;
+            }
+            record->top_ids[j] = id;
+            record->top_logprobs[j] = lp;
         }
     }
     header->counter = h.counter + 1u;

@@ -144,9 +144,11 @@ func TestSampleMatchesCPU(t *testing.T) {
 	rows := []struct {
 		n, allowed, steps int
 		sd                float64
+		raced             bool // on the race-checking device
 	}{
-		{3000, 2990, 12, 1.5},
-		{248320, 248077, 4, 2}, // Qwen3.6's vocabulary and tokenizer
+		{400, 390, 5, 1, true},
+		{3000, 2990, 8, 1.5, false},
+		{248320, 248077, 3, 2, false}, // Qwen3.6's vocabulary and tokenizer
 	}
 	for ri, row := range rows {
 		logits := denseRand(rng, row.n, row.sd)
@@ -155,10 +157,7 @@ func TestSampleMatchesCPU(t *testing.T) {
 		prompt := []int{5, 17, 17, row.allowed - 1}
 		for ci, c := range sampleCases {
 			t.Run(fmt.Sprintf("n=%d/%s", row.n, c.name), func(t *testing.T) {
-				k := fast
-				if ri == 0 && ci < 4 {
-					k = race
-				}
+				k, _ := densePick(race, fast, row.raced)
 				rig := newSampleRig(t, k, logits, row.allowed)
 				c.p.Seed = uint64(100*ri + ci)
 				rig.start(t, c.p, prompt)
@@ -297,6 +296,300 @@ func TestSampleInvalid(t *testing.T) {
 		c.edit(&s)
 		if err := k.Sample(cb, s); !errors.Is(err, gpu.ErrInvalid) {
 			t.Errorf("Sample %s: %v, want gpu.ErrInvalid", c.name, err)
+		}
+	}
+}
+
+// TestSamplePhiloxMatchesGo runs sample.metal's Philox4x32-10 on many
+// counters and keys through the sim and compares every word with
+// engine/sample's, and the draw word of Draw(seed, counter) with the
+// kernel's (counter, 0, 0, 0) / (seed low, seed high) layout.
+func TestSamplePhiloxMatchesGo(t *testing.T) {
+	d := device(t)
+	src, err := shaders.Expand("philox_probe.metal", `#include "sample.metal"
+kernel void philox_probe(device const uint* in [[buffer(0)]], device uint* out [[buffer(1)]],
+                         uint i [[thread_position_in_grid]]) {
+    const uint4 r = sample_philox(uint4(in[6 * i], in[6 * i + 1], in[6 * i + 2], in[6 * i + 3]),
+                                  uint2(in[6 * i + 4], in[6 * i + 5]));
+    out[4 * i] = r.x;
+    out[4 * i + 1] = r.y;
+    out[4 * i + 2] = r.z;
+    out[4 * i + 3] = r.w;
+}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.NewPipeline(gpu.Source{Name: "philox_probe.metal", Text: src}, "philox_probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const count = 4096
+	rng := rand.New(rand.NewPCG(11, 12))
+	in := make([]uint32, 6*count)
+	for i := range count {
+		w := in[6*i : 6*i+6]
+		switch {
+		case i < count/2: // random words
+			for j := range w {
+				w[j] = rng.Uint32()
+			}
+		case i < count/2+16: // all bits set, and zero
+			for j := range w {
+				w[j] = ^uint32(0) * uint32(i%2)
+			}
+		default: // the sampler's layout: (counter, 0, 0, 0), seed
+			seed := rng.Uint64()
+			w[0], w[4], w[5] = uint32(i), uint32(seed), uint32(seed>>32)
+		}
+	}
+	inBuf := denseBuf(t, d, 0, denseU32s(in))
+	outBuf := denseBuf(t, d, 0, make([]byte, 16*count))
+	if err := run(t, d, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: count / 64, Y: 1, Z: 1}, Threads: gpu.Size{X: 64, Y: 1, Z: 1},
+		Args: []gpu.Arg{inBuf.Arg(0), outBuf.Arg(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	got := denseReadU32(outBuf, 4*count)
+	for i := range count {
+		w := in[6*i : 6*i+6]
+		want := sample.Philox4x32([4]uint32{w[0], w[1], w[2], w[3]}, [2]uint32{w[4], w[5]})
+		if g := [4]uint32(got[4*i : 4*i+4]); g != want {
+			t.Fatalf("input %d %08x: MSL %08x, Go %08x", i, w, g, want)
+		}
+		if w[1] == 0 && w[2] == 0 && w[3] == 0 {
+			if draw := sample.Draw(uint64(w[5])<<32|uint64(w[4]), w[0]); draw != uint64(got[4*i])<<32|uint64(got[4*i+1]) {
+				t.Fatalf("input %d: Draw %016x, kernel words %08x %08x", i, draw, got[4*i], got[4*i+1])
+			}
+		}
+	}
+}
+
+// TestSampleGreedyEdges holds the greedy pick to argmax.metal's rules (the
+// first maximum; NaN never wins) together with the mask, and the cases
+// where sampling falls back to greedy.
+func TestSampleGreedyEdges(t *testing.T) {
+	race, _ := denseDevices(t)
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	greedy := shaders.SampleParams{TopP: 1, RepetitionPenalty: 1}
+	hot := shaders.SampleParams{Temperature: 1, TopP: 1, RepetitionPenalty: 1, Seed: 3}
+	cases := []struct {
+		name    string
+		logits  []float32
+		allowed int
+		p       shaders.SampleParams
+		want    uint32
+	}{
+		{"tie: lowest id", []float32{0.5, 3, -1, 3, 2.9}, 5, greedy, 1},
+		{"masked largest", []float32{0.5, 3, -1, 3, 100}, 4, greedy, 1},
+		{"NaN never wins", []float32{nan, 1, nan, 2, nan}, 5, greedy, 3},
+		{"all NaN", []float32{nan, nan, nan}, 3, greedy, shaders.SampleNoToken},
+		{"all masked but NaN", []float32{nan, 5, 6}, 1, greedy, shaders.SampleNoToken},
+		{"all -Inf: the first", []float32{-inf, -inf, -inf, 7}, 3, greedy, 0},
+		{"all -Inf sampled: the first", []float32{-inf, -inf, -inf, 7}, 3, hot, 0},
+		{"+Inf sampled: the first +Inf", []float32{1, inf, 2, inf}, 4, hot, 1},
+		{"temperature under 1e-5", []float32{1, 2, 1.9}, 3, shaders.SampleParams{Temperature: 9e-6, TopP: 1, RepetitionPenalty: 1, Seed: 1}, 1},
+		{"top_k=1", []float32{1, 2, 1.9}, 3, shaders.SampleParams{Temperature: 2, TopK: 1, TopP: 1, RepetitionPenalty: 1, Seed: 1}, 1},
+		{"-0 ties +0", []float32{-1, float32(math.Copysign(0, -1)), 0}, 3, greedy, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newSampleRig(t, race, c.logits, c.allowed)
+			r.start(t, c.p, nil)
+			got, _ := r.steps(t, 3, 2)
+			for j, g := range got {
+				if g != c.want {
+					t.Fatalf("step %d picked %d, want %d", j, g, c.want)
+				}
+			}
+		})
+	}
+	// Penalties over the generated ids move greedy off a repeated token:
+	// presence 0.8 > the margin 0.5 (1, 0.5, 0 -> 0.2, 0.5, 0 -> 0.2, -0.3, 0).
+	r := newSampleRig(t, race, []float32{1, 0.5, 0}, 3)
+	r.start(t, shaders.SampleParams{TopP: 1, RepetitionPenalty: 1, PresencePenalty: 0.8}, nil)
+	if got, _ := r.steps(t, 3, -1); !slices.Equal(got, []uint32{0, 1, 0}) {
+		t.Fatalf("presence penalty: picked %v, want [0 1 0]", got)
+	}
+	// Repetition over the prompt: id 0 (in the prompt) drops to 1/2.
+	r = newSampleRig(t, race, []float32{1, 0.6, 0}, 3)
+	r.start(t, shaders.SampleParams{TopP: 1, RepetitionPenalty: 2}, []int{0})
+	if got, _ := r.steps(t, 1, -1); got[0] != 1 {
+		t.Fatalf("repetition penalty over the prompt: picked %d, want 1", got[0])
+	}
+}
+
+// TestSampleSeedReproducible: one seed gives the same ids on every run, and
+// another seed other ids.
+func TestSampleSeedReproducible(t *testing.T) {
+	_, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	r := newSampleRig(t, fast, denseRand(rng, 600, 1), 600) // a nucleus past the list
+	p := shaders.SampleParams{Temperature: 0.7, TopP: 0.9, RepetitionPenalty: 1, PresencePenalty: 0.5, Seed: 7}
+	var runs [][]uint32
+	for _, seed := range []uint64{7, 7, 8} {
+		p.Seed = seed
+		r.start(t, p, nil)
+		got, _ := r.steps(t, 20, -1)
+		runs = append(runs, got)
+	}
+	if !slices.Equal(runs[0], runs[1]) {
+		t.Fatalf("seed 7 twice:\n%v\n%v", runs[0], runs[1])
+	}
+	if slices.Equal(runs[0], runs[2]) {
+		t.Fatalf("seeds 7 and 8 gave the same 20 ids %v", runs[0])
+	}
+}
+
+// sampleChiLimit is the chi-square value a correct sampler exceeds once in a
+// thousand seeds at df degrees of freedom (Wilson-Hilferty; a little under
+// the exact value for df < 10, so stricter).
+func sampleChiLimit(df int) float64 {
+	const z = 3.0902 // the normal's 0.999 quantile
+	k := float64(df)
+	return k * math.Pow(1-2/(9*k)+z*math.Sqrt(2/(9*k)), 3)
+}
+
+// sampleChi compares counts of draws with the probabilities want, pooling
+// the bins expected to hold fewer than 5 draws; a draw where want is 0
+// counts against it with an expectation of 0.5.
+func sampleChi(counts []int, want []float64, draws int) (chi float64, df int) {
+	var poolN, poolE float64
+	bins := 0
+	for id, c := range counts {
+		e := want[id] * float64(draws)
+		if e < 5 {
+			poolN += float64(c)
+			poolE += e
+			continue
+		}
+		chi += (float64(c) - e) * (float64(c) - e) / e
+		bins++
+	}
+	if poolN > 0 || poolE > 0 {
+		poolE = max(poolE, 0.5)
+		chi += (poolN - poolE) * (poolN - poolE) / poolE
+		bins++
+	}
+	return chi, max(bins-1, 1)
+}
+
+// TestSampleDistributions draws many ids on the GPU per parameter set and
+// checks the counts against the CPU reference's distribution
+// (sample.Sampler.Probabilities) with a chi-square test at significance
+// 0.001; the same counts must fail against the distribution of a
+// temperature 20% off, so each test has power. The first row is
+// engine/sample's own test row (every path inside the list), the second a
+// slowly decaying one whose cuts lie past the list.
+func TestSampleDistributions(t *testing.T) {
+	_, fast := denseDevices(t)
+	short := []float32{2.0, 1.5, 1.2, 1.0, 0.7, 0.5, 0.1, -0.3, -1, -2, 9, 9}
+	long := make([]float32, 160)
+	for i := range long {
+		long[i] = -0.05*float32(i) + 0.4*float32(i%5)/4
+	}
+	long[150], long[155] = 20, 30 // masked
+	type named struct {
+		name string
+		p    shaders.SampleParams
+	}
+	rows := []struct {
+		logits  []float32
+		allowed int
+		draws   int
+		cases   []named
+	}{
+		{short, 10, 10000, []named{
+			{"T=1", shaders.SampleParams{Temperature: 1, TopP: 1}},
+			{"T=0.5", shaders.SampleParams{Temperature: 0.5, TopP: 1}},
+			{"T=2", shaders.SampleParams{Temperature: 2, TopP: 1}},
+			{"top_k=4", shaders.SampleParams{Temperature: 1, TopK: 4, TopP: 1}},
+			{"top_p=0.8", shaders.SampleParams{Temperature: 1, TopP: 0.8}},
+			{"min_p=0.2", shaders.SampleParams{Temperature: 1, TopP: 1, MinP: 0.2}},
+			{"top_k=6/top_p=0.9/min_p=0.1/T=0.7", shaders.SampleParams{Temperature: 0.7, TopK: 6, TopP: 0.9, MinP: 0.1}},
+			{"card_thinking", shaders.SampleParams{Temperature: 1, TopK: 20, TopP: 0.95}},
+		}},
+		// Every cut here lies past the SampleList best.
+		{long, 150, 4000, []named{
+			{"top_p=0.9", shaders.SampleParams{Temperature: 1, TopP: 0.9}},
+			{"top_k=100/top_p=0.95/T=0.8", shaders.SampleParams{Temperature: 0.8, TopK: 100, TopP: 0.95}},
+			{"top_k=60/T=0.6", shaders.SampleParams{Temperature: 0.6, TopK: 60, TopP: 1}},
+			{"min_p=0.15", shaders.SampleParams{Temperature: 1, TopP: 1, MinP: 0.15}},
+			{"no_filter/T=1.2", shaders.SampleParams{Temperature: 1.2, TopP: 1}},
+		}},
+	}
+	const perBuffer = 1000
+	for ri, row := range rows {
+		for ci, c := range row.cases {
+			p := c.p
+			t.Run(fmt.Sprintf("n=%d/%s", len(row.logits), c.name), func(t *testing.T) {
+				p.RepetitionPenalty, p.Seed = 1, uint64(1000*ri+ci)
+				r := newSampleRig(t, fast, row.logits, row.allowed)
+				r.start(t, p, nil)
+				counts := make([]int, len(row.logits))
+				for drawn := 0; drawn < row.draws; drawn += perBuffer {
+					ids, _ := r.steps(t, perBuffer, -1)
+					for _, id := range ids {
+						if int(id) >= row.allowed {
+							t.Fatalf("drew masked id %d", id)
+						}
+						counts[id]++
+					}
+				}
+				probs := func(p shaders.SampleParams) []float64 {
+					s, err := sample.New(sampleParams(p), sample.Vocab{Size: len(row.logits), TokenizerSize: row.allowed}, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pr, err := s.Probabilities(slices.Clone(row.logits))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return pr
+				}
+				want := probs(p)
+				for id, c := range counts {
+					if c > 0 && want[id] == 0 {
+						t.Fatalf("id %d drawn %d times, outside the support", id, c)
+					}
+				}
+				chi, df := sampleChi(counts, want, row.draws)
+				if limit := sampleChiLimit(df); chi > limit {
+					t.Fatalf("chi-square %.1f > %.1f (df %d): counts %v, want %v", chi, limit, df, counts, want)
+				}
+				off := p
+				off.Temperature *= 1.2
+				if chiOff, dfOff := sampleChi(counts, probs(off), row.draws); chiOff <= sampleChiLimit(dfOff) {
+					t.Fatalf("counts also pass for temperature %v (chi-square %.1f, df %d): the test cannot tell", off.Temperature, chiOff, dfOff)
+				}
+				t.Logf("chi-square %.1f (df %d, limit %.1f)", chi, df, sampleChiLimit(df))
+			})
+		}
+	}
+}
+
+// BenchmarkSample times one Sample dispatch in the sim (Fast device) on the
+// fixture-sized and the real vocabulary, for a draw from the list (the
+// model card's settings) and one whose top-p cut lies past it.
+func BenchmarkSample(b *testing.B) {
+	_, fast := denseDevices(b)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{12, 248320} {
+		logits := denseRand(rng, n, 2)
+		for _, c := range []struct {
+			name string
+			p    shaders.SampleParams
+		}{
+			{"card", shaders.SampleParams{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1}},
+			{"top_p=0.9", shaders.SampleParams{Temperature: 1, TopP: 0.9, RepetitionPenalty: 1}},
+		} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, c.name), func(b *testing.B) {
+				r := newSampleRig(b, fast, logits, n)
+				r.start(b, c.p, nil)
+				r.steps(b, 1, -1) // compiles the pipeline
+				for b.Loop() {
+					r.steps(b, 1, -1)
+				}
+			})
 		}
 	}
 }

@@ -223,8 +223,53 @@ func (s *Sampler) penalize(logits []float32) {
 
 // pick chooses a token without recording it.
 func (s *Sampler) pick(logits []float32) (int, error) {
+	kept, err := s.candidates(logits)
+	if err != nil {
+		return 0, err
+	}
+	if len(kept) == 1 {
+		return int(kept[0].id), nil
+	}
+	var total float64
+	for _, k := range kept {
+		total += k.w
+	}
+	u := float64(Draw(s.seed, s.drawn)>>11) * 0x1p-53 * total
+	for _, k := range kept {
+		if u < k.w {
+			return int(k.id), nil
+		}
+		u -= k.w
+	}
+	return int(kept[len(kept)-1].id), nil
+}
+
+// Probabilities returns the distribution the next [Sampler.Next] draws
+// from, one probability per id of the vocabulary (a single 1 when greedy),
+// without recording anything. Like Next, it overwrites the logits of
+// penalised ids.
+func (s *Sampler) Probabilities(logits []float32) ([]float64, error) {
+	kept, err := s.candidates(logits)
+	if err != nil {
+		return nil, err
+	}
+	var total float64
+	for _, k := range kept {
+		total += k.w
+	}
+	out := make([]float64, s.vocab.Size)
+	for _, k := range kept {
+		out[k.id] = k.w / total
+	}
+	return out, nil
+}
+
+// candidates penalises logits in place and returns the tokens a draw picks
+// from, in id order, with their unnormalised weights (none of them 0): the
+// best token alone when greedy.
+func (s *Sampler) candidates(logits []float32) ([]keptToken, error) {
 	if len(logits) != s.vocab.Size {
-		return 0, fmt.Errorf("sample: %d logits, want vocab size %d", len(logits), s.vocab.Size)
+		return nil, fmt.Errorf("sample: %d logits, want vocab size %d", len(logits), s.vocab.Size)
 	}
 	if s.penalized() {
 		s.penalize(logits)
@@ -232,13 +277,15 @@ func (s *Sampler) pick(logits []float32) (int, error) {
 	row := logits[:s.n]
 	best, err := argmax(row)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	kept := s.kept[:0]
 	if s.p.Temperature < GreedyBelow || s.p.TopK == 1 {
-		return best, nil
+		kept = append(kept, keptToken{int32(best), 1})
+		s.kept = kept
+		return kept, nil
 	}
 	cs, w := s.distribution(row, best)
-	kept := s.kept[:0]
 	for i, x := range w {
 		if x == 0 {
 			continue
@@ -253,18 +300,7 @@ func (s *Sampler) pick(logits []float32) (int, error) {
 		slices.SortFunc(kept, func(a, b keptToken) int { return int(a.id) - int(b.id) })
 	}
 	s.kept = kept
-	var total float64
-	for _, k := range kept {
-		total += k.w
-	}
-	u := float64(Draw(s.seed, s.drawn)>>11) * 0x1p-53 * total
-	for _, k := range kept {
-		if u < k.w {
-			return int(k.id), nil
-		}
-		u -= k.w
-	}
-	return int(kept[len(kept)-1].id), nil
+	return kept, nil
 }
 
 // argmax returns the id of the largest logit, the lowest id on ties, and

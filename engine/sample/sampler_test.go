@@ -1,6 +1,7 @@
 package sample
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -133,6 +134,15 @@ func TestDistributions(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := reference(logits, c.p, tokenizerSize)
+			probs, err := s.Probabilities(slices.Clone(logits))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id, pr := range probs {
+				if id < len(want) && math.Abs(pr-want[id]) > 1e-12 || id >= len(want) && pr != 0 {
+					t.Fatalf("Probabilities %v, want %v", probs, want)
+				}
+			}
 			counts := make([]int, len(logits))
 			row := make([]float32, len(logits))
 			for range draws {
@@ -463,5 +473,45 @@ func TestErrors(t *testing.T) {
 		if _, err := s.Next(c.row); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want an error about %s", c.row, err, c.want)
 		}
+	}
+}
+
+// TestLogprobs checks NextLogprobs against the log-softmax computed here
+// over the producible ids of the penalised row: the picked id's, and the
+// top ones best first with ties to the lower id.
+func TestLogprobs(t *testing.T) {
+	logits := []float32{1, 3, -2, 3, 0.5, 2.5, 9}
+	const tokenizerSize = 6 // id 6 is masked: it takes no probability
+	p := Params{Temperature: 0.8, TopP: 1, PresencePenalty: 1, RepetitionPenalty: 1, Seed: seed(5)}
+	s, err := New(p, Vocab{Size: len(logits), TokenizerSize: tokenizerSize}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Accept(5) // id 5 is penalised: 2.5 - 1
+	row := slices.Clone(logits)
+	row[5] -= 1
+	var z float64
+	for _, l := range row[:tokenizerSize] {
+		z += math.Exp(float64(l))
+	}
+	lp := func(id int) float64 { return float64(row[id]) - math.Log(z) }
+	id, got, err := s.NextLogprobs(slices.Clone(logits), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got.Logprob-lp(id)) > 1e-12 {
+		t.Fatalf("id %d logprob %v, want %v", id, got.Logprob, lp(id))
+	}
+	wantTop := []int{1, 3, 5, 0} // 3, 3 (tie: lower id first), 1.5, 1
+	if len(got.Top) != len(wantTop) {
+		t.Fatalf("top %v, want ids %v", got.Top, wantTop)
+	}
+	for i, e := range got.Top {
+		if e.ID != wantTop[i] || math.Abs(e.Logprob-lp(e.ID)) > 1e-12 {
+			t.Fatalf("top %v, want ids %v with logprobs %v...", got.Top, wantTop, lp(wantTop[0]))
+		}
+	}
+	if _, _, err := s.NextLogprobs(slices.Clone(logits), MaxTopLogprobs+1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("top_logprobs %d: %v", MaxTopLogprobs+1, err)
 	}
 }
