@@ -234,10 +234,14 @@ type Sampling struct {
 // It writes SampleNoToken when no id can be picked. Bad views or sizes wrap
 // gpu.ErrInvalid.
 //
-// One threadgroup; it reads the logits once (plus the two bitsets and the
-// counts of the touched ids) for greedy, top-k up to SampleList, and
-// top-p/min-p cuts that fall within the SampleList best; a cut past them
-// costs up to 2*(32+24)/SampleRadixBits more passes over the logits.
+// One dispatch of one threadgroup, in place of Argmax. It reads the logits
+// once (with the mask, and the touched bitset and the counts of the
+// touched ids when penalised: 1,024,384 bytes for N = 248,320 without
+// penalties) for greedy, top-k up to SampleList and top-p/min-p cuts that
+// fall within the SampleList best. A cut past them is searched over the
+// logits again: 8 passes per threshold (top-k, top-p), up to 6 more when
+// ids tie on the cut's logit, and one for the draw, so a nucleus alone
+// costs 9 more passes and top-k past the list with top-p at most 29.
 func (k *Kernels) Sample(cb gpu.CommandBuffer, s Sampling) error {
 	const op = "Sample"
 	if s.N < 1 || s.N > sampleMaxVocab {

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"petal/engine/sample"
+	"petal/engine/sample/chisq"
 	"petal/gpu"
 	"petal/shaders"
 )
@@ -440,39 +441,6 @@ func TestSampleSeedReproducible(t *testing.T) {
 	}
 }
 
-// sampleChiLimit is the chi-square value a correct sampler exceeds once in a
-// thousand seeds at df degrees of freedom (Wilson-Hilferty; a little under
-// the exact value for df < 10, so stricter).
-func sampleChiLimit(df int) float64 {
-	const z = 3.0902 // the normal's 0.999 quantile
-	k := float64(df)
-	return k * math.Pow(1-2/(9*k)+z*math.Sqrt(2/(9*k)), 3)
-}
-
-// sampleChi compares counts of draws with the probabilities want, pooling
-// the bins expected to hold fewer than 5 draws; a draw where want is 0
-// counts against it with an expectation of 0.5.
-func sampleChi(counts []int, want []float64, draws int) (chi float64, df int) {
-	var poolN, poolE float64
-	bins := 0
-	for id, c := range counts {
-		e := want[id] * float64(draws)
-		if e < 5 {
-			poolN += float64(c)
-			poolE += e
-			continue
-		}
-		chi += (float64(c) - e) * (float64(c) - e) / e
-		bins++
-	}
-	if poolN > 0 || poolE > 0 {
-		poolE = max(poolE, 0.5)
-		chi += (poolN - poolE) * (poolN - poolE) / poolE
-		bins++
-	}
-	return chi, max(bins-1, 1)
-}
-
 // TestSampleDistributions draws many ids on the GPU per parameter set and
 // checks the counts against the CPU reference's distribution
 // (sample.Sampler.Probabilities) with a chi-square test at significance
@@ -552,16 +520,16 @@ func TestSampleDistributions(t *testing.T) {
 						t.Fatalf("id %d drawn %d times, outside the support", id, c)
 					}
 				}
-				chi, df := sampleChi(counts, want, row.draws)
-				if limit := sampleChiLimit(df); chi > limit {
+				chi, df := chisq.Test(counts, want, row.draws)
+				if limit := chisq.Limit(df); chi > limit {
 					t.Fatalf("chi-square %.1f > %.1f (df %d): counts %v, want %v", chi, limit, df, counts, want)
 				}
 				off := p
 				off.Temperature *= 1.2
-				if chiOff, dfOff := sampleChi(counts, probs(off), row.draws); chiOff <= sampleChiLimit(dfOff) {
+				if chiOff, dfOff := chisq.Test(counts, probs(off), row.draws); chiOff <= chisq.Limit(dfOff) {
 					t.Fatalf("counts also pass for temperature %v (chi-square %.1f, df %d): the test cannot tell", off.Temperature, chiOff, dfOff)
 				}
-				t.Logf("chi-square %.1f (df %d, limit %.1f)", chi, df, sampleChiLimit(df))
+				t.Logf("chi-square %.1f (df %d, limit %.1f)", chi, df, chisq.Limit(df))
 			})
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"petal/engine/sample/chisq"
 )
 
 func seed(x uint64) *uint64 { return &x }
@@ -72,38 +74,6 @@ func reference(logits []float32, p Params, n int) []float64 {
 	return out
 }
 
-// chiSquare001 holds the chi-square critical values at significance 0.001
-// for 1..12 degrees of freedom: a correct sampler exceeds them once in a
-// thousand seeds.
-var chiSquare001 = []float64{10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91}
-
-// chiSquare compares counts of n draws with the distribution want. Bins
-// expected to hold fewer than 5 draws are pooled, as the test requires; a
-// draw where want is 0 counts against it with an expectation of 0.5.
-func chiSquare(counts []int, want []float64, n int) (chi float64, df int) {
-	var poolN, poolE float64
-	bins := 0
-	for id, c := range counts {
-		e := 0.0
-		if id < len(want) {
-			e = want[id] * float64(n)
-		}
-		if e < 5 {
-			poolN += float64(c)
-			poolE += e
-			continue
-		}
-		chi += (float64(c) - e) * (float64(c) - e) / e
-		bins++
-	}
-	if poolN > 0 || poolE > 0 {
-		poolE = max(poolE, 0.5)
-		chi += (poolN - poolE) * (poolN - poolE) / poolE
-		bins++
-	}
-	return chi, max(bins-1, 1)
-}
-
 // TestDistributions draws many tokens with a fixed seed and checks the
 // counts against the reference distribution with a chi-square test at
 // significance 0.001, and that no token outside its support ever appears.
@@ -158,18 +128,18 @@ func TestDistributions(t *testing.T) {
 					t.Fatalf("id %d drawn %d times, outside the support %v", id, n, want)
 				}
 			}
-			chi, df := chiSquare(counts, want, draws)
-			if limit := chiSquare001[df-1]; chi > limit {
+			chi, df := chisq.Test(counts, want, draws)
+			if limit := chisq.Limit(df); chi > limit {
 				t.Fatalf("chi-square %.2f > %.2f (df %d): counts %v, want %v", chi, limit, df, counts, want)
 			}
 			// The test has power: the same counts fail against the
 			// distribution of a temperature 20% off.
 			off := c.p
 			off.Temperature *= 1.2
-			if chiOff, dfOff := chiSquare(counts, reference(logits, off, tokenizerSize), draws); chiOff <= chiSquare001[dfOff-1] {
+			if chiOff, dfOff := chisq.Test(counts, reference(logits, off, tokenizerSize), draws); chiOff <= chisq.Limit(dfOff) {
 				t.Fatalf("counts also pass for temperature %v (chi-square %.2f): the test cannot tell", off.Temperature, chiOff)
 			}
-			t.Logf("chi-square %.2f (df %d, limit %.2f)", chi, df, chiSquare001[df-1])
+			t.Logf("chi-square %.2f (df %d, limit %.2f)", chi, df, chisq.Limit(df))
 		})
 	}
 }
