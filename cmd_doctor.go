@@ -45,10 +45,12 @@ func runDoctor(args []string, stdout io.Writer) error {
 	}
 	opts := doctor.Options{Backend: *backend, Shaders: src}
 	if !*asJSON {
-		// Progress on stderr, so a slow first compile shows it is working.
-		opts.Progress = func(c doctor.Check) { fmt.Fprintln(os.Stderr, c.Line()) }
+		opts.Progress = progressDots(os.Stderr)
 	}
 	r, err := doctor.Run(opts)
+	if !*asJSON {
+		fmt.Fprintln(os.Stderr)
+	}
 	if err != nil {
 		return err
 	}
@@ -66,6 +68,27 @@ func runDoctor(args []string, stdout io.Writer) error {
 		return errChecksFailed
 	}
 	return nil
+}
+
+// progressDots shows a run's progress on w as a dot per passed check and
+// an F per failed one, a line per section, so a slow first compile shows it
+// is working without printing the report twice.
+func progressDots(w io.Writer) func(doctor.Check) {
+	section := ""
+	return func(c doctor.Check) {
+		if c.Section != section {
+			if section != "" {
+				fmt.Fprintln(w)
+			}
+			section = c.Section
+			fmt.Fprintf(w, "%-8s", section)
+		}
+		mark := "."
+		if !c.Pass {
+			mark = "F"
+		}
+		fmt.Fprint(w, mark)
+	}
 }
 
 // doctorReply is what the Setup screen's "Check this Mac" gets: the

@@ -23,3 +23,18 @@ func TestDoctorRefusesBadFlags(t *testing.T) {
 		t.Error("accepted a stray argument")
 	}
 }
+
+func TestDoctorProgressDots(t *testing.T) {
+	var b strings.Builder
+	p := progressDots(&b)
+	for _, c := range []doctor.Check{
+		{Section: doctor.SectionDevice, Pass: true}, {Section: doctor.SectionDevice, Pass: true},
+		{Section: doctor.SectionCompile, Pass: false}, {Section: doctor.SectionCompile, Pass: true},
+		{Section: doctor.SectionKernel, Pass: true},
+	} {
+		p(c)
+	}
+	if want := "device  ..\ncompile F.\nkernel  ."; b.String() != want {
+		t.Errorf("progress %q, want %q", b.String(), want)
+	}
+}

@@ -142,7 +142,7 @@ func Run(opts Options) (*Report, error) {
 	}()
 
 	run.osCheck(name)
-	dev, err := run.open("open the "+name+" device", be.kernels)
+	dev, err := run.open(SectionDevice, "open the "+name+" device", be.kernels)
 	if err != nil {
 		return r, nil
 	}
@@ -161,7 +161,7 @@ func Run(opts Options) (*Report, error) {
 	run.compile(over, files)
 	run.kernels(shaders.NewKernels(over), files, be.reps)
 
-	mdev, err := run.open("open the "+name+" device for the model", be.model)
+	mdev, err := run.open(SectionModel, "open the "+name+" device for the model", be.model)
 	if err != nil {
 		return r, nil
 	}
@@ -204,9 +204,9 @@ func (run *runner) timed(c *Check, f func() (string, error)) error {
 	return err
 }
 
-func (run *runner) open(what string, open func() (gpu.Device, error)) (gpu.Device, error) {
+func (run *runner) open(section, what string, open func() (gpu.Device, error)) (gpu.Device, error) {
 	var dev gpu.Device
-	err := run.timed(&Check{Section: SectionDevice, Name: what}, func() (string, error) {
+	err := run.timed(&Check{Section: section, Name: what}, func() (string, error) {
 		d, err := open()
 		if err != nil {
 			return "", err
