@@ -210,7 +210,9 @@ type Sampling struct {
 	// Logits is float32[N], the step's lm_head output; it is only read.
 	Logits View
 	N      int
-	// Mask is SampleMaskBytes(N) bytes (WriteSampleMask), one per model.
+	// Mask is SampleMaskBytes(N) bytes (WriteSampleMask): one per model,
+	// or one per request where a request bans more (a grammar's bans OR'ed
+	// in).
 	Mask View
 	// State is SampleStateBytes(N) bytes, one per request in flight
 	// (WriteSampleState at its start).

@@ -232,7 +232,8 @@ static inline SampleCut sample_select(
     if (!by_mass) {
         r = uint(target) - above_count;
     } else if (w > 0.0f) {
-        r = uint(max(1.0f, ceil((target - above_mass) / w)));
+        // Clamped as a float: the quotient may exceed any uint.
+        r = uint(clamp(ceil((target - above_mass) / w), 1.0f, float(group_count)));
     } else {
         r = group_count;
     }
