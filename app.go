@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"petal/engine"
 	"petal/internal/api"
 	"petal/internal/loginitem"
 	"petal/internal/manage"
@@ -87,6 +88,7 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 		return nil, err
 	}
 	logger.Print(describeCache(l, service.DefaultCacheBytes))
+	logger.Print("decode: " + engine.DecodePath(l.model))
 	a.ModelName = a.live.slot.Current().Info().Name
 
 	host := "127.0.0.1"

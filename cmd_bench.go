@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -209,13 +210,6 @@ var runArmProcess = func(args []string) (benchArm, error) {
 	return a, nil
 }
 
-// greedyStreamer is a sequence that decodes greedily on its own device and
-// reports each token once the step after it is submitted (the GPU
-// backend).
-type greedyStreamer interface {
-	GreedyFunc(prompt []int, maxTokens int, eos []int, each func(token int)) ([]int, error)
-}
-
 // benchOneArm loads the model, warms up on the exact shape, then measures
 // a fresh sequence.
 func benchOneArm(dir, backend string, context, steps int) (benchArm, error) {
@@ -252,44 +246,31 @@ func benchOneArm(dir, backend string, context, steps int) (benchArm, error) {
 	return a, nil
 }
 
-// benchRun feeds prompt to a fresh sequence and decodes steps tokens after
-// the first, returning when each of the 1+steps tokens was in hand
-// (measured from the start) and the tokens.
+// benchRun feeds prompt to a fresh sequence through the decode loop the
+// server runs (greedy, so on the device where the backend can) and decodes
+// steps tokens after the first, returning when each of the 1+steps tokens
+// was in hand (measured from the start) and the tokens.
 func benchRun(m engine.Model, prompt []int, steps int) ([]time.Duration, []int, error) {
 	seq, err := m.NewSequence()
 	if err != nil {
 		return nil, nil, err
 	}
 	defer seq.Close()
-	var times []time.Duration
-	var ids []int
+	times := make([]time.Duration, 0, steps+1)
+	ids := make([]int, 0, steps+1)
 	start := time.Now()
-	if g, ok := seq.(greedyStreamer); ok {
-		_, err := g.GreedyFunc(prompt, steps+1, nil, func(tok int) {
+	_, err = engine.Run(context.Background(), seq, m.Config().Vocab, &engine.Decode{
+		Prompt: prompt, MaxTokens: steps + 1,
+		Token: func(id int) (bool, error) {
 			times = append(times, time.Since(start))
-			ids = append(ids, tok)
-		})
-		if err == nil && len(ids) != steps+1 {
-			err = fmt.Errorf("decoded %d tokens, want %d", len(ids), steps+1)
-		}
-		return times, ids, err
+			ids = append(ids, id)
+			return false, nil
+		},
+	})
+	if err == nil && len(ids) != steps+1 {
+		err = fmt.Errorf("decoded %d tokens, want %d", len(ids), steps+1)
 	}
-	vocab := m.Config().Vocab
-	logits := make([]float32, vocab)
-	if err := seq.Forward(prompt, logits); err != nil {
-		return nil, nil, err
-	}
-	for {
-		tok := engine.Argmax(logits)
-		times = append(times, time.Since(start))
-		ids = append(ids, tok)
-		if len(ids) == steps+1 {
-			return times, ids, nil
-		}
-		if err := seq.Forward([]int{tok}, logits); err != nil {
-			return nil, nil, err
-		}
-	}
+	return times, ids, err
 }
 
 // dryRunReport is what --dry-run prints, as text or (--json) JSON.
@@ -306,6 +287,10 @@ type dryRunDecode struct {
 	WeightBytes int64        `json:"weight_bytes"`
 	BytesMoved  int64        `json:"bytes_moved"`
 	Rates       []dryRunRate `json:"rates"`
+	// HostMicros and Allocs are the host's CPU time and allocations of
+	// encoding the step (gpumodel.StepReport).
+	HostMicros float64 `json:"host_us_per_step"`
+	Allocs     float64 `json:"allocs_per_step"`
 }
 
 type dryRunPrefill struct {
@@ -348,6 +333,7 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 		Decode: dryRunDecode{
 			Position: r.Position, Dispatches: r.Dispatches, Levels: r.Levels,
 			WeightBytes: r.WeightBytes, BytesMoved: r.WeightBytes + gpumodel.DecodeCacheBytes(cfg, pos),
+			HostMicros: r.HostMicros, Allocs: r.Allocs,
 		},
 		Prefill: dryRunPrefill{
 			Position: p.Position, Tokens: p.Tokens, Dispatches: p.Dispatches, Levels: p.Levels,
@@ -368,6 +354,7 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 	fmt.Fprintf(w, "decode step at position %d (one command buffer)\n", d.Position)
 	fmt.Fprintf(w, "dispatches:           %d\n", d.Dispatches)
 	fmt.Fprintf(w, "dependency levels:    %d\n", d.Levels)
+	fmt.Fprintf(w, "host encoding:        %.0f µs CPU, %.0f allocations per step (mean of %d on the recording driver)\n", d.HostMicros, d.Allocs, gpumodel.HostSteps)
 	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", d.WeightBytes, float64(d.WeightBytes)/1e9)
 	for _, rt := range d.Rates {
 		fmt.Fprintf(w, "bound at %3.0f GB/s:    %.1f tokens/s\n", rt.GBps, rt.WeightBoundTokS)

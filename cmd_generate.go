@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -41,7 +42,7 @@ func runGenerate(args []string, stdout io.Writer) error {
 	}
 	return onSequence(*dir, *backend, func(m engine.Model, seq engine.Sequence) error {
 		cfg := m.Config()
-		out, err := engine.Greedy(seq, cfg.Vocab, ids, *maxTokens, cfg.EOS)
+		out, err := engine.Greedy(context.Background(), seq, cfg.Vocab, ids, *maxTokens, cfg.EOS)
 		if err != nil {
 			return err
 		}

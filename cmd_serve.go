@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"petal/engine"
 	"petal/internal/api"
 	"petal/internal/manage"
 	"petal/internal/service"
@@ -104,6 +105,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	info := live.slot.Current().Info()
 	fmt.Fprintf(stdout, "serving %s (context %d tokens) on http://%s/v1\n", info.Name, info.ContextLength, ln.Addr())
 	fmt.Fprintln(stdout, describeCache(l, *cacheMB<<20))
+	fmt.Fprintln(stdout, "decode: "+engine.DecodePath(l.model))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

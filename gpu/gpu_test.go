@@ -96,20 +96,28 @@ func TestCheckConstants(t *testing.T) {
 }
 
 func TestTraceLevels(t *testing.T) {
-	var tr Trace
-	d := &Dispatch{Pipeline: fakePipeline{1024}, Groups: Size{1, 1, 1}, Threads: Size{1, 1, 1}}
-	tr.AddBarrier() // leading barrier orders nothing
-	tr.AddDispatch(d)
-	tr.AddDispatch(d)
-	tr.AddBarrier()
-	tr.AddBarrier() // repeated barrier collapses
-	tr.AddDispatch(d)
-	tr.AddBarrier()
-	if tr.Dispatches() != 3 || tr.Levels() != 2 {
-		t.Errorf("dispatches %d levels %d, want 3 and 2", tr.Dispatches(), tr.Levels())
+	d := &Dispatch{Pipeline: fakePipeline{1024}, Groups: Size{1, 1, 1}, Threads: Size{1, 1, 1}, Args: []Arg{BytesArg(0, []byte{1})}}
+	encode := func(tr *Trace) {
+		tr.AddBarrier() // leading barrier orders nothing
+		tr.AddDispatch(d)
+		tr.AddDispatch(d)
+		tr.AddBarrier()
+		tr.AddBarrier() // repeated barrier collapses
+		tr.AddDispatch(d)
+		tr.AddBarrier()
 	}
-	if n := len(tr.Events); n != 5 {
-		t.Errorf("%d events recorded, want 5", n)
+	for _, keep := range []bool{true, false} {
+		tr := Trace{Keep: keep}
+		encode(&tr)
+		if tr.Dispatches() != 3 || tr.Levels() != 2 {
+			t.Errorf("keep %v: dispatches %d levels %d, want 3 and 2", keep, tr.Dispatches(), tr.Levels())
+		}
+		if n, want := len(tr.Events), map[bool]int{true: 5, false: 0}[keep]; n != want {
+			t.Errorf("keep %v: %d events recorded, want %d", keep, n, want)
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { encode(&Trace{}) }); n != 0 {
+		t.Errorf("a counting trace allocates %v times", n)
 	}
 }
 

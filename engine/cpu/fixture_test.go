@@ -63,7 +63,7 @@ func TestFixtures(t *testing.T) {
 			}
 			for _, g := range ref.Greedy {
 				seq, _ := m.NewSequence()
-				out, err := engine.Greedy(seq, v, g.Prompt, len(g.Tokens), nil)
+				out, err := engine.Greedy(t.Context(), seq, v, g.Prompt, len(g.Tokens), nil)
 				seq.Close()
 				if err != nil {
 					t.Fatal(err)

@@ -1,7 +1,12 @@
 package gpumodel
 
 import (
+	"runtime"
+	"syscall"
+	"time"
+
 	"petal/engine/checkpoint"
+	"petal/gpu"
 	"petal/gpu/record"
 )
 
@@ -11,7 +16,15 @@ type StepReport struct {
 	Dispatches  int   // kernels in the step's command buffer
 	Levels      int   // dependency levels: runs of dispatches between barriers
 	WeightBytes int64 // weight bytes the step reads
+	// HostMicros and Allocs are the process's CPU time and heap
+	// allocations while encoding the step, averaged over HostSteps
+	// encodings on the recording driver (which only counts dispatches).
+	HostMicros float64
+	Allocs     float64
 }
+
+// HostSteps is how many encodings of the step DryRun times.
+const HostSteps = 50
 
 // TokensPerSecond is the decode rate a memory bandwidth of bytesPerSecond
 // would allow if the step's weight reads were all it paid for.
@@ -20,13 +33,14 @@ func (r StepReport) TokensPerSecond(bytesPerSecond float64) float64 {
 }
 
 // DryRun records the decode step at position pos for a model of cfg's
-// shape, without its weights, through the same encoding the drivers run.
+// shape, without its weights, through the same encoding the drivers run,
+// and times encoding it.
 func DryRun(cfg *checkpoint.Config, pos int) (StepReport, error) {
 	ckpt, err := checkpoint.ShapeOnly(cfg)
 	if err != nil {
 		return StepReport{}, err
 	}
-	dev := record.New()
+	dev := record.NewCounting()
 	m, err := New(ckpt, dev)
 	if err != nil {
 		return StepReport{}, err
@@ -40,14 +54,44 @@ func DryRun(cfg *checkpoint.Config, pos int) (StepReport, error) {
 	if err := s.ensureCapacity(pos + 1); err != nil {
 		return StepReport{}, err
 	}
+	st := step{pos: pos, token: s.slot(0), next: s.slot(1)}
 	cb, err := dev.NewCommandBuffer()
 	if err != nil {
 		return StepReport{}, err
 	}
-	next := s.slot(1)
-	if err := s.encode(cb, step{pos: pos, token: s.slot(0), next: &next}); err != nil {
+	if err := s.encode(cb, st); err != nil {
 		return StepReport{}, err
 	}
 	tr := cb.Trace()
-	return StepReport{Position: pos, Dispatches: tr.Dispatches(), Levels: tr.Levels(), WeightBytes: ckpt.DecodeWeightBytes()}, nil
+	r := StepReport{Position: pos, Dispatches: tr.Dispatches(), Levels: tr.Levels(), WeightBytes: ckpt.DecodeWeightBytes()}
+	cbs := make([]gpu.CommandBuffer, HostSteps)
+	for i := range cbs {
+		if cbs[i], err = dev.NewCommandBuffer(); err != nil {
+			return StepReport{}, err
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := cpuTime()
+	for _, cb := range cbs {
+		if err := s.encode(cb, st); err != nil {
+			return StepReport{}, err
+		}
+	}
+	elapsed := cpuTime() - start
+	runtime.ReadMemStats(&after)
+	r.HostMicros = float64(elapsed.Nanoseconds()) / 1e3 / HostSteps
+	r.Allocs = float64(after.Mallocs-before.Mallocs) / HostSteps
+	return r, nil
+}
+
+// cpuTime is the CPU time the process has used, user and system: on a
+// loaded machine it counts the encoding's own work where wall time would
+// count waiting for a core.
+func cpuTime() time.Duration {
+	var u syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &u) != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }

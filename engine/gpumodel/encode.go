@@ -10,18 +10,18 @@ import (
 
 // step encodes one decode step for the token at position pos, read on the
 // GPU from token. With logits it computes the lm_head product into the
-// logits buffer; with next set it also writes the argmax there.
+// logits buffer; with next set (a buffer) it also writes the argmax there.
 type step struct {
 	pos    int
 	token  shaders.View
 	logits bool
-	next   *shaders.View
+	next   shaders.View
 }
 
-// encode records one step into cb. Barriers sit only between dependent ops;
-// the ops listed together between two barriers read only what earlier
-// levels wrote.
-func (s *Sequence) encode(cb gpu.CommandBuffer, st step) error {
+// encodeOps records one step into cb through the ops. Barriers sit only
+// between dependent ops; the ops listed together between two barriers read
+// only what earlier levels wrote.
+func (s *Sequence) encodeOps(cb gpu.CommandBuffer, st step) error {
 	m, k, act := s.m, s.m.k, &s.act
 	c := m.cfg
 	var errs []error
@@ -48,11 +48,11 @@ func (s *Sequence) encode(cb gpu.CommandBuffer, st step) error {
 		do(s.moe(cb, l, next))
 		cb.Barrier()
 	}
-	if st.logits || st.next != nil {
+	if st.logits || st.next.Buf != nil {
 		do(k.QMV(cb, act.logits, m.lmHead, act.xn))
-		if st.next != nil {
+		if st.next.Buf != nil {
 			cb.Barrier()
-			do(k.Argmax(cb, *st.next, act.logits, c.Vocab))
+			do(k.Argmax(cb, st.next, act.logits, s.argmaxIDs()))
 		}
 	}
 	return errors.Join(errs...)

@@ -27,8 +27,8 @@ type Footprint struct {
 	// StateBytes are the DeltaNet conv windows and recurrent states: the
 	// same at any length.
 	StateBytes int64
-	// ActivationBytes are the per-step scratch and the token slots for a
-	// prompt of the whole context.
+	// ActivationBytes are the per-step scratch and the token slots (a
+	// prompt piece of engine.Run and the ring of generated tokens).
 	ActivationBytes int64
 	// PrefillBytes are the chunk activations a prompt of the whole
 	// context allocates while it runs through the prefill (released
@@ -108,9 +108,6 @@ func measure(m *Model, dev *meter, context int) (Footprint, error) {
 	}
 	defer s.Close()
 	if err := s.ensureCapacity(context); err != nil {
-		return Footprint{}, err
-	}
-	if err := s.ensureTokens(context + 1); err != nil {
 		return Footprint{}, err
 	}
 	if f.GrowthBytes, err = growth(m, dev, s.cap); err != nil {

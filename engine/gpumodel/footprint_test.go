@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"petal/engine"
 	"petal/engine/checkpoint"
 	"petal/gpu/record"
 )
@@ -26,7 +27,7 @@ func TestFootprintMatchesARun(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = i % m.cfg.Vocab
 	}
-	if _, err := seq.(*Sequence).Greedy(prompt, generated, nil); err != nil {
+	if _, err := engine.Greedy(t.Context(), seq, m.cfg.Vocab, prompt, generated, nil); err != nil {
 		t.Fatal(err)
 	}
 	f, err := MeasureFootprint(m.cfg, promptLen+generated)

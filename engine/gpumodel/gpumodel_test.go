@@ -144,7 +144,7 @@ func TestFixtures(t *testing.T) {
 			}
 			for _, g := range ref.Greedy {
 				s, _ := m.NewSequence()
-				out, err := engine.Greedy(s, v, g.Prompt, len(g.Tokens), nil)
+				out, err := engine.Greedy(t.Context(), s, v, g.Prompt, len(g.Tokens), nil)
 				if err != nil {
 					t.Fatal(err)
 				}

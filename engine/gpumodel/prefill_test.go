@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"petal/engine"
 	"petal/engine/checkpoint"
 )
 
@@ -76,7 +77,7 @@ func TestPrefillChunks(t *testing.T) {
 					continue // TestFixtures covers one-chunk prompts
 				}
 				s, _ := m.NewSequence()
-				out, err := s.(*Sequence).Greedy(g.Prompt, len(g.Tokens), nil)
+				out, err := engine.Greedy(t.Context(), s, m.cfg.Vocab, g.Prompt, len(g.Tokens), nil)
 				s.Close()
 				if err != nil {
 					t.Fatal(err)
@@ -125,11 +126,11 @@ func TestPrefillMatchesDecode(t *testing.T) {
 		t.Errorf("prefill and decode differ by %g", worst)
 	}
 	// Both continue alike from their caches.
-	a, err := dec.(*Sequence).Greedy(ref.Tokens[n:n+1], 8, nil)
+	a, err := engine.Greedy(t.Context(), dec, m.cfg.Vocab, ref.Tokens[n:n+1], 8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := pre.(*Sequence).Greedy(ref.Tokens[n:n+1], 8, nil)
+	b, err := engine.Greedy(t.Context(), pre, m.cfg.Vocab, ref.Tokens[n:n+1], 8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
@@ -26,6 +25,10 @@ type Sequence struct {
 	layers []layerState
 	act    activations
 	chunk  chunkActs // prefill activations, allocated by the first prefill
+	// limit bounds the ids the GPU argmax picks during a Decode (the
+	// tokenizer's); 0 means the whole vocabulary.
+	limit  int
+	plan   *plan // the latest decode step's plan
 	closed bool
 }
 
@@ -113,7 +116,9 @@ func (s *Sequence) allocate() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if err := s.ensureTokens(16); err != nil {
+	// Slots for a prompt piece of engine.Run and the ring of generated
+	// tokens, so the decode loop never grows them.
+	if err := s.ensureTokens(engine.PrefillPiece + tokenRing); err != nil {
 		return err
 	}
 	return s.ensureCapacity(min(initialCapacity, s.maxPositions()))
@@ -311,6 +316,14 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 // the GPU's watchdog never sees one that runs for seconds.
 const maxStepsPerCommandBuffer = 64
 
+// argmaxIDs is how many leading logits the GPU argmax chooses from.
+func (s *Sequence) argmaxIDs() int {
+	if s.limit > 0 {
+		return s.limit
+	}
+	return s.m.cfg.Vocab
+}
+
 // slot is token slot i.
 func (s *Sequence) slot(i int) shaders.View { return s.act.tokens.At(4 * i) }
 
@@ -340,130 +353,6 @@ func (s *Sequence) wait(cb gpu.CommandBuffer, steps int) error {
 	}
 	s.pos += steps
 	return nil
-}
-
-// Greedy feeds prompt, then decodes up to maxTokens most-likely tokens,
-// stopping after an id in eos. The argmax runs on the GPU and writes the
-// next step's input slot, and two steps are in flight: step n+1 is encoded
-// and committed before step n's token is read back. Afterwards the caches
-// hold the prompt and the generated tokens, possibly but the last (Len
-// says how many).
-func (s *Sequence) Greedy(prompt []int, maxTokens int, eos []int) ([]int, error) {
-	return s.GreedyFunc(prompt, maxTokens, eos, nil)
-}
-
-// GreedyFunc is Greedy calling each with every token as soon as it is read
-// back, when the step after it is already committed (petal bench times the
-// first token that way).
-func (s *Sequence) GreedyFunc(prompt []int, maxTokens int, eos []int, each func(token int)) ([]int, error) {
-	if s.closed {
-		return nil, errors.New("gpumodel: sequence is closed")
-	}
-	defer s.releaseChunk() // every return below has waited for its steps
-	c := s.m.cfg
-	if len(prompt) == 0 || maxTokens < 1 {
-		return nil, errors.New("gpumodel: greedy needs a prompt and at least one token")
-	}
-	if err := engine.CheckTokens(prompt, c.Vocab); err != nil {
-		return nil, err
-	}
-	n := len(prompt)
-	if err := s.ensureCapacity(s.pos + n + maxTokens); err != nil {
-		return nil, err
-	}
-	if err := s.ensureTokens(n + maxTokens + 1); err != nil {
-		return nil, err
-	}
-	s.putTokens(0, prompt)
-	dev := s.m.k.Device()
-	base := s.pos
-	var pending gpu.CommandBuffer
-	pendingSteps := 0
-	// A long prompt takes the chunked prefill, whose last chunk writes the
-	// argmax to slot n, the first generated token.
-	start := 0
-	if n >= prefillMinTokens {
-		next := s.slot(n)
-		cb, steps, err := s.prefill(0, n, lastLogits, nil, &next)
-		if err != nil {
-			return nil, err
-		}
-		pending, pendingSteps, start = cb, steps, n
-	}
-	// Otherwise prompt steps in command buffers of bounded size; the last
-	// step's argmax writes slot n.
-	for i := start; i < n; {
-		cb, err := dev.NewCommandBuffer()
-		if err != nil {
-			return nil, err
-		}
-		j := i
-		for ; j < n && j-i < maxStepsPerCommandBuffer; j++ {
-			if j > i {
-				cb.Barrier()
-			}
-			st := step{pos: base + j, token: s.slot(j)}
-			if j == n-1 {
-				next := s.slot(n)
-				st.next = &next
-			}
-			if err := s.encode(cb, st); err != nil {
-				return nil, err
-			}
-		}
-		if pending != nil {
-			if err := s.wait(pending, pendingSteps); err != nil {
-				return nil, err
-			}
-		}
-		if err := cb.Commit(); err != nil {
-			return nil, err
-		}
-		pending, pendingSteps = cb, j-i
-		i = j
-	}
-	var out []int
-	for g := 0; g < maxTokens; g++ {
-		var next gpu.CommandBuffer
-		if g+1 < maxTokens {
-			cb, err := dev.NewCommandBuffer()
-			if err != nil {
-				s.wait(pending, pendingSteps)
-				return nil, err
-			}
-			nextSlot := s.slot(n + g + 1)
-			if err := s.encode(cb, step{pos: base + n + g, token: s.slot(n + g), next: &nextSlot}); err != nil {
-				s.wait(pending, pendingSteps)
-				return nil, err
-			}
-			if err := cb.Commit(); err != nil {
-				s.wait(pending, pendingSteps)
-				return nil, err
-			}
-			next = cb
-		}
-		if err := s.wait(pending, pendingSteps); err != nil {
-			if next != nil {
-				next.Wait()
-			}
-			return out, err
-		}
-		tok := s.token(n + g)
-		out = append(out, tok)
-		if each != nil {
-			each(tok)
-		}
-		pending, pendingSteps = next, 1
-		if slices.Contains(eos, tok) {
-			break
-		}
-	}
-	if pending != nil {
-		if err := s.wait(pending, pendingSteps); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
 }
 
 func readFloats(dst []float32, src []byte) {

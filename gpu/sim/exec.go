@@ -104,7 +104,7 @@ func (d *Device) NewCommandBuffer() (gpu.CommandBuffer, error) {
 	if d.closed {
 		return nil, gpu.ErrClosed
 	}
-	return &commandBuffer{dev: d, done: make(chan struct{})}, nil
+	return &commandBuffer{dev: d, done: make(chan struct{}), trace: gpu.Trace{Keep: true}}, nil
 }
 
 func (c *commandBuffer) Trace() *gpu.Trace  { return &c.trace }

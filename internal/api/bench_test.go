@@ -111,7 +111,7 @@ func bareLoopNsPerToken(b *testing.B, ts *testServer) float64 {
 		if err != nil {
 			b.Fatal(err)
 		}
-		out, err := engine.Greedy(seq, servicetest.Vocab, prompt, 1<<20, []int{servicetest.EndID})
+		out, err := engine.Greedy(b.Context(), seq, servicetest.Vocab, prompt, 1<<20, []int{servicetest.EndID})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,6 +26,8 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 	metric("petal_completion_tokens_total", "counter", "Generated tokens.", float64(m.CompletionTokens))
 	metric("petal_decode_seconds_total", "counter", "Time spent generating tokens.", m.DecodeSeconds)
 	metric("petal_decode_tokens_per_second", "gauge", "Decode speed of the latest generation.", m.LastTokensPerSecond)
+	metric("petal_logits_readback_bytes_total", "counter", "Logits copied from the device to the host; unchanged while requests decode on the device.", float64(m.LogitsReadbackBytes))
+	metric("petal_decode_host_seconds_total", "counter", "Host time spent preparing decode steps: encoding and submitting them on a GPU, computing them on the CPU backend.", m.DecodeHostSeconds)
 	metric("petal_prefix_cache_entries", "gauge", "Sequences held by the prefix cache.", float64(m.CacheEntries))
 	metric("petal_prefix_cache_bytes", "gauge", "Memory held by the prefix cache.", float64(m.CacheBytes))
 	const ttft = "petal_time_to_first_token_seconds"

@@ -10,11 +10,12 @@
 //  1. render the checkpoint's chat template (or take a raw prompt),
 //  2. tokenize, and refuse a prompt that does not fit the context,
 //  3. find the longest cached prefix of the prompt ([prefixCache]),
-//  4. prefill the rest in chunks of [PrefillChunk], checking for
-//     cancellation between chunks,
-//  5. decode: sample a token, detokenize it incrementally, watch for stop
-//     strings, and feed the text to the reply parser, whose events
-//     (reasoning, content, tool calls) go to the caller's emit function.
+//  4. run the engine's decode loop ([engine.Run]) on the rest: prefill in
+//     pieces of [engine.PrefillPiece] with cancellation checks between
+//     them, then pick tokens (on the device for a greedy request), detokenize
+//     each incrementally, watch for stop strings and eos, and feed the text
+//     to the reply parser, whose events (reasoning, content, tool calls) go
+//     to the caller's emit function.
 //
 // Generate returns a [Summary] with the finish reason and usage.
 //

@@ -2,7 +2,7 @@ package service
 
 import (
 	"context"
-	"fmt"
+	"slices"
 	"time"
 
 	"petal/engine"
@@ -79,11 +79,6 @@ func (s *Service) Begin(ctx context.Context, req *Request) (*Generation, error) 
 // PromptTokens is the length of the tokenized prompt.
 func (g *Generation) PromptTokens() int { return len(g.p.tokens) }
 
-// CachedTokens is how many prompt tokens came from the prefix cache, known
-// once Run has sent its first event (0 before); for the stream that must
-// say it before the reply, as Anthropic's message_start does.
-func (g *Generation) CachedTokens() int { return g.p.cached }
-
 // Run waits for the engine and generates the reply, sending it to emit. It
 // returns when the reply is complete, when ctx ends (at the next token, with
 // ctx's cause), when emit fails (with its error), or on an engine error.
@@ -110,67 +105,75 @@ func (g *Generation) Close() { g.ticket.leave() }
 // run is one generation on the engine, which the caller holds.
 func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Time) (Summary, error) {
 	sum := Summary{PromptTokens: len(p.tokens)}
-	seq, cached, logits, err := s.prefill(ctx, p.tokens)
-	if err != nil {
-		return sum, err
-	}
-	sum.CachedTokens = cached
-	p.cached = cached
-	s.stats.prompt.Add(int64(len(p.tokens)))
-	s.stats.cached.Add(int64(cached))
-	keep := false
-	defer func() {
-		if !keep {
-			seq.Close()
-		}
-	}()
-
 	sampler, err := sample.New(p.params, s.vocab, p.tokens)
 	if err != nil {
 		return sum, &badRequest{err}
 	}
 	sum.Seed = sampler.Seed()
+	// At least the last prompt token must run, for its logits.
+	seq, cached, err := s.cache.get(p.tokens[:len(p.tokens)-1])
+	if err != nil {
+		return sum, err
+	}
+	if seq == nil {
+		if seq, err = s.model.NewSequence(); err != nil {
+			return sum, err
+		}
+	}
+	defer func() {
+		if seq != nil {
+			seq.Close()
+		}
+	}()
+	sum.CachedTokens = cached
+	p.cached = cached
 	out := newSink(p.parser, emit)
 	dec := s.tok.NewStreamDecoder(true)
-	fed := append([]int(nil), p.tokens...)
-	decodeStart := time.Now()
-	con := s.constrain(p)
-	for {
-		if err := ctx.Err(); err != nil {
-			return sum, context.Cause(ctx)
-		}
-		con.apply(logits)
-		id, err := sampler.Next(logits)
-		if err != nil {
-			return sum, err
-		}
-		if err := con.advance(id, sampler.IsEOS(id)); err != nil {
-			return sum, err
-		}
-		if sum.CompletionTokens == 0 {
-			s.stats.observeTTFT(time.Since(start))
-		}
-		if sampler.IsEOS(id) {
-			sum.Finish = FinishStop
-			break
-		}
-		sum.CompletionTokens++
-		text, stopped := p.stopper.Push(dec.Next(id))
-		if err := out.feed(text); err != nil {
-			return sum, err
-		}
-		if stopped {
-			sum.Finish, sum.StopSequence = FinishStop, p.stopper.Matched()
-			break
-		}
-		if sum.CompletionTokens == p.maxTokens {
-			sum.Finish = FinishLength
-			break
-		}
-		if err := seq.Forward([]int{id}, logits); err != nil {
-			return sum, fmt.Errorf("service: decoding: %w", err)
-		}
-		fed = append(fed, id)
+	picked := make([]int, 0, min(p.maxTokens, 1024))
+	var decodeStart time.Time
+	d := &engine.Decode{
+		Prompt: p.tokens[cached:], MaxTokens: p.maxTokens, Limit: s.vocab.TokenizerSize,
+		Token: func(id int) (bool, error) {
+			if len(picked) == 0 {
+				decodeStart = time.Now()
+				s.stats.observeTTFT(decodeStart.Sub(start))
+				s.stats.prompt.Add(int64(len(p.tokens)))
+				s.stats.cached.Add(int64(cached))
+			}
+			picked = append(picked, id)
+			if sampler.IsEOS(id) {
+				sum.Finish = FinishStop
+				return true, nil
+			}
+			sum.CompletionTokens++
+			text, stopped := p.stopper.Push(dec.Next(id))
+			if err := out.feed(text); err != nil {
+				return true, err
+			}
+			if stopped {
+				sum.Finish, sum.StopSequence = FinishStop, p.stopper.Matched()
+				return true, nil
+			}
+			if sum.CompletionTokens == p.maxTokens {
+				sum.Finish = FinishLength
+				return true, nil
+			}
+			return false, nil
+		},
+	}
+	if con := s.constrain(p); con != nil {
+		d.Picker = &constrainedPicker{con: con, sampler: sampler}
+	} else if !deviceGreedy(p.params) {
+		d.Picker = sampler
+	}
+	if b := s.snapshotPoint(p.tokens); b > cached {
+		d.Split = b - cached
+		d.AtSplit = func(seq engine.Sequence) { s.snapshot(p.tokens[:b], seq) }
+	}
+	st, err := engine.Run(ctx, seq, s.vocab.Size, d)
+	s.stats.observeLoop(st)
+	if err != nil {
+		return sum, err
 	}
 	if !p.stopper.Stopped() {
 		text, _ := p.stopper.Push(dec.Flush())
@@ -185,51 +188,38 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		sum.Finish = FinishToolCalls
 	}
 	s.stats.observeDecode(sum.CompletionTokens, time.Since(decodeStart))
-	keep = s.cache.put(fed, seq)
+	// The sequence holds the prompt and the picked tokens it was fed: all
+	// of them, or all but the last.
+	fed := slices.Concat(p.tokens, picked)[:seq.Len()]
+	if s.cache.put(fed, seq) {
+		seq = nil
+	}
 	return sum, nil
 }
 
-// prefill runs the prompt through a sequence, starting from the longest
-// cached prefix, and returns it with the logits of the last prompt token
-// and the number of tokens that came from the cache. On the way it leaves
-// a snapshot in the cache where the next turn of the conversation will
-// branch off.
-func (s *Service) prefill(ctx context.Context, tokens []int) (engine.Sequence, int, []float32, error) {
-	// At least the last token must run, for its logits.
-	seq, cached, err := s.cache.get(tokens[:len(tokens)-1])
+// constrainedPicker masks the logits to the reply's grammar before each
+// draw and advances the grammar by the token drawn; the mask depends on
+// every token before, so such a reply picks on the host.
+type constrainedPicker struct {
+	con     *constraint
+	sampler *sample.Sampler
+}
+
+func (c *constrainedPicker) Next(logits []float32) (int, error) {
+	c.con.apply(logits)
+	id, err := c.sampler.Next(logits)
 	if err != nil {
-		return nil, 0, nil, err
+		return 0, err
 	}
-	if seq == nil {
-		if seq, err = s.model.NewSequence(); err != nil {
-			return nil, 0, nil, err
-		}
-	}
-	boundary := s.snapshotPoint(tokens)
-	logits := make([]float32, s.vocab.Size)
-	for pos := cached; pos < len(tokens); {
-		if ctx.Err() != nil {
-			seq.Close()
-			return nil, 0, nil, context.Cause(ctx)
-		}
-		end := min(pos+PrefillChunk, len(tokens))
-		if boundary > pos && boundary < end {
-			end = boundary
-		}
-		var out []float32
-		if end == len(tokens) {
-			out = logits
-		}
-		if err := seq.Forward(tokens[pos:end], out); err != nil {
-			seq.Close()
-			return nil, 0, nil, fmt.Errorf("service: prefill: %w", err)
-		}
-		pos = end
-		if pos == boundary {
-			s.snapshot(tokens[:pos], seq)
-		}
-	}
-	return seq, cached, logits, nil
+	return id, c.con.advance(id, c.sampler.IsEOS(id))
+}
+
+// deviceGreedy reports whether the most likely token is the whole pick, so
+// the backend may choose it on its device without the logits: greedy and
+// no penalty (which needs the counts of what was generated).
+func deviceGreedy(p sample.Params) bool {
+	greedy := p.Temperature < sample.GreedyBelow || p.TopK == 1
+	return greedy && p.RepetitionPenalty == 1 && p.PresencePenalty == 0 && p.FrequencyPenalty == 0
 }
 
 // snapshotPoint is where the next request of the same conversation will

@@ -30,9 +30,6 @@ const (
 	// DefaultContext is the context length used when the checkpoint does not
 	// state one.
 	DefaultContext = 32768
-	// PrefillChunk is how many prompt tokens go through the model between
-	// two cancellation checks.
-	PrefillChunk = 256
 	// MaxGenerationConfigBytes bounds generation_config.json.
 	MaxGenerationConfigBytes = 1 << 20
 )

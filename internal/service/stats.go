@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"petal/engine"
 )
 
 // TTFTBuckets are the upper bounds, in seconds, of the time-to-first-token
@@ -16,6 +18,7 @@ type stats struct {
 	completed, failed, rejected atomic.Int64
 	prompt, cached, generated   atomic.Int64
 	decodeNanos                 atomic.Int64
+	readbackBytes, hostNanos    atomic.Int64
 	mu                          sync.Mutex
 	ttftCounts                  []int64 // per bucket, not cumulative; the last counts the rest
 	ttftSum                     float64
@@ -49,6 +52,12 @@ func (s *stats) observeDecode(tokens int, d time.Duration) {
 	}
 }
 
+// observeLoop counts what the decode loop did on the host.
+func (s *stats) observeLoop(st engine.DecodeStats) {
+	s.readbackBytes.Add(st.LogitsReadBytes)
+	s.hostNanos.Add(int64(st.HostTime))
+}
+
 // Metrics is a snapshot of the service's counters.
 type Metrics struct {
 	Completed, Failed, Rejected int64
@@ -61,6 +70,12 @@ type Metrics struct {
 	DecodeSeconds float64
 	// LastTokensPerSecond is the decode speed of the latest generation.
 	LastTokensPerSecond float64
+	// LogitsReadbackBytes counts logits copied from the device to the
+	// host: zero while every request decodes on the device.
+	LogitsReadbackBytes int64
+	// DecodeHostSeconds is the host time spent preparing decode steps
+	// (engine.DecodeStats.HostTime).
+	DecodeHostSeconds float64
 	// TTFTCumulative[i] counts first tokens within TTFTBuckets[i] seconds;
 	// TTFTCount counts all of them.
 	TTFTCumulative []int64
@@ -75,7 +90,9 @@ func (s *Service) Metrics() Metrics {
 	m := Metrics{
 		Completed: s.stats.completed.Load(), Failed: s.stats.failed.Load(), Rejected: s.stats.rejected.Load(),
 		PromptTokens: s.stats.prompt.Load(), CachedTokens: s.stats.cached.Load(), CompletionTokens: s.stats.generated.Load(),
-		DecodeSeconds: time.Duration(s.stats.decodeNanos.Load()).Seconds(),
+		DecodeSeconds:       time.Duration(s.stats.decodeNanos.Load()).Seconds(),
+		LogitsReadbackBytes: s.stats.readbackBytes.Load(),
+		DecodeHostSeconds:   time.Duration(s.stats.hostNanos.Load()).Seconds(),
 	}
 	waiting, running := s.queue.depth()
 	m.Waiting = waiting

@@ -159,7 +159,7 @@ func TestGreedyMatchesTransformers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := engine.Greedy(seq, vocab, g.Prompt, ref.GreedySettings.MaxNew, ref.Tokenizer.EOS)
+		got, err := engine.Greedy(t.Context(), seq, vocab, g.Prompt, ref.GreedySettings.MaxNew, ref.Tokenizer.EOS)
 		seq.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// PrefillPiece is how many prompt tokens go through the model between two
+// cancellation checks. It matches the GPU backend's prefill chunk, so a
+// piece is one command buffer there.
+const PrefillPiece = 512
+
+// Picker picks each next token on the host from a step's logits: the CPU
+// sampler for sampled requests. A per-step token mask (a grammar's) fits
+// here too: the pick after token n depends on what the host saw of n, so
+// a masked request cannot keep a second step in flight until the device
+// takes the mask.
+type Picker interface {
+	Next(logits []float32) (int, error)
+}
+
+// Decode is one generation on a sequence: a prompt fed to it, then tokens
+// picked one by one.
+type Decode struct {
+	// Prompt is appended to what the sequence holds; at least one token.
+	Prompt []int
+	// MaxTokens bounds the tokens picked; at least one.
+	MaxTokens int
+	// Picker, when set, picks every token from logits brought to the host.
+	// Nil picks the most likely id below Limit on the backend's device:
+	// the GPU writes it into the next step's input and keeps a second
+	// step in flight, and no logits are read back.
+	Picker Picker
+	// Limit bounds the ids a nil Picker picks (the ids the tokenizer can
+	// produce); 0 means the whole vocabulary.
+	Limit int
+	// Split, when inside the prompt (0 < Split < len(Prompt)), is where
+	// AtSplit sees the sequence holding the prompt up to it (the prefix
+	// cache takes a snapshot there).
+	Split   int
+	AtSplit func(Sequence)
+	// Token receives every picked token in order, as soon as the host has
+	// it (on the GPU the step after it is already submitted); stop ends
+	// the generation after it and the step in flight is discarded. An
+	// error ends it too and Run returns it.
+	Token func(id int) (stop bool, err error)
+}
+
+// DecodeStats is what one Run did.
+type DecodeStats struct {
+	// Tokens is how many tokens were picked.
+	Tokens int
+	// LogitsReadBytes counts logits copied from device memory to the host.
+	LogitsReadBytes int64
+	// HostTime is the time the host spent preparing decode steps: encoding
+	// and submitting them on the GPU, computing them on the CPU backend.
+	HostTime time.Duration
+}
+
+// Decoder is a sequence that runs the decode loop on its own device (the
+// GPU backend): it feeds tail, the last piece of the prompt, and picks
+// tokens as d says. Run checks d first.
+type Decoder interface {
+	Decode(ctx context.Context, tail []int, d *Decode) (DecodeStats, error)
+}
+
+// DecodePath says how a model's sequences decode, for the server's log.
+func DecodePath(m Model) string {
+	if p, ok := m.(interface{ DecodePath() string }); ok {
+		return p.DecodePath()
+	}
+	return "host loop: each step computed on the CPU, the next token picked from its logits"
+}
+
+// Run is the decode loop every caller shares (the service, petal generate,
+// petal bench, petal chat, the app): it feeds d.Prompt in pieces of
+// PrefillPiece tokens, checking ctx between them, then picks tokens until
+// Token says stop, MaxTokens were picked or ctx ends (with its cause).
+// Afterwards seq holds the prompt and the fed tokens: every picked token
+// but possibly the last (Len says how many).
+func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, error) {
+	if len(d.Prompt) == 0 || d.MaxTokens < 1 || d.Token == nil {
+		return DecodeStats{}, errors.New("engine: a decode needs a prompt, at least one token and a Token function")
+	}
+	if d.Limit < 0 || d.Limit > vocab {
+		return DecodeStats{}, fmt.Errorf("engine: pick limit %d outside [0, %d]", d.Limit, vocab)
+	}
+	if err := CheckTokens(d.Prompt, vocab); err != nil {
+		return DecodeStats{}, err
+	}
+	var st DecodeStats
+	pos := 0
+	for {
+		end := min(pos+PrefillPiece, len(d.Prompt))
+		if d.Split > pos && d.Split < end {
+			end = d.Split
+		}
+		if end == len(d.Prompt) {
+			break
+		}
+		if ctx.Err() != nil {
+			return st, context.Cause(ctx)
+		}
+		if err := seq.Forward(d.Prompt[pos:end], nil); err != nil {
+			return st, fmt.Errorf("engine: prefill: %w", err)
+		}
+		pos = end
+		if pos == d.Split && d.AtSplit != nil {
+			d.AtSplit(seq)
+		}
+	}
+	if ctx.Err() != nil {
+		return st, context.Cause(ctx)
+	}
+	if dec, ok := seq.(Decoder); ok {
+		return dec.Decode(ctx, d.Prompt[pos:], d)
+	}
+	return hostDecode(ctx, seq, vocab, d.Prompt[pos:], d)
+}
+
+// hostDecode is the loop for a backend that computes on the host: each
+// step's logits are in host memory already.
+func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Decode) (DecodeStats, error) {
+	var st DecodeStats
+	logits := make([]float32, vocab)
+	limit := d.Limit
+	if limit == 0 {
+		limit = vocab
+	}
+	if err := seq.Forward(tail, logits); err != nil {
+		return st, fmt.Errorf("engine: prefill: %w", err)
+	}
+	one := make([]int, 1)
+	for {
+		var id int
+		if d.Picker == nil {
+			id = Argmax(logits[:limit])
+		} else {
+			var err error
+			if id, err = d.Picker.Next(logits); err != nil {
+				return st, err
+			}
+		}
+		st.Tokens++
+		stop, err := d.Token(id)
+		if err != nil || stop || st.Tokens == d.MaxTokens {
+			return st, err
+		}
+		if ctx.Err() != nil {
+			return st, context.Cause(ctx)
+		}
+		one[0] = id
+		start := time.Now()
+		err = seq.Forward(one, logits)
+		st.HostTime += time.Since(start)
+		if err != nil {
+			return st, fmt.Errorf("engine: decoding: %w", err)
+		}
+	}
+}
+
+// Greedy runs the decode loop with the most likely token each step until
+// maxTokens or a token in eos (kept in the result), and returns the
+// tokens.
+func Greedy(ctx context.Context, seq Sequence, vocab int, prompt []int, maxTokens int, eos []int) ([]int, error) {
+	var out []int
+	_, err := Run(ctx, seq, vocab, &Decode{
+		Prompt: prompt, MaxTokens: maxTokens,
+		Token: func(id int) (bool, error) {
+			out = append(out, id)
+			return slices.Contains(eos, id), nil
+		},
+	})
+	return out, err
+}

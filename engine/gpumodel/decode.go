@@ -1,0 +1,208 @@
+package gpumodel
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"petal/engine"
+	"petal/gpu"
+	"petal/shaders"
+)
+
+// tokenRing is how many token slots after the prompt's the generated tokens
+// cycle through. The step feeding token g reads its slot and writes token
+// g+1's while the host reads token g; the slot of token g is written again
+// by the step committed three iterations later, long after the host read
+// it and after the step that read it completed.
+const tokenRing = 4
+
+// Decode is the device side of engine.Run. Without a Picker the argmax of
+// each step's logits (over ids below d.Limit) runs on the GPU and writes
+// the next step's input slot, and two steps are in flight: the step after
+// token g is committed before token g is read back. With a Picker every
+// step's logits are read back and the host picks the next input.
+func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (engine.DecodeStats, error) {
+	if s.closed {
+		return engine.DecodeStats{}, errors.New("gpumodel: sequence is closed")
+	}
+	defer s.releaseChunk() // every return below has waited for its steps
+	if d.Picker != nil {
+		return s.decodePicked(ctx, tail, d)
+	}
+	s.limit = d.Limit
+	defer func() { s.limit = 0 }()
+	var st engine.DecodeStats
+	n := len(tail)
+	if err := s.ensureCapacity(s.pos + n); err != nil {
+		return st, err
+	}
+	if err := s.ensureTokens(n + tokenRing); err != nil {
+		return st, err
+	}
+	s.putTokens(0, tail)
+	gen := func(g int) shaders.View { return s.slot(n + g%tokenRing) }
+	base := s.pos
+	first := gen(0)
+	pending, pendingSteps, err := s.feed(n, &first)
+	if err != nil {
+		return st, err
+	}
+	dev := s.m.k.Device()
+	for g := 0; ; g++ {
+		// pending writes token g.
+		var next gpu.CommandBuffer
+		if g+1 < d.MaxTokens {
+			pos := base + n + g
+			if pos >= s.cap {
+				// Growing copies the caches: nothing may be in flight.
+				if err := s.wait(pending, pendingSteps); err != nil {
+					return st, err
+				}
+				pending = nil
+				if err := s.ensureCapacity(pos + 1); err != nil {
+					return st, err
+				}
+			}
+			start := time.Now()
+			cb, err := dev.NewCommandBuffer()
+			if err == nil {
+				err = s.encode(cb, step{pos: pos, token: gen(g), next: gen(g + 1)})
+			}
+			if err == nil {
+				err = cb.Commit()
+			}
+			st.HostTime += time.Since(start)
+			if err != nil {
+				return st, s.finish(pending, pendingSteps, err)
+			}
+			next = cb
+		}
+		if pending != nil {
+			if err := s.wait(pending, pendingSteps); err != nil {
+				return st, s.finish(next, 1, err)
+			}
+		}
+		st.Tokens++
+		stop, err := d.Token(s.token(n + g%tokenRing))
+		pending, pendingSteps = next, 1
+		if err == nil && !stop && next != nil && ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		if err != nil || stop || next == nil {
+			return st, s.finish(pending, pendingSteps, err)
+		}
+	}
+}
+
+// feed encodes and commits the steps of the n tokens in slots 0..n-1, the
+// last one writing its argmax to next; it returns the last command buffer,
+// still in flight, and how many steps it holds. A long run takes the
+// chunked prefill, a short one decode steps in command buffers of bounded
+// size.
+func (s *Sequence) feed(n int, next *shaders.View) (gpu.CommandBuffer, int, error) {
+	if n >= prefillMinTokens {
+		return s.prefill(0, n, lastLogits, nil, next)
+	}
+	dev := s.m.k.Device()
+	var pending gpu.CommandBuffer
+	pendingSteps := 0
+	base := s.pos
+	for i := 0; i < n; {
+		cb, err := dev.NewCommandBuffer()
+		if err != nil {
+			return s.drain(pending, pendingSteps, err)
+		}
+		j := i
+		for ; j < n && j-i < maxStepsPerCommandBuffer; j++ {
+			if j > i {
+				cb.Barrier()
+			}
+			st := step{pos: base + j, token: s.slot(j)}
+			if j == n-1 {
+				st.next = *next
+			}
+			if err := s.encode(cb, st); err != nil {
+				return s.drain(pending, pendingSteps, err)
+			}
+		}
+		if err := cb.Commit(); err != nil {
+			return s.drain(pending, pendingSteps, err)
+		}
+		if pending != nil {
+			if err := s.wait(pending, pendingSteps); err != nil {
+				return s.drain(cb, j-i, err)
+			}
+		}
+		pending, pendingSteps = cb, j-i
+		i = j
+	}
+	return pending, pendingSteps, nil
+}
+
+// finish waits for the command buffer still in flight, if any, and returns
+// err or else its error.
+func (s *Sequence) finish(pending gpu.CommandBuffer, steps int, err error) error {
+	if pending == nil {
+		return err
+	}
+	if werr := s.wait(pending, steps); err == nil {
+		return werr
+	}
+	return err
+}
+
+// decodePicked feeds tail, then runs one step per token, each committed and
+// waited for, its logits read back for d.Picker.
+func (s *Sequence) decodePicked(ctx context.Context, tail []int, d *engine.Decode) (engine.DecodeStats, error) {
+	var st engine.DecodeStats
+	vocab := s.m.cfg.Vocab
+	logits := make([]float32, vocab)
+	if err := s.Forward(tail, logits); err != nil {
+		return st, err
+	}
+	st.LogitsReadBytes += int64(4 * vocab)
+	dev := s.m.k.Device()
+	for {
+		id, err := d.Picker.Next(logits)
+		if err != nil {
+			return st, err
+		}
+		st.Tokens++
+		stop, err := d.Token(id)
+		if err != nil || stop || st.Tokens == d.MaxTokens {
+			return st, err
+		}
+		if ctx.Err() != nil {
+			return st, context.Cause(ctx)
+		}
+		if err := s.ensureCapacity(s.pos + 1); err != nil {
+			return st, err
+		}
+		s.putTokens(0, []int{id})
+		start := time.Now()
+		cb, err := dev.NewCommandBuffer()
+		if err == nil {
+			err = s.encode(cb, step{pos: s.pos, token: s.slot(0), logits: true})
+		}
+		if err == nil {
+			err = cb.Commit()
+		}
+		st.HostTime += time.Since(start)
+		if err != nil {
+			return st, err
+		}
+		if err := s.wait(cb, 1); err != nil {
+			return st, err
+		}
+		readFloats(logits, s.act.logitsBuf.Contents())
+		st.LogitsReadBytes += int64(4 * vocab)
+	}
+}
+
+// DecodePath says how the model's sequences decode (engine.DecodePath).
+func (m *Model) DecodePath() string {
+	return "device loop: greedy argmax on the GPU feeding the next step, two steps in flight, no logits read back; sampled requests read each step's logits back for the CPU sampler"
+}
+
+var _ engine.Decoder = (*Sequence)(nil)

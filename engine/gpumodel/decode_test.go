@@ -1,0 +1,179 @@
+package gpumodel
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"petal/engine"
+	"petal/engine/checkpoint"
+	"petal/engine/cpu"
+	"petal/gpu/record"
+)
+
+// picker picks the most likely id from logits brought to the host, as the
+// CPU sampler does for a greedy request, and counts its calls.
+type picker struct{ calls int }
+
+func (p *picker) Next(logits []float32) (int, error) {
+	p.calls++
+	return engine.Argmax(logits), nil
+}
+
+// run decodes up to max tokens after prompt on a fresh sequence of m,
+// stopping after the token at index stopAt (-1: never), and returns the
+// tokens, the stats and the sequence, which the caller closes.
+func run(t *testing.T, m engine.Model, d engine.Decode, stopAt int) ([]int, engine.DecodeStats, engine.Sequence) {
+	t.Helper()
+	seq, err := m.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	d.Token = func(id int) (bool, error) {
+		out = append(out, id)
+		return len(out)-1 == stopAt, nil
+	}
+	st, err := engine.Run(t.Context(), seq, m.Config().Vocab, &d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Tokens != len(out) {
+		t.Errorf("stats count %d tokens, Token saw %d", st.Tokens, len(out))
+	}
+	return out, st, seq
+}
+
+// The device loop against the CPU backend's host loop: the same tokens
+// with the argmax on the GPU (no logits read back) and with a host picker
+// (every step's logits read back); a stop discards the step in flight but
+// leaves the sequence able to go on; a limit keeps the pick below it; a
+// prompt crossing the initial KV capacity grows the caches mid-loop.
+func TestDecodeMatchesCPU(t *testing.T) {
+	dev := openSim(t)
+	m := openFixture(t, dev, "tiny-a")
+	c, err := cpu.OpenWith(filepath.Join(fixturesDir, "tiny-a"), cpu.Options{HalfKV: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v := m.cfg.Vocab
+	prompt := []int{5, 17, 300, 2, 9, 44, 1, 260, 77, 3}
+	const steps = 9 // more than tokenRing, so slots are reused
+
+	want, st, cs := run(t, c, engine.Decode{Prompt: prompt, MaxTokens: steps}, -1)
+	cs.Close()
+	if st.LogitsReadBytes != 0 {
+		t.Errorf("CPU backend counted %d bytes read back", st.LogitsReadBytes)
+	}
+	got, st, gs := run(t, m, engine.Decode{Prompt: prompt, MaxTokens: steps}, -1)
+	if !slices.Equal(got, want) {
+		t.Errorf("GPU argmax loop %v, CPU %v", got, want)
+	}
+	if st.LogitsReadBytes != 0 || st.HostTime <= 0 {
+		t.Errorf("GPU argmax loop stats %+v, want no bytes read back and some host time", st)
+	}
+	if n := gs.Len(); n != len(prompt)+steps-1 {
+		t.Errorf("after %d tokens the sequence holds %d, want %d (the last is never fed)", steps, n, len(prompt)+steps-1)
+	}
+	gs.Close()
+
+	p := &picker{}
+	got, st, gs = run(t, m, engine.Decode{Prompt: prompt, MaxTokens: steps, Picker: p}, -1)
+	gs.Close()
+	if !slices.Equal(got, want) || p.calls != steps {
+		t.Errorf("GPU with a host picker (%d calls) %v, CPU %v", p.calls, got, want)
+	}
+	if st.LogitsReadBytes != int64(4*v*steps) {
+		t.Errorf("host picker: %d bytes read back, want %d", st.LogitsReadBytes, 4*v*steps)
+	}
+
+	// Stopping after the third token: the step feeding it was in flight
+	// and ran, so the sequence holds it; going on from there continues
+	// the CPU's sequence.
+	got, _, gs = run(t, m, engine.Decode{Prompt: prompt, MaxTokens: steps}, 2)
+	if !slices.Equal(got, want[:3]) || gs.Len() != len(prompt)+3 {
+		t.Errorf("stopped at the third token: %v, holds %d; want %v, %d", got, gs.Len(), want[:3], len(prompt)+3)
+	}
+	var rest []int
+	if _, err := engine.Run(t.Context(), gs, v, &engine.Decode{
+		Prompt: want[3:4], MaxTokens: steps - 4,
+		Token: func(id int) (bool, error) { rest = append(rest, id); return false, nil },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	gs.Close()
+	if !slices.Equal(rest, want[4:]) {
+		t.Errorf("continued after a stop: %v, want %v", rest, want[4:])
+	}
+
+	// A limit at the first token's id makes the GPU pick the CPU's best
+	// below it.
+	limit := want[0]
+	if limit == 0 {
+		t.Fatal("first token is id 0; pick another prompt")
+	}
+	logits := make([]float32, v)
+	cs, _ = c.NewSequence()
+	cs.Forward(prompt, logits)
+	cs.Close()
+	got, _, gs = run(t, m, engine.Decode{Prompt: prompt, MaxTokens: 1, Limit: limit}, -1)
+	gs.Close()
+	if w := engine.Argmax(logits[:limit]); got[0] != w {
+		t.Errorf("limit %d: picked %d, want %d", limit, got[0], w)
+	}
+
+	// Positions 250..259 cross the initial capacity of 256 during decode.
+	long := make([]int, initialCapacity-6)
+	for i := range long {
+		long[i] = (i*31 + 7) % v
+	}
+	want, _, cs = run(t, c, engine.Decode{Prompt: long, MaxTokens: 10}, -1)
+	cs.Close()
+	got, _, gs = run(t, m, engine.Decode{Prompt: long, MaxTokens: 10}, -1)
+	gs.Close()
+	if !slices.Equal(got, want) {
+		t.Errorf("across the KV growth: GPU %v, CPU %v", got, want)
+	}
+}
+
+// BenchmarkEncodeStep35B times encoding one decode step of the 35B shape
+// at position 4096 on the recording driver, reporting µs and allocations
+// per step (petal bench --dry-run reports the same as host_us_per_step and
+// allocs_per_step).
+func BenchmarkEncodeStep35B(b *testing.B) {
+	ckpt, err := checkpoint.ShapeOnly(checkpoint.Qwen36())
+	if err != nil {
+		b.Fatal(err)
+	}
+	dev := record.NewCounting()
+	m, err := New(ckpt, dev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	s, err := m.newSequence()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const pos = 4096
+	if err := s.ensureCapacity(pos + 1); err != nil {
+		b.Fatal(err)
+	}
+	st := step{pos: pos, token: s.slot(0), next: s.slot(1)}
+	cb, _ := dev.NewCommandBuffer()
+	if err := s.encode(cb, st); err != nil { // makes the step's plan
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		cb, _ := dev.NewCommandBuffer()
+		b.StartTimer()
+		if err := s.encode(cb, st); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
+}

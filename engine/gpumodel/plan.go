@@ -1,0 +1,220 @@
+package gpumodel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"petal/gpu"
+	"petal/shaders"
+)
+
+// A plan is one kind of decode step's dispatches, encoded once through the
+// ops (which check shapes and resolve pipelines and argument blocks) and
+// replayed for every step of that kind with only what changes per step
+// patched: the token slots the step reads and writes, and the position in
+// the attention ops' inline arguments. Replaying allocates nothing.
+type plan struct {
+	key   planKey
+	items []planItem
+	// token and next locate the bindings of the step's input slot and
+	// argmax output (next.item < 0 without an argmax).
+	token, next argRef
+	// pos are the inline argument words that hold the position plus add.
+	pos []posRef
+}
+
+// planKey is what a plan depends on besides the patched values: the cache
+// buffers (reallocated as capacity grows), the attention's block count,
+// the argmax's range, what the step computes, and the token slots' buffer.
+type planKey struct {
+	cap, blocks, argmaxIDs int
+	logits, next           bool
+	tokens                 gpu.Buffer
+}
+
+type planItem struct {
+	barrier bool
+	d       gpu.Dispatch
+}
+
+type argRef struct{ item, arg int }
+
+type posRef struct {
+	item, arg, word int
+	add             int32
+}
+
+func (s *Sequence) planKey(st step) planKey {
+	return planKey{
+		cap: s.cap, blocks: attnBlocks(st.pos + 1), argmaxIDs: s.argmaxIDs(),
+		logits: st.logits, next: st.next.Buf != nil, tokens: s.act.tokensBuf,
+	}
+}
+
+// attnBlocks is how many blocks the decode attention splits n positions
+// into.
+func attnBlocks(n int) int { return (n + shaders.AttnBlock - 1) / shaders.AttnBlock }
+
+// encode records one decode step into cb through the step's plan, made on
+// the first step of its kind.
+func (s *Sequence) encode(cb gpu.CommandBuffer, st step) error {
+	key := s.planKey(st)
+	if s.plan == nil || s.plan.key != key {
+		p, err := s.makePlan(key, st)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return s.encodeOps(cb, st)
+		}
+		s.plan = p
+	}
+	return s.plan.replay(cb, st)
+}
+
+// makePlan encodes the step at two neighbouring positions of its block
+// and finds what differs: only words holding the position, one apart. It
+// returns nil when the block holds one position below the capacity (no
+// neighbour to compare with), for the step to be encoded directly.
+func (s *Sequence) makePlan(key planKey, st step) (*plan, error) {
+	a := (key.blocks - 1) * shaders.AttnBlock
+	if a+1 >= s.cap || attnBlocks(a+2) != key.blocks {
+		return nil, nil
+	}
+	var ca, cb capture
+	at := st
+	at.pos = a
+	if err := s.encodeOps(&ca, at); err != nil {
+		return nil, err
+	}
+	at.pos = a + 1
+	if err := s.encodeOps(&cb, at); err != nil {
+		return nil, err
+	}
+	p := &plan{key: key, items: ca.items, token: argRef{-1, -1}, next: argRef{-1, -1}}
+	if len(ca.items) != len(cb.items) {
+		return nil, fmt.Errorf("gpumodel: decode steps at %d and %d differ in their dispatches", a, a+1)
+	}
+	for i := range ca.items {
+		x, y := &ca.items[i], &cb.items[i]
+		if err := p.compare(i, x, y, int32(a)); err != nil {
+			return nil, fmt.Errorf("gpumodel: decode steps at %d and %d: %w", a, a+1, err)
+		}
+		if x.barrier {
+			continue
+		}
+		for j, arg := range x.d.Args {
+			if arg.Bytes != nil || arg.Buffer != s.act.tokensBuf {
+				continue
+			}
+			switch {
+			case p.token.item < 0 && arg.Offset == st.token.Off:
+				p.token = argRef{i, j}
+			case p.next.item < 0 && st.next.Buf != nil && arg.Offset == st.next.Off:
+				p.next = argRef{i, j}
+			default:
+				return nil, fmt.Errorf("gpumodel: %s binds the token slots unexpectedly", x.d.Pipeline.Name())
+			}
+		}
+	}
+	if p.token.item < 0 || (st.next.Buf != nil) != (p.next.item >= 0) {
+		return nil, fmt.Errorf("gpumodel: the decode step's token slots are not where its plan expects")
+	}
+	return p, nil
+}
+
+// compare checks that items x and y (item i of the steps at a and a+1)
+// differ only in inline words one apart, and records those as position
+// words.
+func (p *plan) compare(i int, x, y *planItem, a int32) error {
+	if x.barrier || y.barrier {
+		if x.barrier != y.barrier {
+			return fmt.Errorf("a barrier moved at event %d", i)
+		}
+		return nil
+	}
+	dx, dy := &x.d, &y.d
+	name := dx.Pipeline.Name()
+	if dx.Pipeline != dy.Pipeline || dx.Groups != dy.Groups || dx.Threads != dy.Threads ||
+		!slices.Equal(dx.ThreadgroupMemory, dy.ThreadgroupMemory) || len(dx.Args) != len(dy.Args) {
+		return fmt.Errorf("dispatch %d (%s) changes with the position beyond its arguments", i, name)
+	}
+	for j := range dx.Args {
+		ax, ay := &dx.Args[j], &dy.Args[j]
+		if ax.Index != ay.Index || ax.Buffer != ay.Buffer || ax.Offset != ay.Offset || len(ax.Bytes) != len(ay.Bytes) || (ax.Bytes == nil) != (ay.Bytes == nil) {
+			return fmt.Errorf("%s: argument %d changes with the position", name, ax.Index)
+		}
+		for w := 0; w+4 <= len(ax.Bytes); w += 4 {
+			u, v := int32(binary.LittleEndian.Uint32(ax.Bytes[w:])), int32(binary.LittleEndian.Uint32(ay.Bytes[w:]))
+			switch {
+			case u == v:
+			case v == u+1:
+				p.pos = append(p.pos, posRef{item: i, arg: j, word: w / 4, add: u - a})
+			default:
+				return fmt.Errorf("%s: argument %d word %d is not the position", name, ax.Index, w/4)
+			}
+		}
+		if n := len(ax.Bytes) &^ 3; !slices.Equal(ax.Bytes[n:], ay.Bytes[n:]) {
+			return fmt.Errorf("%s: argument %d changes with the position", name, ax.Index)
+		}
+	}
+	return nil
+}
+
+// replay encodes the plan into cb for st.
+func (p *plan) replay(cb gpu.CommandBuffer, st step) error {
+	for _, r := range p.pos {
+		b := p.items[r.item].d.Args[r.arg].Bytes
+		binary.LittleEndian.PutUint32(b[4*r.word:], uint32(int32(st.pos)+r.add))
+	}
+	p.items[p.token.item].d.Args[p.token.arg].Offset = st.token.Off
+	if p.next.item >= 0 {
+		p.items[p.next.item].d.Args[p.next.arg].Offset = st.next.Off
+	}
+	for i := range p.items {
+		if p.items[i].barrier {
+			cb.Barrier()
+			continue
+		}
+		if err := cb.Dispatch(&p.items[i].d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// capture is a command buffer that keeps copies of what is encoded into
+// it, for a plan; it never runs.
+type capture struct {
+	items []planItem
+	trace gpu.Trace
+}
+
+func (c *capture) Dispatch(d *gpu.Dispatch) error {
+	cp := *d
+	cp.Args = slices.Clone(d.Args)
+	for i := range cp.Args {
+		if cp.Args[i].Bytes != nil {
+			cp.Args[i].Bytes = slices.Clone(cp.Args[i].Bytes)
+		}
+	}
+	cp.ThreadgroupMemory = slices.Clone(d.ThreadgroupMemory)
+	c.items = append(c.items, planItem{d: cp})
+	c.trace.AddDispatch(d)
+	return nil
+}
+
+func (c *capture) Barrier() {
+	if n := len(c.items); n > 0 && !c.items[n-1].barrier {
+		c.items = append(c.items, planItem{barrier: true})
+	}
+	c.trace.AddBarrier()
+}
+
+func (c *capture) Commit() error {
+	return fmt.Errorf("%w: a plan's capture never runs", gpu.ErrInvalid)
+}
+func (c *capture) Wait() error        { return c.Commit() }
+func (c *capture) Status() gpu.Status { return gpu.Encoding }
+func (c *capture) Trace() *gpu.Trace  { return &c.trace }
