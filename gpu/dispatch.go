@@ -121,7 +121,10 @@ func (s Status) String() string {
 // Encoding methods are not safe for concurrent use; errors from encoding are
 // sticky and returned again by Commit.
 type CommandBuffer interface {
-	// Dispatch encodes one dispatchThreadgroups call.
+	// Dispatch encodes one dispatchThreadgroups call. Drivers copy what
+	// they need (inline bytes included) before returning, so the caller may
+	// change and reuse d at once: a decode step's plan replays the same
+	// dispatches, patched, into every step's command buffer.
 	Dispatch(d *Dispatch) error
 	// Barrier orders every dispatch before it against every one after it
 	// (a memory barrier over all buffers).

@@ -423,33 +423,61 @@ func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, 
 // ids is uint32[slots], read on the GPU. An id at or past the number of
 // experts both stacks' views hold yields NaNs.
 func (k *Kernels) QMVExpertsSwiGLU(cb gpu.CommandBuffer, out View, gate, up QMatrix, x View, ids View, slots int) error {
-	const op = "QMVExpertsSwiGLU"
+	d, err := k.expertsSwiGLU("QMVExpertsSwiGLU", "qmv_experts_swiglu_bf16_gs64_b4", out, gate, up, x, ids, slots)
+	if err != nil {
+		return err
+	}
+	return cb.Dispatch(d)
+}
+
+// QMVExpertsSwiGLURouted is RouterTopK followed by QMVExpertsSwiGLU over
+// its topK choices in one dispatch: every simd-group picks the experts from
+// the router logits itself (as RouterTopK does, bit for bit), so the step
+// saves a dependency level; ids and weights are written as RouterTopK
+// writes them, for the down projection and the combine after.
+func (k *Kernels) QMVExpertsSwiGLURouted(cb gpu.CommandBuffer, out View, gate, up QMatrix, x, ids, weights, logits View, experts, topK int, normalize bool) error {
+	const op = "QMVExpertsSwiGLURouted"
+	route, err := routerArgs(op, ids, weights, logits, experts, topK, normalize, 1)
+	if err != nil {
+		return err
+	}
+	d, err := k.expertsSwiGLU(op, "qmv_experts_swiglu_routed_bf16_gs64_b4", out, gate, up, x, ids, topK)
+	if err != nil {
+		return err
+	}
+	d.Args = append(d.Args, gpu.BytesArg(10, Bytes(&route)), logits.Arg(11), weights.Arg(12))
+	return cb.Dispatch(d)
+}
+
+// expertsSwiGLU checks and builds the dispatch of the expert SwiGLU
+// kernel fn over slots expert slots.
+func (k *Kernels) expertsSwiGLU(op, fn string, out View, gate, up QMatrix, x View, ids View, slots int) (*gpu.Dispatch, error) {
 	if slots < 1 || slots > maxGridGroups {
-		return fmt.Errorf("%w: shaders: %s: %d slots", gpu.ErrInvalid, op, slots)
+		return nil, fmt.Errorf("%w: shaders: %s: %d slots", gpu.ErrInvalid, op, slots)
 	}
 	if err := requireSwiGLU(op, &gate, &up); err != nil {
-		return err
+		return nil, err
 	}
 	if err := requireView(op, "x", x, 4*gate.Cols, vectorAlign); err != nil {
-		return err
+		return nil, err
 	}
 	if err := requireViews(op, []viewBytes{{"out", out, 4 * slots * gate.Rows}, {"ids", ids, 4 * slots}}); err != nil {
-		return err
+		return nil, err
 	}
 	groups, err := denseGroups(op, gate.Rows, qmvRowsPerGroup)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p, err := k.Pipeline(qmvFile, "qmv_experts_swiglu_bf16_gs64_b4")
+	p, err := k.Pipeline(qmvFile, fn)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args := QMVArgs{Rows: int32(gate.Rows), K: int32(gate.Cols), Experts: min(heldExperts(&gate), heldExperts(&up))}
-	return cb.Dispatch(&gpu.Dispatch{
+	return &gpu.Dispatch{
 		Pipeline: p, Groups: gpu.Size{X: groups, Y: slots, Z: 1}, Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), gate.Codes.Arg(1), gate.Scales.Arg(2), gate.Biases.Arg(3),
 			up.Codes.Arg(4), up.Scales.Arg(5), up.Biases.Arg(6), x.Arg(7), out.Arg(8), ids.Arg(9)},
-	})
+	}, nil
 }
 
 // RouterTopK picks the topK largest of experts router logits into ids

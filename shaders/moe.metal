@@ -10,7 +10,8 @@
 //
 // Layout: logits and weights are float; ids is uint[k].
 // Mapping: router_topk_f32 is one simd-group per row (a prefill chunk's
-// tokens: logits, ids and weights rows packed); lane l holds the logits of
+// tokens: logits, ids and weights rows packed) running router_topk_simd
+// (router.h): lane l holds the logits of
 // experts l, l+32, ... (at most MOE_MAX_EXPERTS/32) in registers and a mask
 // of those already taken; each of the k rounds is a simd_max of the lanes'
 // best values and a simd_min of the indices that reach it.
@@ -19,9 +20,8 @@
 // float64 there, fp32 here).
 #include <metal_stdlib>
 #include "args.h"
+#include "router.h"
 using namespace metal;
-
-constant constexpr uint ROUTER_NONE = 0xffffffffu;
 
 kernel void router_topk_f32(
     constant MoEArgs& args [[buffer(0)]],
@@ -31,62 +31,16 @@ kernel void router_topk_f32(
     uint row [[threadgroup_position_in_grid]],
     uint lane [[thread_index_in_simdgroup]])
 {
-    constexpr int per_lane = MOE_MAX_EXPERTS / 32;
     // Rows (prefill tokens) are threadgroups: row r's logits, ids and
     // weights follow r-1's.
     logits += ulong(row) * ulong(args.n);
     ids += ulong(row) * ulong(args.k);
     weights += ulong(row) * ulong(args.k);
-    float key[per_lane];
-    uint taken = 0; // bit i: expert lane + 32*i chosen already, or absent
-    for (int i = 0; i < per_lane; i++) {
-        const int e = int(lane) + 32 * i;
-        const float v = e < args.n ? logits[e] : -INFINITY;
-        key[i] = isnan(v) ? -INFINITY : v;
-        if (e >= args.n) {
-            taken |= 1u << i;
-        }
-    }
-
-    uint mine = ROUTER_NONE; // lane j keeps the j-th choice
-    float top = 0.0f;
-    for (int j = 0; j < args.k; j++) {
-        float bv = -INFINITY;
-        uint bi = ROUTER_NONE;
-        for (int i = 0; i < per_lane; i++) {
-            if (((taken >> i) & 1u) == 0 && (key[i] > bv || bi == ROUTER_NONE)) {
-                bv = key[i];
-                bi = lane + 32u * uint(i);
-            }
-        }
-        const float m = simd_max(bv);
-        const uint win = simd_min(bi != ROUTER_NONE && bv == m ? bi : ROUTER_NONE);
-        if (j == 0) {
-            top = m;
-        }
-        if (win % 32u == lane) {
-            taken |= 1u << (win / 32u);
-        }
-        if (uint(j) == lane) {
-            mine = win;
-        }
-    }
-
-    float all = 0.0f;
-    for (int i = 0; i < per_lane; i++) {
-        if (int(lane) + 32 * i < args.n) {
-            all += exp(key[i] - top);
-        }
-    }
-    all = simd_sum(all);
-    float p = 0.0f;
-    if (mine != ROUTER_NONE) {
-        const float v = logits[mine];
-        p = exp((isnan(v) ? -INFINITY : v) - top);
-    }
-    const float chosen = simd_sum(p);
-    if (mine != ROUTER_NONE) {
-        ids[lane] = mine;
-        weights[lane] = p / (args.normalize != 0 ? chosen : all);
+    uint id;
+    float w;
+    router_topk_simd(args, logits, lane, id, w);
+    if (id != ROUTER_NONE) {
+        ids[lane] = id;
+        weights[lane] = w;
     }
 }

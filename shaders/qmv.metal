@@ -10,6 +10,10 @@
 //                          x + j*x_stride (x_stride 0: one shared input)
 //   qmv_experts_swiglu: y[j][r] = qmv_swiglu with expert ids[j]'s gate and up
 //                          and one shared x
+//   qmv_experts_swiglu_routed: the same with ids[j] the router's j-th choice
+//                          from the router logits (router.h), which every
+//                          simd-group computes for itself; the first one also
+//                          writes ids and the weights for the kernels after
 //   embed:       out[c]  = scale[id][c/64] * q[id][c] + bias[id][c/64], id = token[0]
 //
 // Layout: codes is uint[rows][k*BITS/32]; element c of a row sits in word
@@ -39,6 +43,7 @@
 // silu as engine/cpu's.
 #include <metal_stdlib>
 #include "args.h"
+#include "router.h"
 using namespace metal;
 
 // qmv_load_x fills xs with the values of x from column c that a lane uses
@@ -351,6 +356,51 @@ kernel void qmv_experts_swiglu_bf16_gs64_b4(
     const uint slot = group.y;
     device float* yj = y + ulong(slot) * ulong(args.rows);
     const uint e = ids[slot];
+    if (e >= uint(args.experts)) {
+        for (int r = int(lane); r < QMV_ROWS && row0 + r < args.rows; r += 32) {
+            yj[row0 + r] = NAN;
+        }
+        return;
+    }
+    const ulong words = ulong(e) * ulong(args.rows) * ulong(args.k / 8);
+    const ulong groups = ulong(e) * ulong(args.rows) * ulong(args.k / QMV_GROUP_SIZE);
+    qmv_swiglu_rows<4>(gcodes + words, gscales + groups, gbiases + groups,
+                       ucodes + words, uscales + groups, ubiases + groups,
+                       x, yj, args.rows, args.k, row0, lane);
+}
+
+kernel void qmv_experts_swiglu_routed_bf16_gs64_b4(
+    constant QMVArgs& args [[buffer(0)]],
+    device const uint* gcodes [[buffer(1)]],
+    device const bfloat* gscales [[buffer(2)]],
+    device const bfloat* gbiases [[buffer(3)]],
+    device const uint* ucodes [[buffer(4)]],
+    device const bfloat* uscales [[buffer(5)]],
+    device const bfloat* ubiases [[buffer(6)]],
+    device const float* x [[buffer(7)]],
+    device float* y [[buffer(8)]],
+    device uint* ids [[buffer(9)]],
+    constant MoEArgs& route [[buffer(10)]],
+    device const float* logits [[buffer(11)]],
+    device float* weights [[buffer(12)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint sg [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]])
+{
+    const int row0 = (int(group.x) * QMV_SIMDGROUPS + int(sg)) * QMV_ROWS;
+    if (row0 >= args.rows) {
+        return;
+    }
+    uint id;
+    float w;
+    router_topk_simd(route, logits, lane, id, w);
+    if (group.x == 0 && group.y == 0 && sg == 0 && id != ROUTER_NONE) {
+        ids[lane] = id;
+        weights[lane] = w;
+    }
+    const uint slot = group.y;
+    const uint e = simd_shuffle(id, ushort(slot));
+    device float* yj = y + ulong(slot) * ulong(args.rows);
     if (e >= uint(args.experts)) {
         for (int r = int(lane); r < QMV_ROWS && row0 + r < args.rows; r += 32) {
             yj[row0 + r] = NAN;

@@ -121,25 +121,35 @@ func (k *Kernels) RouterTopKRows(cb gpu.CommandBuffer, ids, weights, logits View
 // routerTopKRows serves RouterTopK (one row) and RouterTopKRows under op's
 // name.
 func (k *Kernels) routerTopKRows(cb gpu.CommandBuffer, op string, ids, weights, logits View, experts, topK int, normalize bool, rows int) error {
-	if experts < 1 || experts > MoEMaxExperts || topK < 1 || topK > MoEMaxTopK || topK > experts {
-		return fmt.Errorf("%w: shaders: %s: top %d of %d experts: want 1 <= k <= %d and k <= experts <= %d", gpu.ErrInvalid, op, topK, experts, MoEMaxTopK, MoEMaxExperts)
-	}
-	if err := requireRows(op, rows); err != nil {
-		return err
-	}
-	if err := requireViews(op, []viewBytes{{"logits", logits, 4 * experts * rows}, {"ids", ids, 4 * topK * rows}, {"weights", weights, 4 * topK * rows}}); err != nil {
+	args, err := routerArgs(op, ids, weights, logits, experts, topK, normalize, rows)
+	if err != nil {
 		return err
 	}
 	p, err := k.Pipeline(moeFile, "router_topk_f32")
 	if err != nil {
 		return err
 	}
-	args := MoEArgs{N: int32(experts), K: int32(topK)}
-	if normalize {
-		args.Normalize = 1
-	}
 	return cb.Dispatch(&gpu.Dispatch{
 		Pipeline: p, Groups: denseSize(rows), Threads: denseSize(gpu.SimdWidth),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), logits.Arg(1), ids.Arg(2), weights.Arg(3)},
 	})
+}
+
+// routerArgs checks the router's top-k over rows rows and returns its
+// arguments.
+func routerArgs(op string, ids, weights, logits View, experts, topK int, normalize bool, rows int) (MoEArgs, error) {
+	if experts < 1 || experts > MoEMaxExperts || topK < 1 || topK > MoEMaxTopK || topK > experts {
+		return MoEArgs{}, fmt.Errorf("%w: shaders: %s: top %d of %d experts: want 1 <= k <= %d and k <= experts <= %d", gpu.ErrInvalid, op, topK, experts, MoEMaxTopK, MoEMaxExperts)
+	}
+	if err := requireRows(op, rows); err != nil {
+		return MoEArgs{}, err
+	}
+	if err := requireViews(op, []viewBytes{{"logits", logits, 4 * experts * rows}, {"ids", ids, 4 * topK * rows}, {"weights", weights, 4 * topK * rows}}); err != nil {
+		return MoEArgs{}, err
+	}
+	args := MoEArgs{N: int32(experts), K: int32(topK)}
+	if normalize {
+		args.Normalize = 1
+	}
+	return args, nil
 }

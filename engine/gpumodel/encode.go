@@ -95,10 +95,10 @@ func (s *Sequence) moe(cb gpu.CommandBuffer, l *layer, next shaders.View) error 
 	do(s.qmvs(cb, []shaders.View{act.routerLogits, act.shGate}, []shaders.QMatrix{l.router, l.shExpertGate}, act.xn))
 	do(k.QMVSwiGLU(cb, act.shH, l.shGate, l.shUp, act.xn))
 	cb.Barrier()
-	do(k.RouterTopK(cb, act.ids, act.weights, act.routerLogits, c.Experts, c.TopK, c.NormTopK))
+	// The expert SwiGLU routes for itself (no level of its own for the
+	// top-k), beside the shared expert's down projection.
+	do(k.QMVExpertsSwiGLURouted(cb, act.eh, l.gate, l.up, act.xn, act.ids, act.weights, act.routerLogits, c.Experts, c.TopK, c.NormTopK))
 	do(k.QMV(cb, act.shOut, l.shDown, act.shH))
-	cb.Barrier()
-	do(k.QMVExpertsSwiGLU(cb, act.eh, l.gate, l.up, act.xn, act.ids, c.TopK))
 	cb.Barrier()
 	do(k.QMVExperts(cb, act.ys, l.down, act.eh, c.ExpertIntermediate, act.ids, c.TopK))
 	cb.Barrier()

@@ -1,0 +1,79 @@
+package shaders_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"petal/gpu"
+	"petal/shaders"
+)
+
+// The routed expert SwiGLU picks the router's experts itself: its ids and
+// weights are RouterTopK's (and the Go reference's), its outputs those of
+// QMVExpertsSwiGLU over those ids bit for bit, against the Go reference
+// within QMVExpertsSwiGLU's tolerance.
+func TestQMVExpertsSwiGLURouted(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(41, 42))
+	cases := []struct {
+		experts, topK, rows, cols int
+		normalize                 bool
+	}{
+		{6, 3, 13, 192, true},   // rows not a multiple of 8; raced
+		{40, 8, 64, 512, false}, // a second column of router lanes
+		{256, 8, 24, 2048, true},
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("experts=%d/k=%d/rows=%d/cols=%d", c.experts, c.topK, c.rows, c.cols), func(t *testing.T) {
+			k, d := densePick(race, fast, i == 0)
+			gate, up := newDenseQ(t, d, rng, c.experts, c.rows, c.cols, 4), newDenseQ(t, d, rng, c.experts, c.rows, c.cols, 4)
+			x := denseRand(rng, c.cols, 1)
+			xv := denseBuf(t, d, 0, denseF32s(x))
+			lg := denseRand(rng, c.experts, 2)
+			lv := denseBuf(t, d, 0, denseF32s(lg))
+			buf := func(n int) (a, b shaders.View) {
+				return denseBuf(t, d, 0, make([]byte, n)), denseBuf(t, d, 0, make([]byte, n))
+			}
+			ids, ids2 := buf(4 * c.topK)
+			ws, ws2 := buf(4 * c.topK)
+			out, out2 := buf(4 * c.topK * c.rows)
+			denseRun(t, k, func(cb gpu.CommandBuffer) error {
+				return k.QMVExpertsSwiGLURouted(cb, out, gate.m, up.m, xv, ids, ws, lv, c.experts, c.topK, c.normalize)
+			})
+			denseRun(t, k, func(cb gpu.CommandBuffer) error {
+				if err := k.RouterTopK(cb, ids2, ws2, lv, c.experts, c.topK, c.normalize); err != nil {
+					return err
+				}
+				cb.Barrier()
+				return k.QMVExpertsSwiGLU(cb, out2, gate.m, up.m, xv, ids2, c.topK)
+			})
+			wantIDs, wantWs := denseRouterRef(lg, c.topK, c.normalize)
+			gotIDs, gotWs := denseReadU32(ids, c.topK), denseReadF32(ws, c.topK)
+			sepIDs, sepWs := denseReadU32(ids2, c.topK), denseReadF32(ws2, c.topK)
+			for j := range c.topK {
+				if gotIDs[j] != wantIDs[j] || gotIDs[j] != sepIDs[j] || gotWs[j] != sepWs[j] {
+					t.Fatalf("ids %v weights %v; RouterTopK's %v %v; reference ids %v", gotIDs, gotWs, sepIDs, sepWs, wantIDs)
+				}
+				if math.Abs(float64(gotWs[j])-wantWs[j]) > 32*denseU*wantWs[j] {
+					t.Fatalf("weights = %v, want %v", gotWs, wantWs)
+				}
+			}
+			got, sep := denseReadF32(out, c.topK*c.rows), denseReadF32(out2, c.topK*c.rows)
+			for j, e := range wantIDs {
+				for r := range c.rows {
+					o := got[j*c.rows+r]
+					if math.Float32bits(o) != math.Float32bits(sep[j*c.rows+r]) {
+						t.Fatalf("slot %d: y[%d] = %v, unfused %v", j, r, o, sep[j*c.rows+r])
+					}
+					g, gmag := gate.mul(int(e), r, x)
+					u, umag := up.mul(int(e), r, x)
+					if want, tol := denseSwiGLU(g, gmag, u, umag, c.cols); math.Abs(float64(o)-want) > tol {
+						t.Fatalf("slot %d expert %d: y[%d] = %v, want %v (tol %.3g)", j, e, r, o, want, tol)
+					}
+				}
+			}
+		})
+	}
+}
