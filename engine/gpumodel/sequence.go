@@ -40,20 +40,19 @@ type layerState struct {
 // activations are the per-step scratch buffers, reused by every layer and
 // step: layers run in order and command buffers run in commit order.
 type activations struct {
-	x, xn, delta           shaders.View
-	qg, k, v, q, gate, o   shaders.View
-	attnScratch            shaders.View
-	u, convOut, z, b, a    shaders.View
-	dOut                   shaders.View
-	routerLogits, weights  shaders.View
-	ids                    shaders.View
-	eh, ys                 shaders.View
-	shH, shOut, shGate     shaders.View
-	logits                 shaders.View
-	tokens                 shaders.View // u32 token slots: step inputs and argmax outputs
-	tokenCap               int
-	logitsBuf, tokensBuf   gpu.Buffer
-	attnScratchPerPosition int
+	x, xn, delta          shaders.View
+	qg, k, v, q, gate, o  shaders.View
+	attnScratch           shaders.View
+	u, convOut, z, b, a   shaders.View
+	dOut                  shaders.View
+	routerLogits, weights shaders.View
+	ids                   shaders.View
+	eh, ys                shaders.View
+	shH, shOut, shGate    shaders.View
+	logits                shaders.View
+	tokens                shaders.View // u32 token slots: step inputs and argmax outputs
+	tokenCap              int
+	logitsBuf, tokensBuf  gpu.Buffer
 }
 
 func (s *Sequence) alloc(n int) (shaders.View, error) {
