@@ -8,6 +8,7 @@ import (
 
 	"petal/gpu"
 	"petal/shaders"
+	"petal/shaders/selftest"
 )
 
 // The routed expert SwiGLU picks the router's experts itself: its ids and
@@ -49,7 +50,7 @@ func TestQMVExpertsSwiGLURouted(t *testing.T) {
 				cb.Barrier()
 				return k.QMVExpertsSwiGLU(cb, out2, gate.m, up.m, xv, ids2, c.topK)
 			})
-			wantIDs, wantWs := denseRouterRef(lg, c.topK, c.normalize)
+			wantIDs, wantWs := selftest.Router(lg, c.topK, c.normalize)
 			gotIDs, gotWs := denseReadU32(ids, c.topK), denseReadF32(ws, c.topK)
 			sepIDs, sepWs := denseReadU32(ids2, c.topK), denseReadF32(ws2, c.topK)
 			for j := range c.topK {

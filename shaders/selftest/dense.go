@@ -128,6 +128,42 @@ func qmvExpertsCase(swi bool) Case {
 		}}
 }
 
+// qmvExpertsRoutedCase is the expert SwiGLU that runs the router's top-k
+// itself: the ids and weights it writes against Router, its outputs
+// against the SwiGLU reference over those experts.
+func qmvExpertsRoutedCase() Case {
+	return Case{Name: "qmv_experts_swiglu_routed", Kernels: []string{"qmv_experts_swiglu_routed_bf16_gs64_b4"}, seed: 11,
+		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
+			const experts, topK, rows, cols = 40, 3, 12, 128
+			g, up := e.qmatrix(experts, rows, cols, 4), e.qmatrix(experts, rows, cols, 4)
+			x, lg := e.rand(cols, 1), e.rand(experts, 2)
+			xv, lv, out := e.f32(x), e.f32(lg), e.buf(4*topK*rows)
+			ids, ws := e.buf(4*topK), e.buf(4*topK)
+			return func(cb gpu.CommandBuffer) error {
+					return e.k.QMVExpertsSwiGLURouted(cb, out, g.m, up.m, xv, ids, ws, lv, experts, topK, true)
+				}, func() error {
+					wantIDs, wantW := Router(lg, topK, true)
+					gotIDs := readU32(ids, topK)
+					var want, tol []float64
+					for j, id := range wantIDs {
+						if gotIDs[j] != id {
+							return fmt.Errorf("%w: expert %d = %d, want %d", ErrMismatch, j, gotIDs[j], id)
+						}
+						gw, gt := g.product(int(id), x)
+						uw, ut := up.product(int(id), x)
+						for r := range rows {
+							w, t := swiglu(gw[r], gt[r], uw[r], ut[r])
+							want, tol = append(want, w), append(tol, t)
+						}
+					}
+					if err := compare("weight", readF32(ws, topK), wantW, relTol(wantW, 1e-6)); err != nil {
+						return err
+					}
+					return compare("y", readF32(out, topK*rows), want, at(tol))
+				}
+		}}
+}
+
 func embedCase() Case {
 	return Case{Name: "embed", Kernels: []string{"embed_bf16_gs64_b4"}, seed: 5,
 		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
