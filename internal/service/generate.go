@@ -79,6 +79,11 @@ func (s *Service) Begin(ctx context.Context, req *Request) (*Generation, error) 
 // PromptTokens is the length of the tokenized prompt.
 func (g *Generation) PromptTokens() int { return len(g.p.tokens) }
 
+// CachedTokens is how many prompt tokens came from the prefix cache, known
+// once Run has sent its first event (0 before); for the stream that must
+// say it before the reply, as Anthropic's message_start does.
+func (g *Generation) CachedTokens() int { return g.p.cached }
+
 // Run waits for the engine and generates the reply, sending it to emit. It
 // returns when the reply is complete, when ctx ends (at the next token, with
 // ctx's cause), when emit fails (with its error), or on an engine error.
