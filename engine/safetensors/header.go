@@ -127,13 +127,24 @@ func ParseHeader(prefix []byte, fileSize int64) (*Header, error) {
 		if ta.Begin != tb.Begin {
 			return ta.Begin < tb.Begin
 		}
+		if ta.End != tb.End {
+			return ta.End < tb.End
+		}
 		return ta.Name < tb.Name
 	})
-	for i := 1; i < len(h.Tensors); i++ {
-		prev, cur := &h.Tensors[i-1], &h.Tensors[i]
-		if cur.Begin < prev.End {
-			return nil, corrupt("tensors %q [%d,%d) and %q [%d,%d) overlap", prev.Name, prev.Begin, prev.End, cur.Name, cur.Begin, cur.End)
+	// An empty tensor covers no bytes, so it overlaps nothing wherever its
+	// offsets point (the Rust reader and MLX's writer put it at the next
+	// tensor's start); only tensors holding bytes are checked.
+	var last *Info
+	for i := range h.Tensors {
+		cur := &h.Tensors[i]
+		if cur.End == cur.Begin {
+			continue
 		}
+		if last != nil && cur.Begin < last.End {
+			return nil, corrupt("tensors %q [%d,%d) and %q [%d,%d) overlap", last.Name, last.Begin, last.End, cur.Name, cur.Begin, cur.End)
+		}
+		last = cur
 	}
 	return h, nil
 }

@@ -160,3 +160,28 @@ func FuzzParseHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestEmptyTensorsOverlapNothing checks that a zero-sized tensor is valid at
+// any offset inside the data, also where it sorts after a tensor starting at
+// the same offset (the format allows it; such files were refused).
+func TestEmptyTensorsOverlapNothing(t *testing.T) {
+	for name, header := range map[string]string{
+		"same start, sorts after": `{"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"z":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]}}`,
+		"inside another":          `{"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"e":{"dtype":"U8","shape":[0],"data_offsets":[2,2]}}`,
+		"at the end":              `{"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"e":{"dtype":"U8","shape":[0],"data_offsets":[4,4]}}`,
+	} {
+		file := rawFile(header, 4)
+		h, err := ParseHeader(file, int64(len(file)))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(h.Tensors) != 2 {
+			t.Errorf("%s: %d tensors, want 2", name, len(h.Tensors))
+		}
+	}
+	overlapping := rawFile(`{"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"c":{"dtype":"U8","shape":[1],"data_offsets":[3,4]},"e":{"dtype":"U8","shape":[0],"data_offsets":[1,1]}}`, 4)
+	if _, err := ParseHeader(overlapping, int64(len(overlapping))); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("overlap past an empty tensor: got %v, want an overlap error", err)
+	}
+}
