@@ -54,6 +54,11 @@ type HubDownloader struct {
 	opts hub.Options
 	dir  string
 
+	// act serializes Do, so an action decides on the state and moves it
+	// with nothing in between; it is held while a pause or cancel waits for
+	// the pull to stop, which needs only mu.
+	act sync.Mutex
+
 	mu    sync.Mutex
 	dl    *hub.Download
 	state string
@@ -132,6 +137,8 @@ func (e errState) Error() string {
 // Do takes an action. Pulls run under a background context: the request
 // that starts one ends long before the pull does.
 func (h *HubDownloader) Do(_ context.Context, a Action) error {
+	h.act.Lock()
+	defer h.act.Unlock()
 	h.mu.Lock()
 	state, dl := h.state, h.dl
 	h.mu.Unlock()
@@ -148,7 +155,7 @@ func (h *HubDownloader) Do(_ context.Context, a Action) error {
 		}
 		h.run(func() *hub.Download { dl.Resume(context.Background()); return dl })
 	case Pause:
-		if state != DownloadRunning {
+		if dl == nil || state != DownloadRunning {
 			return refuse()
 		}
 		dl.Pause()
@@ -169,7 +176,8 @@ func (h *HubDownloader) Do(_ context.Context, a Action) error {
 			return refuse()
 		}
 		h.mu.Lock()
-		h.state, h.err, h.ev.Phase = DownloadRunning, nil, hub.Verifying
+		// No pull is running to pause or cancel while the folder is hashed.
+		h.state, h.err, h.ev.Phase, h.dl = DownloadRunning, nil, hub.Verifying, nil
 		h.gen++
 		gen := h.gen
 		h.mu.Unlock()

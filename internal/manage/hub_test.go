@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,4 +156,53 @@ func TestHubDownloadFaultAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, d, DownloadFailed) // the file is still missing
+}
+
+// TestHubDownloadStartPauseRace sends Start and Pause at once: a Pause
+// that lands between Start's decision and its pull's handle must be
+// refused or pause that pull, never act on a missing one (it called a
+// method on a nil *hub.Download on the first iteration).
+func TestHubDownloadStartPauseRace(t *testing.T) {
+	h := hubtest.New(t, hubFixture)
+	h.StallAfter("model-00002-of-00003.safetensors", 5000)
+	ctx := context.Background()
+	for i := range 20 {
+		d := NewHubDownloader(hubOptions(t, h))
+		start := make(chan struct{})
+		var startErr, pauseErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { <-start; startErr = d.Do(ctx, Start) })
+		wg.Go(func() { <-start; pauseErr = d.Do(ctx, Pause) })
+		close(start)
+		wg.Wait()
+		if startErr != nil {
+			t.Fatalf("iteration %d: start: %v", i, startErr)
+		}
+		if s := d.Status(); pauseErr == nil && s.State != DownloadPaused {
+			t.Fatalf("iteration %d: a pause that succeeded left the download %q", i, s.State)
+		}
+		if err := d.Do(ctx, Cancel); err != nil {
+			t.Fatalf("iteration %d: cancel: %v", i, err)
+		}
+	}
+}
+
+// TestHubDownloadPauseWhileVerifying refuses to pause a verification, which
+// has no pull to stop.
+func TestHubDownloadPauseWhileVerifying(t *testing.T) {
+	h := hubtest.New(t, hubFixture)
+	d := NewHubDownloader(hubOptions(t, h))
+	ctx := context.Background()
+	if err := d.Do(ctx, Start); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, DownloadDone)
+	fresh := NewHubDownloader(hub.Options{Repo: h.Repo, Revision: hubtest.SHA, Dir: d.Dir()})
+	if err := fresh.Do(ctx, Verify); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.Do(ctx, Pause); err == nil && fresh.Status().State != DownloadDone {
+		t.Errorf("pausing a verification succeeded: %+v", fresh.Status())
+	}
+	waitState(t, fresh, DownloadDone)
 }
