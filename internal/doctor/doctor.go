@@ -97,11 +97,12 @@ func DefaultBackend() string {
 // the model's does not: the check runs every dispatch twice).
 type backend struct {
 	kernels, model func() (gpu.Device, error)
-	reps           int // timed runs per kernel after the checked one
+	reps           int  // timed runs per kernel after the checked one
+	modelSize      bool // time kernels at the model's size where a case can
 }
 
 var backends = map[string]backend{
-	"metal": {kernels: metal.Open, model: metal.Open, reps: 5},
+	"metal": {kernels: metal.Open, model: metal.Open, reps: 5, modelSize: true},
 	"sim": {
 		kernels: func() (gpu.Device, error) { return sim.Open(sim.Options{}) },
 		model:   func() (gpu.Device, error) { return sim.Open(sim.Options{Fast: true}) },
@@ -159,7 +160,7 @@ func Run(opts Options) (*Report, error) {
 	}
 	over := &sourced{Device: dev, text: files.text}
 	run.compile(over, files)
-	run.kernels(shaders.NewKernels(over), files, be.reps)
+	run.kernels(shaders.NewKernels(over), files, be.reps, be.modelSize)
 
 	mdev, err := run.open(SectionModel, "open the "+name+" device for the model", be.model)
 	if err != nil {

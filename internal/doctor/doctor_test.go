@@ -1,12 +1,14 @@
 package doctor
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"petal/gpu/sim"
 	"petal/shaders"
 )
 
@@ -70,15 +72,18 @@ func TestSimPassesAndCoversEveryKernel(t *testing.T) {
 	if n != declared || n == 0 {
 		t.Errorf("parsed %d kernel functions, the files declare %d", n, declared)
 	}
-	var kernelSection bool
+	var kernelSection, demo bool
 	for _, c := range r.Checks {
-		if c.Section == SectionModel && !strings.Contains(c.Message, "max |logit - CPU|") {
-			t.Errorf("model check says %q", c.Message)
+		if c.Section == SectionModel && strings.HasPrefix(c.Name, "demo model") {
+			demo = true
+			if !strings.Contains(c.Message, "max |logit - CPU|") {
+				t.Errorf("model check says %q", c.Message)
+			}
 		}
 		kernelSection = kernelSection || c.Section == SectionKernel && c.GBPerSecond > 0
 	}
-	if !kernelSection {
-		t.Error("no kernel was timed")
+	if !kernelSection || !demo {
+		t.Errorf("a kernel timed: %v; the demo model run: %v", kernelSection, demo)
 	}
 }
 
@@ -177,5 +182,55 @@ func TestBrokenKernelsFailNamingTheFile(t *testing.T) {
 		if strings.HasPrefix(check, "compile ") && !broken {
 			t.Errorf("%s failed; its file compiles", check)
 		}
+	}
+}
+
+// A run whose context is done stops between checks and fails, saying so.
+func TestCancelledRunFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err := Run(Options{Backend: "sim", Context: ctx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := r.Checks[len(r.Checks)-1]
+	if r.Pass || last.Pass || !strings.Contains(last.Message, "stopped before the end: context canceled") {
+		t.Errorf("Pass %v, last check %s", r.Pass, last.Line())
+	}
+	for _, c := range r.Checks {
+		if c.Section == SectionCompile {
+			t.Errorf("ran %s after the context was done", c.Name)
+		}
+	}
+}
+
+// Where the backend asks for it (Metal), the kernels with a model-size
+// setup are timed at that size after their check.
+func TestKernelsTimedAtModelSize(t *testing.T) {
+	d, err := sim.Open(sim.Options{Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	files, err := loadSources(shaders.Files())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &runner{r: &Report{}, ctx: context.Background()}
+	run.kernels(shaders.NewKernels(d), files, 1, true)
+	sized := 0
+	for _, c := range run.r.Checks {
+		if !c.Pass {
+			t.Errorf("%s", c.Line())
+		}
+		if strings.Contains(c.Message, "at the model's size") {
+			sized++
+			if c.GBPerSecond <= 0 {
+				t.Errorf("%s: no rate", c.Line())
+			}
+		}
+	}
+	if sized < 4 {
+		t.Errorf("%d kernels timed at the model's size", sized)
 	}
 }

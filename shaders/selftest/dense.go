@@ -42,6 +42,12 @@ func qmvCase(bits int) Case {
 					want, tol := q.product(0, x)
 					return compare("y", readF32(out, rows), want, at(tol))
 				}
+		},
+		bench: func(e *env) func(gpu.CommandBuffer) error {
+			const rows, cols = 8192, 2048 // 8 MB of 4-bit codes, as the experts' stacks read per token
+			q := e.qmatrix(1, rows, cols, bits)
+			xv, out := e.f32(e.rand(cols, 1)), e.buf(4*rows)
+			return func(cb gpu.CommandBuffer) error { return e.k.QMV(cb, out, q.m, xv) }
 		}}
 }
 
@@ -300,5 +306,10 @@ func argmaxCase() Case {
 					}
 					return nil
 				}
+		},
+		bench: func(e *env) func(gpu.CommandBuffer) error {
+			const n = 248320 // the model's vocabulary
+			lv, out := e.f32(e.rand(n, 1)), e.buf(4)
+			return func(cb gpu.CommandBuffer) error { return e.k.Argmax(cb, out, lv, n) }
 		}}
 }

@@ -112,6 +112,14 @@ func attnDecodeCase() Case {
 					}
 					return compare("o", readF32(ov, hd), want, relTol(want, attnTol))
 				}
+		},
+		bench: func(e *env) func(gpu.CommandBuffer) error {
+			a := shaders.AttnShape{Heads: 16, KVHeads: 2, HeadDim: 256} // the model's layer, 4096 positions: 8 MB of fp16 K/V
+			const n = 4096
+			hd, kd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+			ov, qv, gv := e.buf(4*hd), e.f32(e.rand(hd, 0.3)), e.f32(e.rand(hd, 1))
+			kv, vv, scratch := e.half(e.rand(n*kd, 0.5)), e.half(e.rand(n*kd, 1)), e.buf(shaders.AttnScratchBytes(a, n))
+			return func(cb gpu.CommandBuffer) error { return e.k.AttnDecode(cb, ov, qv, gv, kv, vv, scratch, a, n) }
 		}}
 }
 
@@ -237,6 +245,15 @@ func deltaStepCase() Case {
 				}
 				return nil
 			}, func() error { return in.check(o, tokens) }
+		},
+		bench: func(e *env) func(gpu.CommandBuffer) error {
+			// The model's layer: 2 MB of fp32 state read and written.
+			d := shaders.DeltaShape{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4, Eps: 1e-6}
+			v := e.deltaInputs(d, 1).v
+			o := e.buf(4 * d.ValueHeads * d.ValueDim)
+			return func(cb gpu.CommandBuffer) error {
+				return e.k.DeltaStep(cb, o, v.qkv, v.z, v.b, v.a, v.state, v.negA, v.dtBias, v.norm, d)
+			}
 		}}
 }
 

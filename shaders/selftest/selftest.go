@@ -23,7 +23,11 @@ type Case struct {
 	// Kernels are the kernel functions the case dispatches.
 	Kernels []string
 	setup   func(e *env) (encode func(cb gpu.CommandBuffer) error, check func() error)
-	seed    uint64
+	// bench, when set, sets the kernels up at the model's size for timing
+	// only: the checked shapes are small, so on a GPU their time is the
+	// launch, not the memory traffic.
+	bench func(e *env) func(cb gpu.CommandBuffer) error
+	seed  uint64
 }
 
 // Run is a case set up on a device and run once.
@@ -49,6 +53,20 @@ func (c Case) Run(k *shaders.Kernels) (*Run, error) {
 		return nil, err
 	}
 	return r, check()
+}
+
+// Bench sets c up at the model's size on k's device for [Run.Time]; nothing
+// is compared. It returns nil for a case timed at its checked shape.
+func (c Case) Bench(k *shaders.Kernels) (*Run, error) {
+	if c.bench == nil {
+		return nil, nil
+	}
+	e := &env{k: k, rng: rand.New(rand.NewPCG(c.seed, 1))}
+	encode := c.bench(e)
+	if e.err != nil {
+		return nil, e.err
+	}
+	return &Run{Bytes: e.bytes, dev: k.Device(), encode: encode}, nil
 }
 
 // Time runs the case reps more times, one command buffer each, and

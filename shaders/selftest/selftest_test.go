@@ -27,3 +27,33 @@ func TestCasesPassOnSim(t *testing.T) {
 		})
 	}
 }
+
+// The model-size timing setups run (on the fast sim: they are only timed).
+func TestBenchesRun(t *testing.T) {
+	d, err := sim.Open(sim.Options{Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	k := shaders.NewKernels(d)
+	n := 0
+	for _, c := range Cases() {
+		r, err := c.Bench(k)
+		if err != nil || r == nil {
+			if err != nil {
+				t.Errorf("%s: %v", c.Name, err)
+			}
+			continue
+		}
+		n++
+		if r.Bytes < 512<<10 {
+			t.Errorf("%s: %d bytes at the model's size", c.Name, r.Bytes)
+		}
+		if _, err := r.Time(1); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+		}
+	}
+	if n == 0 {
+		t.Error("no case has a model-size setup")
+	}
+}
