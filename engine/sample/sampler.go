@@ -47,6 +47,7 @@ type Sampler struct {
 	cands   []cand
 	weights []float64
 	kept    []keptToken // the drawn-from tokens in id order
+	dense   []float64   // or their weights by id, for a large nucleus
 	mass    []float64   // nucleus histogram: weight per bucket
 	fill    []int       // nucleus histogram: tokens per bucket, then offsets
 	starts  []int       // nucleus histogram: where each bucket's tokens begin
@@ -223,9 +224,28 @@ func (s *Sampler) penalize(logits []float32) {
 
 // pick chooses a token without recording it.
 func (s *Sampler) pick(logits []float32) (int, error) {
-	kept, err := s.candidates(logits)
+	kept, dense, err := s.candidates(logits)
 	if err != nil {
 		return 0, err
+	}
+	if dense != nil {
+		var total float64
+		for _, x := range dense {
+			total += x
+		}
+		u := float64(Draw(s.seed, s.drawn)>>11) * 0x1p-53 * total
+		last := 0
+		for i, x := range dense {
+			if x == 0 {
+				continue
+			}
+			last = i
+			if u < x {
+				break
+			}
+			u -= x
+		}
+		return last, nil
 	}
 	if len(kept) == 1 {
 		return int(kept[0].id), nil
@@ -249,9 +269,12 @@ func (s *Sampler) pick(logits []float32) (int, error) {
 // without recording anything. Like Next, it overwrites the logits of
 // penalised ids.
 func (s *Sampler) Probabilities(logits []float32) ([]float64, error) {
-	kept, err := s.candidates(logits)
+	kept, dense, err := s.candidates(logits)
 	if err != nil {
 		return nil, err
+	}
+	for i, x := range dense {
+		kept = append(kept, keptToken{int32(i), x})
 	}
 	var total float64
 	for _, k := range kept {
@@ -265,11 +288,12 @@ func (s *Sampler) Probabilities(logits []float32) ([]float64, error) {
 }
 
 // candidates penalises logits in place and returns the tokens a draw picks
-// from, in id order, with their unnormalised weights (none of them 0): the
-// best token alone when greedy.
-func (s *Sampler) candidates(logits []float32) ([]keptToken, error) {
+// from, in id order, with their unnormalised weights: when no filter
+// applies, dense holds one weight per id of the row; otherwise kept holds
+// the tokens left (none of weight 0), the best token alone when greedy.
+func (s *Sampler) candidates(logits []float32) (kept []keptToken, dense []float64, err error) {
 	if len(logits) != s.vocab.Size {
-		return nil, fmt.Errorf("sample: %d logits, want vocab size %d", len(logits), s.vocab.Size)
+		return nil, nil, fmt.Errorf("sample: %d logits, want vocab size %d", len(logits), s.vocab.Size)
 	}
 	if s.penalized() {
 		s.penalize(logits)
@@ -277,31 +301,43 @@ func (s *Sampler) candidates(logits []float32) ([]keptToken, error) {
 	row := logits[:s.n]
 	best, err := argmax(row)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	kept := s.kept[:0]
+	kept = s.kept[:0]
 	if s.p.Temperature < GreedyBelow || s.p.TopK == 1 {
 		kept = append(kept, keptToken{int32(best), 1})
 		s.kept = kept
-		return kept, nil
+		return kept, nil, nil
 	}
 	cs, w := s.distribution(row, best)
+	if cs == nil {
+		return nil, w, nil
+	}
+	if len(w)*denseAbove > len(row) {
+		// A large nucleus: placing the weights by id beats sorting them.
+		if cap(s.dense) < len(row) {
+			s.dense = make([]float64, len(row))
+		}
+		dense = s.dense[:len(row)]
+		clear(dense)
+		for i, x := range w {
+			dense[cs[i].id] = x
+		}
+		return nil, dense, nil
+	}
 	for i, x := range w {
-		if x == 0 {
-			continue
+		if x != 0 {
+			kept = append(kept, keptToken{cs[i].id, x})
 		}
-		id := int32(i)
-		if cs != nil {
-			id = cs[i].id
-		}
-		kept = append(kept, keptToken{id, x})
 	}
-	if cs != nil {
-		slices.SortFunc(kept, func(a, b keptToken) int { return int(a.id) - int(b.id) })
-	}
+	slices.SortFunc(kept, func(a, b keptToken) int { return int(a.id) - int(b.id) })
 	s.kept = kept
-	return kept, nil
+	return kept, nil, nil
 }
+
+// denseAbove: a nucleus of more than 1/denseAbove of the row is drawn from
+// weights placed by id rather than sorted by id.
+const denseAbove = 16
 
 // argmax returns the id of the largest logit, the lowest id on ties, and
 // rejects rows that cannot be sampled from.

@@ -344,11 +344,20 @@ func TestSeedReproducible(t *testing.T) {
 // tokens count too), its top 53 bits as u in [0, 1), the token where u falls
 // in the cumulative distribution over the kept ids in id order.
 func TestDocumentedDraw(t *testing.T) {
-	logits := []float32{0.3, 1.2, -0.5, 2.0, 0.9, 1.1}
-	for _, p := range []Params{
-		{Temperature: 0.9, TopP: 1, RepetitionPenalty: 1},
-		{Temperature: 0.9, TopK: 4, TopP: 0.9, RepetitionPenalty: 1},
+	wide := make([]float32, 64) // top-k 3 of 64: the kept tokens are sorted by id
+	r := rand.New(rand.NewPCG(1, 1))
+	for i := range wide {
+		wide[i] = float32(r.NormFloat64())
+	}
+	for _, c := range []struct {
+		logits []float32
+		p      Params
+	}{
+		{[]float32{0.3, 1.2, -0.5, 2.0, 0.9, 1.1}, Params{Temperature: 0.9, TopP: 1, RepetitionPenalty: 1}},
+		{[]float32{0.3, 1.2, -0.5, 2.0, 0.9, 1.1}, Params{Temperature: 0.9, TopK: 4, TopP: 0.9, RepetitionPenalty: 1}},
+		{wide, Params{Temperature: 0.9, TopK: 3, TopP: 1, RepetitionPenalty: 1}},
 	} {
+		logits, p := c.logits, c.p
 		p.Seed = seed(77)
 		s, err := New(p, Vocab{Size: len(logits)}, nil)
 		if err != nil {
