@@ -404,20 +404,6 @@ func TestEmbed(t *testing.T) {
 	}
 }
 
-// denseRMSRef is engine/cpu's rmsNorm in float64.
-func denseRMSRef(x, w []float32, eps float32) []float64 {
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
-	}
-	inv := 1 / math.Sqrt(ss/float64(len(x))+float64(eps))
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) * inv * float64(w[i])
-	}
-	return out
-}
-
 // denseNormTol bounds the relative error of a norm over n elements: the sum of
 // squares runs through n/32 sequential additions per thread at most plus
 // two 5-level trees and the partials' loop (up to 32), each costing u
@@ -449,7 +435,7 @@ func TestRMSNorm(t *testing.T) {
 			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.RMSNorm(cb, xv, xv, wv, c.n, c.rows, 1e-6) })
 			inPlace := denseReadF32(xv, c.rows*c.n)
 			for r := range c.rows {
-				want := denseRMSRef(x[r*c.n:(r+1)*c.n], w, 1e-6)
+				want := selftest.RMSNorm(x[r*c.n:(r+1)*c.n], w, 1e-6)
 				for j, wj := range want {
 					g := got[r*c.n+j]
 					if math.Abs(float64(g)-wj) > denseNormTol(c.n)*math.Abs(wj)+1e-30 {
@@ -481,7 +467,7 @@ func TestAddRMSNorm(t *testing.T) {
 			if got := denseReadF32(xv, n); fmt.Sprint(got) != fmt.Sprint(sum) {
 				t.Fatalf("residual x = %v, want %v", got[:min(n, 8)], sum[:min(n, 8)])
 			}
-			want := denseRMSRef(sum, w, 1e-6)
+			want := selftest.RMSNorm(sum, w, 1e-6)
 			for j, g := range denseReadF32(out, n) {
 				if math.Abs(float64(g)-want[j]) > denseNormTol(n)*math.Abs(want[j])+1e-30 {
 					t.Fatalf("out[%d] = %v, want %v", j, g, want[j])
@@ -595,7 +581,7 @@ func TestMoECombineAddRMSNorm(t *testing.T) {
 				}
 			}
 			// The norm of the residual the kernel wrote.
-			want := denseRMSRef(gotX, w, 1e-6)
+			want := selftest.RMSNorm(gotX, w, 1e-6)
 			for j, g := range denseReadF32(out, c.h) {
 				if math.Abs(float64(g)-want[j]) > denseNormTol(c.h)*math.Abs(want[j])+1e-30 {
 					t.Fatalf("out[%d] = %v, want %v", j, g, want[j])
@@ -726,7 +712,7 @@ func TestDenseChain(t *testing.T) {
 		}
 		return out
 	}
-	xn32 := f32(denseRMSRef(x, w, 1e-6))
+	xn32 := f32(selftest.RMSNorm(x, w, 1e-6))
 	lg := denseReadF32(logits, experts)
 	wantIDs, wantWs := selftest.Router(lg, topK, true)
 	if got := denseReadU32(ids, topK); fmt.Sprint(got) != fmt.Sprint(wantIDs) {
@@ -757,7 +743,7 @@ func TestDenseChain(t *testing.T) {
 			want[r] += wantWs[j] * y
 		}
 	}
-	wantOut := denseRMSRef(f32(want), wNext, 1e-6)
+	wantOut := selftest.RMSNorm(f32(want), wNext, 1e-6)
 	// Each stage's fp32 error (about 1e-6 relative) carries through three
 	// products; 1e-4 of a result's scale bounds it loosely while a wrong
 	// expert, slot, stride or matrix is off by the scale itself.

@@ -9,6 +9,7 @@ import (
 
 	"petal/gpu"
 	"petal/shaders"
+	"petal/shaders/selftest"
 )
 
 // qmmTol bounds QMM's fp32 error on a row of k columns: k fused
@@ -314,7 +315,7 @@ func TestAddRMSNormRows(t *testing.T) {
 						t.Fatalf("residual x[%d][%d] = %v, want %v", r, j, gotX[r*c.n+j], sum[j])
 					}
 				}
-				for j, want := range denseRMSRef(sum, w, 1e-6) {
+				for j, want := range selftest.RMSNorm(sum, w, 1e-6) {
 					if g := gotOut[r*c.n+j]; math.Abs(float64(g)-want) > denseNormTol(c.n)*math.Abs(want)+1e-30 {
 						t.Fatalf("out[%d][%d] = %v, want %v", r, j, g, want)
 					}
