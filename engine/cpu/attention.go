@@ -63,34 +63,33 @@ func (a *attnHeads) run(pt *part, lo, hi int) {
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := nh / kvh
 	scores := take(&pt.scores, a.pos+len(a.q)/(nh*d))
+	var four [4]float32
+	stride := kvh * d
 	for job := lo; job < hi; job++ {
 		i, h := job/nh, job%nh
 		kh := h / group
 		n := a.pos + i + 1 // causal: positions 0..pos+i
 		qi := a.q[(i*nh+h)*d : (i*nh+h+1)*d]
+		keys := st.k[kh*d:]
+		s := scores[:n]
+		p := 0
+		for ; p+4 <= n && dot4RowsVec(keys[p*stride:], stride, qi, d, &four); p += 4 {
+			copy(s[p:p+4], four[:])
+		}
+		for ; p < n; p++ {
+			s[p] = dot(qi, keys[p*stride:p*stride+d])
+		}
 		maxS := float32(math.Inf(-1))
-		for p := 0; p < n; p++ {
-			sc := dot(qi, st.k[(p*kvh+kh)*d:(p*kvh+kh+1)*d]) * scale
-			scores[p] = sc
-			maxS = max(maxS, sc)
+		for p := range s {
+			s[p] *= scale
+			maxS = max(maxS, s[p])
 		}
-		var sum float32
-		for p := 0; p < n; p++ {
-			e := float32(math.Exp(float64(scores[p] - maxS)))
-			scores[p] = e
-			sum += e
-		}
+		inv := 1 / expShift(s, maxS)
 		oi := a.o[(i*nh+h)*d : (i*nh+h+1)*d]
-		for p := 0; p < n; p++ {
-			w := scores[p] / sum
-			vp := st.v[(p*kvh+kh)*d : (p*kvh+kh+1)*d]
-			for j := range oi {
-				oi[j] += w * vp[j]
-			}
-		}
+		axpyRows(st.v[kh*d:], stride, s, oi)
 		gi := a.gate[(i*nh+h)*d : (i*nh+h+1)*d]
 		for j := range oi {
-			oi[j] *= sigmoid(gi[j])
+			oi[j] *= inv * sigmoid(gi[j])
 		}
 	}
 }

@@ -1,8 +1,11 @@
 package cpu
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -128,6 +131,63 @@ func BenchmarkDecode(b *testing.B) {
 				next = (next + 1) % m.cfg.Vocab
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
+
+// demoDir is the embedded demo model (models/demo), the shape the prefill
+// targets of issue 20 are set on.
+const demoDir = "../../models/demo"
+
+// openDemo opens the demo model's weights with its position limit raised
+// to positions: its config allows 4096, and a long prompt is measured on
+// the same weights (the speed does not depend on what they learned).
+func openDemo(b *testing.B, positions int) *Model {
+	dir := b.TempDir()
+	raw, err := os.ReadFile(filepath.Join(demoDir, "config.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		b.Fatal(err)
+	}
+	cfg["text_config"].(map[string]any)["max_position_embeddings"] = positions
+	raw, _ = json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	abs, _ := filepath.Abs(filepath.Join(demoDir, "model.safetensors"))
+	if err := os.Symlink(abs, filepath.Join(dir, "model.safetensors")); err != nil {
+		b.Fatal(err)
+	}
+	m, err := Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
+}
+
+// BenchmarkPrefill measures a prompt on the demo model to its first
+// token's logits (the last position's), as `petal bench` times prefill:
+// tok/s is prompt tokens per second, s/prompt the time to first token.
+func BenchmarkPrefill(b *testing.B) {
+	for _, tokens := range []int{2048, 10240} {
+		b.Run(fmt.Sprintf("model=demo/tokens=%d", tokens), func(b *testing.B) {
+			m := openDemo(b, 16384)
+			prompt := randomTokens(tokens, m.cfg.Vocab, 1)
+			logits := make([]float32, m.cfg.Vocab)
+			for b.Loop() {
+				seq, _ := m.NewSequence()
+				if err := seq.Forward(prompt, logits); err != nil {
+					b.Fatal(err)
+				}
+				seq.Close()
+			}
+			perPrompt := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(float64(tokens)/perPrompt, "tok/s")
+			b.ReportMetric(perPrompt, "s/prompt")
 		})
 	}
 }

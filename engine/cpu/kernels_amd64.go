@@ -20,6 +20,15 @@ func dotAVX2(a, b *float32, n int) float32
 //go:noescape
 func dot4RowsAVX2(rows *float32, stride int, x *float32, n int, out *float32)
 
+//go:noescape
+func dot4x3AVX2(rows *float32, x *float32, stride, n int, out *float32)
+
+//go:noescape
+func axpy64AVX2(v *float32, stride int, w *float32, n int, out *float32)
+
+//go:noescape
+func expShiftAVX2(s *float32, n int, shift float32) float32
+
 // qdotRowVec is qdotRowGo by the vector kernels, or false where they do
 // not serve the shape (the caller then runs the Go loop).
 func qdotRowVec(bits int, words []uint32, x []float32, scales []uint16, wordsPerGroup int) (float32, bool) {
@@ -54,4 +63,37 @@ func dot4RowsVec(rows []float32, stride int, x []float32, n int, out *[4]float32
 	}
 	dot4RowsAVX2(&rows[0], stride, &x[0], n, &out[0])
 	return true
+}
+
+// dot4x3Vec sets out[4j+k] = rows[k*stride:][:n] . x[j*stride:][:n] for
+// k < 4, j < 3, or reports false where the kernel does not serve the shape.
+func dot4x3Vec(rows, x []float32, stride, n int, out *[12]float32) bool {
+	if !vectorKernels || n == 0 || n%8 != 0 || len(x) < 2*stride+n || len(rows) < 3*stride+n {
+		return false
+	}
+	dot4x3AVX2(&rows[0], &x[0], stride, n, &out[0])
+	return true
+}
+
+// axpy64Vec adds w[p] * v[p*stride:][:64] over p < len(w) to out[:64], or
+// reports false where the kernel does not serve the shape.
+func axpy64Vec(v []float32, stride int, w, out []float32) bool {
+	n := len(w)
+	if !vectorKernels || len(out) < 64 || (n > 0 && len(v) < (n-1)*stride+64) {
+		return false
+	}
+	if n > 0 {
+		axpy64AVX2(&v[0], stride, &w[0], n, &out[0])
+	}
+	return true
+}
+
+// expShiftVec sets s[i] = exp(s[i]-shift) over the longest prefix the
+// kernel takes, returning their sum and how many it did.
+func expShiftVec(s []float32, shift float32) (float32, int) {
+	n := len(s) &^ 7
+	if !vectorKernels || n == 0 {
+		return 0, 0
+	}
+	return expShiftAVX2(&s[0], n, shift), n
 }

@@ -219,3 +219,209 @@ rowsloop:
 	VMOVUPS X0, 0(DX)
 	VZEROUPPER
 	RET
+
+// func dot4x3AVX2(rows *float32, x *float32, stride, n int, out *float32)
+//
+// out[4j+k] = rows[k*stride : k*stride+n] . x[j*stride : j*stride+n] for
+// four rows k and three input rows j, n a multiple of 8: the prefill's
+// register block. Each step loads three inputs and four rows for twelve
+// FMAs (a row times one input would load two floats per FMA).
+TEXT ·dot4x3AVX2(SB), NOSPLIT, $0-40
+	MOVQ rows+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ stride+16(FP), R8
+	SHLQ $2, R8
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DX
+	LEAQ (SI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
+	LEAQ (DI)(R8*1), R12
+	LEAQ (R12)(R8*1), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	XORQ AX, AX
+
+blockloop:
+	VMOVUPS (DI)(AX*4), Y12
+	VMOVUPS (R12)(AX*4), Y13
+	VMOVUPS (R13)(AX*4), Y14
+	VMOVUPS (SI)(AX*4), Y15
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y8
+	VMOVUPS (R9)(AX*4), Y15
+	VFMADD231PS Y15, Y12, Y1
+	VFMADD231PS Y15, Y13, Y5
+	VFMADD231PS Y15, Y14, Y9
+	VMOVUPS (R10)(AX*4), Y15
+	VFMADD231PS Y15, Y12, Y2
+	VFMADD231PS Y15, Y13, Y6
+	VFMADD231PS Y15, Y14, Y10
+	VMOVUPS (R11)(AX*4), Y15
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JLT blockloop
+
+	// Each input's four accumulators reduce to [s0 s1 s2 s3], as in
+	// dot4RowsAVX2.
+	VHADDPS Y1, Y0, Y0
+	VHADDPS Y3, Y2, Y2
+	VHADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VMOVUPS X0, 0(DX)
+	VHADDPS Y5, Y4, Y4
+	VHADDPS Y7, Y6, Y6
+	VHADDPS Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VADDPS X5, X4, X4
+	VMOVUPS X4, 16(DX)
+	VHADDPS Y9, Y8, Y8
+	VHADDPS Y11, Y10, Y10
+	VHADDPS Y10, Y8, Y8
+	VEXTRACTF128 $1, Y8, X9
+	VADDPS X9, X8, X8
+	VMOVUPS X8, 32(DX)
+	VZEROUPPER
+	RET
+
+// func axpy64AVX2(v *float32, stride int, w *float32, n int, out *float32)
+//
+// out[0:64] += sum over p < n of w[p] * v[p*stride : p*stride+64]: a
+// weighted sum of rows, 64 columns held in eight accumulators (attention's
+// probabilities times values, DeltaNet's key times its state).
+TEXT ·axpy64AVX2(SB), NOSPLIT, $0-40
+	MOVQ v+0(FP), SI
+	MOVQ stride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ w+16(FP), DI
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DX
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	VMOVUPS 128(DX), Y4
+	VMOVUPS 160(DX), Y5
+	VMOVUPS 192(DX), Y6
+	VMOVUPS 224(DX), Y7
+	TESTQ CX, CX
+	JZ axpydone
+
+axpyloop:
+	VBROADCASTSS (DI), Y8
+	VFMADD231PS 0(SI), Y8, Y0
+	VFMADD231PS 32(SI), Y8, Y1
+	VFMADD231PS 64(SI), Y8, Y2
+	VFMADD231PS 96(SI), Y8, Y3
+	VFMADD231PS 128(SI), Y8, Y4
+	VFMADD231PS 160(SI), Y8, Y5
+	VFMADD231PS 192(SI), Y8, Y6
+	VFMADD231PS 224(SI), Y8, Y7
+	ADDQ $4, DI
+	ADDQ R8, SI
+	DECQ CX
+	JNZ axpyloop
+
+axpydone:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VZEROUPPER
+	RET
+
+// Cephes' expf: exp(x) = 2^n * exp(r), n = round(x*log2(e)), r = x - n*ln2
+// (ln2 in two parts, so r is exact), exp(r) by a degree-7 polynomial;
+// within 2 ulp of exp for x in [-87, 88].
+DATA expConsts<>+0(SB)/4, $0x3fb8aa3b  // log2(e)
+DATA expConsts<>+4(SB)/4, $0x3f318000  // ln2 high: 0.693359375
+DATA expConsts<>+8(SB)/4, $0xb95e8083  // ln2 low: -2.12194440e-4
+DATA expConsts<>+12(SB)/4, $0x39506967 // 1.9875691500e-4
+DATA expConsts<>+16(SB)/4, $0x3ab743ce // 1.3981999507e-3
+DATA expConsts<>+20(SB)/4, $0x3c088908 // 8.3334519073e-3
+DATA expConsts<>+24(SB)/4, $0x3d2aa9c1 // 4.1665795894e-2
+DATA expConsts<>+28(SB)/4, $0x3e2aaaaa // 1.6666665459e-1
+DATA expConsts<>+32(SB)/4, $0x3f000000 // 0.5
+DATA expConsts<>+36(SB)/4, $0x3f800000 // 1
+DATA expConsts<>+40(SB)/4, $0xc2ae0000 // -87: below it 2^n would leave the normal range
+DATA expConsts<>+44(SB)/4, $0x42b00000 // 88
+GLOBL expConsts<>(SB), RODATA|NOPTR, $48
+
+// func expShiftAVX2(s *float32, n int, shift float32) float32
+//
+// s[i] = exp(s[i] - shift) for i < n, n a multiple of 8; returns their
+// sum: softmax's numerators and denominator in one pass.
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-28
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS shift+16(FP), Y15
+	VBROADCASTSS expConsts<>+0(SB), Y14
+	VBROADCASTSS expConsts<>+4(SB), Y13
+	VBROADCASTSS expConsts<>+8(SB), Y12
+	VBROADCASTSS expConsts<>+36(SB), Y11
+	VBROADCASTSS expConsts<>+40(SB), Y10
+	VBROADCASTSS expConsts<>+44(SB), Y9
+	VXORPS Y8, Y8, Y8
+
+exploop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y15, Y0, Y0
+	VMAXPS Y10, Y0, Y0
+	VMINPS Y9, Y0, Y0
+	// n = round(x*log2e) (to nearest), r = x - n*ln2
+	VMULPS Y14, Y0, Y1
+	VROUNDPS $0, Y1, Y1
+	VFNMADD231PS Y13, Y1, Y0
+	VFNMADD231PS Y12, Y1, Y0
+	// p(r) = ((((p0 r + p1) r + p2) r + p3) r + p4) r + p5, then
+	// exp(r) = p r^2 + r + 1
+	VBROADCASTSS expConsts<>+12(SB), Y2
+	VBROADCASTSS expConsts<>+16(SB), Y3
+	VFMADD213PS Y3, Y0, Y2
+	VBROADCASTSS expConsts<>+20(SB), Y3
+	VFMADD213PS Y3, Y0, Y2
+	VBROADCASTSS expConsts<>+24(SB), Y3
+	VFMADD213PS Y3, Y0, Y2
+	VBROADCASTSS expConsts<>+28(SB), Y3
+	VFMADD213PS Y3, Y0, Y2
+	VBROADCASTSS expConsts<>+32(SB), Y3
+	VFMADD213PS Y3, Y0, Y2
+	VMULPS Y0, Y0, Y3
+	VFMADD213PS Y0, Y3, Y2
+	VADDPS Y11, Y2, Y2
+	// times 2^n, built in the exponent field
+	VCVTPS2DQ Y1, Y1
+	VPSLLD $23, Y1, Y1
+	VPADDD Y2, Y1, Y2
+	VMOVUPS Y2, (SI)
+	VADDPS Y2, Y8, Y8
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ exploop
+
+	VEXTRACTF128 $1, Y8, X1
+	VADDPS X1, X8, X8
+	VHADDPS X8, X8, X8
+	VHADDPS X8, X8, X8
+	VZEROUPPER
+	MOVSS X8, ret+24(FP)
+	RET

@@ -10,3 +10,9 @@ func qdotRowVec(int, []uint32, []float32, []uint16, int) (float32, bool) { retur
 func dotVec(_, _ []float32) (float32, int) { return 0, 0 }
 
 func dot4RowsVec([]float32, int, []float32, int, *[4]float32) bool { return false }
+
+func dot4x3Vec(_, _ []float32, _, _ int, _ *[12]float32) bool { return false }
+
+func axpy64Vec([]float32, int, []float32, []float32) bool { return false }
+
+func expShiftVec([]float32, float32) (float32, int) { return 0, 0 }

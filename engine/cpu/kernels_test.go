@@ -112,6 +112,7 @@ func TestMulQuant(t *testing.T) {
 	sc := newScratch()
 	for _, c := range []struct{ rows, cols, bits, group, tokens int }{
 		{5, 64, 4, 64, 1}, {7, 192, 4, 64, 5}, {33, 256, 8, 64, 4}, {18, 128, 4, 32, 9}, {64, 2048, 4, 64, 7}, {6, 384, 8, 128, 2},
+		{150, 384, 4, 64, 8}, {27, 1024, 8, 32, 6},
 	} {
 		t.Run(fmt.Sprintf("%dx%d/%dbit/g%d/t%d", c.rows, c.cols, c.bits, c.group, c.tokens), func(t *testing.T) {
 			m := randomQuant(r, c.rows, c.cols, c.bits, c.group)
@@ -127,5 +128,62 @@ func TestMulQuant(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExpShift checks softmax's exponentials, vector prefix and Go tail,
+// against float64 exp on every length up to 40 and arguments down to the
+// kernel's clamp (scores far below the maximum).
+func TestExpShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for n := 0; n <= 40; n++ {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(r.Float64()*90 - 85)
+		}
+		in := append([]float32(nil), s...)
+		const shift = 3.5
+		got := expShift(s, shift)
+		var want float64
+		for i, v := range in {
+			e := math.Exp(float64(v - shift))
+			want += e
+			// Below -87 the kernel gives exp(-87): 2e-38 is nothing
+			// beside the maximum's term of 1.
+			if math.Abs(float64(s[i])-e) > 4e-7*e+2e-38 {
+				t.Errorf("n=%d: exp(%v) = %v, want %v", n, v-shift, s[i], e)
+			}
+		}
+		if math.Abs(float64(got)-want) > 1e-6*want {
+			t.Errorf("n=%d: sum %v, want %v", n, got, want)
+		}
+	}
+}
+
+// TestAxpyRows checks the weighted sum of strided rows on widths with and
+// without a 64-column block and a tail, and on no rows.
+func TestAxpyRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, c := range []struct{ n, width, stride int }{{0, 64, 64}, {1, 64, 64}, {7, 128, 256}, {5, 96, 100}, {3, 32, 40}, {9, 200, 200}} {
+		v := randomFloats(r, max(0, c.n-1)*c.stride+c.width)
+		w := randomFloats(r, c.n)
+		out := randomFloats(r, c.width)
+		want := make([]float64, c.width)
+		mag := make([]float64, c.width)
+		for j := range out {
+			want[j] = float64(out[j])
+			mag[j] = math.Abs(want[j])
+			for p := range c.n {
+				term := float64(w[p]) * float64(v[p*c.stride+j])
+				want[j] += term
+				mag[j] += math.Abs(term)
+			}
+		}
+		axpyRows(v, c.stride, w, out)
+		for j := range out {
+			if !near(out[j], want[j], mag[j]) {
+				t.Errorf("%+v column %d: got %v, want %v", c, j, out[j], want[j])
+			}
+		}
 	}
 }

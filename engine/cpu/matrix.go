@@ -62,9 +62,23 @@ func (m *matrix) mul(sc *scratch, e int, x []float32, t int, out []float32) {
 				p.xsum[i*groups+g] = s
 			}
 		}
+		if t >= tileMinTokens && vectorKernels {
+			p.stride = tileStride(m.cols, groups)
+			p.xext = take(&sc.xext, t*p.stride)
+			for i := 0; i < t; i++ {
+				row := p.xext[i*p.stride : (i+1)*p.stride]
+				copy(row, x[i*m.cols:(i+1)*m.cols])
+				copy(row[m.cols:], p.xsum[i*groups:(i+1)*groups])
+			}
+		}
 	}
 	sc.parallelFor(m.rows, grain, p)
 }
+
+// tileStride is the length of a row of mulQuantTiles' tiles and inputs:
+// the columns, then one per group (bias against the group's input sum),
+// padded to the vector kernels' 8 floats.
+func tileStride(cols, groups int) int { return (cols + groups + 7) &^ 7 }
 
 // product is the task of one mul.
 type product struct {
@@ -73,20 +87,24 @@ type product struct {
 	x, xsum []float32
 	t       int
 	out     []float32
+	// xext holds the input rows for mulQuantTiles, each followed by its
+	// group sums and padded to stride; nil where the tiles do not run.
+	xext   []float32
+	stride int
 }
 
 func (p *product) run(pt *part, lo, hi int) {
 	if p.m.bits == 0 {
 		p.m.mulDense(pt, p.e, p.x, p.t, p.out, lo, hi)
-	} else {
-		p.m.mulQuant(pt, p.e, p.x, p.xsum, p.t, p.out, lo, hi)
+		return
 	}
+	if p.xext != nil {
+		lo = p.m.mulQuantTiles(pt, p.e, p.xext, p.stride, p.t, p.out, lo, hi)
+	}
+	p.m.mulQuant(pt, p.e, p.x, p.xsum, p.t, p.out, lo, hi)
 }
 
 func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float32, lo, hi int) {
-	if t >= tileMinTokens {
-		lo = m.mulQuantTiles(pt, e, x, xsum, t, out, lo, hi)
-	}
 	groups := m.cols / m.group
 	perWord := 32 / m.bits
 	wordsPerRow := m.cols / perWord
@@ -145,32 +163,49 @@ func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float
 // with one or two rows.
 const tileMinTokens = 4
 
-// mulQuantTiles does rows [lo, hi) four at a time: it widens four weight
-// rows into a tile of scale*code and multiplies the tile by every input
-// row, adding bias*sum(x) per group apart (folding the bias into the tile
-// would round each weight against a bias near -8 scales, and prefill would
-// drift from decode). The tile stays in cache and each input row is read
-// once per four weight rows. It returns the first row it left to the
-// caller (all, where the vector kernel does not serve the shape).
-func (m *matrix) mulQuantTiles(pt *part, e int, x, xsum []float32, t int, out []float32, lo, hi int) int {
+// tileBytes bounds a tile of mulQuantTiles, so that it stays in L2 while
+// every input row passes over it.
+const tileBytes = 128 << 10
+
+// mulQuantTiles does rows [lo, hi) in tiles: it widens up to 64 weight
+// rows into a tile of scale*code, each row followed by its group biases
+// (xext's rows carry the matching group sums of x: folding the bias into
+// each weight would round it against a bias near -8 scales, and prefill
+// would drift from decode), and multiplies the tile by every input row
+// in register blocks of four rows by three inputs. The tile stays in
+// cache and each input row is read once per tile. It returns the first
+// row it left to the caller (the last rows short of four).
+func (m *matrix) mulQuantTiles(pt *part, e int, xext []float32, stride, t int, out []float32, lo, hi int) int {
 	groups := m.cols / m.group
-	tile := take(&pt.tile, 4*m.cols)
-	biases := take(&pt.bias, 4*groups)
+	rows := min(64, max(4, tileBytes/(4*stride))&^3)
+	tile := take(&pt.tile, rows*stride)
+	var blk [12]float32
 	var four [4]float32
-	for ; lo+4 <= hi; lo += 4 {
-		for k := range 4 {
+	for ; lo+4 <= hi; lo += rows {
+		n := min(rows, (hi-lo)&^3)
+		for k := range n {
 			r := e*m.rows + lo + k
-			m.scaledCodes(r, tile[k*m.cols:(k+1)*m.cols])
-			bf16s(m.biases[r*groups:(r+1)*groups], biases[k*groups:(k+1)*groups])
+			row := tile[k*stride : (k+1)*stride]
+			m.scaledCodes(r, row[:m.cols])
+			bf16s(m.biases[r*groups:(r+1)*groups], row[m.cols:])
 		}
-		for i := 0; i < t; i++ {
-			if !dot4RowsVec(tile, m.cols, x[i*m.cols:(i+1)*m.cols], m.cols, &four) {
-				return lo
+		i := 0
+		for ; i+3 <= t; i += 3 {
+			for k := 0; k < n; k += 4 {
+				dot4x3Vec(tile[k*stride:], xext[i*stride:], stride, stride, &blk)
+				for j := range 3 {
+					copy(out[(i+j)*m.rows+lo+k:][:4], blk[4*j:4*j+4])
+				}
 			}
-			xs := xsum[i*groups : (i+1)*groups]
-			for k := range 4 {
-				out[i*m.rows+lo+k] = four[k] + dot(biases[k*groups:(k+1)*groups], xs)
+		}
+		for ; i < t; i++ {
+			for k := 0; k < n; k += 4 {
+				dot4RowsVec(tile[k*stride:], stride, xext[i*stride:], stride, &four)
+				copy(out[i*m.rows+lo+k:][:4], four[:])
 			}
+		}
+		if n < rows {
+			return lo + n
 		}
 	}
 	return lo
@@ -276,6 +311,34 @@ func (m *matrix) dequantRow(r int, dst []float32) {
 func dot(a, b []float32) float32 {
 	v, i := dotVec(a, b)
 	return v + dotGo(a[i:], b[i:len(a)])
+}
+
+// axpyRows adds w[p] * v[p*stride:][:len(out)] over p < len(w) to out,
+// 64 columns at a time by the vector kernel.
+func axpyRows(v []float32, stride int, w, out []float32) {
+	c := 0
+	for ; c+64 <= len(out); c += 64 {
+		if !axpy64Vec(v[c:], stride, w, out[c:c+64]) {
+			break
+		}
+	}
+	for p, wp := range w {
+		vp := v[p*stride+c : p*stride+len(out)]
+		for j := range vp {
+			out[c+j] += wp * vp[j]
+		}
+	}
+}
+
+// expShift sets s[i] = exp(s[i]-shift) and returns their sum.
+func expShift(s []float32, shift float32) float32 {
+	sum, i := expShiftVec(s, shift)
+	for ; i < len(s); i++ {
+		e := float32(math.Exp(float64(s[i] - shift)))
+		s[i] = e
+		sum += e
+	}
+	return sum
 }
 
 // dotGo is dot's Go loop: the reference of the vector kernel and the tail

@@ -18,6 +18,7 @@ type scratch struct {
 	idx                         []int
 	uses                        []use
 	xsum                        []float32 // mul's sums of input groups
+	xext                        []float32 // mul's input rows for the tiles
 
 	// The tasks' operands live here so that they are not allocated per call.
 	prod  product
