@@ -90,6 +90,7 @@ func (d deltaHeads) run(pt *part, lo, hi int) {
 	ch, hk, hv, dk, dv := c.ConvChannels(), c.LinearKeyHeads, c.LinearValueHeads, c.LinearKeyDim, c.LinearValueDim
 	ratio := hv / hk
 	kv := take(&pt.kv, dv)
+	ka := take(&pt.ka, dk)
 	for h := lo; h < hi; h++ {
 		S := d.st.state[h*dk*dv : (h+1)*dk*dv]
 		kh := h / ratio
@@ -101,14 +102,11 @@ func (d deltaHeads) run(pt *part, lo, hi int) {
 			beta := sigmoid(d.bb[i*hv+h])
 			alpha := float32(math.Exp(float64(d.dn.negA[h] * softplus(d.aa[i*hv+h]+d.dn.dtBias[h]))))
 			// kv = (alpha*S)^T k, the memory's prediction for k.
-			clear(kv)
-			for a := 0; a < dk; a++ {
-				ka := k[a] * alpha
-				sr := S[a*dv : (a+1)*dv]
-				for j := range kv {
-					kv[j] += sr[j] * ka
-				}
+			for a, v := range k {
+				ka[a] = v * alpha
 			}
+			clear(kv)
+			axpyRows(S, dv, ka, kv)
 			for j := range kv {
 				kv[j] = beta * (v[j] - kv[j])
 			}

@@ -9,10 +9,10 @@ import "golang.org/x/sys/cpu"
 var vectorKernels = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 //go:noescape
-func qdot4AVX2(words *uint32, x *float32, scales *uint16, groups, wordsPerGroup int) float32
+func qdot4AVX2(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 
 //go:noescape
-func qdot8AVX2(words *uint32, x *float32, scales *uint16, groups, wordsPerGroup int) float32
+func qdot8AVX2(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 
 //go:noescape
 func dotAVX2(a, b *float32, n int) float32
@@ -29,18 +29,20 @@ func axpy64AVX2(v *float32, stride int, w *float32, n int, out *float32)
 //go:noescape
 func expShiftAVX2(s *float32, n int, shift float32) float32
 
-// qdotRowVec is qdotRowGo by the vector kernels, or false where they do
-// not serve the shape (the caller then runs the Go loop).
-func qdotRowVec(bits int, words []uint32, x []float32, scales []uint16, wordsPerGroup int) (float32, bool) {
+// qdotRowVec is the product of a quantized row with x by the vector
+// kernels: sum over groups of scale*(codes.x) + bias*xsum, xsum holding
+// x's group sums; or false where they do not serve the shape (the caller
+// then runs the Go loop).
+func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, xsum []float32, wordsPerGroup int) (float32, bool) {
 	groups := len(scales)
-	if !vectorKernels || groups == 0 || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
+	if !vectorKernels || groups == 0 || len(biases) != groups || len(xsum) < groups || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
 		return 0, false
 	}
 	switch {
 	case bits == 4 && wordsPerGroup%4 == 0:
-		return qdot4AVX2(&words[0], &x[0], &scales[0], groups, wordsPerGroup), true
+		return qdot4AVX2(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
 	case bits == 8 && wordsPerGroup%8 == 0:
-		return qdot8AVX2(&words[0], &x[0], &scales[0], groups, wordsPerGroup), true
+		return qdot8AVX2(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
 	}
 	return 0, false
 }

@@ -14,17 +14,20 @@ DATA nibbleShifts<>+24(SB)/4, $24
 DATA nibbleShifts<>+28(SB)/4, $28
 GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
 
-// func qdot4AVX2(words *uint32, x *float32, scales *uint16, groups, wordsPerGroup int) float32
+// func qdot4AVX2(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
-// Sum over groups g of scale_g * (codes of group g . x of group g), codes
-// 4-bit, 8 a word. wordsPerGroup is a multiple of 4: four accumulators of
+// Sum over groups g of scale_g * (codes of group g . x of group g) +
+// bias_g * xsum_g (xsum_g the sum of x over group g), codes 4-bit, 8 a word. wordsPerGroup is a multiple of 4: four accumulators of
 // 8 lanes each take a word at a time, so FMA latency is hidden.
-TEXT ·qdot4AVX2(SB), NOSPLIT, $0-44
+TEXT ·qdot4AVX2(SB), NOSPLIT, $0-60
 	MOVQ words+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ scales+16(FP), DX
-	MOVQ groups+24(FP), CX
-	MOVQ wordsPerGroup+32(FP), R8
+	MOVQ biases+24(FP), BX
+	MOVQ xsum+32(FP), R10
+	MOVQ groups+40(FP), CX
+	MOVQ wordsPerGroup+48(FP), R8
+	VXORPS Y13, Y13, Y13
 	VMOVDQU nibbleShifts<>(SB), Y15
 	MOVL $15, AX
 	VMOVD AX, X14
@@ -73,7 +76,15 @@ word4:
 	VMOVD AX, X1
 	VBROADCASTSS X1, Y1
 	VFMADD231PS Y2, Y1, Y0
+	// Its bias times the group's input sum, in a scalar apart.
+	MOVWLZX 0(BX), AX
+	SHLL $16, AX
+	VMOVD AX, X1
+	VMULSS (R10), X1, X1
+	VADDSS X1, X13, X13
 	ADDQ $2, DX
+	ADDQ $2, BX
+	ADDQ $4, R10
 	DECQ CX
 	JNZ group4
 
@@ -81,20 +92,24 @@ word4:
 	VADDPS X1, X0, X0
 	VHADDPS X0, X0, X0
 	VHADDPS X0, X0, X0
+	VADDSS X13, X0, X0
 	VZEROUPPER
-	MOVSS X0, ret+40(FP)
+	MOVSS X0, ret+56(FP)
 	RET
 
-// func qdot8AVX2(words *uint32, x *float32, scales *uint16, groups, wordsPerGroup int) float32
+// func qdot8AVX2(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
 // As qdot4AVX2 for 8-bit codes, 4 a word: each accumulator widens two
 // words (8 codes) at a time; wordsPerGroup is a multiple of 8.
-TEXT ·qdot8AVX2(SB), NOSPLIT, $0-44
+TEXT ·qdot8AVX2(SB), NOSPLIT, $0-60
 	MOVQ words+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ scales+16(FP), DX
-	MOVQ groups+24(FP), CX
-	MOVQ wordsPerGroup+32(FP), R8
+	MOVQ biases+24(FP), BX
+	MOVQ xsum+32(FP), R10
+	MOVQ groups+40(FP), CX
+	MOVQ wordsPerGroup+48(FP), R8
+	VXORPS Y13, Y13, Y13
 	VXORPS Y0, Y0, Y0
 
 group8:
@@ -130,7 +145,15 @@ word8:
 	VMOVD AX, X1
 	VBROADCASTSS X1, Y1
 	VFMADD231PS Y2, Y1, Y0
+	// Its bias times the group's input sum, in a scalar apart.
+	MOVWLZX 0(BX), AX
+	SHLL $16, AX
+	VMOVD AX, X1
+	VMULSS (R10), X1, X1
+	VADDSS X1, X13, X13
 	ADDQ $2, DX
+	ADDQ $2, BX
+	ADDQ $4, R10
 	DECQ CX
 	JNZ group8
 
@@ -138,8 +161,9 @@ word8:
 	VADDPS X1, X0, X0
 	VHADDPS X0, X0, X0
 	VHADDPS X0, X0, X0
+	VADDSS X13, X0, X0
 	VZEROUPPER
-	MOVSS X0, ret+40(FP)
+	MOVSS X0, ret+56(FP)
 	RET
 
 // func dotAVX2(a, b *float32, n int) float32

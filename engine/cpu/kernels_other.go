@@ -5,7 +5,9 @@ package cpu
 // vectorKernels is false: this build has only the Go loops.
 const vectorKernels = false
 
-func qdotRowVec(int, []uint32, []float32, []uint16, int) (float32, bool) { return 0, false }
+func qdotRowVec(int, []uint32, []float32, []uint16, []uint16, []float32, int) (float32, bool) {
+	return 0, false
+}
 
 func dotVec(_, _ []float32) (float32, int) { return 0, 0 }
 

@@ -60,7 +60,9 @@ func TestQdotRowVec(t *testing.T) {
 				for row := range m.rows {
 					words := m.words[row*wpr : (row+1)*wpr]
 					sc := m.scales[row*groups : (row+1)*groups]
-					got, ok := qdotRowVec(bits, words, x, sc, wpg)
+					bi := m.biases[row*groups : (row+1)*groups]
+					xsum := randomFloats(r, groups)
+					got, ok := qdotRowVec(bits, words, x, sc, bi, xsum, wpg)
 					if ok != vectorKernels {
 						t.Fatalf("bits %d group %d: kernel served %v, vector kernels %v", bits, group, ok, vectorKernels)
 					}
@@ -76,8 +78,9 @@ func TestQdotRowVec(t *testing.T) {
 							d = dot8(words[g*wpg:(g+1)*wpg], x[g*group:(g+1)*group])
 						}
 						term := float64(bf16(sc[g])) * float64(d)
-						want += term
-						mag += math.Abs(term)
+						bias := float64(bf16(bi[g])) * float64(xsum[g])
+						want += term + bias
+						mag += math.Abs(term) + math.Abs(bias)
 					}
 					if !near(got, want, mag) {
 						t.Errorf("bits %d group %d groups %d row %d: got %v, want %v", bits, group, groups, row, got, want)

@@ -118,8 +118,8 @@ func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float
 		sc := m.scales[row*groups : (row+1)*groups]
 		bi := m.biases[row*groups : (row+1)*groups]
 		if t == 1 {
-			if v, ok := qdotRowVec(m.bits, words, x, sc, wordsPerGroup); ok {
-				out[r] = v + dot(bf16s(bi, take(&pt.bias, groups)), xsum)
+			if v, ok := qdotRowVec(m.bits, words, x, sc, bi, xsum, wordsPerGroup); ok {
+				out[r] = v
 				continue
 			}
 		}

@@ -30,8 +30,8 @@ type scratch struct {
 
 // part holds the buffers of one range of a parallelFor.
 type part struct {
-	acc, deq, row, scores, kv []float32
-	bias, tile                []float32 // mulQuant's widened biases and mulQuantTiles' four rows
+	acc, deq, row, scores, kv, ka []float32
+	tile                          []float32 // mulQuantTiles' rows of scale*code and biases
 }
 
 func newScratch() *scratch { return &scratch{parts: make([]part, numParts())} }
