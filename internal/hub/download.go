@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,10 +100,7 @@ func Discard(opts Options) error {
 		return err
 	}
 	defer unlock()
-	if err := os.RemoveAll(staging); err != nil {
-		return err
-	}
-	return os.Remove(lockPath)
+	return os.RemoveAll(staging)
 }
 
 // Delete removes a model folder that a pull finished, and any unfinished
@@ -127,11 +123,5 @@ func Delete(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(staging); err != nil {
-		return err
-	}
-	if err := os.Remove(lockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return os.RemoveAll(staging)
 }

@@ -129,6 +129,14 @@ func checkAbsent(t *testing.T, dir string) {
 	if _, err := os.Stat(dir); err == nil {
 		t.Fatalf("%s exists after a failed pull", dir)
 	}
+	if _, lock := stagingPaths(dir); fileExists(lock) {
+		t.Errorf("the lock file %s is left after a failed pull", lock)
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func TestPull(t *testing.T) {
@@ -303,8 +311,8 @@ func TestPullFullDisk(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := Pull(t.Context(), o); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("pull onto a disk that fills: %v, want ENOSPC", err)
+	if _, err := Pull(t.Context(), o); !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("pull onto a disk that fills: %v, want ErrNoSpace and ENOSPC", err)
 	}
 	checkAbsent(t, o.Dir)
 	first := h.Served()
@@ -337,12 +345,10 @@ func TestPullHostileNames(t *testing.T) {
 			if n := totalResolves(h); n != 0 {
 				t.Errorf("%d files requested from a hostile listing", n)
 			}
-			// Nothing but the lock file was made next to the model folder.
+			// Nothing was left next to the model folder, not even the lock.
 			entries, _ := os.ReadDir(parent)
 			for _, e := range entries {
-				if !(e.Name() == petalPrefix+"tiny.lock") {
-					t.Errorf("%s written", e.Name())
-				}
+				t.Errorf("%s left behind", e.Name())
 			}
 			if _, err := os.Stat(filepath.Join(filepath.Dir(parent), "x")); err == nil {
 				t.Error("a file escaped the model folder")
@@ -354,6 +360,14 @@ func TestPullHostileNames(t *testing.T) {
 		h.EditListing(func(m *hubtest.Listing) { m.Siblings[1].Name = "CONFIG.json"; m.Siblings[0].Name = "config.JSON" })
 		if _, err := Pull(t.Context(), options(t, h)); !errors.Is(err, ErrBadListing) {
 			t.Fatalf("duplicate names: %v, want ErrBadListing", err)
+		}
+	})
+	t.Run("a file and a folder of the same name", func(t *testing.T) {
+		h := hubtest.New(t, fixture)
+		h.EditListing(func(m *hubtest.Listing) { m.Siblings[0].Name = "a"; m.Siblings[1].Name = "A/b" })
+		_, err := Pull(t.Context(), options(t, h))
+		if !errors.Is(err, ErrBadListing) || !strings.Contains(err.Error(), `"a" is listed as a file and as the folder of "A/b"`) {
+			t.Fatalf("a and A/b: %v, want ErrBadListing naming both", err)
 		}
 	})
 	t.Run("another commit", func(t *testing.T) {
@@ -603,4 +617,57 @@ func TestPullResumesFromStaleState(t *testing.T) {
 	if again, want := h.Served()-first, h.Total()-first+20<<10; again != want {
 		t.Errorf("resumed pull fetched %d bytes, want %d (the rest and the 20 KiB the state did not claim)", again, want)
 	}
+}
+
+func TestLockExclusiveAndRemoved(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".petal-x.lock")
+	unlock, err := lock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock(path); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second lock while held: %v, want ErrBusy", err)
+	}
+	unlock()
+	if fileExists(path) {
+		t.Fatal("the lock file is left after unlock")
+	}
+	again, err := lock(path)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	again()
+}
+
+// TestPullOverstatedSize: a listing entry far larger than the file served
+// fails on the server's own size, leaving no part file of the listed size.
+func TestPullOverstatedSize(t *testing.T) {
+	h := hubtest.New(t, fixture)
+	const listed = 40 << 30
+	var name string
+	h.EditListing(func(m *hubtest.Listing) {
+		for i, s := range m.Siblings {
+			if s.Name == "logits.f32" {
+				name = s.Name
+				if s.LFS != nil {
+					m.Siblings[i].LFS.Size = listed
+				}
+				*m.Siblings[i].Size = listed
+			}
+		}
+	})
+	o := options(t, h)
+	_, err := Pull(t.Context(), o)
+	if !errors.Is(err, ErrChecksum) {
+		t.Fatalf("a listing overstating %s: %v, want ErrChecksum", name, err)
+	}
+	staging, _ := stagingPaths(o.Dir)
+	filepath.WalkDir(staging, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, partSuffix) {
+			if info, err := d.Info(); err == nil && info.Size() > int64(len(h.Files[name])) {
+				t.Errorf("%s is %d bytes: the listing's size was allocated", p, info.Size())
+			}
+		}
+		return nil
+	})
 }

@@ -116,7 +116,6 @@ func Import(ctx context.Context, o ImportOptions) (*Imported, error) {
 	rep, err := p.importAll(ctx, files, sources, prior)
 	if err != nil {
 		os.RemoveAll(staging)
-		os.Remove(lockPath)
 		return nil, err
 	}
 	return rep, nil

@@ -187,7 +187,7 @@ func TestImportInPlace(t *testing.T) {
 		}
 	}
 	entries, _ := os.ReadDir(filepath.Dir(dir))
-	if len(entries) != 2 { // the folder and its lock file
+	if len(entries) != 1 { // the folder alone: no lock file, no staging
 		t.Errorf("%d entries beside the folder after the imports", len(entries))
 	}
 	shard := filepath.Join(dir, "model-00002-of-00003.safetensors")

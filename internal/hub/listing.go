@@ -136,17 +136,17 @@ func parseListing(body []byte, repo, rev string) (*Listing, error) {
 		return nil, fmt.Errorf("%w: %d files (want 1..%d)", ErrBadListing, len(m.Siblings), MaxFiles)
 	}
 	l := &Listing{Repo: repo, SHA: m.SHA}
-	seen := map[string]bool{}
+	seen := map[string]string{} // case-folded name to name
 	var total int64
 	for _, s := range m.Siblings {
 		if err := checkName(s.Name); err != nil {
 			return nil, err
 		}
 		folded := strings.ToLower(s.Name)
-		if seen[folded] {
+		if seen[folded] != "" {
 			return nil, fmt.Errorf("%w: %q is listed twice (ignoring case)", ErrBadListing, s.Name)
 		}
-		seen[folded] = true
+		seen[folded] = s.Name
 		f := File{Name: s.Name, BlobID: strings.ToLower(s.BlobID)}
 		switch {
 		case s.LFS != nil:
@@ -169,6 +169,14 @@ func parseListing(body []byte, repo, rev string) (*Listing, error) {
 			return nil, fmt.Errorf("%w: over %d bytes in all", ErrBadListing, int64(MaxTotalBytes))
 		}
 		l.Files = append(l.Files, f)
+	}
+	// A name that is also another's folder could be written as neither.
+	for _, f := range l.Files {
+		for dir := path.Dir(f.Name); dir != "."; dir = path.Dir(dir) {
+			if file := seen[strings.ToLower(dir)]; file != "" {
+				return nil, fmt.Errorf("%w: %q is listed as a file and as the folder of %q", ErrBadListing, file, f.Name)
+			}
+		}
 	}
 	return l, nil
 }

@@ -77,9 +77,18 @@ func Pull(ctx context.Context, opts Options) (string, error) {
 		err = context.Cause(ctx)
 	}
 	if err != nil {
-		return "", err
+		return "", noSpace(err)
 	}
 	return o.Dir, nil
+}
+
+// noSpace marks a write that found the disk full as [ErrNoSpace], which the
+// free-space check before a pull reports too: both mean the same to the user.
+func noSpace(err error) error {
+	if diskFull(err) && !errors.Is(err, ErrNoSpace) {
+		return fmt.Errorf("%w: the disk filled up: %w", ErrNoSpace, err)
+	}
+	return err
 }
 
 // finished reports whether o.Dir holds a finished pull of o's revision.
@@ -347,7 +356,7 @@ func (p *puller) allVerified() bool {
 	return true
 }
 
-// open prepares f's part file at full length and its chunk progress; for
+// open prepares f's part file and its chunk progress; for
 // a realigned shard, its header file and, if the header is whole, its
 // layout and part file.
 func (p *puller) open(f File) (*job, error) {
@@ -371,11 +380,19 @@ func (p *puller) open(f File) (*job, error) {
 			return nil, fmt.Errorf("hub: %s: %w", f.Name, err)
 		}
 		j.part = part
-		if info, err := part.Stat(); err != nil || info.Size() != f.Size {
-			if info != nil && info.Size() < f.Size {
-				// A part shorter than the state says was cut: start it over.
-				clear(fs.Chunks)
-			}
+		// The part grows as bytes arrive, never to the listing's size ahead
+		// of them: a listing that overstates a file must not leave a sparse
+		// file of that size behind.
+		info, err := part.Stat()
+		if err != nil {
+			part.Close()
+			return nil, fmt.Errorf("hub: %s: %w", f.Name, err)
+		}
+		if info.Size() < writtenEnd(fs.Chunks, p.st.ChunkBytes) {
+			// A part shorter than the state says was cut: start it over.
+			clear(fs.Chunks)
+		}
+		if info.Size() > f.Size {
 			if err := part.Truncate(f.Size); err != nil {
 				part.Close()
 				return nil, fmt.Errorf("hub: %s: %w", f.Name, err)
@@ -390,6 +407,17 @@ func (p *puller) open(f File) (*job, error) {
 	}
 	j.left.Store(n)
 	return j, nil
+}
+
+// writtenEnd is the file offset the state's chunk progress reaches.
+func writtenEnd(chunks []int64, chunk int64) int64 {
+	var end int64
+	for i, c := range chunks {
+		if c > 0 {
+			end = max(end, int64(i)*chunk+c)
+		}
+	}
+	return end
 }
 
 // mkdirFor makes the staging folder's folder a listed file goes in.
