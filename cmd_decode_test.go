@@ -127,7 +127,8 @@ const (
 
 // Through petal serve on the sim and on the CPU: a greedy request decodes
 // on the device (no logits read back) with the CPU's text, streamed and
-// not; a seeded sampled request gives the same text twice; and petal
+// not; a seeded sampled request draws on the device too and gives the same
+// text twice; and petal
 // bench's loop on both backends decodes what the server did for the same
 // prompt.
 func TestServeDecodeOnDevice(t *testing.T) {
@@ -162,6 +163,9 @@ func TestServeDecodeOnDevice(t *testing.T) {
 	a, b := sim.complete(t, sampled, false), sim.complete(t, sampled, false)
 	if a != b || a == "" {
 		t.Errorf("seeded sampling gave %q then %q", a, b)
+	}
+	if after := sim.metric(t, readback); after != before {
+		t.Errorf("sampled requests read %v bytes of logits back", after-before)
 	}
 
 	tok, err := tokenizer.Load(filepath.Join(demoModel, "tokenizer.json"))

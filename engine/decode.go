@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"petal/engine/sample"
 )
 
 // PrefillPiece is how many prompt tokens go through the model between two
@@ -29,12 +31,17 @@ type Decode struct {
 	Prompt []int
 	// MaxTokens bounds the tokens picked; at least one.
 	MaxTokens int
-	// Picker, when set, picks every token from logits brought to the host.
-	// Nil picks the most likely id below Limit on the backend's device:
+	// Picker, when set, picks every token from logits brought to the host
+	// (unless Sampling lets the device draw). Nil, and no Sampling, picks the most likely id below Limit on the backend's device:
 	// the GPU writes it into the next step's input and keeps a second
 	// step in flight, and no logits are read back.
 	Picker Picker
-	// Limit bounds the ids a nil Picker picks (the ids the tokenizer can
+	// Sampling, when set, is a sampled request's settings for a backend
+	// that draws on its device (then it ignores Picker, reads no logits
+	// back and keeps two steps in flight); a backend that cannot uses
+	// Picker, which must be set too.
+	Sampling *Sampling
+	// Limit bounds the ids picked on the device (the ids the tokenizer can
 	// produce); 0 means the whole vocabulary.
 	Limit int
 	// Split, when inside the prompt (0 < Split < len(Prompt)), is where
@@ -47,6 +54,14 @@ type Decode struct {
 	// the generation after it and the step in flight is discarded. An
 	// error ends it too and Run returns it.
 	Token func(id int) (stop bool, err error)
+}
+
+// Sampling is what a device needs to draw as the CPU sampler does.
+type Sampling struct {
+	// Params are the request's settings, Seed set.
+	Params sample.Params
+	// Prompt is every prompt id the penalties count, cached ones included.
+	Prompt []int
 }
 
 // DecodeStats is what one Run did.
@@ -87,6 +102,9 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 	}
 	if d.Limit < 0 || d.Limit > vocab {
 		return DecodeStats{}, fmt.Errorf("engine: pick limit %d outside [0, %d]", d.Limit, vocab)
+	}
+	if d.Sampling != nil && (d.Picker == nil || d.Sampling.Params.Seed == nil) {
+		return DecodeStats{}, errors.New("engine: device sampling needs a seed and a host Picker to fall back on")
 	}
 	if err := CheckTokens(d.Prompt, vocab); err != nil {
 		return DecodeStats{}, err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"petal/engine/sample"
 )
 
 // chain is a sequence whose next token after id is (id*7+3) mod vocab, as
@@ -132,6 +134,8 @@ func TestRunStops(t *testing.T) {
 		{Prompt: []int{1}, MaxTokens: 1},
 		{Prompt: []int{vocab}, MaxTokens: 1, Token: collect(&got, -1)},
 		{Prompt: []int{1}, MaxTokens: 1, Limit: vocab + 1, Token: collect(&got, -1)},
+		{Prompt: []int{1}, MaxTokens: 1, Sampling: &Sampling{}, Picker: c, Token: collect(&got, -1)}, // no seed
+		{Prompt: []int{1}, MaxTokens: 1, Sampling: &Sampling{Params: sample.Params{Seed: new(uint64)}}, Token: collect(&got, -1)},
 	} {
 		c := &chain{vocab: vocab}
 		if _, err := Run(t.Context(), c, vocab, &d); err == nil || c.Len() != 0 {

@@ -3,6 +3,7 @@ package gpumodel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"petal/engine"
@@ -17,17 +18,25 @@ import (
 // it and after the step that read it completed.
 const tokenRing = 4
 
-// Decode is the device side of engine.Run. Without a Picker the argmax of
-// each step's logits (over ids below d.Limit) runs on the GPU and writes
-// the next step's input slot, and two steps are in flight: the step after
-// token g is committed before token g is read back. With a Picker every
-// step's logits are read back and the host picks the next input.
+// Decode is the device side of engine.Run. With d.Sampling the sampler
+// (shaders.Sample), without it and without a Picker the argmax (over ids
+// below d.Limit), runs on the GPU after each step and writes the next
+// step's input slot, and two steps are in flight: the step after token g
+// is committed before token g is read back. With a Picker alone (a reply
+// under a grammar) every step's logits are read back and the host picks
+// the next input.
 func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (engine.DecodeStats, error) {
 	if s.closed {
 		return engine.DecodeStats{}, errors.New("gpumodel: sequence is closed")
 	}
 	defer s.releaseChunk() // every return below has waited for its steps
-	if d.Picker != nil {
+	switch {
+	case d.Sampling != nil:
+		if err := s.startSampling(d); err != nil {
+			return engine.DecodeStats{}, err
+		}
+		defer func() { s.sampling = false }()
+	case d.Picker != nil:
 		return s.decodePicked(ctx, tail, d)
 	}
 	s.limit = d.Limit
@@ -84,7 +93,14 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 			}
 		}
 		st.Tokens++
-		stop, err := d.Token(s.token(n + g%tokenRing))
+		tok := s.token(n + g%tokenRing)
+		var stop bool
+		if tok < 0 || tok >= s.m.cfg.Vocab {
+			// The sampler found no id it may pick (all masked or NaN).
+			err = fmt.Errorf("gpumodel: no token could be picked at position %d", base+n+g)
+		} else {
+			stop, err = d.Token(tok)
+		}
 		pending, pendingSteps = next, 1
 		if err == nil && !stop && next != nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
@@ -138,6 +154,44 @@ func (s *Sequence) feed(n int, next *shaders.View) (gpu.CommandBuffer, int, erro
 		i = j
 	}
 	return pending, pendingSteps, nil
+}
+
+// startSampling readies the sampler's mask (ids from d.Limit on never
+// drawn) and the request's state, in buffers the sequence keeps for its
+// next requests; no command buffer may be in flight.
+func (s *Sequence) startSampling(d *engine.Decode) error {
+	v := s.m.cfg.Vocab
+	sm := &s.samp
+	if sm.state.Buf == nil {
+		var err error
+		if sm.state, err = s.alloc(shaders.SampleStateBytes(v)); err != nil {
+			return err
+		}
+		if sm.mask, err = s.alloc(shaders.SampleMaskBytes(v)); err != nil {
+			return err
+		}
+	}
+	limit := d.Limit
+	if limit == 0 {
+		limit = v
+	}
+	if sm.maskLimit != limit {
+		if err := shaders.WriteSampleMask(sm.mask.Buf.Contents(), v, limit); err != nil {
+			return err
+		}
+		sm.maskLimit = limit
+	}
+	p := &d.Sampling.Params
+	sp := shaders.SampleParams{
+		Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, MinP: p.MinP,
+		PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty, RepetitionPenalty: p.RepetitionPenalty,
+		Seed: *p.Seed,
+	}
+	if err := shaders.WriteSampleState(sm.state.Buf.Contents(), v, sp, d.Sampling.Prompt); err != nil {
+		return err
+	}
+	s.sampling = true
+	return nil
 }
 
 // finish waits for the command buffer still in flight, if any, and returns
@@ -202,7 +256,7 @@ func (s *Sequence) decodePicked(ctx context.Context, tail []int, d *engine.Decod
 
 // DecodePath says how the model's sequences decode (engine.DecodePath).
 func (m *Model) DecodePath() string {
-	return "device loop: greedy argmax on the GPU feeding the next step, two steps in flight, no logits read back; sampled requests read each step's logits back for the CPU sampler"
+	return "device loop: greedy argmax or the sampler on the GPU feeding the next step, two steps in flight, no logits read back (a reply under a grammar reads each step's logits back for the host's mask)"
 }
 
 var _ engine.Decoder = (*Sequence)(nil)

@@ -8,6 +8,7 @@ import (
 	"petal/engine"
 	"petal/engine/checkpoint"
 	"petal/engine/cpu"
+	"petal/engine/sample"
 	"petal/gpu/record"
 )
 
@@ -86,6 +87,31 @@ func TestDecodeMatchesCPU(t *testing.T) {
 	}
 	if st.LogitsReadBytes != int64(4*v*steps) {
 		t.Errorf("host picker: %d bytes read back, want %d", st.LogitsReadBytes, 4*v*steps)
+	}
+
+	// Sampled on the GPU (temperature, top-p and a presence penalty): no
+	// logits read back, the same tokens on a second run, and those the CPU
+	// sampler draws from the same device's logits read back.
+	seed := uint64(7)
+	params := sample.Params{Temperature: 0.7, TopP: 0.9, PresencePenalty: 1.5, RepetitionPenalty: 1, Seed: &seed}
+	sampler := func() *sample.Sampler {
+		sp, err := sample.New(params, sample.Vocab{Size: v}, prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp
+	}
+	sampled := func() engine.Decode {
+		return engine.Decode{Prompt: prompt, MaxTokens: steps, Picker: sampler(), Sampling: &engine.Sampling{Params: params, Prompt: prompt}}
+	}
+	drawn, st, gs := run(t, m, sampled(), -1)
+	gs.Close()
+	again, _, gs := run(t, m, sampled(), -1)
+	gs.Close()
+	host, _, gs := run(t, m, engine.Decode{Prompt: prompt, MaxTokens: steps, Picker: sampler()}, -1)
+	gs.Close()
+	if st.LogitsReadBytes != 0 || !slices.Equal(drawn, again) || !slices.Equal(drawn, host) {
+		t.Errorf("GPU sampler %v (%d bytes read back), again %v; CPU sampler on the GPU's logits %v", drawn, st.LogitsReadBytes, again, host)
 	}
 
 	// Stopping after the third token: the step feeding it was in flight

@@ -52,7 +52,7 @@ func (s *Sequence) encodeOps(cb gpu.CommandBuffer, st step) error {
 		do(k.QMV(cb, act.logits, m.lmHead, act.xn))
 		if st.next.Buf != nil {
 			cb.Barrier()
-			do(k.Argmax(cb, st.next, act.logits, s.argmaxIDs()))
+			do(s.pick(cb, st.next))
 		}
 	}
 	return errors.Join(errs...)

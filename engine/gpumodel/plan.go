@@ -17,9 +17,10 @@ import (
 type plan struct {
 	key   planKey
 	items []planItem
-	// token and next locate the bindings of the step's input slot and
-	// argmax output (next.item < 0 without an argmax).
-	token, next argRef
+	// token and next locate the bindings of the step's input slot and of
+	// the next token's slot (none without a pick; the sampler binds it
+	// twice when it writes no record).
+	token, next []argRef
 	// pos are the inline argument words that hold the position plus add.
 	pos []posRef
 }
@@ -29,7 +30,7 @@ type plan struct {
 // the argmax's range, what the step computes, and the token slots' buffer.
 type planKey struct {
 	cap, blocks, argmaxIDs int
-	logits, next           bool
+	logits, next, sampling bool
 	tokens                 gpu.Buffer
 }
 
@@ -48,7 +49,7 @@ type posRef struct {
 func (s *Sequence) planKey(st step) planKey {
 	return planKey{
 		cap: s.cap, blocks: attnBlocks(st.pos + 1), argmaxIDs: s.argmaxIDs(),
-		logits: st.logits, next: st.next.Buf != nil, tokens: s.act.tokensBuf,
+		logits: st.logits, next: st.next.Buf != nil, sampling: s.sampling, tokens: s.act.tokensBuf,
 	}
 }
 
@@ -92,7 +93,7 @@ func (s *Sequence) makePlan(key planKey, st step) (*plan, error) {
 	if err := s.encodeOps(&cb, at); err != nil {
 		return nil, err
 	}
-	p := &plan{key: key, items: ca.items, token: argRef{-1, -1}, next: argRef{-1, -1}}
+	p := &plan{key: key, items: ca.items}
 	if len(ca.items) != len(cb.items) {
 		return nil, fmt.Errorf("gpumodel: decode steps at %d and %d differ in their dispatches", a, a+1)
 	}
@@ -109,16 +110,16 @@ func (s *Sequence) makePlan(key planKey, st step) (*plan, error) {
 				continue
 			}
 			switch {
-			case p.token.item < 0 && arg.Offset == st.token.Off:
-				p.token = argRef{i, j}
-			case p.next.item < 0 && st.next.Buf != nil && arg.Offset == st.next.Off:
-				p.next = argRef{i, j}
+			case arg.Offset == st.token.Off:
+				p.token = append(p.token, argRef{i, j})
+			case st.next.Buf != nil && arg.Offset == st.next.Off:
+				p.next = append(p.next, argRef{i, j})
 			default:
 				return nil, fmt.Errorf("gpumodel: %s binds the token slots unexpectedly", x.d.Pipeline.Name())
 			}
 		}
 	}
-	if p.token.item < 0 || (st.next.Buf != nil) != (p.next.item >= 0) {
+	if len(p.token) == 0 || (st.next.Buf != nil) != (len(p.next) > 0) {
 		return nil, fmt.Errorf("gpumodel: the decode step's token slots are not where its plan expects")
 	}
 	return p, nil
@@ -168,9 +169,11 @@ func (p *plan) replay(cb gpu.CommandBuffer, st step) error {
 		b := p.items[r.item].d.Args[r.arg].Bytes
 		binary.LittleEndian.PutUint32(b[4*r.word:], uint32(int32(st.pos)+r.add))
 	}
-	p.items[p.token.item].d.Args[p.token.arg].Offset = st.token.Off
-	if p.next.item >= 0 {
-		p.items[p.next.item].d.Args[p.next.arg].Offset = st.next.Off
+	for _, r := range p.token {
+		p.items[r.item].d.Args[r.arg].Offset = st.token.Off
+	}
+	for _, r := range p.next {
+		p.items[r.item].d.Args[r.arg].Offset = st.next.Off
 	}
 	for i := range p.items {
 		if p.items[i].barrier {

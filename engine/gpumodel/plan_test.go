@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"testing"
 
+	"petal/engine"
 	"petal/engine/checkpoint"
+	"petal/engine/sample"
 	"petal/gpu/record"
 )
 
@@ -39,7 +41,8 @@ func sameItems(a, b []planItem) (int, bool) {
 
 // A replayed plan encodes exactly what the ops encode, at positions across
 // attention blocks and the split into blocks, with other token slots and
-// without the argmax; and replaying allocates nothing.
+// without a pick, with the sampler instead of the argmax; and replaying
+// allocates nothing.
 func TestPlanMatchesOps(t *testing.T) {
 	ckpt, err := checkpoint.ShapeOnly(checkpoint.Qwen36())
 	if err != nil {
@@ -59,7 +62,15 @@ func TestPlanMatchesOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	plans := map[*plan]bool{}
+	seed := uint64(7)
+	sampled := &engine.Decode{Sampling: &engine.Sampling{Params: sample.Params{Temperature: 0.7, TopP: 0.9, RepetitionPenalty: 1, Seed: &seed}}}
 	for _, pos := range []int{0, 1, 7, 254, 255, 256, 257, 300, 511, 512, 4095, 4096, 32767, 32768} {
+		s.sampling = false
+		if pos == 4096 || pos == 32768 {
+			if err := s.startSampling(sampled); err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, st := range []step{
 			{pos: pos, token: s.slot(0), next: s.slot(1)},
 			{pos: pos, token: s.slot(3), next: s.slot(0)},
@@ -78,8 +89,9 @@ func TestPlanMatchesOps(t *testing.T) {
 			plans[s.plan] = true
 		}
 	}
-	if len(plans) < 2*4 {
-		t.Errorf("%d plans for 4 block counts with and without an argmax", len(plans))
+	s.sampling = false
+	if len(plans) < 2*4+2 {
+		t.Errorf("%d plans for 4 block counts with and without a pick, and with the sampler", len(plans))
 	}
 	rec, _ := record.NewCounting().NewCommandBuffer()
 	st := step{pos: 4100, token: s.slot(1), next: s.slot(2)}

@@ -217,7 +217,7 @@ func (s *Sequence) encodeChunk(cb gpu.CommandBuffer, ch chunk) error {
 		do(k.QMV(cb, s.act.logits, m.lmHead, row(ca.xn, n-1, h)))
 		if ch.next != nil {
 			cb.Barrier()
-			do(k.Argmax(cb, *ch.next, s.act.logits, s.argmaxIDs()))
+			do(s.pick(cb, *ch.next))
 		}
 	case allLogits:
 		do(k.QMM(cb, ca.all, m.lmHead, ca.xn, n))

@@ -27,9 +27,13 @@ type Sequence struct {
 	chunk  chunkActs // prefill activations, allocated by the first prefill
 	// limit bounds the ids the GPU argmax picks during a Decode (the
 	// tokenizer's); 0 means the whole vocabulary.
-	limit  int
-	plan   *plan // the latest decode step's plan
-	closed bool
+	limit int
+	plan  *plan // the latest decode step's plan
+	// sampling is set while a Decode draws with the GPU sampler, whose
+	// buffers samp holds once the first such Decode made them.
+	sampling bool
+	samp     samplerBufs
+	closed   bool
 }
 
 type layerState struct {
@@ -314,6 +318,21 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 // maxStepsPerCommandBuffer bounds one command buffer of prompt steps, so
 // the GPU's watchdog never sees one that runs for seconds.
 const maxStepsPerCommandBuffer = 64
+
+// samplerBufs are the GPU sampler's mask and request state.
+type samplerBufs struct {
+	mask, state shaders.View
+	maskLimit   int // the ids the mask allows: [0, maskLimit)
+}
+
+// pick encodes the choice of the next token from the step's logits into
+// next: the sampler during a sampled Decode, else the argmax.
+func (s *Sequence) pick(cb gpu.CommandBuffer, next shaders.View) error {
+	if s.sampling {
+		return s.m.k.Sample(cb, shaders.Sampling{Logits: s.act.logits, N: s.m.cfg.Vocab, Mask: s.samp.mask, State: s.samp.state, Out: next})
+	}
+	return s.m.k.Argmax(cb, next, s.act.logits, s.argmaxIDs())
+}
 
 // argmaxIDs is how many leading logits the GPU argmax chooses from.
 func (s *Sequence) argmaxIDs() int {

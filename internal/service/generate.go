@@ -169,7 +169,10 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	if con := s.constrain(p); con != nil {
 		d.Picker = &constrainedPicker{con: con, sampler: sampler}
 	} else if !deviceGreedy(p.params) {
-		d.Picker = sampler
+		params := p.params
+		seed := sampler.Seed()
+		params.Seed = &seed
+		d.Picker, d.Sampling = sampler, &engine.Sampling{Params: params, Prompt: p.tokens}
 	}
 	if b := s.snapshotPoint(p.tokens); b > cached {
 		d.Split = b - cached
