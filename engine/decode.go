@@ -71,13 +71,17 @@ type DecodeStats struct {
 	// LogitsReadBytes counts logits copied from device memory to the host.
 	LogitsReadBytes int64
 	// HostTime is the time the host spent preparing decode steps: encoding
-	// and submitting them on the GPU, computing them on the CPU backend.
+	// and submitting them on the GPU, computing them on the CPU backend
+	// (for a step picked on the host from a device's logits, its whole
+	// Forward, the wait included).
 	HostTime time.Duration
 }
 
 // Decoder is a sequence that runs the decode loop on its own device (the
 // GPU backend): it feeds tail, the last piece of the prompt, and picks
-// tokens as d says. Run checks d first.
+// tokens on the device, with the argmax when d has neither Picker nor
+// Sampling, else with the sampler. Run checks d first, and runs the host
+// loop on it for a request picked on the host (a Picker alone).
 type Decoder interface {
 	Decode(ctx context.Context, tail []int, d *Decode) (DecodeStats, error)
 }
@@ -133,16 +137,22 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 	if ctx.Err() != nil {
 		return st, context.Cause(ctx)
 	}
-	if dec, ok := seq.(Decoder); ok {
+	dec, onDevice := seq.(Decoder)
+	if onDevice && (d.Picker == nil || d.Sampling != nil) {
 		return dec.Decode(ctx, d.Prompt[pos:], d)
 	}
-	return hostDecode(ctx, seq, vocab, d.Prompt[pos:], d)
+	return hostDecode(ctx, seq, vocab, d.Prompt[pos:], d, onDevice)
 }
 
-// hostDecode is the loop for a backend that computes on the host: each
-// step's logits are in host memory already.
-func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Decode) (DecodeStats, error) {
+// hostDecode is the loop that picks on the host: each step's logits are in
+// host memory already on the CPU backend, or copied there from a device's
+// (onDevice), and counted.
+func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Decode, onDevice bool) (DecodeStats, error) {
 	var st DecodeStats
+	read := int64(0)
+	if onDevice {
+		read = int64(4 * vocab)
+	}
 	logits := make([]float32, vocab)
 	limit := d.Limit
 	if limit == 0 {
@@ -151,6 +161,7 @@ func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Dec
 	if err := seq.Forward(tail, logits); err != nil {
 		return st, fmt.Errorf("engine: prefill: %w", err)
 	}
+	st.LogitsReadBytes += read
 	one := make([]int, 1)
 	for {
 		var id int
@@ -177,6 +188,7 @@ func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Dec
 		if err != nil {
 			return st, fmt.Errorf("engine: decoding: %w", err)
 		}
+		st.LogitsReadBytes += read
 	}
 }
 

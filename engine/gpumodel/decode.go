@@ -19,25 +19,21 @@ import (
 const tokenRing = 4
 
 // Decode is the device side of engine.Run. With d.Sampling the sampler
-// (shaders.Sample), without it and without a Picker the argmax (over ids
-// below d.Limit), runs on the GPU after each step and writes the next
-// step's input slot, and two steps are in flight: the step after token g
-// is committed before token g is read back. With a Picker alone (a reply
-// under a grammar) every step's logits are read back and the host picks
-// the next input.
+// (shaders.Sample), else the argmax (over ids below d.Limit), runs on the
+// GPU after each step and writes the next step's input slot, and two steps
+// are in flight: the step after token g is committed before token g is
+// read back. (A request picked on the host, a reply under a grammar, takes
+// engine.Run's host loop over Forward.)
 func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (engine.DecodeStats, error) {
 	if s.closed {
 		return engine.DecodeStats{}, errors.New("gpumodel: sequence is closed")
 	}
 	defer s.releaseChunk() // every return below has waited for its steps
-	switch {
-	case d.Sampling != nil:
+	if d.Sampling != nil {
 		if err := s.startSampling(d); err != nil {
 			return engine.DecodeStats{}, err
 		}
 		defer func() { s.sampling = false }()
-	case d.Picker != nil:
-		return s.decodePicked(ctx, tail, d)
 	}
 	s.limit = d.Limit
 	defer func() { s.limit = 0 }()
@@ -204,54 +200,6 @@ func (s *Sequence) finish(pending gpu.CommandBuffer, steps int, err error) error
 		return werr
 	}
 	return err
-}
-
-// decodePicked feeds tail, then runs one step per token, each committed and
-// waited for, its logits read back for d.Picker.
-func (s *Sequence) decodePicked(ctx context.Context, tail []int, d *engine.Decode) (engine.DecodeStats, error) {
-	var st engine.DecodeStats
-	vocab := s.m.cfg.Vocab
-	logits := make([]float32, vocab)
-	if err := s.Forward(tail, logits); err != nil {
-		return st, err
-	}
-	st.LogitsReadBytes += int64(4 * vocab)
-	dev := s.m.k.Device()
-	for {
-		id, err := d.Picker.Next(logits)
-		if err != nil {
-			return st, err
-		}
-		st.Tokens++
-		stop, err := d.Token(id)
-		if err != nil || stop || st.Tokens == d.MaxTokens {
-			return st, err
-		}
-		if ctx.Err() != nil {
-			return st, context.Cause(ctx)
-		}
-		if err := s.ensureCapacity(s.pos + 1); err != nil {
-			return st, err
-		}
-		s.putTokens(0, []int{id})
-		start := time.Now()
-		cb, err := dev.NewCommandBuffer()
-		if err == nil {
-			err = s.encode(cb, step{pos: s.pos, token: s.slot(0), logits: true})
-		}
-		if err == nil {
-			err = cb.Commit()
-		}
-		st.HostTime += time.Since(start)
-		if err != nil {
-			return st, err
-		}
-		if err := s.wait(cb, 1); err != nil {
-			return st, err
-		}
-		readFloats(logits, s.act.logitsBuf.Contents())
-		st.LogitsReadBytes += int64(4 * vocab)
-	}
 }
 
 // DecodePath says how the model's sequences decode (engine.DecodePath).
