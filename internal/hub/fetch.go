@@ -46,10 +46,9 @@ func (p *puller) fetchRange(ctx context.Context, j *job, i int, end int64) error
 			attempt = 1
 		}
 		if attempt > p.o.MaxRetries {
-			return fmt.Errorf("hub: %s: gave up after %d attempts: %w", j.f.Name, p.o.MaxRetries, err)
+			return unreachable(fmt.Errorf("hub: %s: gave up after %d attempts: %w", j.f.Name, attempt, err))
 		}
-		p.emit(Event{Phase: Downloading, File: j.f.Name, Done: p.doneLocked(), Total: p.total, Retry: err})
-		if err := p.sleep(ctx, attempt); err != nil {
+		if err := p.retryAfter(ctx, Event{Phase: Downloading, File: j.f.Name, Done: p.doneLocked(), Total: p.total}, err, attempt); err != nil {
 			return err
 		}
 		attempt++

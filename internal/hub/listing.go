@@ -231,7 +231,7 @@ func statusError(resp *http.Response, what string) error {
 	case c == http.StatusUnauthorized || c == http.StatusForbidden:
 		return fmt.Errorf("%w: %s: %s (set HF_TOKEN for a gated or private repository)", ErrAuth, what, resp.Status)
 	case c == http.StatusTooManyRequests || c >= 500:
-		return &retryable{fmt.Errorf("hub: %s: %s", what, resp.Status)}
+		return &retryable{fmt.Errorf("hub: %s: %w", what, &statusFailure{resp.Status})}
 	default:
 		return fmt.Errorf("hub: %s: %s", what, resp.Status)
 	}

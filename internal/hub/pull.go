@@ -40,8 +40,12 @@ type Event struct {
 	Done, Total    int64
 	BytesPerSecond float64       // over the last few seconds
 	ETA            time.Duration // 0 when unknown
-	// Retry is the error a connection is being retried after, if any.
-	Retry error
+	// Retry is the error a connection is being retried after, if any
+	// ([Diagnose] says it in words); RetryAt is when the next attempt, the
+	// Attempt-th of at most MaxAttempts, starts.
+	Retry                error
+	RetryAt              time.Time
+	Attempt, MaxAttempts int
 }
 
 // Pull brings opts.Repo at opts.Revision into opts.Dir and returns the
@@ -192,17 +196,33 @@ func (p *puller) run(ctx context.Context) error {
 	return p.finish()
 }
 
-// fetchListing asks for the listing, retrying what may pass.
+// fetchListing asks for the listing, retrying what may pass and saying
+// when the next attempt comes: an offline machine hears so at once.
 func (p *puller) fetchListing(ctx context.Context) (*Listing, error) {
 	for attempt := 1; ; attempt++ {
-		l, err := fetchListing(ctx, p.c, p.o.Endpoint, p.o.Repo, p.o.Revision)
-		if err == nil || !isRetryable(err) || attempt > p.o.MaxRetries || ctx.Err() != nil {
+		actx, cancel := context.WithTimeout(ctx, listingTimeout)
+		l, err := fetchListing(actx, p.c, p.o.Endpoint, p.o.Repo, p.o.Revision)
+		cancel()
+		if err == nil || !isRetryable(err) || ctx.Err() != nil {
 			return l, err
 		}
-		if err := p.sleep(ctx, attempt); err != nil {
+		if attempt > p.o.MaxRetries {
+			return nil, unreachable(fmt.Errorf("hub: gave up after %d attempts: %w", attempt, err))
+		}
+		if err := p.retryAfter(ctx, Event{Phase: ListingFiles}, err, attempt); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// retryAfter reports ev as retrying after err and waits out the backoff
+// before attempt+1.
+func (p *puller) retryAfter(ctx context.Context, ev Event, err error, attempt int) error {
+	d := p.backoff(attempt)
+	ev.Retry, ev.RetryAt = err, time.Now().Add(d)
+	ev.Attempt, ev.MaxAttempts = attempt+1, p.o.MaxRetries+1
+	p.emit(ev)
+	return p.sleep(ctx, d)
 }
 
 // checkVerified forgets verified files that are no longer there whole.
@@ -890,11 +910,13 @@ func (p *puller) emit(ev Event) {
 // count cannot overflow the duration before maxRetryWait caps it.
 const maxBackoffDoublings = 20
 
-// sleep waits out the backoff before attempt (1-based): RetryBase doubled
+// backoff is the wait after attempt (1-based) failed: RetryBase doubled
 // per attempt, at most maxRetryWait.
-func (p *puller) sleep(ctx context.Context, attempt int) error {
-	d := p.o.RetryBase << min(attempt-1, maxBackoffDoublings)
-	d = min(d, maxRetryWait)
+func (p *puller) backoff(attempt int) time.Duration {
+	return min(p.o.RetryBase<<min(attempt-1, maxBackoffDoublings), maxRetryWait)
+}
+
+func (p *puller) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
