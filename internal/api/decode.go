@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -14,14 +15,23 @@ import (
 )
 
 // decodeBody reads a JSON request body into v. Unknown fields are
-// accepted, as clients send many that do not concern this server.
+// accepted, as clients send many that do not concern this server; anything
+// but white space after the value is not, as it means the client sent
+// something other than what it meant (two bodies, a cut-and-paste slip).
 func decodeBody(r *http.Request, v any) error {
-	err := json.NewDecoder(r.Body).Decode(v)
+	dec := json.NewDecoder(r.Body)
+	err := dec.Decode(v)
+	if err == nil {
+		err = checkRest(io.MultiReader(dec.Buffered(), r.Body))
+	}
 	var tooBig *http.MaxBytesError
 	var ae *apiError
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "body_timeout",
+			Message: "the request body did not arrive in time"}
 	case errors.As(err, &tooBig):
 		return err
 	case errors.As(err, &ae):
@@ -37,6 +47,26 @@ func decodeBody(r *http.Request, v any) error {
 		return badParam(field, "field %q: %s cannot be %s", field, typeErr.Value, typeErr.Type)
 	}
 	return badRequest("the request body is not valid JSON: %v", err)
+}
+
+// checkRest reads what follows the body's JSON value to its end and
+// refuses anything but white space.
+func checkRest(rest io.Reader) error {
+	buf := make([]byte, 4096)
+	for {
+		n, err := rest.Read(buf)
+		for _, c := range buf[:n] {
+			if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+				return badRequest("the request body holds more after its JSON value (at %q); send one JSON object", c)
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // generationRequest is a request body that maps to a generation.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // PreflightMaxAge is how long, in seconds, a browser may cache an allowed
@@ -70,6 +71,11 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 				Message: "the request body must be JSON, sent with \"Content-Type: application/json\""}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		// A client that stops mid-body must not hold its connection
+		// forever. The server lifts the connection's deadline itself once
+		// the body ends, for its read in the background that watches for
+		// the client going away during a reply.
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout))
 	}
 	return nil
 }

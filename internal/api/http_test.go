@@ -211,6 +211,13 @@ func TestQueueFull(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "queue_full") {
 		t.Errorf("full queue: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
+	// Every API family tells its clients when to retry, Ollama's included.
+	for _, path := range []string{"/api/chat", "/v1/messages"} {
+		resp, body := do(t, post(t, ts.URL+path, `{"model":"qwen-test","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`))
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("full queue on %s: %d Retry-After %q %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
 	// Health and models answer while the engine is busy.
 	for _, path := range []string{"/health", "/v1/models", "/metrics", "/api/tags"} {
 		if resp, _ := do(t, get(t, ts.URL+path)); resp.StatusCode != 200 {

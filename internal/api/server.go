@@ -28,6 +28,9 @@ const (
 	// StreamWriteTimeout bounds one write to a client; a stream whose
 	// client stops reading is ended.
 	StreamWriteTimeout = 60 * time.Second
+	// DefaultBodyReadTimeout bounds the time to read a request's body: a
+	// full 16 MB body at 300 KB/s.
+	DefaultBodyReadTimeout = 60 * time.Second
 	// ReadHeaderTimeout bounds the time to read a request's headers.
 	ReadHeaderTimeout = 10 * time.Second
 	// IdleTimeout closes idle keep-alive connections.
@@ -48,11 +51,13 @@ type Options struct {
 	AllowedHosts []string
 	// PingInterval overrides DefaultPingInterval.
 	PingInterval time.Duration
+	// BodyReadTimeout overrides DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// Logger receives internal errors; nil discards them.
 	Logger *log.Logger
 	// Fallback, when set, serves the paths that are no route of the API
 	// (the web UI and its management routes), once the Host header has
-	// passed the gate. Paths under /v1/ and /api/ never reach it: clients
+	// passed the gate. Paths under /v1 and /api (in any case) never reach it: clients
 	// probing for a route must get a JSON 404, not the UI's page.
 	Fallback http.Handler
 }
@@ -85,6 +90,9 @@ func NewOnSlot(slot *service.Slot, opts Options) *Server {
 	if s.opts.PingInterval <= 0 {
 		s.opts.PingInterval = DefaultPingInterval
 	}
+	if s.opts.BodyReadTimeout <= 0 {
+		s.opts.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	for _, h := range append([]string{"localhost", "127.0.0.1", "::1"}, opts.AllowedHosts...) {
 		s.hosts[strings.ToLower(strings.Trim(h, "[]"))] = true
 	}
@@ -113,14 +121,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := newID("req_")
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("Request-Id", id)
-	if rt == nil && s.opts.Fallback != nil && s.hostAllowed(r.Host) &&
-		!strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/api/") {
+	if rt == nil && s.opts.Fallback != nil && s.hostAllowed(r.Host) && !apiPath(r.URL.Path) {
 		s.opts.Fallback.ServeHTTP(w, r)
 		return
 	}
 	if err := s.gate(w, r, rt); err != nil {
 		shape := rt
-		if shape == nil && strings.HasPrefix(r.URL.Path, "/api/") {
+		if shape == nil && hasPathPrefix(r.URL.Path, "/api") {
 			shape = ollamaShape // ollama-js shows any other shape as "[object Object]"
 		}
 		s.fail(w, shape, err)
@@ -143,6 +150,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// apiPath reports whether path is in the API's namespaces, /v1 and /api
+// themselves included and in any case: a client probing "/V1/models" must
+// get a JSON 404, not the UI's page with 200.
+func apiPath(path string) bool {
+	return hasPathPrefix(path, "/v1") || hasPathPrefix(path, "/api")
+}
+
+// hasPathPrefix reports whether path is dir or under it, ignoring case.
+func hasPathPrefix(path, dir string) bool {
+	return len(path) >= len(dir) && strings.EqualFold(path[:len(dir)], dir) &&
+		(len(path) == len(dir) || path[len(dir)] == '/')
+}
+
 // ollamaShape answers the errors of unknown paths under /api/.
 var ollamaShape = &route{ollama: true}
 
@@ -150,6 +170,9 @@ var ollamaShape = &route{ollama: true}
 func (s *Server) fail(w http.ResponseWriter, rt *route, err error) {
 	if rt != nil && rt.ollama {
 		e := errorFor(err, s.logger)
+		if e.Status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		}
 		writeJSON(w, e.Status, map[string]string{"error": e.Message})
 		return
 	}

@@ -426,11 +426,13 @@ func fromLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// keyMatches checks the Bearer token in constant time.
+// keyMatches checks the key in constant time, taken where the API's gate
+// takes it: a Bearer token (the scheme in any case, RFC 9110) or X-Api-Key,
+// as Anthropic clients send it, so one key header works on every route.
 func keyMatches(r *http.Request, want string) bool {
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return false
+	key := r.Header.Get("X-Api-Key")
+	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		key = token
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(want)) == 1
+	return key != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(want)) == 1
 }

@@ -235,6 +235,15 @@ func TestAPIKeyAndRemoteCallers(t *testing.T) {
 	if r := f.do(t, "GET", "/manage/status", "", ok); r.status != 200 || r.body["api_key_required"] != true {
 		t.Errorf("with key: %d %v", r.status, r.body)
 	}
+	// The key headers the API takes work here too.
+	for _, h := range []map[string]string{{"X-Api-Key": "0123456789abcdef"}, {"Authorization": "bearer 0123456789abcdef"}} {
+		if r := f.do(t, "GET", "/manage/status", "", h); r.status != 200 {
+			t.Errorf("with %v: %d %v", h, r.status, r.body)
+		}
+	}
+	if r := f.do(t, "GET", "/manage/status", "", map[string]string{"X-Api-Key": "wrong"}); r.status != 401 {
+		t.Errorf("wrong X-Api-Key: %d", r.status)
+	}
 
 	// Another machine: RemoteAddr is not loopback.
 	remote := func(h http.Handler, key string) int {
