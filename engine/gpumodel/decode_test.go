@@ -1,13 +1,11 @@
 package gpumodel
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
-	"petal/engine/cpu"
 	"petal/engine/sample"
 	"petal/gpu/record"
 )
@@ -51,13 +49,7 @@ func run(t *testing.T, m engine.Model, d engine.Decode, stopAt int) ([]int, engi
 // leaves the sequence able to go on; a limit keeps the pick below it; a
 // prompt crossing the initial KV capacity grows the caches mid-loop.
 func TestDecodeMatchesCPU(t *testing.T) {
-	dev := openSim(t)
-	m := openFixture(t, dev, "tiny-a")
-	c, err := cpu.OpenWith(filepath.Join(fixturesDir, "tiny-a"), cpu.Options{HalfKV: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	m, c := openTinyA(t)
 	v := m.cfg.Vocab
 	prompt := []int{5, 17, 300, 2, 9, 44, 1, 260, 77, 3}
 	const steps = 9 // more than tokenRing, so slots are reused

@@ -160,16 +160,23 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-// The GPU path against the CPU backend on the same checkpoint, split
-// prefills and forks included.
-func TestMatchesCPU(t *testing.T) {
-	dev := openSim(t)
-	m := openFixture(t, dev, "tiny-a")
+// openTinyA opens tiny-a on the sim and on the CPU backend with its KV
+// cache in half precision, as the GPU keeps it.
+func openTinyA(t *testing.T) (*Model, *cpu.Model) {
+	t.Helper()
+	m := openFixture(t, openSim(t), "tiny-a")
 	c, err := cpu.OpenWith(filepath.Join(fixturesDir, "tiny-a"), cpu.Options{HalfKV: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return m, c
+}
+
+// The GPU path against the CPU backend on the same checkpoint, split
+// prefills and forks included.
+func TestMatchesCPU(t *testing.T) {
+	m, c := openTinyA(t)
 	v := m.cfg.Vocab
 	ids := []int{5, 17, 300, 2, 9, 44, 1, 260, 77, 3}
 	cs, _ := c.NewSequence()
