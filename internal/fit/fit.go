@@ -31,6 +31,10 @@ const (
 	// unstatedMaxContext is the longest context checked for a model whose
 	// config states no maximum.
 	unstatedMaxContext = 1 << 20
+	// MaxStatedContext bounds the maximum a config may state: 64 times the
+	// 35B model's 262144, and far enough below 2^63 bytes that no
+	// footprint overflows (a stated 2^62 made negative sizes).
+	MaxStatedContext = 1 << 24
 	// firstCapacity is the smallest KV capacity a sequence has (the
 	// backend starts its caches at 256 positions).
 	firstCapacity = 256
@@ -191,7 +195,10 @@ func Check(m Model, budget Budget, req Request) (Report, error) {
 	if ctx == 0 {
 		ctx = DefaultContext
 	}
-	maxPos := maxContext(cfg)
+	maxPos, err := maxContext(cfg)
+	if err != nil {
+		return Report{}, err
+	}
 	if ctx < 1 || ctx > maxPos {
 		return Report{}, fmt.Errorf("fit: context %d is outside 1..%d, the model's maximum", ctx, maxPos)
 	}
@@ -209,7 +216,10 @@ func Check(m Model, budget Budget, req Request) (Report, error) {
 // at ctx (last): the largest context that fits is the largest capacity
 // that fits.
 func measure(cfg *checkpoint.Config, ctx int) ([]gpumodel.Footprint, []int, error) {
-	maxPos := maxContext(cfg)
+	maxPos, err := maxContext(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	var contexts []int
 	for c := firstCapacity; c < maxPos; c *= 2 {
 		contexts = append(contexts, c)
@@ -281,7 +291,11 @@ func Guidance(m Model) (string, error) {
 	var lines []string
 	smallest, full := 0.0, 0.0
 	var atGuide Report
-	fps, contexts, err := measure(m.Config, maxContext(m.Config))
+	maxPos, err := maxContext(m.Config)
+	if err != nil {
+		return "", err
+	}
+	fps, contexts, err := measure(m.Config, maxPos)
 	if err != nil {
 		return "", err
 	}
@@ -290,7 +304,7 @@ func Guidance(m Model) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		r := check(m, b, maxContext(m.Config), 1+DefaultCachedSessions, fps, contexts)
+		r := check(m, b, maxPos, 1+DefaultCachedSessions, fps, contexts)
 		if smallest == 0 && r.Verdict != No {
 			smallest = gb
 		}
@@ -315,15 +329,19 @@ func Guidance(m Model) (string, error) {
 		lines = append(lines, fmt.Sprintf("No Mac of up to %g GB runs it.", MacSizes[len(MacSizes)-1]))
 	}
 	if full > 0 {
-		lines = append(lines, fmt.Sprintf("The whole %d-token context needs %g GB or more.", maxContext(m.Config), full))
+		lines = append(lines, fmt.Sprintf("The whole %d-token context needs %g GB or more.", maxPos, full))
 	}
 	return strings.Join(lines, " "), nil
 }
 
-// maxContext is the longest context of cfg.
-func maxContext(cfg *checkpoint.Config) int {
-	if cfg.MaxPositions > 0 {
-		return cfg.MaxPositions
+// maxContext is the longest context of cfg. A negative or absurd stated
+// maximum is refused rather than read as unstated or counted past int64.
+func maxContext(cfg *checkpoint.Config) (int, error) {
+	switch {
+	case cfg.MaxPositions == 0:
+		return unstatedMaxContext, nil
+	case cfg.MaxPositions < 0 || cfg.MaxPositions > MaxStatedContext:
+		return 0, fmt.Errorf("fit: the config's max_position_embeddings %d is outside 1..%d", cfg.MaxPositions, MaxStatedContext)
 	}
-	return unstatedMaxContext
+	return cfg.MaxPositions, nil
 }

@@ -207,6 +207,21 @@ func TestCheckRejects(t *testing.T) {
 	if _, err := Check(Model{Name: "x"}, b, Request{}); err == nil {
 		t.Error("a model without config accepted")
 	}
+	// A stated maximum that is no length, or one whose footprints overflow
+	// int64 (2^62 gave negative sizes and took a context of 5.7e17).
+	for _, maxPos := range []int{-1, 1 << 62, MaxStatedContext + 1} {
+		cfg := *m.Config
+		cfg.MaxPositions = maxPos
+		bad := Model{Name: "x", Config: &cfg, WeightsBytes: m.WeightsBytes}
+		for _, ctx := range []int{0, 1 << 59} {
+			if r, err := Check(bad, b, Request{Context: ctx}); err == nil {
+				t.Errorf("max_position_embeddings %d, context %d: accepted: %s", maxPos, ctx, r.Advice)
+			}
+		}
+		if g, err := Guidance(bad); err == nil {
+			t.Errorf("max_position_embeddings %d: guidance %q", maxPos, g)
+		}
+	}
 	r, err := Check(m, b, Request{})
 	if err != nil {
 		t.Fatal(err)
