@@ -11,6 +11,7 @@ import (
 	"petal/internal/fit"
 	"petal/internal/hub"
 	"petal/internal/manage"
+	"petal/internal/models"
 	"petal/internal/service"
 )
 
@@ -69,8 +70,8 @@ func (m *liveModel) status() manage.ModelStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	info := m.slot.Current().Info()
-	return manage.ModelStatus{Name: info.Name, State: manage.StateReady, ContextLength: info.ContextLength,
-		Backend: m.next.Backend, Dir: m.dir}
+	return manage.ModelStatus{Name: info.Name, DisplayName: models.DisplayName(m.dir, info.Name), State: manage.StateReady,
+		ContextLength: info.ContextLength, Backend: m.next.Backend, Dir: m.dir}
 }
 
 // load serves the downloaded model in place of the current one. A model

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
+	"petal/engine/gpumodel"
 	"petal/frontend"
 	"petal/internal/fit"
 	"petal/internal/manage"
@@ -88,6 +90,47 @@ func webUI(c uiConfig) (http.Handler, error) {
 	return mux, nil
 }
 
+// setupFit is the Setup screen's memory verdict with what the screen says
+// beside it: which backend would run the model here and how fast, and how
+// much a download is before it starts.
+type setupFit struct {
+	fit.Report
+	// Backend is what would run the model on this machine: "metal" on an
+	// Apple silicon Mac, "cpu" anywhere else.
+	Backend string `json:"backend"`
+	// DecodeBytesPerToken is what one decode step reads (weights, KV rows,
+	// DeltaNet state) at the asked context, as petal bench --dry-run counts it.
+	DecodeBytesPerToken int64 `json:"decode_bytes_per_token"`
+	// CPUDecode is the CPU backend's measured rate at this model's shape,
+	// given where Backend is "cpu".
+	CPUDecode *cpuDecodeFigure `json:"cpu_decode,omitempty"`
+	// DownloadBytes is about what a download fetches: the weights as the
+	// shards hold them (the other files are kilobytes).
+	DownloadBytes int64 `json:"download_bytes"`
+}
+
+// cpuDecodeFigure is a measured CPU decode rate and how it was measured.
+type cpuDecodeFigure struct {
+	// ReadBytesPerSecond is the rate the CPU backend's decode products read
+	// weights at.
+	ReadBytesPerSecond float64 `json:"read_bytes_per_second"`
+	// TokensPerSecond is ReadBytesPerSecond over the bytes one token reads:
+	// the most a decode step bound by those reads can reach.
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	// Machine and Command say where and how ReadBytesPerSecond was measured.
+	Machine string `json:"machine"`
+	Command string `json:"command"`
+}
+
+// measuredCPURead is BenchmarkQMV's rate at the 35B model's largest decode
+// product (8192x2048, 4-bit), twice on 2026-12-01: 436.9 and 438.0 MB/s,
+// 0.46 of the streaming read (0.95 GB/s) measured in the same run.
+const (
+	measuredCPURead    = 437e6
+	measuredCPUMachine = "a 2-core AMD EPYC Linux machine shared with other work (streaming read 0.95 GB/s)"
+	measuredCPUCommand = "go test -run '^$' -bench 'BenchmarkQMV/rows=8192' -count 2 ./engine/cpu/"
+)
+
 // qwenFit is the Setup screen's memory verdict: Qwen3.6-35B-A3B on this
 // machine at a context length, with the sessions petal fit assumes.
 func qwenFit(contextLen int) (any, error) {
@@ -95,6 +138,7 @@ func qwenFit(contextLen int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	download := m.WeightsBytes
 	// Once the checkpoint is installed, its own files are sized: a folder
 	// that is not aligned costs copies at load.
 	dir := filepath.Join(models.Root(), models.RealModelName)
@@ -107,8 +151,28 @@ func qwenFit(contextLen int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fit.Check(m, budget, fit.Request{Context: contextLen, CachedSessions: fit.DefaultCachedSessions})
+	rep, err := fit.Check(m, budget, fit.Request{Context: contextLen, CachedSessions: fit.DefaultCachedSessions})
+	if err != nil {
+		return nil, err
+	}
+	step, err := gpumodel.DryRun(m.Config, rep.Context)
+	if err != nil {
+		return nil, err
+	}
+	out := setupFit{Report: rep, Backend: "metal", DownloadBytes: download,
+		DecodeBytesPerToken: step.WeightBytes + gpumodel.DecodeCacheBytes(m.Config, rep.Context)}
+	if !appleGPU() {
+		out.Backend = "cpu"
+		out.CPUDecode = &cpuDecodeFigure{ReadBytesPerSecond: measuredCPURead,
+			TokensPerSecond: measuredCPURead / float64(out.DecodeBytesPerToken),
+			Machine:         measuredCPUMachine, Command: measuredCPUCommand}
+	}
+	return out, nil
 }
+
+// appleGPU reports whether this machine has the GPU Petal's Metal backend
+// runs on.
+func appleGPU() bool { return runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" }
 
 func isLoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {

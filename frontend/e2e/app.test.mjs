@@ -116,8 +116,12 @@ after(async () => {
   await fakeHub?.close();
 });
 
-async function newPage(colorScheme = 'light') {
-  const ctx = await browser.newContext({ viewport: { width: 1100, height: 760 }, colorScheme });
+/** The widths every screen is checked at: a phone held upright and a laptop. */
+const PHONE = { viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 };
+const DESKTOP = { viewport: { width: 1280, height: 800 } };
+
+async function newPage(colorScheme = 'light', device = { viewport: { width: 1100, height: 760 } }) {
+  const ctx = await browser.newContext({ ...device, colorScheme });
   const page = await ctx.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e));
@@ -267,6 +271,170 @@ test('management routes refuse another origin', async () => {
   assert.equal((await res.json()).error.code, 'cross_origin');
 });
 
+/**
+ * What is wrong with the layout as it stands: elements that stick out of the viewport sideways
+ * (text in pre blocks scrolls inside them and is left out), a page that scrolls sideways, children
+ * of a row that overlap, and one-line status texts that wrapped or were cut.
+ */
+function layoutProblems(page) {
+  return page.evaluate(() => {
+    const vw = document.documentElement.clientWidth;
+    const problems = [];
+    const name = (el) =>
+      `${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''}${el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\s+/).join('.') : ''} "${(el.textContent ?? '').trim().slice(0, 30)}"`;
+    const shown = (el) => {
+      const b = el.getBoundingClientRect();
+      return b.width > 0 && b.height > 0 && getComputedStyle(el).visibility !== 'hidden';
+    };
+    if (document.documentElement.scrollWidth > vw) problems.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} > ${vw}`);
+    for (const el of document.querySelectorAll('body *')) {
+      if (!shown(el) || el.closest('pre, .sr-only') || el.tagName === 'OPTION') continue;
+      const b = el.getBoundingClientRect();
+      if (b.left < -0.5 || b.right > vw + 0.5) problems.push(`${name(el)} spans ${b.left.toFixed(0)}..${b.right.toFixed(0)} of ${vw}`);
+    }
+    for (const row of document.querySelectorAll('.brand, .views, .controls, .meta, .buttons, .url')) {
+      const kids = [...row.children].filter(shown).map((el) => [el, el.getBoundingClientRect()]);
+      for (let i = 0; i < kids.length; i++) {
+        for (let j = i + 1; j < kids.length; j++) {
+          const [a, ra] = kids[i];
+          const [b, rb] = kids[j];
+          const w = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left);
+          const h = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+          if (w > 0.5 && h > 0.5) problems.push(`${name(a)} overlaps ${name(b)}`);
+        }
+      }
+    }
+    for (const el of document.querySelectorAll('.state, .views button, .controls > *, .meta .part, .meta > span:not([data-testid]), .meta button')) {
+      if (!shown(el)) continue;
+      const st = getComputedStyle(el);
+      const line = parseFloat(st.lineHeight) || parseFloat(st.fontSize) * 1.5;
+      const box = parseFloat(st.paddingTop) + parseFloat(st.paddingBottom) + parseFloat(st.borderTopWidth) + parseFloat(st.borderBottomWidth);
+      const h = el.getBoundingClientRect().height;
+      if (h - box > 1.5 * line && h > parseFloat(st.minHeight || '0') + 1) problems.push(`${name(el)} wraps: ${h.toFixed(0)} px high`);
+      if (el.scrollWidth > el.clientWidth + 1 && st.overflow !== 'visible') problems.push(`${name(el)} is cut: ${el.scrollWidth} > ${el.clientWidth}`);
+    }
+    return problems;
+  });
+}
+
+/** Fails unless locator's element is shown wholly inside the viewport. */
+async function assertInView(page, locator, what) {
+  await locator.waitFor();
+  const b = await locator.boundingBox();
+  const vp = page.viewportSize();
+  assert.ok(b, `${what} is not shown`);
+  assert.ok(b.x >= 0 && b.y >= 0 && b.x + b.width <= vp.width + 0.5 && b.y + b.height <= vp.height + 0.5, `${what} lies outside the ${vp.width}x${vp.height} viewport: ${JSON.stringify(b)}`);
+}
+
+/** The keyboard hints a user can see. */
+const visibleHints = (page) => page.locator('kbd').evaluateAll((els) => els.filter((e) => e.getBoundingClientRect().width > 0).length);
+
+for (const [label, device] of [
+  ['375', PHONE],
+  ['1280', DESKTOP],
+]) {
+  test(`every screen is usable at ${label} px`, async () => {
+    const { page, errors } = await newPage('light', device);
+    const phone = device === PHONE;
+    const check = async (screen) => {
+      assert.deepEqual(await layoutProblems(page), [], `${screen} at ${label} px`);
+      await shot(page, `${screen}-${label}`);
+    };
+    const nav = async (name) => {
+      await page.getByRole('navigation').getByRole('button', { name: new RegExp(`^${name}`) }).click();
+    };
+
+    // Chat, empty and then with a reply; the composer and its controls in view.
+    await page.getByRole('navigation').getByRole('button', { name: /New chat/ }).or(page.getByRole('button', { name: 'Chats' })).first().waitFor();
+    await assertInView(page, page.getByLabel('Message'), 'the message box');
+    await assertInView(page, page.getByRole('button', { name: 'Send' }), 'Send');
+    // Keyboard hints are for keyboards: none on a touch screen, some on a desktop.
+    if (phone) assert.equal(await visibleHints(page), 0, 'keyboard hints show on a touch screen');
+    else assert.ok((await visibleHints(page)) > 0, 'no keyboard hints on the desktop');
+    await check('chat-empty');
+    const prompt = page.getByLabel('Message');
+    await prompt.fill(`Hello from ${label} px`);
+    await page.getByRole('button', { name: 'Send' }).click();
+    await page.getByTestId('stats').last().waitFor({ timeout: REPLY_MS });
+    await assertInView(page, page.getByTestId('stats').last(), 'the reply statistics');
+    await check('chat-reply');
+
+    // The conversation list and the theme switch are reachable: behind the menu on a phone.
+    if (phone) {
+      assert.equal(await page.getByRole('button', { name: 'Light / dark' }).isVisible(), false, 'the menu is open before it was asked for');
+      await page.getByRole('button', { name: 'Chats' }).click();
+    }
+    const conv = page.getByRole('button', { name: `Hello from ${label} px`, exact: true });
+    await assertInView(page, conv, 'the conversation in the list');
+    const theme = page.getByRole('button', { name: 'Light / dark' });
+    await assertInView(page, theme, 'the theme switch');
+    await check('conversations');
+    await theme.click();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    if (phone) {
+      await conv.click();
+      assert.equal(await theme.isVisible(), false, 'choosing a conversation leaves the menu open');
+      await page.getByRole('button', { name: 'Chats' }).click();
+      await theme.click();
+    } else {
+      await theme.click();
+    }
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'light');
+    if (phone) await page.getByRole('button', { name: 'Close' }).click();
+
+    // The Model screen: what runs here, the download's size before the click.
+    await nav('Model');
+    await page.getByTestId('fit-verdict').waitFor();
+    const download = page.getByRole('button', { name: /^Download \(.*GB\)$/ });
+    await assertInView(page, page.getByTestId('fit-verdict'), 'the memory verdict');
+    await check('model');
+    await download.scrollIntoViewIfNeeded();
+    await assertInView(page, download, 'Download with its size');
+
+    await nav('Settings');
+    await page.getByRole('heading', { name: 'Settings' }).waitFor();
+    await assertInView(page, page.getByLabel('Sampling preset'), 'the preset picker');
+    await check('settings');
+
+    await nav('Endpoint');
+    await page.getByTestId('endpoint-url').waitFor();
+    await assertInView(page, page.getByRole('button', { name: 'Copy URL' }), 'Copy URL');
+    await check('endpoint');
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+}
+
+test('the Model screen says which backend would run the 35B model here and how fast, apart from the demo', async () => {
+  const { page } = await newPage();
+  await page.keyboard.press('Control+2');
+  const card = page.getByTestId('fit');
+  await card.getByTestId('fit-verdict').waitFor();
+  const fit = await (await fetch(baseURL + '/manage/fit?context=32768')).json();
+  assert.equal(fit.backend, process.platform === 'darwin' && process.arch === 'arm64' ? 'metal' : 'cpu');
+  if (fit.backend === 'cpu') {
+    const speed = await card.getByTestId('fit-speed').innerText();
+    assert.match(speed, /CPU backend, at about [\d.]+ tokens per second/);
+    assert.ok(speed.includes(fit.cpu_decode.tokens_per_second.toFixed(2)), `${speed} does not give the server's ${fit.cpu_decode.tokens_per_second}`);
+    await card.getByText('How this was measured').click();
+    await card.getByText(fit.cpu_decode.command).waitFor();
+  }
+  // The served demo's context belongs to the Running now card, not to the 35B's.
+  const demo = (await (await fetch(baseURL + '/v1/models')).json()).data[0];
+  const name = page.getByTestId('model-name');
+  await name.filter({ hasText: 'Demo model' }).waitFor();
+  assert.equal(await name.locator('code').innerText(), demo.id, 'the id API clients send is not beside the name');
+  const ctx = `${demo.context_length / 1024}K tokens`;
+  await page.getByRole('heading', { name: `${fit.model} on this machine` }).waitFor();
+  // The verdict may itself name that length (the 35B reduced to it on a busy machine).
+  const rest = (await card.innerText()).replace(await card.getByTestId('fit-verdict').innerText(), '');
+  assert.ok(!new RegExp(`(^|\\D)${ctx}`).test(rest), `the 35B card shows the demo's ${ctx}: ${rest}`);
+  await page.getByRole('button', { name: `Download (${(fit.download_bytes / 1e9).toFixed(1)} GB)` }).waitFor();
+  await page.getByText(/Not downloaded · about [\d.]+ GB/).waitFor();
+  await page.context().close();
+});
+
+// Last: it replaces the served demo with the downloaded model, which the tests above do not expect.
 test('the model downloads from a fake Hub through a 404 and a cut connection, pauses, resumes, and is loaded without a restart', async () => {
   const { page } = await newPage();
   await page.keyboard.press('Control+2');

@@ -50,7 +50,9 @@ var loadCodes = []struct {
 
 // ModelStatus is what the server knows of its model.
 type ModelStatus struct {
+	// Name is the id API clients send; DisplayName is what people read.
 	Name          string `json:"name"`
+	DisplayName   string `json:"display_name"`
 	State         string `json:"state"`
 	ContextLength int    `json:"context_length"`
 	Backend       string `json:"backend"`

@@ -76,7 +76,7 @@ func (s Settings) Validate() error {
 	case s.Port < 1 || s.Port > maxPort:
 		return bad("port must be 1 to %d, not %d", maxPort, s.Port)
 	case s.Expose && len(s.AccessToken) < MinTokenChars:
-		return bad("exposing the server to the network needs an access token of at least %d characters", MinTokenChars)
+		return bad("exposing the server to the network needs an API key of at least %d characters", MinTokenChars)
 	case len(s.AccessToken) > MaxTokenChars || len(s.APIKey) > MaxTokenChars:
 		return bad("keys are at most %d characters", MaxTokenChars)
 	case s.APIKey != "" && len(s.APIKey) < MinTokenChars:

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -50,6 +51,31 @@ func DefaultModelDir() (dir string, isDemo bool, err error) {
 	}
 	dir, err = DemoDir()
 	return dir, true, err
+}
+
+// DemoDisplayName is what people are shown for the demo model, whose id
+// (the folder's name, demo- and a hash in the cache) says nothing to them.
+const DemoDisplayName = "Demo model"
+
+// DisplayName is the name to show for the model in dir served as id: the
+// demo model, wherever its folder lies, is DemoDisplayName; any other is
+// called by its id.
+func DisplayName(dir, id string) string {
+	if isDemo(dir) {
+		return DemoDisplayName
+	}
+	return id
+}
+
+// isDemo reports whether dir holds the demo model: its config.json is the
+// embedded demo's, byte for byte.
+func isDemo(dir string) bool {
+	got, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return false
+	}
+	want, err := demo.Files.ReadFile("config.json")
+	return err == nil && bytes.Equal(got, want)
 }
 
 // installed reports whether dir holds a model: a config.json Petal accepts

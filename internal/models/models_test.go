@@ -135,3 +135,35 @@ func TestUnpackKeepsExistingFolder(t *testing.T) {
 		t.Error("second unpack rewrote the folder")
 	}
 }
+
+// TestDisplayNameOfTheDemo checks that the demo is called the demo model
+// both unpacked in the cache (demo-<hash>) and as the repository's folder,
+// and that another model, even one in a folder called demo, keeps its id.
+func TestDisplayNameOfTheDemo(t *testing.T) {
+	isolate(t)
+	dir, _, err := DefaultModelDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := filepath.Base(dir)
+	if got := DisplayName(dir, id); got != DemoDisplayName {
+		t.Errorf("DisplayName(%s) = %q, want %q", id, got, DemoDisplayName)
+	}
+	if got := DisplayName(filepath.Join("..", "..", "models", "demo"), "demo"); got != DemoDisplayName {
+		t.Errorf("the repository's models/demo is called %q", got)
+	}
+	other := filepath.Join(t.TempDir(), "demo")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := demo.Files.ReadFile("config.json")
+	if err := os.WriteFile(filepath.Join(other, "config.json"), append(bytes.TrimSpace(cfg), ' '), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := DisplayName(other, "demo"); got != "demo" {
+		t.Errorf("a folder called demo with another config is called %q", got)
+	}
+	if got := DisplayName(filepath.Join(t.TempDir(), "missing"), "Qwen3.6-35B-A3B-4bit"); got != "Qwen3.6-35B-A3B-4bit" {
+		t.Errorf("a real model is called %q", got)
+	}
+}

@@ -36,3 +36,14 @@ export function formatGiB(n: number): string {
   if (!Number.isFinite(n) || n < 0) return '–';
   return `${(n / 2 ** 30).toFixed(2)} GiB`;
 }
+
+/** A count and its noun, singular for exactly one: "1 token", "12 tokens". */
+export function plural(n: number, noun: string): string {
+  return `${n.toLocaleString('en-US')} ${noun}${n === 1 ? '' : 's'}`;
+}
+
+/** A short wait: "0.42 s" under ten seconds, whole seconds above. */
+export function formatSeconds(s: number): string {
+  if (!Number.isFinite(s) || s < 0) return '–';
+  return s < 10 ? `${s.toFixed(2)} s` : `${Math.round(s)} s`;
+}

@@ -3,7 +3,7 @@
 
 import { ApiError, BAD_RESPONSE, request, send } from './http';
 import { readSSE } from './sse';
-import type { ChatChunk, ChatRequest, ErrorBody, FinishReason, ModelList, ToolCall, Usage } from './types';
+import type { ChatChunk, ChatMessage, ChatRequest, ErrorBody, FinishReason, ModelList, ToolCall, Usage } from './types';
 
 /** A reply as far as it has streamed. */
 export interface Reply {
@@ -90,6 +90,24 @@ export async function streamChat(
     throw e;
   }
   return reply;
+}
+
+/**
+ * Tokens the server's chat template makes of messages (POST /v1/tokenize):
+ * the prompt a reply is generated from, counted without waiting for the queue.
+ */
+export async function countPromptTokens(
+  messages: ChatMessage[],
+  thinking: boolean,
+  signal?: AbortSignal,
+): Promise<number> {
+  const r = await request<{ count: number }>(
+    'POST',
+    '/v1/tokenize',
+    { messages, chat_template_kwargs: { enable_thinking: thinking } },
+    signal,
+  );
+  return r.count;
 }
 
 /** The served models, with their context lengths. */

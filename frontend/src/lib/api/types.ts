@@ -92,7 +92,10 @@ export type ModelState = 'absent' | 'loading' | 'ready' | 'failed';
 
 export interface Status {
   model: {
+    /** The id API clients send. */
     name: string;
+    /** What people are shown ("Demo model"); older servers leave it out. */
+    display_name?: string;
     state: ModelState;
     context_length: number;
     backend: string;
@@ -154,6 +157,25 @@ export interface FitReport {
   advice: string;
   /** Where the budget came from (Metal's working set, available memory, a simulated Mac). */
   working_set_source: string;
+  /** The model the verdict is for. */
+  model?: string;
+  /** What would run the model on this machine: Metal on an Apple silicon Mac, the CPU backend elsewhere. */
+  backend?: 'metal' | 'cpu';
+  /** Bytes one decode step reads at this context (petal bench --dry-run's count). */
+  decode_bytes_per_token?: number;
+  /** The CPU backend's measured rate at this model's shape; sent where backend is cpu. */
+  cpu_decode?: CPUDecodeFigure;
+  /** About what a download of the model fetches. */
+  download_bytes?: number;
+}
+
+export interface CPUDecodeFigure {
+  read_bytes_per_second: number;
+  /** read_bytes_per_second over decode_bytes_per_token: the most a decode bound by weight reads reaches. */
+  tokens_per_second: number;
+  /** Where and how the read rate was measured. */
+  machine: string;
+  command: string;
 }
 
 export type DownloadState = 'idle' | 'running' | 'paused' | 'verifying' | 'done' | 'failed' | 'cancelled';
@@ -170,7 +192,18 @@ export interface DownloadStatus {
   speed: number;
   /** Seconds left at the current speed; 0 when unknown. */
   eta_seconds: number;
-  error?: { code: string; message: string };
+  /** The last failure; while state is running it is the attempt that failed and will be retried. */
+  error?: DownloadError;
+  /** When a retrying download makes its next attempt (RFC 3339); absent when none is planned. */
+  retry_at?: string;
+}
+
+export interface DownloadError {
+  code: string;
+  /** Words for the user. */
+  message: string;
+  /** The underlying error as the server saw it, for a disclosure; servers that send only message leave it out. */
+  detail?: string;
 }
 
 export type DownloadAction = 'start' | 'pause' | 'resume' | 'cancel' | 'verify' | 'delete';

@@ -2,9 +2,10 @@
 // streaming at a time.
 
 import { ApiError, NETWORK_ERROR } from '../api/http';
-import { streamChat, type Reply } from '../api/chat';
+import { countPromptTokens, streamChat, type Reply } from '../api/chat';
 import type { ChatMessage, ChatRequest, FinishReason, ToolCall } from '../api/types';
 import { PRESETS } from '../presets';
+import { formatSeconds, plural } from '../format';
 import type { SamplingPreset } from '../api/types';
 
 /** localStorage key of the saved conversations. */
@@ -19,7 +20,10 @@ export interface TurnStats {
   tokens: number;
   /** Seconds from the first streamed token to the last. */
   seconds: number;
+  /** Seconds from sending the request to the first token: the wait in the queue and the reading of the prompt. */
+  firstTokenSeconds?: number;
   promptTokens: number;
+  /** Prompt tokens the server did not read again because an earlier reply had already read them. */
   cachedTokens: number;
 }
 
@@ -48,10 +52,13 @@ export interface GenerationOptions {
 }
 
 export type StreamFn = typeof streamChat;
+export type CountFn = typeof countPromptTokens;
 
 export interface ChatDeps {
   storage?: Pick<Storage, 'getItem' | 'setItem'>;
   stream?: StreamFn;
+  /** Counts a request's prompt tokens, for the context counter while a reply streams or when it was stopped. */
+  count?: CountFn;
   now?: () => number;
 }
 
@@ -77,10 +84,13 @@ export class ChatStore {
   conversations = $state<Conversation[]>([]);
   currentId = $state<string | null>(null);
   streaming = $state(false);
-  /** Tokens used by the current conversation's last reply (prompt + completion). */
+  /** The streaming reply's prompt tokens (once counted) and the tokens that arrived so far. */
+  #live = $state({ prompt: 0, tokens: 0 });
+  /** Tokens of context the current conversation fills: its last prompt and the reply to it. */
   contextUsed = $derived.by(() => {
     const c = this.current;
     if (!c) return 0;
+    if (this.streaming && this.#live.prompt) return this.#live.prompt + this.#live.tokens;
     for (let i = c.turns.length - 1; i >= 0; i--) {
       const s = c.turns[i].stats;
       if (s) return s.promptTokens + s.tokens;
@@ -91,11 +101,13 @@ export class ChatStore {
   #abort: AbortController | null = null;
   #storage: Pick<Storage, 'getItem' | 'setItem'> | null;
   #stream: StreamFn;
+  #count: CountFn;
   #now: () => number;
 
   constructor(deps: ChatDeps = {}) {
     this.#storage = deps.storage ?? (typeof localStorage !== 'undefined' ? localStorage : null);
     this.#stream = deps.stream ?? streamChat;
+    this.#count = deps.count ?? countPromptTokens;
     this.#now = deps.now ?? (() => performance.now());
     this.#load();
   }
@@ -189,19 +201,37 @@ export class ChatStore {
     const abort = new AbortController();
     this.#abort = abort;
     this.streaming = true;
-    let first = 0;
+    this.#live = { prompt: 0, tokens: 0 };
+    // Counted beside the reply, not before it: the counter fills in while it streams,
+    // and a stopped reply, which gets no usage from the server, still counts its prompt.
+    const counted = this.#count(messages, opts.thinking).then(
+      (n) => {
+        if (this.#abort === abort) this.#live.prompt = n;
+        return n;
+      },
+      () => 0,
+    );
+    const start = this.#now();
+    // The first chunk names the role before the prompt is read; time starts at the first token.
+    let first: number | null = null;
     let last = 0;
     let chunks = 0;
+    let seen = 0;
     const apply = (r: Reply) => {
       turn.content = r.content;
       turn.reasoning = r.reasoning;
       if (r.toolCalls.length) turn.toolCalls = r.toolCalls.map((tc) => ({ ...tc, function: { ...tc.function } }));
     };
     const onChunk = (r: Reply) => {
-      const t = this.#now();
-      if (!first) first = t;
-      last = t;
-      chunks++;
+      const size = r.content.length + r.reasoning.length + r.toolCalls.reduce((n, tc) => n + tc.function.arguments.length + 1, 0);
+      if (size > seen) {
+        const t = this.#now();
+        first ??= t;
+        last = t;
+        chunks++;
+        seen = size;
+        this.#live.tokens = chunks;
+      }
       apply(r);
     };
     try {
@@ -210,10 +240,11 @@ export class ChatStore {
       turn.finish = abort.signal.aborted ? 'stopped' : r.finish;
       turn.stats = {
         tokens: r.usage?.completion_tokens ?? chunks,
-        seconds: Math.max(0, (last - first) / 1000),
-        promptTokens: r.usage?.prompt_tokens ?? 0,
+        seconds: first === null ? 0 : Math.max(0, (last - first) / 1000),
+        promptTokens: r.usage?.prompt_tokens ?? (await counted),
         cachedTokens: r.usage?.prompt_tokens_details?.cached_tokens ?? 0,
       };
+      if (first !== null) turn.stats.firstTokenSeconds = Math.max(0, (first - start) / 1000);
     } catch (e) {
       const err = e instanceof ApiError ? e : new ApiError(0, NETWORK_ERROR, String(e));
       turn.error = { code: err.code, message: err.message };
@@ -226,8 +257,20 @@ export class ChatStore {
   }
 }
 
-/** Tokens per second of a finished reply, or 0 when too short to say. */
+/** Decode rate of a finished reply in tokens per second, the wait for the first token left out; 0 when too short to say. */
 export function tokensPerSecond(s: TurnStats | undefined): number {
   if (!s || s.seconds <= 0 || s.tokens < 2) return 0;
   return (s.tokens - 1) / s.seconds;
+}
+
+/** The parts of the line under a reply: its length, the wait for its first token, its speed, the prompt it reused. */
+export function describeStats(s: TurnStats): string[] {
+  const out = [plural(s.tokens, 'token')];
+  if (s.firstTokenSeconds !== undefined) out.push(`first token after ${formatSeconds(s.firstTokenSeconds)}`);
+  const tps = tokensPerSecond(s);
+  if (tps) out.push(`${tps.toFixed(1)} tokens/s`);
+  if (s.cachedTokens > 0 && s.promptTokens > 0) {
+    out.push(`${s.cachedTokens.toLocaleString('en-US')} of ${plural(s.promptTokens, 'prompt token')} reused from earlier`);
+  }
+  return out;
 }

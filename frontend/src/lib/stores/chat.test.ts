@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChatStore, STORAGE_KEY, toMessages, tokensPerSecond, type StreamFn } from './chat.svelte';
+import { ChatStore, STORAGE_KEY, describeStats, toMessages, tokensPerSecond, type CountFn, type StreamFn } from './chat.svelte';
 import { emptyReply } from '../api/chat';
 import { ApiError } from '../api/http';
 import type { ChatRequest } from '../api/types';
@@ -16,11 +16,17 @@ class MemoryStorage {
 
 const opts = { model: 'demo', thinking: false, preset: 'instruct' as const };
 
-/** A fake stream that replies with the given tokens, one update each, honouring abort. */
-function scripted(tokens: string[], seen: ChatRequest[] = [], clock?: { t: number }): StreamFn {
+/**
+ * A fake stream that replies with the given tokens, one update each, honouring abort. As Petal's
+ * server does, it first sends a chunk that only names the role, then waits (wait ms on the
+ * clock) while the prompt is read.
+ */
+function scripted(tokens: string[], seen: ChatRequest[] = [], clock?: { t: number }, wait = 0): StreamFn {
   return async (req, onUpdate, signal) => {
     seen.push(req);
     const r = emptyReply();
+    onUpdate(r);
+    if (clock) clock.t += wait;
     for (const t of tokens) {
       if (signal?.aborted) return r;
       if (clock) clock.t += 100;
@@ -58,6 +64,60 @@ describe('ChatStore', () => {
     expect(again.conversations).toHaveLength(1);
     expect(again.current?.turns[1].content).toBe('Hello!');
     expect(JSON.parse(storage.getItem(STORAGE_KEY)!)[0].id).toBe(c.id);
+  });
+
+  it('times the first token apart from the decode rate', async () => {
+    const clock = { t: 5000 };
+    const s = new ChatStore({ storage: new MemoryStorage(), stream: scripted(['a', 'b', 'c'], [], clock, 2000), now: () => clock.t });
+    await s.send('go', opts);
+    const st = s.current!.turns[1].stats!;
+    // Sent at 5 s, the role chunk at once, the first token after 2 s of prompt and then one every 100 ms.
+    expect(st.firstTokenSeconds).toBeCloseTo(2.1);
+    expect(st.seconds).toBeCloseTo(0.2);
+    expect(tokensPerSecond(st)).toBeCloseTo(10);
+    expect(describeStats(st)).toEqual(['3 tokens', 'first token after 2.10 s', '10.0 tokens/s']);
+  });
+
+  it('a stopped reply, which has no usage, counts its prompt in the context', async () => {
+    const count: CountFn = async (messages) => 40 + messages.length;
+    const s = new ChatStore({ storage: new MemoryStorage(), stream: scripted(['a', 'b', 'c', 'd', 'e']), count });
+    const p = s.send('go', opts);
+    await Promise.resolve();
+    await Promise.resolve();
+    s.stop();
+    await p;
+    const st = s.current!.turns[1].stats!;
+    expect(st.promptTokens).toBe(41);
+    expect(s.contextUsed).toBe(41 + st.tokens);
+    expect(describeStats({ ...st, tokens: 1 })[0]).toBe('1 token');
+  });
+
+  it('counts the prompt while the reply streams', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((ok) => (release = ok));
+    const stream: StreamFn = async (_req, onUpdate) => {
+      const r = emptyReply();
+      r.content = 'x';
+      onUpdate(r);
+      await gate;
+      r.usage = { prompt_tokens: 30, completion_tokens: 1, total_tokens: 31 };
+      return r;
+    };
+    const s = new ChatStore({ storage: new MemoryStorage(), stream, count: async () => 30 });
+    const p = s.send('go', opts);
+    await new Promise((ok) => setTimeout(ok));
+    expect(s.streaming).toBe(true);
+    expect(s.contextUsed).toBe(31);
+    release();
+    await p;
+    expect(s.contextUsed).toBe(31);
+  });
+
+  it('says what cached prompt tokens are', () => {
+    expect(describeStats({ tokens: 12, seconds: 0, promptTokens: 40, cachedTokens: 12 })).toEqual([
+      '12 tokens',
+      '12 of 40 prompt tokens reused from earlier',
+    ]);
   });
 
   it('stop keeps the partial reply and marks it stopped', async () => {

@@ -6,6 +6,7 @@ import { ApiError } from '../api/http';
 import { listModels } from '../api/chat';
 import { downloadAction, getDownload, getFit, getStatus, loadModel } from '../api/manage';
 import type { DownloadAction, DownloadStatus, FitReport, Status } from '../api/types';
+import { displayName } from '../modelname';
 
 /** How often the download is polled while it runs. */
 export const DOWNLOAD_POLL_MS = 500;
@@ -54,6 +55,12 @@ export class ModelStore {
   busy = $state(false);
   /** True while the server loads the downloaded model. */
   loading = $state(false);
+  /** The served model's name for people: the server's, else one made from the id. */
+  displayName = $derived(
+    this.status?.model.name === this.modelId && this.status.model.display_name
+      ? this.status.model.display_name
+      : displayName(this.modelId),
+  );
 
   #api: ModelApi;
   /** Set by an action whose download, once done and verified, is to be loaded. */

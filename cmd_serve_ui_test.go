@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"runtime"
+	"testing"
+
+	"petal/internal/hub"
+)
+
+// TestSetupFitSaysWhatRunsWhere checks the Setup screen's fit answer beside
+// the memory verdict: the backend this machine would run the 35B model on,
+// the bytes a token reads as petal bench --dry-run counts them, the CPU
+// rate that follows from the measured read rate, and the download's size.
+func TestSetupFitSaysWhatRunsWhere(t *testing.T) {
+	t.Setenv(hub.EnvModels, t.TempDir()) // the built-in shape, not an installed model
+	const ctx = 8192
+	got, err := qwenFit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Verdict             string `json:"verdict"`
+		Context             int    `json:"context"`
+		Backend             string `json:"backend"`
+		DecodeBytesPerToken int64  `json:"decode_bytes_per_token"`
+		DownloadBytes       int64  `json:"download_bytes"`
+		WeightsBytes        int64  `json:"weights_bytes"`
+		CPUDecode           *struct {
+			ReadBytesPerSecond float64 `json:"read_bytes_per_second"`
+			TokensPerSecond    float64 `json:"tokens_per_second"`
+			Command            string  `json:"command"`
+		} `json:"cpu_decode"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Verdict == "" || f.Context != ctx {
+		t.Fatalf("the memory verdict is gone from the answer: %s", raw)
+	}
+
+	var dry bytes.Buffer
+	if err := dryRun("", ctx, 512, nil, true, &dry); err != nil {
+		t.Fatal(err)
+	}
+	var want dryRunReport
+	if err := json.Unmarshal(dry.Bytes(), &want); err != nil {
+		t.Fatal(err)
+	}
+	if f.DecodeBytesPerToken != want.Decode.BytesMoved {
+		t.Errorf("decode_bytes_per_token %d, petal bench --dry-run --context %d moves %d", f.DecodeBytesPerToken, ctx, want.Decode.BytesMoved)
+	}
+	// The 35B download is about 19.5 GB (README); its weights are that.
+	if f.DownloadBytes < 18e9 || f.DownloadBytes > 21e9 || f.DownloadBytes != f.WeightsBytes {
+		t.Errorf("download_bytes %d, weights %d", f.DownloadBytes, f.WeightsBytes)
+	}
+
+	if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
+		if f.Backend != "metal" || f.CPUDecode != nil {
+			t.Errorf("an Apple silicon Mac: backend %q, cpu_decode %+v", f.Backend, f.CPUDecode)
+		}
+		return
+	}
+	if f.Backend != "cpu" || f.CPUDecode == nil {
+		t.Fatalf("no Apple GPU here: backend %q, cpu_decode %+v", f.Backend, f.CPUDecode)
+	}
+	rate := f.CPUDecode.ReadBytesPerSecond / float64(want.Decode.BytesMoved)
+	if math.Abs(f.CPUDecode.TokensPerSecond-rate) > 1e-9*rate || f.CPUDecode.Command == "" {
+		t.Errorf("cpu_decode %+v, want %g tokens/s and the command that measured it", f.CPUDecode, rate)
+	}
+}
