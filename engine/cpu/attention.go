@@ -43,6 +43,7 @@ func (s *Sequence) attention(sc *scratch, a *attention, st *layerState, xn []flo
 	st.k = append(st.k, k...)
 	st.v = append(st.v, v...)
 
+	sigmoids(gate)
 	o := take(&sc.o, t*nh*d)
 	sc.heads = attnHeads{c: c, st: st, q: q, gate: gate, o: o, pos: s.pos}
 	sc.parallelFor(t*nh, 1, &sc.heads)
@@ -53,8 +54,8 @@ func (s *Sequence) attention(sc *scratch, a *attention, st *layerState, xn []flo
 type attnHeads struct {
 	c          *checkpoint.Config
 	st         *layerState
-	q, gate, o []float32
-	pos        int // of the first new token
+	q, gate, o []float32 // gate holds the sigmoids of the gate
+	pos        int       // of the first new token
 }
 
 func (a *attnHeads) run(pt *part, lo, hi int) {
@@ -89,7 +90,7 @@ func (a *attnHeads) run(pt *part, lo, hi int) {
 		axpyRows(st.v[kh*d:], stride, s, oi)
 		gi := a.gate[(i*nh+h)*d : (i*nh+h+1)*d]
 		for j := range oi {
-			oi[j] *= inv * sigmoid(gi[j])
+			oi[j] *= inv * gi[j]
 		}
 	}
 }

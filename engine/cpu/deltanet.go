@@ -25,6 +25,7 @@ func (s *Sequence) deltaNet(sc *scratch, dn *deltaNet, st *layerState, xn []floa
 	o := take(&sc.o, t*hv*dv)
 	sc.step = deltaStep{c: c, dn: dn, st: st, u: u, bb: bb, aa: aa, o: o, t: t}
 	sc.parallelFor(ch, 64, deltaConv{&sc.step})
+	siluMul(u, nil, take(&sc.act, t*ch))
 
 	qScale := float32(1 / math.Sqrt(float64(dk)))
 	for i := 0; i < t; i++ {
@@ -41,10 +42,10 @@ func (s *Sequence) deltaNet(sc *scratch, dn *deltaNet, st *layerState, xn []floa
 	for i := 0; i < t*hv; i++ {
 		oh := o[i*dv : (i+1)*dv]
 		rmsNorm(oh, oh, dn.norm, c.RMSNormEps)
-		zh := z[i*dv : (i+1)*dv]
-		for j := range oh {
-			oh[j] *= silu(zh[j])
-		}
+	}
+	siluMul(z, nil, take(&sc.act, t*hv*dv))
+	for i, g := range z {
+		o[i] *= g
 	}
 	dn.out.mul(sc, 0, o, t, out)
 }
@@ -62,8 +63,8 @@ type deltaStep struct {
 
 type deltaConv struct{ *deltaStep }
 
-// run applies the causal depthwise conv over time, then SiLU, in place in
-// u, to channels [lo, hi).
+// run applies the causal depthwise conv over time in place in u, to
+// channels [lo, hi) (SiLU follows over all of u at once).
 func (d deltaConv) run(_ *part, lo, hi int) {
 	ch, kern := d.c.ConvChannels(), d.c.ConvKernel
 	for cc := lo; cc < hi; cc++ {
@@ -77,7 +78,7 @@ func (d deltaConv) run(_ *part, lo, hi int) {
 			}
 			copy(hist, hist[1:])
 			hist[kern-2] = cur
-			d.u[i*ch+cc] = silu(acc)
+			d.u[i*ch+cc] = acc
 		}
 	}
 }

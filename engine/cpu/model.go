@@ -283,7 +283,33 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
 
-func silu(x float32) float32 { return x * sigmoid(x) }
+// sigmoids sets x[i] = sigmoid(x[i]), the exponentials by expShift's
+// vector kernel (a call of math.Exp per element cost a sixth of prefill).
+func sigmoids(x []float32) {
+	for i, v := range x {
+		x[i] = -v
+	}
+	expShift(x, 0)
+	for i, e := range x {
+		x[i] = 1 / (1 + e)
+	}
+}
+
+// siluMul sets x[i] = silu(x[i]) * y[i], or silu(x[i]) where y is nil;
+// tmp is a buffer of len(x).
+func siluMul(x, y, tmp []float32) {
+	copy(tmp, x)
+	sigmoids(tmp)
+	if y == nil {
+		for i, s := range tmp {
+			x[i] *= s
+		}
+		return
+	}
+	for i, s := range tmp {
+		x[i] *= s * y[i]
+	}
+}
 
 // softplus matches torch.nn.functional.softplus (threshold 20).
 func softplus(x float32) float32 {

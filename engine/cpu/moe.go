@@ -77,9 +77,7 @@ func (s *Sequence) moe(sc *scratch, b *moe, xn []float32, t int, out []float32) 
 		up := take(&sc.up, n*inter)
 		b.gate.mul(sc, e, xe, n, g)
 		b.up.mul(sc, e, xe, n, up)
-		for j := range g {
-			g[j] = silu(g[j]) * up[j]
-		}
+		siluMul(g, up, take(&sc.act, n*inter))
 		y := take(&sc.y, n*h)
 		b.down.mul(sc, e, g, n, y)
 		for j, u := range us {
@@ -95,9 +93,7 @@ func (s *Sequence) moe(sc *scratch, b *moe, xn []float32, t int, out []float32) 
 	up := take(&sc.up, t*si)
 	b.sharedGate.mul(sc, 0, xn, t, g)
 	b.sharedUp.mul(sc, 0, xn, t, up)
-	for j := range g {
-		g[j] = silu(g[j]) * up[j]
-	}
+	siluMul(g, up, take(&sc.act, t*si))
 	y := take(&sc.y, t*h)
 	b.shDown.mul(sc, 0, g, t, y)
 	sg := take(&sc.sgate, t)

@@ -19,6 +19,7 @@ type scratch struct {
 	uses                        []use
 	xsum                        []float32 // mul's sums of input groups
 	xext                        []float32 // mul's input rows for the tiles
+	act                         []float32 // siluMul's sigmoids
 
 	// The tasks' operands live here so that they are not allocated per call.
 	prod  product
