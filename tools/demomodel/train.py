@@ -6,10 +6,11 @@ transformers on exactly the weights the files hold.
 
 On the accelerator machine, from the repository root, after prep_data.py wrote .demodata/:
 
-    python3 tools/demomodel/train.py --data .demodata --out /tmp/demo --seconds 330
+    python3 tools/demomodel/train.py --data .demodata --out /tmp/demo --seconds 230
 
 --seconds trains for about that long: the step count is fixed after CALIBRATION_STEPS timed steps
-and recorded; --steps N instead trains exactly N steps (with the same seed, the same batches and
+and recorded; training stops early once the held-out dialogue loss has not improved for PATIENCE
+evaluations, and the weights of its best evaluation are the ones written; --steps N instead trains exactly N steps (with the same seed, the same batches and
 schedule; GPU kernels may still differ in the last bits). Writes OUT/model (the model folder that
 becomes models/demo/), OUT/reference.json and OUT/train_log.tsv.
 
@@ -47,11 +48,17 @@ VOCAB_MULTIPLE = 64  # the model's vocabulary is padded to this, as Qwen pads it
 
 DIMS = dict(hidden=384, layers=8, heads=4, kv_heads=2, head_dim=128, partial_rotary=0.25,
             rope_theta=1e7, lin_k_heads=4, lin_v_heads=8, lin_k_dim=64, lin_v_dim=64,
-            experts=16, top_k=4, moe_inter=128, shared_inter=256, max_positions=4096)
+            experts=16, top_k=4, moe_inter=128, shared_inter=256, max_positions=32768)
 
 SEQ_LEN = 512
 BATCH = 32
-DIALOGUE_ROWS = 8  # of BATCH rows start at a dialogue boundary and hold whole dialogues
+DIALOGUE_ROWS = 16  # of BATCH rows start at a dialogue boundary and hold whole dialogues
+WRITTEN_SHARE = 0.25  # of the dialogues drawn come from dialogues.json, the rest from the templates
+# Every LONG_EVERY-th step also trains one row of LONG_LEN tokens: long system prompts packed with
+# dialogues, so that attention and the DeltaNet state learn to carry a fact over thousands of tokens.
+LONG_LEN = 16384
+LONG_EVERY = 4
+PATIENCE = 4  # evaluations without a better held-out dialogue loss before training stops
 PEAK_LR = 1.5e-3
 MIN_LR_FRAC = 0.1
 WARMUP_STEPS = 60
@@ -59,8 +66,9 @@ WEIGHT_DECAY = 0.1
 GRAD_CLIP = 1.0
 CALIBRATION_STEPS = 12  # timed (after 3 untimed) to fix the step count for --seconds
 LOG_EVERY = 10
-EVAL_EVERY = 100
-EVAL_ROWS = 32  # held-out Brown rows of SEQ_LEN for the loss curve
+EVAL_EVERY = 50
+EVAL_ROWS = 32  # held-out Brown rows of SEQ_LEN for the loss curve, and as many of held-out dialogues
+POSITION_BUCKETS = [0, 512, 2048, 8192, 16384, 24576, 32768]  # held-out Brown loss by position
 
 GREEDY_MAX_NEW = 40
 PPL_DOCS = 2  # held-out documents; the first PPL_TOKENS tokens of each
@@ -72,6 +80,11 @@ CHAT_PROMPTS = [
     [{"role": "system", "content": "You are a helpful assistant."},
      {"role": "user", "content": "Tell me a joke."}],
     [{"role": "user", "content": "What is the capital of Portugal?"}],
+    [{"role": "user", "content": "Write a haiku about rain."}],
+    [{"role": "user", "content": "My name is Alice."},
+     {"role": "assistant", "content": "Nice to meet you, Alice! How can I help you?"},
+     {"role": "user", "content": "What is my name?"}],
+    [{"role": "user", "content": "What is 7 plus 5?"}],
 ]
 TEXT_PROMPTS = ["The jury said that the"]
 TOKENIZER_SAMPLES = [
@@ -297,18 +310,33 @@ def render_prompt(messages):
 
 class Batches:
     """Seeded batches: Brown rows from random offsets of the document stream, dialogue rows packed
-    with whole dialogues from a dialogue boundary."""
+    with whole dialogues from a dialogue boundary (written ones WRITTEN_SHARE of the time), long rows
+    of one or more long-prompt dialogues topped up with short dialogues."""
 
-    def __init__(self, brown_ids, dialogue_ids, seed):
+    def __init__(self, brown_ids, written_ids, synthetic_ids, long_ids, seed):
         self.brown = brown_ids
-        self.dialogues = dialogue_ids
+        self.written = written_ids
+        self.synthetic = synthetic_ids
+        self.long = long_ids
         self.rng = np.random.default_rng(seed)
+
+    def dialogue(self):
+        pool = self.written if self.rng.random() < WRITTEN_SHARE else self.synthetic
+        return pool[int(self.rng.integers(len(pool)))]
 
     def dialogue_row(self):
         row = []
         while len(row) < SEQ_LEN + 1:
-            row += self.dialogues[int(self.rng.integers(len(self.dialogues)))]
+            row += self.dialogue()
         return row[: SEQ_LEN + 1]
+
+    def long_row(self):
+        row = []
+        while len(row) < LONG_LEN // 2:
+            row += self.long[int(self.rng.integers(len(self.long)))]
+        while len(row) < LONG_LEN + 1:
+            row += self.dialogue()
+        return np.asarray([row[: LONG_LEN + 1]], dtype=np.int64)
 
     def next(self):
         rows = []
@@ -365,7 +393,9 @@ def build_train_model(cfg, probe):
     raise RuntimeError("no experts implementation runs")
 
 
-def train(cfg, batches, eval_rows, seconds, steps, log_path):
+def train(cfg, batches, eval_rows, dialogue_rows, seconds, steps, log_path):
+    """Trains until the step count (--steps, or what --seconds allows) or until the held-out
+    dialogue loss stops improving; returns the model holding its best evaluation's weights."""
     import torch
 
     probe = torch.from_numpy(eval_rows[:2, :64]).cuda()
@@ -378,21 +408,25 @@ def train(cfg, batches, eval_rows, seconds, steps, log_path):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=PEAK_LR, betas=(0.9, 0.95), eps=1e-8, fused=True)
     eval_t = torch.from_numpy(eval_rows).cuda()
+    dialogue_t = torch.from_numpy(dialogue_rows).cuda()
 
     def eval_loss():
         model.eval()
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = ce_loss(model, eval_t)
+            loss = ce_loss(model, eval_t), ce_loss(model, dialogue_t)
         model.train()
         return loss
+
+    best = {"loss": float("inf"), "step": 0, "brown": float("nan"), "tokens": 0, "state": None}
+    stale = 0
 
     total = steps or 10**9
     t0 = time.time()
     timed_from = None
     f = open(log_path, "w")
-    f.write("step\ttokens\tloss\taux_loss\tlr\theldout_loss\tseconds\n")
-    step = 0
-    while step < total:
+    f.write("step\ttokens\tloss\taux_loss\tlr\theldout_loss\theldout_dialogue_loss\tseconds\n")
+    step, tokens = 0, 0
+    while step < total and stale < PATIENCE:
         lr = lr_at(step, total)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -401,6 +435,14 @@ def train(cfg, batches, eval_rows, seconds, steps, log_path):
             out = model(input_ids=x[:, :-1], labels=x[:, :-1], use_cache=False)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
+        tokens += x[:, :-1].numel()
+        if step % LONG_EVERY == LONG_EVERY - 1:
+            xl = torch.from_numpy(batches.long_row()).cuda()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                long_loss = model(input_ids=xl[:, :-1], labels=xl[:, :-1], use_cache=False).loss
+            # weighted by its share of the step's tokens, as if it were more rows of the batch
+            (long_loss * (LONG_LEN / (LONG_LEN + BATCH * SEQ_LEN))).backward()
+            tokens += LONG_LEN
         torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
         opt.step()
         step += 1
@@ -413,19 +455,66 @@ def train(cfg, batches, eval_rows, seconds, steps, log_path):
             total = max(WARMUP_STEPS * 2, int((seconds - (time.time() - t0)) / (per * 1.04)) + step)
             log(f"  {per:.3f} s/step -> {total} steps in total")
         if step % LOG_EVERY == 0 or step == total:
-            ho = eval_loss() if (step % EVAL_EVERY == 0 or step == total) else float("nan")
-            aux = float(out.aux_loss) if getattr(out, "aux_loss", None) is not None else float("nan")
-            line = (f"{step}\t{step * BATCH * SEQ_LEN}\t{float(out.loss):.4f}\t{aux:.4f}\t{lr:.3e}\t"
-                    f"{ho:.4f}\t{time.time() - t0:.1f}")
+            evaluated = step % EVAL_EVERY == 0 or step == total
+            ho, hd = eval_loss() if evaluated else (float("nan"), float("nan"))
+            aux = float(out.aux_loss.detach()) if getattr(out, "aux_loss", None) is not None else float("nan")
+            line = (f"{step}\t{tokens}\t{float(out.loss.detach()):.4f}\t{aux:.4f}\t{lr:.3e}\t"
+                    f"{ho:.4f}\t{hd:.4f}\t{time.time() - t0:.1f}")
             f.write(line + "\n")
             f.flush()
-            if step % EVAL_EVERY == 0 or step == total:
+            if evaluated:
                 log("  " + line)
+                if hd < best["loss"]:
+                    best.update(loss=hd, step=step, brown=ho, tokens=tokens,
+                                state={k: v.detach().clone() for k, v in model.state_dict().items()})
+                    stale = 0
+                else:
+                    stale += 1
     f.close()
-    return model, step, n_params, experts
+    if stale >= PATIENCE:
+        log(f"  stopped early at step {step}: no better held-out dialogue loss for {PATIENCE} evaluations")
+    model.load_state_dict(best["state"])
+    log(f"  best held-out dialogue loss {best['loss']:.4f} at step {best['step']} (Brown {best['brown']:.4f})")
+    stats = {"steps_run": step, "planned_steps": total, "best_step": best["step"], "tokens_at_best": best["tokens"],
+             "heldout_dialogue_loss": best["loss"], "heldout_brown_loss": best["brown"], "early_stopped": stale >= PATIENCE}
+    return model, stats, n_params, experts
 
 
 # ---------------------------------------------------------------- references
+
+
+def long_context_check(model, tok, ho_stream, long_heldout):
+    """On the GPU (bf16 autocast): held-out Brown loss by position over one row of
+    max_position_embeddings tokens, and for each held-out long-prompt dialogue whether the answer's
+    tokens are the argmax given the prompt (teacher-forced) and their mean NLL."""
+    import torch
+    import torch.nn.functional as F
+
+    model.eval()
+    n = POSITION_BUCKETS[-1]
+    out = {"position_buckets": POSITION_BUCKETS, "brown_loss_by_position": [], "dialogues": []}
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        if len(ho_stream) > n:
+            x = torch.tensor([ho_stream[: n + 1]]).cuda()
+            lg = model(input_ids=x[:, :-1], use_cache=False).logits.float()
+            per = F.cross_entropy(lg[0], x[0, 1:], reduction="none")
+            del lg
+            out["brown_loss_by_position"] = [float(per[a:b].mean()) for a, b in zip(POSITION_BUCKETS, POSITION_BUCKETS[1:])]
+            log("  held-out Brown loss by position " + ", ".join(
+                f"{a}-{b}: {v:.3f}" for a, b, v in zip(POSITION_BUCKETS, POSITION_BUCKETS[1:], out["brown_loss_by_position"])))
+        for d in long_heldout:
+            p = tok.encode(d["prompt"], add_special_tokens=False).ids
+            a = tok.encode(d["answer"], add_special_tokens=False).ids
+            x = torch.tensor([p + a]).cuda()
+            lg = model(input_ids=x, use_cache=False).logits[0, len(p) - 1: -1].float()
+            tgt = x[0, len(p):]
+            hit = int((lg.argmax(-1) == tgt).sum())
+            loss = float(F.cross_entropy(lg, tgt))
+            out["dialogues"].append({"prompt_tokens": len(p), "answer": d["answer"], "answer_tokens": len(a),
+                                     "argmax_hits": hit, "answer_nll": loss})
+            log(f"  long prompt {len(p):6d} tokens: {hit}/{len(a)} answer tokens argmax, nll {loss:.3f}: {d['answer']!r}")
+    model.train()
+    return out
 
 
 def greedy(model, prompt, eos):
@@ -475,7 +564,11 @@ def main():
     os.makedirs(model_dir, exist_ok=True)
     brown = read_jsonl(os.path.join(args.data, "brown_train.jsonl"))
     heldout = read_jsonl(os.path.join(args.data, "brown_heldout.jsonl"))
-    dialogues = [d["text"] for d in read_jsonl(os.path.join(args.data, "dialogues.jsonl"))]
+    dialogue_recs = read_jsonl(os.path.join(args.data, "dialogues.jsonl"))
+    dialogues = [d["text"] for d in dialogue_recs]
+    heldout_dialogues = [d["text"] for d in read_jsonl(os.path.join(args.data, "dialogues_heldout.jsonl"))]
+    long_texts = [d["text"] for d in read_jsonl(os.path.join(args.data, "long.jsonl"))]
+    long_heldout = read_jsonl(os.path.join(args.data, "long_heldout.jsonl"))
     with open(os.path.join(args.data, "manifest.json")) as f:
         manifest = json.load(f)
 
@@ -497,12 +590,19 @@ def main():
         stream += enc.ids + [eot]
     brown_ids = np.asarray(stream, dtype=np.int64)
     dialogue_ids = [e.ids for e in tok.encode_batch(dialogues, add_special_tokens=False)]
+    written_ids = [ids for ids, d in zip(dialogue_ids, dialogue_recs) if d["source"] == "written"]
+    synthetic_ids = [ids for ids, d in zip(dialogue_ids, dialogue_recs) if d["source"] != "written"]
+    long_ids = [e.ids for e in tok.encode_batch(long_texts, add_special_tokens=False)]
+    hd_stream = [t for e in tok.encode_batch(heldout_dialogues, add_special_tokens=False) for t in e.ids]
+    hd_rows = np.asarray([hd_stream[i * SEQ_LEN: i * SEQ_LEN + SEQ_LEN + 1] for i in range(EVAL_ROWS)], dtype=np.int64)
     ho_stream = []
     for enc in tok.encode_batch([h["text"] for h in heldout], add_special_tokens=False):
         ho_stream += enc.ids + [eot]
     ho_rows = np.asarray([ho_stream[i * SEQ_LEN: i * SEQ_LEN + SEQ_LEN + 1] for i in range(EVAL_ROWS)], dtype=np.int64)
     log(f"  Brown train {len(brown_ids):,} tokens, held-out {len(ho_stream):,}, "
-        f"dialogues {sum(map(len, dialogue_ids)):,} tokens in {len(dialogue_ids)}")
+        f"dialogues {sum(map(len, dialogue_ids)):,} tokens in {len(dialogue_ids)} ({len(written_ids)} written), "
+        f"held-out dialogues {len(hd_stream):,} tokens, long {sum(map(len, long_ids)):,} tokens in {len(long_ids)} "
+        f"(longest {max(map(len, long_ids)):,})")
 
     log("== training")
     from gen_fixtures import build_hf_model, hf_text_config
@@ -512,11 +612,13 @@ def main():
     log(f"  config fields not passed to transformers: {dropped}")
     # Training adds the router load-balancing loss (router_aux_loss_coef) to the loss.
     train_cfg, _ = hf_text_config(dict(tc, output_router_logits=True))
-    batches = Batches(brown_ids, dialogue_ids, SEED)
+    batches = Batches(brown_ids, written_ids, synthetic_ids, long_ids, SEED)
     budget = args.seconds - (time.time() - t_start)
-    model, steps, n_params, experts = train(train_cfg, batches, ho_rows, budget, args.steps,
+    model, stats, n_params, experts = train(train_cfg, batches, ho_rows, hd_rows, budget, args.steps,
                                             os.path.join(args.out, "train_log.tsv"))
+    steps = stats["steps_run"]
     log(f"  trained {steps} steps in {time.time() - t_start:.0f}s since start")
+    long_check = long_context_check(model, tok, ho_stream, long_heldout)
 
     log("== conversion")
     names = dict(model.named_parameters())
@@ -537,7 +639,10 @@ def main():
             for k, p in model.named_parameters():
                 p.copy_(torch.from_numpy(view[k]))
         after = ce_loss(model, ho_t)
-    log(f"  held-out loss trained {before:.4f}, after 4-bit conversion {after:.4f}")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        after_dialogue = ce_loss(model, torch.from_numpy(hd_rows).cuda())
+    log(f"  held-out loss trained {before:.4f}, after 4-bit conversion {after:.4f}; "
+        f"held-out dialogue loss after conversion {after_dialogue:.4f}")
     del model
     torch.cuda.empty_cache()
 
@@ -563,20 +668,25 @@ def main():
 
     reference = {
         "generator": "tools/demomodel/train.py",
-        "seed": SEED, "steps": steps, "parameters": n_params,
+        "seed": SEED, "steps": steps, "parameters": n_params, "early_stopping": stats,
+        "long_context": long_check,
         "transformers": transformers.__version__, "torch": torch.__version__,
         "tokenizers": tokenizers.__version__, "numpy": np.__version__,
         "reference_model": "Qwen3_5MoeForCausalLM._from_config(text_config, attn_implementation='eager'), "
                            "experts 'eager', float64, CPU, weights = the dequantized files",
         "training": {"experts_implementation": experts, "attn_implementation": "sdpa", "seq_len": SEQ_LEN,
-                     "batch": BATCH, "dialogue_rows": DIALOGUE_ROWS, "peak_lr": PEAK_LR,
+                     "batch": BATCH, "dialogue_rows": DIALOGUE_ROWS, "written_share": WRITTEN_SHARE,
+                     "long_len": LONG_LEN, "long_every": LONG_EVERY, "patience": PATIENCE,
+                     "eval_every": EVAL_EVERY, "peak_lr": PEAK_LR,
                      "warmup_steps": WARMUP_STEPS, "min_lr_frac": MIN_LR_FRAC, "weight_decay": WEIGHT_DECAY,
                      "grad_clip": GRAD_CLIP, "autocast": "bfloat16, fp32 master weights", "dims": DIMS,
-                     "tokens_seen": steps * BATCH * SEQ_LEN, "seconds_budget": args.seconds},
+                     "tokens_at_best": stats["tokens_at_best"], "seconds_budget": args.seconds},
         "data": manifest,
         "tokenizer": {"learned": learned, "with_added": n_tokens, "model_vocab": vocab, "eos": eos,
                       "samples": tok_check},
-        "heldout_loss_gpu_bf16_autocast": {"trained": before, "converted": after, "rows": EVAL_ROWS, "seq_len": SEQ_LEN},
+        "heldout_loss_gpu_bf16_autocast": {"trained": before, "converted": after, "rows": EVAL_ROWS, "seq_len": SEQ_LEN,
+                                           "dialogue_trained": stats["heldout_dialogue_loss"],
+                                           "dialogue_converted": after_dialogue},
         "greedy": runs,
         "greedy_settings": {"max_new_tokens": GREEDY_MAX_NEW, "stop": eos,
                             "method": "full forward per step, argmax, stop after an eos token (included)"},
