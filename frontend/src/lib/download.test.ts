@@ -5,10 +5,14 @@ import type { DownloadStatus } from './api/types';
 describe('describeProblem', () => {
   it('puts a raw network error behind the words for an unreachable Hub', () => {
     const raw = 'Get "https://huggingface.co/api/models/x": dial tcp: lookup huggingface.co: no such host';
-    expect(describeProblem({ code: 'hub_unreachable', message: raw })).toEqual({
-      headline: 'The Hugging Face Hub cannot be reached: check this machine’s internet connection.',
-      detail: raw,
-    });
+    for (const code of ['unreachable', 'dns', 'no_route', 'refused', 'tls', 'timeout', 'network']) {
+      expect(describeProblem({ code, message: raw })).toEqual({
+        headline: 'The Hugging Face Hub cannot be reached: check this machine’s internet connection.',
+        detail: raw,
+      });
+    }
+    // An answer that was an error is not a missing network.
+    expect(describeProblem({ code: 'server', message: '503 Service Unavailable' }).headline).toBe('The download failed.');
   });
 
   it('takes the server’s words when it sends the detail apart', () => {

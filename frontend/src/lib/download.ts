@@ -3,8 +3,11 @@
 
 import type { DownloadError, DownloadStatus } from './api/types';
 
-/** Codes of a Hub that cannot be reached at all (no network, DNS, refused, TLS). */
-const UNREACHABLE = new Set(['hub_unreachable', 'offline', 'dns', 'connection_refused', 'refused', 'tls', 'timeout']);
+/**
+ * Codes of a Hub that cannot be reached at all: package hub's ErrUnreachable and the reasons its
+ * Diagnose gives (dns, no_route, refused, tls, timeout, network).
+ */
+const UNREACHABLE = new Set(['unreachable', 'hub_unreachable', 'dns', 'no_route', 'refused', 'tls', 'timeout', 'network']);
 
 const HEADLINES: Record<string, string> = {
   checksum: 'A downloaded file did not match its checksum; retrying downloads it again.',
