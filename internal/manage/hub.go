@@ -36,9 +36,13 @@ var errorCodes = []struct {
 	{hub.ErrBusy, "busy"},
 	{hub.ErrExists, "exists"},
 	{hub.ErrInput, "bad_input"},
+	{hub.ErrUnreachable, "unreachable"},
 }
 
 func downloadError(err error) *DownloadError {
+	if errors.Is(err, hub.ErrUnreachable) && !errors.Is(err, hub.ErrStalled) {
+		return &DownloadError{Code: "unreachable", Message: hub.Diagnose(err).Message, Detail: err.Error()}
+	}
 	for _, c := range errorCodes {
 		if errors.Is(err, c.err) {
 			return &DownloadError{Code: c.code, Message: err.Error()}
@@ -64,6 +68,9 @@ type HubDownloader struct {
 	state string
 	ev    hub.Event
 	err   *DownloadError
+	// retry is the connection being retried, until bytes move again or
+	// the pull reaches another phase.
+	retry *DownloadRetry
 	// gen counts the runs; a run's end is ignored once a newer one began.
 	gen int
 }
@@ -109,6 +116,16 @@ func folderSize(dir string) int64 {
 func (h *HubDownloader) progress(ev hub.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	switch {
+	case ev.Retry != nil:
+		d := hub.Diagnose(ev.Retry)
+		h.retry = &DownloadRetry{
+			Reason: d.Reason, Message: d.Message, Detail: d.Detail, Unreachable: d.Unreachable,
+			NextAttemptAt: ev.RetryAt, Attempt: ev.Attempt, MaxAttempts: ev.MaxAttempts,
+		}
+	case ev.Done > h.ev.Done || ev.Phase != h.ev.Phase:
+		h.retry = nil
+	}
 	h.ev = ev
 }
 
@@ -117,13 +134,17 @@ func (h *HubDownloader) Status() DownloadStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	state := h.state
+	var retry *DownloadRetry
+	if state == DownloadRunning {
+		retry = h.retry
+	}
 	if state == DownloadRunning && h.ev.Phase == hub.Verifying {
 		state = DownloadVerifying
 	}
 	return DownloadStatus{
 		State: state, Repo: h.opts.Repo, Revision: h.opts.Revision, Dir: h.dir,
 		BytesDone: h.ev.Done, BytesTotal: h.ev.Total, Speed: h.ev.BytesPerSecond, ETASeconds: h.ev.ETA.Seconds(),
-		Error: h.err,
+		Error: h.err, Retry: retry,
 	}
 }
 
@@ -214,7 +235,7 @@ func (h *HubDownloader) Do(_ context.Context, a Action) error {
 // run starts a pull and watches for its end.
 func (h *HubDownloader) run(start func() *hub.Download) {
 	h.mu.Lock()
-	h.state, h.err = DownloadRunning, nil
+	h.state, h.err, h.retry = DownloadRunning, nil, nil
 	h.gen++
 	gen := h.gen
 	h.mu.Unlock()

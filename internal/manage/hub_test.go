@@ -2,10 +2,15 @@ package manage
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"petal/internal/hub"
@@ -205,4 +210,46 @@ func TestHubDownloadPauseWhileVerifying(t *testing.T) {
 		t.Errorf("pausing a verification succeeded: %+v", fresh.Status())
 	}
 	waitState(t, fresh, DownloadDone)
+}
+
+// noRoute answers every request as the system does with no network route.
+type noRoute struct{}
+
+func (noRoute) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ENETUNREACH)}
+}
+
+// TestHubDownloadOfflineStatus: offline, the status says at once that the
+// Hub cannot be reached, in words, with the next attempt's time, and ends
+// as unreachable.
+func TestHubDownloadOfflineStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := NewHubDownloader(hub.Options{
+			Endpoint: "https://hub.example", Repo: "petal-test/tiny", Revision: hubtest.SHA,
+			Dir: filepath.Join(t.TempDir(), "tiny"), NoHFCache: true,
+			MaxRetries: 2, RetryBase: time.Second, Transport: noRoute{},
+		})
+		start := time.Now()
+		if err := d.Do(t.Context(), Start); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		s := d.Status()
+		if s.State != DownloadRunning || s.Retry == nil {
+			t.Fatalf("offline after start: %+v, want running with a retry", s)
+		}
+		if r := s.Retry; r.Reason != hub.ReasonNoRoute || !r.Unreachable || r.Message == "" || !strings.Contains(r.Detail, "network is unreachable") ||
+			!r.NextAttemptAt.Equal(start.Add(time.Second)) || r.Attempt != 2 || r.MaxAttempts != 3 {
+			t.Errorf("retry %+v: want no_route, attempt 2 of 3 at %v", r, start.Add(time.Second))
+		}
+		time.Sleep(3 * time.Second) // the fake clock: both backoffs pass
+		synctest.Wait()
+		s = d.Status()
+		if s.State != DownloadFailed || s.Error == nil || s.Error.Code != "unreachable" || s.Retry != nil {
+			t.Fatalf("offline after the retries: %+v, want failed as unreachable", s)
+		}
+		if !strings.Contains(s.Error.Message, "no network route") || !strings.Contains(s.Error.Detail, "network is unreachable") {
+			t.Errorf("error %+v: want words and the detail", s.Error)
+		}
+	})
 }

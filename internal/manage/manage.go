@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Limits of a request.
@@ -93,6 +94,22 @@ var actions = map[Action]bool{Start: true, Pause: true, Resume: true, Cancel: tr
 type DownloadError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Detail is the error behind Message where Message is plain words.
+	Detail string `json:"detail,omitempty"`
+}
+
+// DownloadRetry says, while a running download retries a connection, why
+// (Reason: dns, no_route, refused, tls, timeout, server or network; Message
+// in plain words, Detail the error) and when attempt Attempt of at most
+// MaxAttempts starts. Unreachable says the Hub was not reached at all.
+type DownloadRetry struct {
+	Reason        string    `json:"reason"`
+	Message       string    `json:"message"`
+	Detail        string    `json:"detail"`
+	Unreachable   bool      `json:"unreachable"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	Attempt       int       `json:"attempt"`
+	MaxAttempts   int       `json:"max_attempts"`
 }
 
 // DownloadStatus is the answer of GET /manage/download. State is one of
@@ -107,6 +124,7 @@ type DownloadStatus struct {
 	Speed      float64        `json:"speed"`
 	ETASeconds float64        `json:"eta_seconds"`
 	Error      *DownloadError `json:"error,omitempty"`
+	Retry      *DownloadRetry `json:"retry,omitempty"`
 }
 
 // Downloader drives the model download (an adapter over the download
