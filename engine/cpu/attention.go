@@ -45,17 +45,24 @@ func (s *Sequence) attention(sc *scratch, a *attention, st *layerState, xn []flo
 
 	sigmoids(gate)
 	o := take(&sc.o, t*nh*d)
-	sc.heads = attnHeads{c: c, st: st, q: q, gate: gate, o: o, pos: s.pos}
-	sc.parallelFor(t*nh, 1, &sc.heads)
+	sc.heads = attnHeads{c: c, st: st, q: q, gate: gate, o: o, pos: s.pos, t: t}
+	sc.parallelFor(nh*((t+attnBlock-1)/attnBlock), 1, &sc.heads)
 	a.o.mul(sc, 0, o, t, out)
 }
 
-// attnHeads is the task of attention proper, one job per (token, head).
+// attnBlock is how many of a chunk's tokens a job of attnHeads takes: each
+// block of keys and values read serves them all (one query at a time
+// streamed the whole cache per query, 5 MB a head at 10k positions).
+const attnBlock = 16
+
+// attnHeads is the task of attention proper, one job per head and block
+// of attnBlock tokens.
 type attnHeads struct {
 	c          *checkpoint.Config
 	st         *layerState
 	q, gate, o []float32 // gate holds the sigmoids of the gate
 	pos        int       // of the first new token
+	t          int       // new tokens
 }
 
 func (a *attnHeads) run(pt *part, lo, hi int) {
@@ -63,34 +70,63 @@ func (a *attnHeads) run(pt *part, lo, hi int) {
 	nh, kvh, d := c.Heads, c.KVHeads, c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := nh / kvh
-	scores := take(&pt.scores, a.pos+len(a.q)/(nh*d))
+	blocks := (a.t + attnBlock - 1) / attnBlock
 	var four [4]float32
+	var invs [attnBlock]float32 // 1 / each query's softmax denominator
 	stride := kvh * d
 	for job := lo; job < hi; job++ {
-		i, h := job/nh, job%nh
+		h, b := job/blocks, job%blocks
+		i0, i1 := b*attnBlock, min((b+1)*attnBlock, a.t)
 		kh := h / group
-		n := a.pos + i + 1 // causal: positions 0..pos+i
-		qi := a.q[(i*nh+h)*d : (i*nh+h+1)*d]
-		keys := st.k[kh*d:]
-		s := scores[:n]
-		p := 0
-		for ; p+4 <= n && dot4RowsVec(keys[p*stride:], stride, qi, d, &four); p += 4 {
-			copy(s[p:p+4], four[:])
+		keys, values := st.k[kh*d:], st.v[kh*d:]
+		// Query i sees positions [0, pos+i] (causal), its scores at
+		// scores[(i-i0)*span:].
+		span := a.pos + i1
+		scores := take(&pt.scores, (i1-i0)*span)
+		for p := 0; p < span; p += 4 {
+			for i := i0; i < i1; i++ {
+				n := a.pos + i + 1
+				if p >= n {
+					continue
+				}
+				qi := a.q[(i*nh+h)*d : (i*nh+h+1)*d]
+				s := scores[(i-i0)*span : (i-i0)*span+n]
+				if p+4 <= span && dot4RowsVec(keys[p*stride:], stride, qi, d, &four) {
+					copy(s[p:min(p+4, n)], four[:])
+					continue
+				}
+				for q := p; q < min(p+4, n); q++ {
+					s[q] = dot(qi, keys[q*stride:q*stride+d])
+				}
+			}
 		}
-		for ; p < n; p++ {
-			s[p] = dot(qi, keys[p*stride:p*stride+d])
+		for i := i0; i < i1; i++ {
+			s := scores[(i-i0)*span : (i-i0)*span+a.pos+i+1]
+			maxS := float32(math.Inf(-1))
+			for p := range s {
+				s[p] *= scale
+				maxS = max(maxS, s[p])
+			}
+			invs[i-i0] = 1 / expShift(s, maxS)
 		}
-		maxS := float32(math.Inf(-1))
-		for p := range s {
-			s[p] *= scale
-			maxS = max(maxS, s[p])
+		for p0 := 0; p0 < span; p0 += 64 {
+			for i := i0; i < i1; i++ {
+				n := a.pos + i + 1
+				if p0 >= n {
+					continue
+				}
+				s := scores[(i-i0)*span:]
+				oi := a.o[(i*nh+h)*d : (i*nh+h+1)*d]
+				axpyRows(values[p0*stride:], stride, s[p0:min(p0+64, n)], oi)
+			}
 		}
-		inv := 1 / expShift(s, maxS)
-		oi := a.o[(i*nh+h)*d : (i*nh+h+1)*d]
-		axpyRows(st.v[kh*d:], stride, s, oi)
-		gi := a.gate[(i*nh+h)*d : (i*nh+h+1)*d]
-		for j := range oi {
-			oi[j] *= inv * gi[j]
+		for i := i0; i < i1; i++ {
+			inv := invs[i-i0]
+			oi := a.o[(i*nh+h)*d : (i*nh+h+1)*d]
+			gi := a.gate[(i*nh+h)*d : (i*nh+h+1)*d]
+			for j := range oi {
+				oi[j] *= inv * gi[j]
+			}
 		}
 	}
 }
