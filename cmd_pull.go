@@ -102,8 +102,27 @@ type progressBar struct {
 }
 
 func (b *progressBar) show(ev hub.Event) {
+	if ev.Retry != nil {
+		// A retry gets a line of its own that stays, so an offline machine
+		// reads why at once and each attempt's time, not a bar at 0%.
+		fmt.Fprintf(b.w, "\r\x1b[K%s\n", renderRetry(ev, time.Now()))
+		b.drawn = false
+		return
+	}
 	fmt.Fprintf(b.w, "\r%s\x1b[K", renderProgress(ev))
 	b.drawn = true
+}
+
+// renderRetry says why a connection is retried, in words, when the next
+// attempt starts (as of now) and the error behind the words.
+func renderRetry(ev hub.Event, now time.Time) string {
+	d := hub.Diagnose(ev.Retry)
+	line := d.Message
+	if !ev.RetryAt.IsZero() {
+		line += fmt.Sprintf(" Trying again at %s (in %s; attempt %d of %d).",
+			ev.RetryAt.Format("15:04:05"), max(0, ev.RetryAt.Sub(now)).Round(time.Second), ev.Attempt, ev.MaxAttempts)
+	}
+	return line + " [" + d.Detail + "]"
 }
 
 func (b *progressBar) end() {
@@ -131,9 +150,6 @@ func renderProgress(ev hub.Event) string {
 	}
 	if ev.File != "" {
 		line += " " + ev.File
-	}
-	if ev.Retry != nil {
-		line += " (retrying: " + ev.Retry.Error() + ")"
 	}
 	return line
 }

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,15 +107,33 @@ func TestRenderProgress(t *testing.T) {
 	line := renderProgress(hub.Event{
 		Phase: hub.Downloading, Done: 9_700_000_000, Total: 19_400_000_000,
 		BytesPerSecond: 52_300_000, ETA: 185*time.Second + 400*time.Millisecond,
-		Retry: errors.New("connection reset"),
 	})
-	for _, want := range []string{"downloading", "[" + strings.Repeat("#", 15) + strings.Repeat(".", 15) + "]", " 50.0%", "9.70/19.40 GB", "52.3 MB/s", "ETA 3m5s", "retrying: connection reset"} {
+	for _, want := range []string{"downloading", "[" + strings.Repeat("#", 15) + strings.Repeat(".", 15) + "]", " 50.0%", "9.70/19.40 GB", "52.3 MB/s", "ETA 3m5s"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("%q lacks %q", line, want)
 		}
 	}
 	if line := renderProgress(hub.Event{Phase: hub.ListingFiles}); !strings.Contains(line, "0.0%") {
 		t.Errorf("empty progress %q", line)
+	}
+}
+
+// TestRenderRetry: an offline listing attempt is said in words, with the
+// next attempt's time and the error behind the words.
+func TestRenderRetry(t *testing.T) {
+	now := time.Date(2026, 12, 1, 21, 40, 0, 0, time.UTC)
+	dns := &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "huggingface.co", IsNotFound: true}}
+	var w bytes.Buffer
+	bar := &progressBar{w: &w}
+	bar.show(hub.Event{Phase: hub.ListingFiles, Retry: dns, RetryAt: now.Add(4 * time.Second), Attempt: 3, MaxAttempts: 11})
+	line := renderRetry(hub.Event{Phase: hub.ListingFiles, Retry: dns, RetryAt: now.Add(4 * time.Second), Attempt: 3, MaxAttempts: 11}, now)
+	for _, want := range []string{"huggingface.co cannot be looked up", "offline", "Trying again at 21:40:04 (in 4s; attempt 3 of 11).", "[dial tcp: lookup huggingface.co: no such host]"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("%q lacks %q", line, want)
+		}
+	}
+	if out := w.String(); !strings.HasSuffix(out, "\n") || strings.Contains(out, "0.0%") {
+		t.Errorf("a retry drew %q; want a line of its own, not the bar", out)
 	}
 }
 
