@@ -116,44 +116,31 @@ func BenchmarkDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer m.Close()
-			seq, _ := m.NewSequence()
-			logits := make([]float32, m.cfg.Vocab)
-			if err := seq.Forward(randomTokens(64, m.cfg.Vocab, 1), logits); err != nil {
-				b.Fatal(err)
-			}
-			bytes := m.ckpt.DecodeWeightBytes()
-			b.SetBytes(bytes)
-			b.ReportAllocs()
-			next := 1
-			for b.Loop() {
-				if err := seq.Forward([]int{next}, logits); err != nil {
-					b.Fatal(err)
-				}
-				next = (next + 1) % m.cfg.Vocab
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			benchDecode(b, m, 64)
 		})
 	}
-	b.Run("model=demo/context=256", func(b *testing.B) {
-		m := openDemo(b, 16384)
-		seq, _ := m.NewSequence()
-		logits := make([]float32, m.cfg.Vocab)
-		if err := seq.Forward(randomTokens(256, m.cfg.Vocab, 1), logits); err != nil {
+	b.Run("model=demo/context=256", func(b *testing.B) { benchDecode(b, openDemo(b, 16384), 256) })
+}
+
+// benchDecode times decode steps of m after a prompt of context tokens.
+func benchDecode(b *testing.B, m *Model, context int) {
+	seq, _ := m.NewSequence()
+	logits := make([]float32, m.cfg.Vocab)
+	if err := seq.Forward(randomTokens(context, m.cfg.Vocab, 1), logits); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(m.ckpt.DecodeWeightBytes())
+	b.ReportAllocs()
+	cpu := cpuTime()
+	next := 1
+	for b.Loop() {
+		if err := seq.Forward([]int{next}, logits); err != nil {
 			b.Fatal(err)
 		}
-		b.SetBytes(m.ckpt.DecodeWeightBytes())
-		b.ReportAllocs()
-		cpu := cpuTime()
-		next := 1
-		for b.Loop() {
-			if err := seq.Forward([]int{next}, logits); err != nil {
-				b.Fatal(err)
-			}
-			next = (next + 1) % m.cfg.Vocab
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
-		b.ReportMetric(float64(b.N)/(cpuTime()-cpu), "tok/cpu-s")
-	})
+		next = (next + 1) % m.cfg.Vocab
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+	b.ReportMetric(float64(b.N)/(cpuTime()-cpu), "tok/cpu-s")
 }
 
 // cpuTime is the CPU time this process has used, user and system, in
