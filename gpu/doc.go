@@ -19,6 +19,24 @@
 // committed, then waited on; command buffers of one device run in commit
 // order, so two may be in flight at once.
 //
+// # Math
+//
+// Kernels compute in IEEE 754 binary32 with fast math off, on both drivers.
+// Metal's default (fastMathEnabled = YES) lets the compiler assume no NaN
+// and no infinity, and then fold isnan(x) to false and x > -INFINITY to
+// true; Petal's kernels depend on both: argmax and the router top-k skip NaN
+// logits and start from -INFINITY, and the softmax of the router maps NaN to
+// -INFINITY before exp. So petal/gpu/metal compiles with mathMode =
+// MTLMathModeSafe and mathFloatingPointFunctions = Precise on macOS 15 and
+// later, and fastMathEnabled = NO on macOS 14, which mean the same. The
+// relaxed mode would keep NaN and infinity but let the compiler reassociate
+// and contract, so results would move with compiler versions; kernels that
+// want a faster function ask for it by name (fast::exp) where its accuracy
+// is enough. petal/gpu/sim matches: no -ffast-math, no FMA contraction
+// (-ffp-contract=off), floating literals without a suffix are float (Metal
+// has no double), so the sim's results are the ones the Mac should give up
+// to the documented error of Metal's precise functions.
+//
 // # Recording
 //
 // Every command buffer keeps a driver-independent [Trace] of what was encoded

@@ -101,11 +101,14 @@ kernel void attn_prep_f16kv(
     device half* v_cache [[buffer(9)]],
     uint2 group [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
-    uint threads [[threads_per_threadgroup]],
+    uint2 block [[threads_per_threadgroup]],
     uint sg [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]],
     uint simdgroups [[simdgroups_per_threadgroup]])
 {
+    // The position input is a uint2, so the size input must be one too (MSL
+    // 3.1 section 5.2.3.6); the threadgroup is one-dimensional.
+    const uint threads = block.x;
     threadgroup float partial[ATTN_PREP_MAX_THREADS / 32];
     const int d = args.head_dim;
     const uint g = group.x;

@@ -60,11 +60,14 @@ kernel void attn_prefill_f16kv(
     threadgroup float* scratch [[threadgroup(0)]],
     uint2 group [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
-    uint threads [[threads_per_threadgroup]],
+    uint2 block [[threads_per_threadgroup]],
     uint sg [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]],
     uint simdgroups [[simdgroups_per_threadgroup]])
 {
+    // The position input is a uint2, so the size input must be one too (MSL
+    // 3.1 section 5.2.3.6); the threadgroup is one-dimensional.
+    const uint threads = block.x;
     constexpr int TB = ATTN_PREFILL_TOKENS;
     threadgroup float kt_s[ATTN_MAX_HEAD_DIM * TB]; // [HEAD_DIM][8]
     threadgroup float v_s[TB * ATTN_MAX_HEAD_DIM];  // [8][HEAD_DIM]

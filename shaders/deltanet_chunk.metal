@@ -427,11 +427,14 @@ kernel void delta_gated_norm_rows_f32(
     device const float* norm [[buffer(3)]],
     uint2 ht [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
-    uint threads [[threads_per_threadgroup]],
+    uint2 block [[threads_per_threadgroup]],
     uint sg [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]],
     uint simdgroups [[simdgroups_per_threadgroup]])
 {
+    // The position input is a uint2, so the size input must be one too (MSL
+    // 3.1 section 5.2.3.6); the threadgroup is one-dimensional.
+    const uint threads = block.x;
     threadgroup float part[DELTA_MAX_SIMDGROUPS];
     const int vd = args.value_dim;
     const ulong base = ulong(ht.y) * ulong(args.value_heads) * vd + ulong(ht.x) * vd;

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unsafe"
@@ -238,4 +239,29 @@ func TestFilesHaveHeaders(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEveryKernelKeepsAppleRules compiles every kernel entry point of every
+// file through the sim, which refuses what Apple's Metal compiler refuses
+// (sim.Rule), so a kernel that would not build on a Mac fails here.
+func TestEveryKernelKeepsAppleRules(t *testing.T) {
+	d := device(t)
+	entry := regexp.MustCompile(`(?m)^kernel void (\w+)\(`)
+	n := 0
+	for _, file := range shaders.Names() {
+		src, err := shaders.Source(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range entry.FindAllStringSubmatch(src, -1) {
+			if _, err := d.NewPipeline(gpu.Source{Name: file, Text: src}, m[1]); err != nil {
+				t.Errorf("%s: %v", m[1], err)
+			}
+			n++
+		}
+	}
+	if n < 20 {
+		t.Fatalf("found only %d kernels", n)
+	}
+	t.Logf("%d kernels checked", n)
 }

@@ -3,15 +3,19 @@
 //
 // # What it does
 //
-// [Open] takes the system default device, refuses GPUs older than Apple7
-// (M1) and makes one command queue. Pipelines are compiled from MSL source
-// at MSL 3.1 (bfloat needs it) with function constants, cached by
-// gpu.PipelineKey; libraries are cached per source. Buffers are shared
+// [Open] refuses macOS before 14 (MSL 3.1 arrived with it; the version is
+// kern.osproductversion), takes the system default device, refuses GPUs
+// older than Apple7 (M1) and makes one command queue. Pipelines are compiled
+// from MSL source at MSL 3.1 (bfloat needs it) with fast math off (safe math
+// mode and precise functions on macOS 15+, fastMathEnabled = NO on 14; see
+// petal/gpu) and function constants, cached by gpu.PipelineKey; libraries
+// are cached per source. Buffers are shared
 // (zeroed on creation, since Metal does not promise it) or no-copy views of
 // mmapped checkpoint shards. A command buffer holds one compute encoder of
 // MTLDispatchTypeConcurrent, with memoryBarrierWithScope(buffers) for
 // gpu.CommandBuffer.Barrier; after completion its status and error are
-// checked.
+// checked. Any number of goroutines may wait on one command buffer: the
+// first waits on the GPU, the others until it has settled.
 //
 // # Threads and pools
 //

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"petal/gpu"
@@ -23,6 +24,8 @@ type Device struct {
 	queue mtl.CommandQueue
 	info  gpu.Info
 
+	math mathSettings
+
 	mu     sync.Mutex
 	libs   map[[32]byte]mtl.Library
 	pipes  map[string]*pipeline
@@ -31,18 +34,35 @@ type Device struct {
 
 var _ gpu.Device = (*Device)(nil)
 
-// Open takes the system default GPU; it refuses GPUs older than Apple7.
+// Open takes the system default GPU; it refuses macOS older than 14 and
+// GPUs older than Apple7.
 func Open() (gpu.Device, error) {
+	v, err := runningMacOS()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkMacOS(v); err != nil {
+		return nil, err
+	}
 	var d *Device
-	var err error
-	mtl.WithPool(func() { d, err = open() })
+	mtl.WithPool(func() { d, err = open(mathFor(v)) })
 	if err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-func open() (*Device, error) {
+// runningMacOS reads the product version from the kernel (the same sysctl
+// sw_vers reads; the syscall package calls it without cgo).
+func runningMacOS() (macOSVersion, error) {
+	s, err := syscall.Sysctl("kern.osproductversion")
+	if err != nil {
+		return macOSVersion{}, fmt.Errorf("%w: reading the macOS version: %v", gpu.ErrUnsupported, err)
+	}
+	return parseMacOSVersion(s)
+}
+
+func open(math mathSettings) (*Device, error) {
 	dev, err := mtl.CreateSystemDefaultDevice()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", gpu.ErrUnsupported, err)
@@ -73,9 +93,25 @@ func open() (*Device, error) {
 			RecommendedMaxWorkingSetSize: dev.RecommendedMaxWorkingSetSize(),
 			UnifiedMemory:                dev.HasUnifiedMemory(),
 		},
+		math:  math,
 		libs:  map[[32]byte]mtl.Library{},
 		pipes: map[string]*pipeline{},
 	}, nil
+}
+
+// compileOptions are MSL 3.1 (bfloat needs it) with fast math off as
+// d.math says (owned; release it).
+func (d *Device) compileOptions() mtl.CompileOptions {
+	o := mtl.NewCompileOptions()
+	o.SetLanguageVersion(mtl.LanguageVersion3_1)
+	if d.math.safeMathMode {
+		o.SetMathMode(mtl.MathModeSafe)
+		o.SetMathFloatingPointFunctions(mtl.MathFloatingPointFunctionsPrecise)
+	}
+	if d.math.fastMathOff {
+		o.SetFastMathEnabled(false)
+	}
+	return o
 }
 
 // Info describes the GPU.
@@ -198,7 +234,9 @@ func (d *Device) compile(src gpu.Source, function string, constants []gpu.Consta
 	lib, ok := d.libs[sum]
 	if !ok {
 		var err error
-		lib, err = d.dev.NewLibraryWithSource(src.Text, mtl.LanguageVersion3_1)
+		opts := d.compileOptions()
+		lib, err = d.dev.NewLibraryWithSource(src.Text, opts)
+		opts.Release()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", gpu.ErrCompile, src.Name, err)
 		}
@@ -356,43 +394,45 @@ func (c *commandBuffer) Commit() error {
 		}
 	})
 	if c.err != nil {
-		c.finish(c.err)
+		c.wait.Do(func() { c.settle(c.err) })
 		return c.err
 	}
 	return nil
 }
 
-func (c *commandBuffer) finish(err error) {
-	c.wait.Do(func() {
-		c.runErr = err
-		if err != nil {
-			c.status.Store(int32(gpu.Failed))
-		} else {
-			c.status.Store(int32(gpu.Completed))
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.released = true
-		mtl.WithPool(c.cb.Release)
-	})
+// settle records the outcome and releases the command buffer; it runs once,
+// inside c.wait.
+func (c *commandBuffer) settle(err error) {
+	c.runErr = err
+	if err != nil {
+		c.status.Store(int32(gpu.Failed))
+	} else {
+		c.status.Store(int32(gpu.Completed))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.released = true
+	mtl.WithPool(c.cb.Release)
 }
 
-// Wait blocks until the GPU is done, then checks status and error.
+// Wait blocks until the GPU is done, then checks status and error. Any
+// number of goroutines may wait: the first waits on the GPU inside c.wait,
+// the others block in c.wait until it has settled, so none messages the
+// command buffer after its release.
 func (c *commandBuffer) Wait() error {
-	switch gpu.Status(c.status.Load()) {
-	case gpu.Encoding:
+	if gpu.Status(c.status.Load()) == gpu.Encoding {
 		return fmt.Errorf("%w: wait before commit", gpu.ErrInvalid)
-	case gpu.Completed, gpu.Failed:
-		return c.runErr
 	}
-	var err error
-	mtl.WithPool(func() {
-		c.cb.WaitUntilCompleted()
-		if st := c.cb.Status(); st != mtl.CommandBufferStatusCompleted {
-			err = fmt.Errorf("%w: status %d: %v", gpu.ErrExecution, st, c.cb.Error())
-		}
+	c.wait.Do(func() {
+		var err error
+		mtl.WithPool(func() {
+			c.cb.WaitUntilCompleted()
+			if st := c.cb.Status(); st != mtl.CommandBufferStatusCompleted {
+				err = fmt.Errorf("%w: status %d: %v", gpu.ErrExecution, st, c.cb.Error())
+			}
+		})
+		c.settle(err)
 	})
-	c.finish(err)
 	return c.runErr
 }
 

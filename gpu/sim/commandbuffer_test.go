@@ -213,3 +213,42 @@ func TestCrossGroupRace(t *testing.T) {
 		t.Errorf("got %v, want sim.ErrRace", err)
 	}
 }
+
+// TestConcurrentWait holds the gpu contract both drivers keep: any number of
+// goroutines may Wait on one command buffer and poll its Status, and all see
+// the same outcome (run it with -race). A failing buffer (a divide by zero
+// in features.metal's divide kernel) gives every waiter its error.
+func TestConcurrentWait(t *testing.T) {
+	d := openSim(t, sim.Options{Fast: true})
+	p := mustPipeline(t, d, features(t), "divide")
+	for _, divisor := range []uint32{3, 0} {
+		for range 10 {
+			in := buffer(t, d, []uint32{1, 2, divisor, 4})
+			out, _ := d.NewBuffer(16)
+			cb, _ := d.NewCommandBuffer()
+			if err := cb.Dispatch(&gpu.Dispatch{Pipeline: p, Groups: size(1, 1), Threads: size(4, 1),
+				Args: []gpu.Arg{gpu.BufferArg(0, in, 0), gpu.BufferArg(1, out, 0)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := cb.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			errs := make(chan error, 8)
+			for range cap(errs) {
+				go func() {
+					cb.Status()
+					errs <- cb.Wait()
+				}()
+			}
+			for range cap(errs) {
+				err := <-errs
+				if (divisor == 0) != errors.Is(err, sim.ErrTrap) {
+					t.Fatalf("divisor %d: Wait = %v", divisor, err)
+				}
+			}
+			if want := map[bool]gpu.Status{true: gpu.Failed, false: gpu.Completed}[divisor == 0]; cb.Status() != want {
+				t.Fatalf("divisor %d: status %v after Wait, want %v", divisor, cb.Status(), want)
+			}
+		}
+	}
+}

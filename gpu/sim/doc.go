@@ -5,12 +5,31 @@
 //
 // NewPipeline rewrites the MSL source into C++ (rewrite.go: kernel
 // signatures and their [[attributes]], threadgroup storage, function
-// constants specialised as constexpr, swizzles, half literals), prepends
-// metal_compat.h (MSL types, math, simd-group functions, atomics, and the
-// fiber runtime), and builds a shared library with the system C++ compiler.
+// constants specialised as constexpr, swizzles, half and float literals),
+// includes metal_compat.h (MSL types, math, simd-group functions, atomics, and the
+// fiber runtime), and builds a shared library with the system C++ compiler
+// (C++14, IEEE arithmetic: see cxxFlags and petal/gpu's Math section).
 // Libraries are cached by the hash of compiler, flags and full text, under
 // $PETAL_SIM_CACHE or os.UserCacheDir()/petal/sim, and loaded with purego:
 // no cgo.
+//
+// # Apple's rules
+//
+// C++ takes much that Apple's Metal compiler refuses, so NewPipeline refuses
+// it too (rules.go, citing the MSL 3.1 specification), with a [*RuleError]
+// that names the file and line (following #line from expanded includes):
+// kernel position and size inputs all scalar or all vectors of one width,
+// and of uint or ushort; an address space on every pointer and reference; no
+// pointer flowing into another address space without a cast (within a
+// function, from a named pointer or threadgroup array); no double, recursion,
+// function pointers, exceptions, C++ standard library, new/delete, virtual,
+// derived classes, dynamic_cast, typeid, goto, register or thread_local; and
+// C++14 only: the kernel compiles with -std=c++14 -pedantic-errors (the
+// compat header as a system header) and C++17 attributes are refused.
+// [Rules] lists them; testdata/rule_*.metal break one each. What Apple's
+// compiler checks beyond these (overload resolution across address spaces,
+// address spaces inside macros and templates it instantiates, its own
+// warnings-as-errors) is seen only on a Mac.
 //
 // # What kernels may use
 //

@@ -1,6 +1,8 @@
 // metal_compat.h: the part of the Metal Shading Language that Petal's kernels
 // use, in C++17 (g++ or clang++), plus the runtime that runs one threadgroup
-// cooperatively on one OS thread.
+// cooperatively on one OS thread. The sim compiles kernels as C++14 (MSL 3.1
+// is C++14) with this header as a system header, where C++17 language
+// features pass; C++17 library names (std::is_same_v...) do not exist there.
 //
 // The sim driver prepends this header to a kernel source after rewriting the
 // few constructs C++ cannot express (kernel signatures and their [[...]]
@@ -67,7 +69,7 @@ struct bfloat {
 			bits = (uint16_t)(u >> 16);
 		}
 	}
-	template <class U, class = std::enable_if_t<std::is_arithmetic_v<U>>>
+	template <class U, class = std::enable_if_t<std::is_arithmetic<U>::value>>
 	bfloat(U u) : bfloat((float)u) {}
 	bfloat(half h) : bfloat((float)h) {}
 	operator float() const { return __builtin_bit_cast(float, (uint32_t)bits << 16); }
@@ -79,7 +81,7 @@ struct bfloat {
 
 namespace petal {
 
-template <class T> struct is_scalar : std::integral_constant<bool, std::is_arithmetic_v<T>> {};
+template <class T> struct is_scalar : std::integral_constant<bool, std::is_arithmetic<T>::value> {};
 template <> struct is_scalar<half> : std::true_type {};
 template <> struct is_scalar<bfloat> : std::true_type {};
 template <class T> inline constexpr bool is_scalar_v = is_scalar<std::remove_cv_t<std::remove_reference_t<T>>>::value;
@@ -153,7 +155,7 @@ template <class T, int N> struct vec : storage<T, N> {
 		for (int i = 0; i < N; i++) this->v[i] = T(s);
 	}
 	// Element type conversion is explicit, as in MSL.
-	template <class U, class = std::enable_if_t<!std::is_same_v<U, T>>>
+	template <class U, class = std::enable_if_t<!std::is_same<U, T>::value>>
 	explicit vec(const vec<U, N>& o) {
 		for (int i = 0; i < N; i++) this->v[i] = T(o.v[i]);
 	}
@@ -777,7 +779,7 @@ namespace petal {
 // (uint, ushort, uint2, uint3, ...), as Metal allows.
 struct builtin3 {
 	uint32_t x, y, z;
-	template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>> operator T() const { return T(x); }
+	template <class T, class = std::enable_if_t<std::is_arithmetic<T>::value>> operator T() const { return T(x); }
 	template <class T> operator vec<T, 2>() const { return vec<T, 2>(T(x), T(y)); }
 	template <class T> operator vec<T, 3>() const { return vec<T, 3>(T(x), T(y), T(z)); }
 };
@@ -900,11 +902,11 @@ PETAL_F2(step, y < x ? 0.0f : 1.0f)
 
 // min and max follow fmin/fmax for floats (a NaN operand yields the other).
 template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T min(T a, T b) {
-	if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) return (T)petal::fminf((float)a, (float)b);
+	if constexpr (std::is_floating_point<T>::value || std::is_same<T, half>::value) return (T)petal::fminf((float)a, (float)b);
 	else return b < a ? b : a;
 }
 template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T max(T a, T b) {
-	if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) return (T)petal::fmaxf((float)a, (float)b);
+	if constexpr (std::is_floating_point<T>::value || std::is_same<T, half>::value) return (T)petal::fmaxf((float)a, (float)b);
 	else return a < b ? b : a;
 }
 template <class T, int N> inline petal::vec<T, N> min(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {

@@ -173,6 +173,9 @@ func rewrite(name, src string, consts []gpu.Constant) (*rewritten, error) {
 	for _, c := range consts {
 		r.consts[c.Index] = c
 	}
+	if err := r.checkRules(); err != nil {
+		return nil, err
+	}
 	if err := r.run(); err != nil {
 		return nil, err
 	}
@@ -211,13 +214,16 @@ type rewriter struct {
 }
 
 func (r *rewriter) errorf(t token, format string, args ...any) error {
-	line := 1 + strings.Count(r.src[:t.start], "\n")
-	return fmt.Errorf("%s:%d: %s", r.name, line, fmt.Sprintf(format, args...))
+	file, line := r.position(t.start)
+	return fmt.Errorf("%s:%d: %s", file, line, fmt.Sprintf(format, args...))
 }
 
 func (r *rewriter) tok(i int) token {
-	if i < len(r.toks) {
+	if i >= 0 && i < len(r.toks) {
 		return r.toks[i]
+	}
+	if i < 0 {
+		return token{kind: tokPunct}
 	}
 	return token{kind: tokPunct, start: len(r.src), end: len(r.src)}
 }
@@ -303,6 +309,10 @@ func (r *rewriter) run() error {
 			i++
 		case t.kind == tokNumber && (strings.HasSuffix(t.text, "h") || strings.HasSuffix(t.text, "H")) && !strings.HasPrefix(strings.ToLower(t.text), "0x"):
 			r.replace(i, i+1, "((half)"+t.text[:len(t.text)-1]+")")
+		case t.kind == tokNumber && isFloatLiteral(t.text) && !strings.ContainsAny(t.text[len(t.text)-1:], "fF"):
+			// Metal has no double, so an unsuffixed floating literal is a
+			// float there; in C++ it would make the expression double.
+			r.replace(i, i+1, t.text+"f")
 		}
 	}
 	return nil
@@ -484,6 +494,7 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 	name := r.tok(i + 1).text
 	r.replace(i, i+1, "static void")
 	var args []string
+	var inputs []builtinInput
 	j := i + 3
 	for {
 		// One parameter: tokens up to a top-level ',' or ')'.
@@ -554,12 +565,16 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 			if !ok {
 				return 0, r.errorf(r.toks[attr], "kernel %s: unsupported attribute [[%s]] on %s", name, attrText, pname)
 			}
+			inputs = append(inputs, builtinInput{attr: attrText, typ: typeText, name: pname, tok: r.toks[start]})
 			args = append(args, fmt.Sprintf("(%s)%s", typeText, expr))
 		}
 		if r.toks[j].text == ")" {
 			break
 		}
 		j++
+	}
+	if err := r.checkInputs(name, inputs); err != nil {
+		return 0, err
 	}
 	if _, dup := r.out.kernels[name]; dup {
 		return 0, r.errorf(r.tok(i), "kernel %s defined twice", name)

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -68,7 +70,28 @@ type Options struct {
 }
 
 // Compiler flags; part of each library's content hash.
-var cxxFlags = []string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-w"}
+//
+// MSL 3.1 is C++14 (MSL 3.1 section 1.4), so kernels compile as C++14 with
+// -pedantic-errors: a C++17 feature (if constexpr, structured bindings,
+// inline variables, fold expressions, nested namespaces, init-statements in
+// if/switch, hexadecimal float literals...) is an error, as it is for
+// Apple's compiler. metal_compat.h itself is C++17 and is compiled as a
+// system header, where those diagnostics are off.
+//
+// Arithmetic is IEEE binary32 as the Metal driver asks for it (gpu/doc.go):
+// no -ffast-math or -ffinite-math-only, so NaN and infinity survive isnan
+// and comparisons; -ffp-contract=off, so a*b+c rounds twice as Metal's safe
+// math mode does and results do not depend on whether the host has FMA
+// (x86-64 without -mfma never fuses, arm64 would). -fno-math-errno only
+// stops libm from setting errno.
+var cxxFlags = []string{"-std=c++14", "-pedantic-errors", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-ffp-contract=off"}
+
+// compatName is the file name the compat header is written under, next to
+// the sources that include it.
+func compatName() string {
+	sum := sha256.Sum256([]byte(compatHeader))
+	return "metal_compat-" + hex.EncodeToString(sum[:8]) + ".h"
+}
 
 // maxCompileLog bounds the compiler output kept in an error.
 const maxCompileLog = 8 << 10
@@ -210,7 +233,7 @@ func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.C
 	}
 	rw, err := rewrite(src.Name, src.Text, constants)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", gpu.ErrCompile, err)
+		return nil, fmt.Errorf("%w: %w", gpu.ErrCompile, err)
 	}
 	info, ok := rw.kernels[function]
 	if !ok {
@@ -231,9 +254,9 @@ func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.C
 
 // library compiles the rewritten source once per content hash; d.mu is held.
 func (d *Device) library(name string, rw *rewritten) (*library, error) {
-	text := compatHeader + rw.text
+	text := fmt.Sprintf("#include %q\n%s", compatName(), rw.text)
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s", d.compiler, strings.Join(cxxFlags, " "), text)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", d.compiler, strings.Join(cxxFlags, " "), compatHeader, text)
 	sum := hex.EncodeToString(h.Sum(nil))[:32]
 	if lib, ok := d.libs[sum]; ok {
 		return lib, nil
@@ -262,6 +285,9 @@ func (d *Device) library(name string, rw *rewritten) (*library, error) {
 }
 
 func (d *Device) compile(name, text, path string) error {
+	if err := d.writeCompatHeader(); err != nil {
+		return err
+	}
 	// Unique temporary names: other processes (parallel go test packages)
 	// may build the same library at the same time.
 	src, err := os.CreateTemp(d.opts.CacheDir, "build-*.cpp")
@@ -288,12 +314,56 @@ func (d *Device) compile(name, text, path string) error {
 		if len(log) > maxCompileLog {
 			log = log[:maxCompileLog] + "\n..."
 		}
+		if rerr := cxx17Error(log); rerr != nil {
+			return fmt.Errorf("%w: %w (C++ source kept at %s)\n%s", gpu.ErrCompile, rerr, kept, log)
+		}
 		return fmt.Errorf("%w: %s (C++ source kept at %s): %v\n%s", gpu.ErrCompile, name, kept, err, log)
 	}
 	os.Remove(src.Name())
 	// Rename is atomic, so no process loads a half-written library.
 	if err := os.Rename(lib, path); err != nil {
 		return fmt.Errorf("sim: %w", err)
+	}
+	return nil
+}
+
+// compilerErrorRE matches a compiler's error line: file:line:column: error: text.
+var compilerErrorRE = regexp.MustCompile(`(?m)^([^:\n]+):(\d+):\d+: error: (.*)$`)
+
+// cxx17Error turns the first error of a failed compile into a RuleError when
+// it is -pedantic-errors refusing a C++17 feature (RuleCxx14).
+func cxx17Error(log string) *RuleError {
+	m := compilerErrorRE.FindStringSubmatch(log)
+	if m == nil || !strings.Contains(strings.ToLower(m[3]), "c++17") {
+		return nil
+	}
+	line, _ := strconv.Atoi(m[2])
+	return &RuleError{File: m[1], Line: line, Rule: RuleCxx14, Detail: m[3]}
+}
+
+// writeCompatHeader puts metal_compat.h in the cache directory, where the
+// sources include it, marked as a system header (see cxxFlags). Its name
+// holds its hash, so a file already there is the same header; a new one is
+// renamed into place whole, since other processes may compile at once.
+func (d *Device) writeCompatHeader() error {
+	path := filepath.Join(d.opts.CacheDir, compatName())
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	f, err := os.CreateTemp(d.opts.CacheDir, "header-*.h")
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	_, werr := f.WriteString("#pragma GCC system_header\n" + compatHeader)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("sim: %w", werr)
 	}
 	return nil
 }

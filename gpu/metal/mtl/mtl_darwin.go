@@ -28,6 +28,33 @@ type LanguageVersion uint
 // LanguageVersion3_1 is the first version with bfloat.
 const LanguageVersion3_1 LanguageVersion = 3<<16 | 1
 
+// MathMode is an MTLMathMode (macOS 15+): which floating-point
+// optimisations the compiler may make.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlmathmode
+type MathMode int
+
+// Math modes. Safe keeps IEEE 754 results; Relaxed may reassociate but
+// keeps infinities and NaN; Fast assumes neither occurs.
+const (
+	MathModeSafe    MathMode = 0
+	MathModeRelaxed MathMode = 1
+	MathModeFast    MathMode = 2
+)
+
+// MathFloatingPointFunctions is an MTLMathFloatingPointFunctions (macOS
+// 15+): which variant of the fp32 math functions (exp, sin...) plain calls
+// get.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlmathfloatingpointfunctions
+type MathFloatingPointFunctions int
+
+// Function variants.
+const (
+	MathFloatingPointFunctionsFast    MathFloatingPointFunctions = 0
+	MathFloatingPointFunctionsPrecise MathFloatingPointFunctions = 1
+)
+
 // ResourceOptions is an MTLResourceOptions bit set.
 //
 // Reference: https://developer.apple.com/documentation/metal/mtlresourceoptions
@@ -109,6 +136,13 @@ var (
 	sel_newCommandQueue                                     = objc.RegisterName("newCommandQueue")
 	sel_newLibraryWithSource_options_error                  = objc.RegisterName("newLibraryWithSource:options:error:")
 	sel_setLanguageVersion                                  = objc.RegisterName("setLanguageVersion:")
+	sel_respondsToSelector                                  = objc.RegisterName("respondsToSelector:")
+	sel_setMathMode                                         = objc.RegisterName("setMathMode:")
+	sel_mathMode                                            = objc.RegisterName("mathMode")
+	sel_setMathFloatingPointFunctions                       = objc.RegisterName("setMathFloatingPointFunctions:")
+	sel_mathFloatingPointFunctions                          = objc.RegisterName("mathFloatingPointFunctions")
+	sel_setFastMathEnabled                                  = objc.RegisterName("setFastMathEnabled:")
+	sel_fastMathEnabled                                     = objc.RegisterName("fastMathEnabled")
 	sel_setConstantValue_type_atIndex                       = objc.RegisterName("setConstantValue:type:atIndex:")
 	sel_newFunctionWithName_constantValues_error            = objc.RegisterName("newFunctionWithName:constantValues:error:")
 	sel_newComputePipelineStateWithFunction_error           = objc.RegisterName("newComputePipelineStateWithFunction:error:")
@@ -276,18 +310,14 @@ func (d Device) NewCommandQueue() (CommandQueue, error) {
 	return CommandQueue{Object{id}}, nil
 }
 
-// NewLibraryWithSource compiles MSL source at the given language version
-// (owned result).
+// NewLibraryWithSource compiles MSL source with opts (owned result).
 //
 // Reference: https://developer.apple.com/documentation/metal/mtldevice/1433431-newlibrarywithsource
-func (d Device) NewLibraryWithSource(source string, version LanguageVersion) (Library, error) {
-	opts := objc.ID(class_MTLCompileOptions).Send(sel_new)
-	defer Object{opts}.Release()
-	opts.Send(sel_setLanguageVersion, uint(version))
+func (d Device) NewLibraryWithSource(source string, opts CompileOptions) (Library, error) {
 	src := nsString(source)
 	defer Object{src}.Release()
 	var errID objc.ID
-	id := d.ID.Send(sel_newLibraryWithSource_options_error, src, opts, unsafe.Pointer(&errID))
+	id := d.ID.Send(sel_newLibraryWithSource_options_error, src, opts.ID, unsafe.Pointer(&errID))
 	if id == 0 {
 		if err := nsError(errID); err != nil {
 			return Library{}, err
@@ -335,6 +365,63 @@ func (d Device) NewBufferWithBytesNoCopy(ptr unsafe.Pointer, length uint, opts R
 	}
 	return Buffer{Object{id}}, nil
 }
+
+// CompileOptions is an MTLCompileOptions.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcompileoptions
+type CompileOptions struct{ Object }
+
+// NewCompileOptions returns default options (owned).
+func NewCompileOptions() CompileOptions {
+	return CompileOptions{Object{objc.ID(class_MTLCompileOptions).Send(sel_new)}}
+}
+
+// SetLanguageVersion selects the MSL version.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcompileoptions/1515494-languageversion
+func (o CompileOptions) SetLanguageVersion(v LanguageVersion) {
+	o.ID.Send(sel_setLanguageVersion, uint(v))
+}
+
+// HasMathMode reports whether this OS has mathMode and
+// mathFloatingPointFunctions (macOS 15+); older ones have only
+// fastMathEnabled.
+//
+// Reference: https://developer.apple.com/documentation/objectivec/1418956-nsobject/1418583-respondstoselector
+func (o CompileOptions) HasMathMode() bool {
+	return objc.Send[bool](o.ID, sel_respondsToSelector, sel_setMathMode) &&
+		objc.Send[bool](o.ID, sel_respondsToSelector, sel_setMathFloatingPointFunctions)
+}
+
+// SetMathMode sets the floating-point optimisations allowed (macOS 15+).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcompileoptions/mathmode
+func (o CompileOptions) SetMathMode(m MathMode) { o.ID.Send(sel_setMathMode, int(m)) }
+
+// MathMode is the mode set (macOS 15+).
+func (o CompileOptions) MathMode() MathMode { return MathMode(objc.Send[int](o.ID, sel_mathMode)) }
+
+// SetMathFloatingPointFunctions selects the fp32 math function variant
+// (macOS 15+).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcompileoptions/mathfloatingpointfunctions
+func (o CompileOptions) SetMathFloatingPointFunctions(f MathFloatingPointFunctions) {
+	o.ID.Send(sel_setMathFloatingPointFunctions, int(f))
+}
+
+// MathFloatingPointFunctions is the variant set (macOS 15+).
+func (o CompileOptions) MathFloatingPointFunctions() MathFloatingPointFunctions {
+	return MathFloatingPointFunctions(objc.Send[int](o.ID, sel_mathFloatingPointFunctions))
+}
+
+// SetFastMathEnabled is macOS 14's switch (deprecated from 15, where it sets
+// mathMode and mathFloatingPointFunctions together).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtlcompileoptions/1515914-fastmathenabled
+func (o CompileOptions) SetFastMathEnabled(on bool) { o.ID.Send(sel_setFastMathEnabled, on) }
+
+// FastMathEnabled reports the switch.
+func (o CompileOptions) FastMathEnabled() bool { return objc.Send[bool](o.ID, sel_fastMathEnabled) }
 
 // Library is an id<MTLLibrary>.
 //

@@ -1,0 +1,130 @@
+package sim_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"petal/gpu"
+	"petal/gpu/sim"
+)
+
+// TestAppleRulesRefuseMutants compiles, for each rule the sim enforces, a
+// copy of a real kernel mutated to break it: NewPipeline must fail with a
+// RuleError for that rule at the mutated line, while the unmutated copy
+// compiles.
+func TestAppleRulesRefuseMutants(t *testing.T) {
+	cases := []struct {
+		mutant, real, fn string
+		rule             sim.Rule
+		at               string // text on the line the error must name
+	}{
+		{"rule_input_shape.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleInputShape, "uint threads [[threads_per_threadgroup]]"},
+		{"rule_input_type.metal", "argmax.metal", "argmax_f32", sim.RuleInputType, "int tid [[thread_index_in_threadgroup]]"},
+		{"rule_address_space.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleAddressSpace, "const float* xr"},
+		{"rule_address_space_mix.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleAddressSpaceMix, "device float* sums = partial;"},
+		{"rule_double.metal", "argmax.metal", "argmax_f32", sim.RuleDouble, "double xi"},
+		{"rule_recursion.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleRecursion, "static float lane_sum"},
+		{"rule_function_pointer.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleFunctionPointer, "float (*reduce)(float)"},
+		{"rule_exceptions.metal", "argmax.metal", "argmax_f32", sim.RuleExceptions, "throw args.n;"},
+		{"rule_library.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleLibrary, "std::array"},
+		{"rule_unsupported.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleUnsupported, "goto next;"},
+		{"rule_cxx14.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleCxx14, "if constexpr"},
+	}
+	d := openSim(t, sim.Options{})
+	seen := map[sim.Rule]bool{}
+	for _, c := range cases {
+		seen[c.rule] = true
+		t.Run(c.mutant, func(t *testing.T) {
+			realSrc := testdataSource(t, c.real)
+			mut := testdataSource(t, c.mutant)
+			if n := changedLines(realSrc.Text, mut.Text); n == 0 || n > maxMutatedLines {
+				t.Fatalf("%s differs from %s in %d lines; want 1..%d", c.mutant, c.real, n, maxMutatedLines)
+			}
+			if _, err := d.NewPipeline(realSrc, c.fn); err != nil {
+				t.Fatalf("real kernel %s: %v", c.real, err)
+			}
+			_, err := d.NewPipeline(mut, c.fn)
+			var re *sim.RuleError
+			if !errors.As(err, &re) || !errors.Is(err, gpu.ErrCompile) {
+				t.Fatalf("got %v, want a RuleError wrapped with gpu.ErrCompile", err)
+			}
+			line := lineOf(t, mut.Text, c.at)
+			if re.Rule != c.rule || re.File != c.mutant || re.Line != line {
+				t.Fatalf("got %s:%d %q, want %s:%d %q", re.File, re.Line, re.Rule, c.mutant, line, c.rule)
+			}
+			if want := fmt.Sprintf("%s:%d: %s", c.mutant, line, c.rule); !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q does not say %q", err, want)
+			}
+			t.Log(err)
+		})
+	}
+	for _, r := range sim.Rules() {
+		if !seen[r] {
+			t.Errorf("rule %q has no mutant", r)
+		}
+	}
+}
+
+// lineOf is the 1-based line of the only line of src containing s.
+func lineOf(t *testing.T, src, s string) int {
+	t.Helper()
+	found := 0
+	for i, l := range strings.Split(src, "\n") {
+		if strings.Contains(l, s) {
+			if found != 0 {
+				t.Fatalf("%q is on lines %d and %d", s, found, i+1)
+			}
+			found = i + 1
+		}
+	}
+	if found == 0 {
+		t.Fatalf("%q is not in the source", s)
+	}
+	return found
+}
+
+// TestRuleErrorsFollowLineDirectives: petal/shaders expands includes with
+// #line, so a rule broken in an included file names that file and line.
+func TestRuleErrorsFollowLineDirectives(t *testing.T) {
+	src := "#include <metal_stdlib>\n#line 1 \"args.h\"\nstruct Args {\n    int n;\n    float* p;\n};\n#line 3 \"k.metal\"\n" +
+		"kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = 1.0f; }\n"
+	_, err := openSim(t, sim.Options{}).NewPipeline(gpu.Source{Name: "k.metal", Text: src}, "k")
+	var re *sim.RuleError
+	if !errors.As(err, &re) || re.File != "args.h" || re.Line != 3 || re.Rule != sim.RuleAddressSpace {
+		t.Fatalf("got %v, want args.h:3: %s", err, sim.RuleAddressSpace)
+	}
+}
+
+// TestAppleRulesAcceptValidMSL holds the checks to MSL they must let
+// through: pointers and references in every address space, casts between
+// them, expressions that look like declarations, deleted members and
+// templates.
+func TestAppleRulesAcceptValidMSL(t *testing.T) {
+	src := `#include <metal_stdlib>
+using namespace metal;
+struct Pair { float a; float b; Pair() = default; };
+template <typename T> T twice(thread const T& v) { return v + v; }
+static float first(device const float* p, threadgroup float* s) { s[0] = p[0]; return s[0]; }
+kernel void ok(device float* x [[buffer(0)]], constant Pair& pr [[buffer(1)]],
+               uint2 gid [[thread_position_in_grid]], uint2 size [[threads_per_grid]],
+               ushort lane [[thread_index_in_simdgroup]]) {
+    threadgroup float tg[32];
+    const uint i = gid.y * size.x + gid.x;
+    thread float local = x[i] * pr.a;
+    thread float& ref = local;
+    device float* p = x + i;
+    threadgroup float* t = &tg[lane];
+    device float* q = (device float*)(x);
+    float y = float(i) * 0.5 + sizeof(float) * 2;
+    *t = twice(ref) + first(p, tg) + q[0] * y;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    x[i] = tg[lane];
+}
+`
+	d := openSim(t, sim.Options{})
+	if _, err := d.NewPipeline(gpu.Source{Name: "ok.metal", Text: src}, "ok"); err != nil {
+		t.Fatal(err)
+	}
+}
