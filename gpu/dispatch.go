@@ -132,7 +132,9 @@ type CommandBuffer interface {
 	// Commit ends encoding and submits the command buffer.
 	Commit() error
 	// Wait blocks until the command buffer finished and returns its error,
-	// wrapping ErrExecution (the sim's hazard errors wrap theirs too).
+	// wrapping ErrExecution (the sim's hazard errors wrap theirs too). Any
+	// number of goroutines may wait on one command buffer (and call Status)
+	// at once; all get the same result.
 	Wait() error
 	// Status reports the current state without blocking.
 	Status() Status

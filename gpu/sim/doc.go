@@ -21,7 +21,8 @@
 // kernel position and size inputs all scalar or all vectors of one width,
 // and of uint or ushort; an address space on every pointer and reference; no
 // pointer flowing into another address space without a cast (within a
-// function, from a named pointer or threadgroup array); no double, recursion,
+// function, from a named pointer or threadgroup array); program-scope
+// variables only in the constant address space; no double, recursion,
 // function pointers, exceptions, C++ standard library, new/delete, virtual,
 // derived classes, dynamic_cast, typeid, goto, register or thread_local; and
 // C++14 only: the kernel compiles with -std=c++14 -pedantic-errors (the

@@ -25,6 +25,8 @@ const (
 	RuleInputType Rule = "thread position, size and index inputs must be ushort or uint, or 2- or 3-vectors of them (MSL 5.2.3.6)"
 	// §4: every pointer and reference names its address space.
 	RuleAddressSpace Rule = "a pointer or reference must name its address space: device, constant, threadgroup or thread (MSL 4)"
+	// §4.2: variables at program scope live in the constant address space.
+	RuleProgramScope Rule = "a program-scope variable must be in the constant address space (MSL 4.2)"
 	// §4: a pointer into one address space does not convert to another
 	// implicitly.
 	RuleAddressSpaceMix Rule = "a pointer cannot change address space without a cast (MSL 4)"
@@ -236,10 +238,60 @@ func (r *rewriter) checkRules() error {
 			}
 		}
 	}
+	if err := r.checkProgramScope(types); err != nil {
+		return err
+	}
 	if err := r.checkRecursion(funcs); err != nil {
 		return err
 	}
 	return r.checkAddressSpaceMix(types, funcs)
+}
+
+// checkProgramScope refuses a variable declared outside every function
+// and struct without constant (or constexpr, whose value needs no storage).
+func (r *rewriter) checkProgramScope(types map[string]bool) error {
+	depth, parens := 0, 0
+	for i := 0; i < len(r.toks); i++ {
+		start := i == 0 || r.toks[i-1].kind == tokDirective || r.toks[i-1].text == ";" || r.toks[i-1].text == "}"
+		switch r.toks[i].text {
+		case "{":
+			depth++
+		case "}":
+			depth--
+		case "(":
+			parens++
+		case ")":
+			parens--
+		}
+		if !start || depth != 0 || parens != 0 || r.toks[i].kind != tokIdent {
+			continue
+		}
+		switch r.toks[i].text {
+		case "struct", "class", "union", "enum", "typedef", "using", "template", "namespace", "static_assert", "kernel", "extern":
+			continue
+		}
+		j, typed, constant := i, false, false
+		for ; j < len(r.toks); j++ {
+			tx := r.toks[j].text
+			switch {
+			case tx == "constant" || tx == "constexpr":
+				constant = true
+			case declSpecifiers[tx] || addressSpaces[tx]:
+			case types[tx]:
+				typed = true
+			default:
+				goto name
+			}
+		}
+	name:
+		if !typed || constant || r.tok(j).kind != tokIdent {
+			continue
+		}
+		if next := r.tok(j + 1).text; next == "=" || next == ";" || next == "[" || next == "{" || next == "," {
+			return r.ruleErr(r.toks[j], RuleProgramScope, "%s", r.toks[j].text)
+		}
+	}
+	return nil
 }
 
 // isFloatLiteral reports whether a number token is a floating literal.
@@ -311,15 +363,22 @@ func (r *rewriter) checkPointer(i int, types map[string]bool) error {
 	if d := r.tok(j).text; d != "*" && d != "&" && d != "&&" {
 		return nil
 	}
+	first := i
 	for k := i - 1; k >= 0 && (declSpecifiers[r.toks[k].text] || addressSpaces[r.toks[k].text]); k-- {
 		if addressSpaces[r.toks[k].text] {
 			space = r.toks[k].text
 		}
+		first = k
 	}
 	if space != "" {
 		return nil
 	}
-	return r.ruleErr(r.toks[i], RuleAddressSpace, "%s", r.joined(i, j+1))
+	return r.ruleErr(r.toks[i], RuleAddressSpace, "%s", r.spaced(first, j+1))
+}
+
+// spaced is the tokens [from, to) as the source wrote them.
+func (r *rewriter) spaced(from, to int) string {
+	return strings.Join(strings.Fields(r.src[r.toks[from].start:r.toks[to-1].end]), " ")
 }
 
 // ------------------------------------------------------------ functions
@@ -605,6 +664,6 @@ func (r *rewriter) checkFlow(want string, i int, spaces map[string]string, into 
 
 // Rules lists every rule the sim enforces.
 func Rules() []Rule {
-	return []Rule{RuleInputShape, RuleInputType, RuleAddressSpace, RuleAddressSpaceMix, RuleDouble,
+	return []Rule{RuleInputShape, RuleInputType, RuleAddressSpace, RuleAddressSpaceMix, RuleProgramScope, RuleDouble,
 		RuleRecursion, RuleFunctionPointer, RuleExceptions, RuleLibrary, RuleUnsupported, RuleCxx14}
 }

@@ -24,6 +24,7 @@ func TestAppleRulesRefuseMutants(t *testing.T) {
 		{"rule_input_type.metal", "argmax.metal", "argmax_f32", sim.RuleInputType, "int tid [[thread_index_in_threadgroup]]"},
 		{"rule_address_space.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleAddressSpace, "const float* xr"},
 		{"rule_address_space_mix.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleAddressSpaceMix, "device float* sums = partial;"},
+		{"rule_program_scope.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleProgramScope, "const float min_scale"},
 		{"rule_double.metal", "argmax.metal", "argmax_f32", sim.RuleDouble, "double xi"},
 		{"rule_recursion.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleRecursion, "static float lane_sum"},
 		{"rule_function_pointer.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleFunctionPointer, "float (*reduce)(float)"},
@@ -105,6 +106,8 @@ func TestAppleRulesAcceptValidMSL(t *testing.T) {
 	src := `#include <metal_stdlib>
 using namespace metal;
 struct Pair { float a; float b; Pair() = default; };
+constant float half_pi = 1.5707964f;
+constexpr constant int lanes = 32;
 template <typename T> T twice(thread const T& v) { return v + v; }
 static float first(device const float* p, threadgroup float* s) { s[0] = p[0]; return s[0]; }
 kernel void ok(device float* x [[buffer(0)]], constant Pair& pr [[buffer(1)]],
@@ -118,7 +121,7 @@ kernel void ok(device float* x [[buffer(0)]], constant Pair& pr [[buffer(1)]],
     threadgroup float* t = &tg[lane];
     device float* q = (device float*)(x);
     float y = float(i) * 0.5 + sizeof(float) * 2;
-    *t = twice(ref) + first(p, tg) + q[0] * y;
+    *t = twice(ref) + first(p, tg) + q[0] * y + half_pi * float(lanes);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     x[i] = tg[lane];
 }
