@@ -157,6 +157,11 @@ func runBench(args []string, stdout io.Writer) error {
 	if _, ok := backends[*backend]; !ok {
 		return fmt.Errorf("unknown backend %q (have cpu, sim, metal)", *backend)
 	}
+	// Said here, as an arm's process would say it on stderr and end as
+	// "exit status 1".
+	if err := checkModelDir(*dir); err != nil {
+		return fmt.Errorf("%w (a run measures a checkpoint; --dry-run sizes the 35B shape without one)", err)
+	}
 	rep := benchReport{SchemaVersion: benchSchemaVersion, Backend: *backend, Model: *dir, PromptKind: benchPromptKind, DigestKind: benchDigestKind}
 	for _, c := range ctxs {
 		a, err := runArmProcess([]string{"bench", "--arm", "--model", *dir, "--backend", *backend, "--context", strconv.Itoa(c), "--steps", strconv.Itoa(*steps)})

@@ -57,13 +57,28 @@ func runChat(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer svc.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	c := &chat{svc: svc, out: stdout, maxTokens: *maxTokens}
+	// Ctrl-C stops a reply; at the prompt it leaves, as end of input does.
+	sigs := make(chan os.Signal, 1)
+	notifyInterrupt(sigs)
+	defer signal.Stop(sigs)
+	c := &chat{svc: svc, out: stdout, maxTokens: *maxTokens, interrupts: sigs, echo: !isTerminal(stdin)}
 	if *noThink {
 		c.kwargs = map[string]json.RawMessage{"enable_thinking": json.RawMessage("false")}
 	}
-	return c.loop(ctx, stdin)
+	return c.loop(context.Background(), stdin)
+}
+
+// notifyInterrupt relays Ctrl-C to c; tests replace it to send their own.
+var notifyInterrupt = func(c chan<- os.Signal) { signal.Notify(c, os.Interrupt) }
+
+// isTerminal reports whether r is a terminal, which echoes what is typed.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // chat is one terminal conversation.
@@ -73,39 +88,110 @@ type chat struct {
 	maxTokens int
 	kwargs    map[string]json.RawMessage
 	history   []chattemplate.Message
+	// interrupts stop the reply being generated, or leave at the prompt.
+	interrupts <-chan os.Signal
+	// echo repeats each line read after the prompt, for input that is not
+	// a terminal (a pipe), where the reply would follow the prompt on its
+	// line.
+	echo bool
 }
 
-// loop reads a line per user turn until EOF or "/exit"; "/reset" starts a
-// new conversation.
+// chatHelp lists the commands of petal chat.
+const chatHelp = "/help shows this, /reset starts a new conversation, /exit (or end of input) leaves; Ctrl-C stops a reply"
+
+// loop reads a line per user turn until EOF, "/exit" or an interrupt at
+// the prompt. A line that is one word starting with "/" is a command, never
+// sent to the model.
 func (c *chat) loop(ctx context.Context, in io.Reader) error {
 	info := c.svc.Info()
-	fmt.Fprintf(c.out, "chatting with %s (context %d tokens); /reset starts over, /exit or end of input leaves\n", info.Name, info.ContextLength)
-	sc := bufio.NewScanner(in)
-	sc.Buffer(nil, MaxChatLine)
+	fmt.Fprintf(c.out, "chatting with %s (context %d tokens); %s\n", info.Name, info.ContextLength, chatHelp)
+	stop := make(chan struct{})
+	defer close(stop)
+	lines, readErr := readLines(in, stop)
 	for {
 		fmt.Fprint(c.out, "> ")
-		if !sc.Scan() {
+		var line string
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				fmt.Fprintln(c.out)
+				return <-readErr
+			}
+			line = strings.TrimSpace(l)
+		case <-c.interrupts:
 			fmt.Fprintln(c.out)
-			return sc.Err()
-		}
-		line := strings.TrimSpace(sc.Text())
-		switch line {
-		case "":
-			continue
-		case "/exit":
 			return nil
-		case "/reset":
+		}
+		if c.echo {
+			fmt.Fprintln(c.out, line)
+		}
+		switch {
+		case line == "":
+			continue
+		case line == "/exit":
+			return nil
+		case line == "/reset":
 			c.history = nil
 			fmt.Fprintln(c.out, "(new conversation)")
 			continue
+		case line == "/help":
+			fmt.Fprintln(c.out, chatHelp)
+			continue
+		case strings.HasPrefix(line, "/") && !strings.ContainsAny(line, " \t"):
+			fmt.Fprintf(c.out, "unknown command %s; %s\n", line, chatHelp)
+			continue
 		}
-		if err := c.turn(ctx, line); err != nil {
+		if err := c.interruptible(ctx, line); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			fmt.Fprintf(c.out, "\nerror: %v\n", err)
 		}
 	}
+}
+
+// interruptible runs one turn that an interrupt stops; a stopped reply is
+// not kept in the conversation.
+func (c *chat) interruptible(ctx context.Context, line string) error {
+	turnCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-c.interrupts:
+			cancel()
+		case <-done:
+		}
+	}()
+	err := c.turn(turnCtx, line)
+	close(done)
+	<-watched // the next prompt's interrupt is not this turn's
+	if err != nil && turnCtx.Err() != nil && ctx.Err() == nil {
+		fmt.Fprintln(c.out, "(stopped; the reply is not kept)")
+		return nil
+	}
+	return err
+}
+
+// readLines sends in's lines until its end or stop; the error channel then
+// holds the read's error (nil at end of input).
+func readLines(in io.Reader, stop <-chan struct{}) (<-chan string, <-chan error) {
+	lines, errc := make(chan string), make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(nil, MaxChatLine)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-stop:
+				return
+			}
+		}
+		errc <- sc.Err()
+		close(lines)
+	}()
+	return lines, errc
 }
 
 // turn sends one user message and prints the reply as it comes: thinking

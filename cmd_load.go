@@ -68,8 +68,8 @@ func loadModel(req loadRequest, w io.Writer) (loaded, error) {
 	if req.MemoryGB != 0 {
 		budget = func() (fit.Budget, error) { return fit.SimulatedMac(req.MemoryGB) }
 	}
-	if dir == "" {
-		return loaded{}, fmt.Errorf("--model DIR is required")
+	if err := checkModelDir(dir); err != nil {
+		return loaded{}, err
 	}
 	fm, err := fit.FromCheckpoint(dir)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"petal/gpu"
 	"petal/internal/fit"
 	"petal/internal/service/servicetest"
 )
@@ -76,8 +77,10 @@ func TestGPULoadsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	if runtime.GOOS != "darwin" {
-		if _, err := loadModel(loadRequest{Dir: dir, Backend: "metal"}, io.Discard); !errors.Is(err, fit.ErrNoBudget) {
-			t.Errorf("metal without Metal: %v, want the budget error", err)
+		// Said as Metal needing a Mac, without suggesting --memory-gb,
+		// which would not make it run.
+		if _, err := loadModel(loadRequest{Dir: dir, Backend: "metal"}, io.Discard); !errors.Is(err, gpu.ErrUnsupported) || strings.Contains(err.Error(), "--memory-gb") {
+			t.Errorf("metal without Metal: %v, want gpu.ErrUnsupported", err)
 		}
 	}
 	for _, backend := range []string{"sim", "metal"} {

@@ -66,14 +66,32 @@ func (g gpuModel) Close() error {
 }
 
 func openModel(dir, backend string) (engine.Model, error) {
-	if dir == "" {
-		return nil, errors.New("--model DIR is required")
+	if err := checkModelDir(dir); err != nil {
+		return nil, err
 	}
 	open, ok := backends[backend]
 	if !ok {
 		return nil, fmt.Errorf("unknown backend %q (have cpu, sim, metal)", backend)
 	}
 	return open(dir)
+}
+
+// checkModelDir says plainly that --model is missing or names no folder,
+// before anything reads the folder's files and words it as their fault.
+func checkModelDir(dir string) error {
+	if dir == "" {
+		return errors.New("--model DIR is required")
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("--model %s: no such folder", dir)
+	case err != nil:
+		return fmt.Errorf("--model %s: %w", dir, err)
+	case !st.IsDir():
+		return fmt.Errorf("--model %s: not a folder (name the checkpoint's folder)", dir)
+	}
+	return nil
 }
 
 // onSequence opens dir's model on backend and hands f the model and a
@@ -109,10 +127,18 @@ func parseTokens(s string) ([]int, error) {
 	return ids, nil
 }
 
-// newFlags makes a flag set that reports errors instead of exiting.
+// newFlags makes a flag set that reports errors instead of exiting. It
+// prints only the usage, on -h or a bad flag: the error itself is main's to
+// print, once.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("petal "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage of petal %s:\n", name)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
 	return fs
 }
 

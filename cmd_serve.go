@@ -103,7 +103,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	srv := api.NewOnSlot(live.slot, opts).HTTPServer(*addr)
 	info := live.slot.Current().Info()
-	fmt.Fprintf(stdout, "serving %s (context %d tokens) on http://%s/v1\n", info.Name, info.ContextLength, ln.Addr())
+	fmt.Fprintf(stdout, "serving %s (context %d tokens) on http://%s/v1\n", info.Name, info.ContextLength, endpointHost(ln.Addr().String()))
 	fmt.Fprintln(stdout, describeCache(l, *cacheMB<<20))
 	fmt.Fprintln(stdout, "decode: "+engine.DecodePath(l.model))
 

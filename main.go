@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,7 +39,11 @@ func dispatch(args []string, stdout io.Writer) error {
 	if !ok {
 		return fmt.Errorf("unknown command %q (run 'petal help')", args[0])
 	}
-	return c.run(args[1:], stdout)
+	err := c.run(args[1:], stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage asked for is printed
+	}
+	return err
 }
 
 func usage(w io.Writer) {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"petal/gpu"
 	"petal/gpu/metal"
 )
 
@@ -94,6 +95,9 @@ func Host() (Budget, error) {
 // recommendedMaxWorkingSetSize. It fails where there is no Metal device.
 func Metal() (Budget, error) {
 	dev, err := metal.Open()
+	if errors.Is(err, gpu.ErrUnsupported) {
+		return Budget{}, err // no Mac: --memory-gb would not make Metal run
+	}
 	if err != nil {
 		return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
 	}
