@@ -25,6 +25,11 @@ type Params struct {
 // does.
 const MaxPenalty = 2
 
+// MaxRepetitionPenalty bounds the repetition penalty and its inverse the
+// smallest one: a logit divided by 1e-40 (float32 0) became +Inf, which no
+// draw can take. Used penalties lie in 1..2.
+const MaxRepetitionPenalty = 100
+
 // ErrInvalid marks every error about a bad parameter, so that the API layer
 // can answer 400 with the message.
 var ErrInvalid = errors.New("sample: invalid parameter")
@@ -50,8 +55,8 @@ func (p Params) Validate() error {
 		return invalid("presence_penalty %v must be in [-%d, %d]", p.PresencePenalty, MaxPenalty, MaxPenalty)
 	case !finite(p.FrequencyPenalty) || math.Abs(p.FrequencyPenalty) > MaxPenalty:
 		return invalid("frequency_penalty %v must be in [-%d, %d]", p.FrequencyPenalty, MaxPenalty, MaxPenalty)
-	case !finite(p.RepetitionPenalty) || p.RepetitionPenalty <= 0:
-		return invalid("repetition_penalty %v must be > 0 (1 means off)", p.RepetitionPenalty)
+	case !finite(p.RepetitionPenalty) || p.RepetitionPenalty < 1.0/MaxRepetitionPenalty || p.RepetitionPenalty > MaxRepetitionPenalty:
+		return invalid("repetition_penalty %v must be in [%g, %d] (1 means off)", p.RepetitionPenalty, 1.0/MaxRepetitionPenalty, MaxRepetitionPenalty)
 	}
 	return nil
 }

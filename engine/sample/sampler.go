@@ -3,6 +3,7 @@ package sample
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -339,6 +340,10 @@ func (s *Sampler) candidates(logits []float32) (kept []keptToken, dense []float6
 // weights placed by id rather than sorted by id.
 const denseAbove = 16
 
+// ErrBadLogits marks a row of logits no token can be drawn from: the
+// model's fault (its weights or its backend), not the request's.
+var ErrBadLogits = errors.New("sample: the model produced logits no token can be drawn from")
+
 // argmax returns the id of the largest logit, the lowest id on ties, and
 // rejects rows that cannot be sampled from.
 func argmax(row []float32) (int, error) {
@@ -348,14 +353,14 @@ func argmax(row []float32) (int, error) {
 		if l > m {
 			best, m = i, l
 		} else if l != l {
-			return 0, fmt.Errorf("sample: logit of id %d is NaN", i)
+			return 0, fmt.Errorf("%w: logit of id %d is NaN", ErrBadLogits, i)
 		}
 	}
 	switch {
 	case best < 0:
 		return 0, fmt.Errorf("sample: every logit is -Inf; no token can be picked")
 	case math.IsInf(float64(m), 1):
-		return 0, fmt.Errorf("sample: logit of id %d is +Inf", best)
+		return 0, fmt.Errorf("%w: logit of id %d is +Inf", ErrBadLogits, best)
 	}
 	return best, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"petal/engine/sample"
 	"petal/internal/service"
 )
 
@@ -71,6 +72,12 @@ func errorFor(err error, logger *log.Logger) *apiError {
 	case errors.As(err, &tooBig):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
 			Message: fmt.Sprintf("the request body exceeds %d bytes", tooBig.Limit)}
+	case errors.Is(err, sample.ErrBadLogits):
+		// The model's fault, which every request would meet: said plainly
+		// rather than as an internal error.
+		logger.Printf("model error: %v", err)
+		return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "model_error",
+			Message: fmt.Sprintf("the model's output cannot be sampled (%v): its weights or the backend are faulty; `petal doctor` checks the backend", err)}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{Status: statusClientClosed, Type: "server_error", Message: "the request was cancelled"}
 	}

@@ -3,13 +3,17 @@ package api
 import (
 	"bufio"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"petal/engine"
 	"petal/internal/service"
+	"petal/internal/service/servicetest"
 )
 
 // The API's namespaces are the API's in any case and without a trailing
@@ -77,5 +81,65 @@ func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
 	resp, body := do(t, post(t, ts.URL+"/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"x"}]}`))
 	if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
 		t.Errorf("a reply longer than the body's timeout: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A repetition penalty so small that the penalised logits overflow is the
+// request's fault: a 400 naming the field, not an internal error.
+func TestExtremeRepetitionPenaltyIsRefused(t *testing.T) {
+	ts := newTestServer(t, service.Options{}, Options{}, constant("</think>\n\nhi hi hi"))
+	for _, rp := range []string{"1e-40", "1e40", "0.001"} {
+		for _, stream := range []string{"false", "true"} {
+			resp, body := do(t, post(t, ts.URL+"/v1/chat/completions",
+				`{"stream":`+stream+`,"repetition_penalty":`+rp+`,"messages":[{"role":"user","content":"hi hi"}]}`))
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "repetition_penalty") {
+				t.Errorf("repetition_penalty %s, stream %s: %d %s", rp, stream, resp.StatusCode, body)
+			}
+		}
+	}
+	if resp, body := do(t, post(t, ts.URL+"/v1/chat/completions", `{"repetition_penalty":1.3,"messages":[{"role":"user","content":"hi hi"}]}`)); resp.StatusCode != 200 {
+		t.Errorf("repetition_penalty 1.3: %d %s", resp.StatusCode, body)
+	}
+}
+
+// nanModel is a model whose every logit is NaN, as broken weights make.
+type nanModel struct{ engine.Model }
+
+func (m nanModel) NewSequence() (engine.Sequence, error) {
+	seq, err := m.Model.NewSequence()
+	return nanSequence{seq}, err
+}
+
+type nanSequence struct{ engine.Sequence }
+
+func (s nanSequence) Fork() (engine.Sequence, error) {
+	f, err := s.Sequence.Fork()
+	return nanSequence{f}, err
+}
+
+func (s nanSequence) Forward(tokens []int, out []float32) error {
+	err := s.Sequence.Forward(tokens, out)
+	for i := range out {
+		out[i] = float32(math.NaN())
+	}
+	return err
+}
+
+// NaN logits are said to be the model's, in words a user can act on.
+func TestNaNLogitsSaySo(t *testing.T) {
+	dir, tok := servicetest.Folder(t)
+	m := servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, constant("hi")))
+	svc, err := service.New(nanModel{m}, dir, service.Options{Name: "qwen-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	ts := httptest.NewServer(New(svc, Options{}))
+	defer ts.Close()
+	for _, path := range []string{"/v1/chat/completions", "/api/chat", "/v1/messages"} {
+		resp, body := do(t, post(t, ts.URL+path, `{"model":"qwen-test","stream":false,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+		if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "NaN") || !strings.Contains(body, "the model") || strings.Contains(body, "internal error") {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
 	}
 }
