@@ -38,6 +38,7 @@ var (
 type App struct {
 	// ctx is Wails' context, needed by its runtime calls; it is set in
 	// startup and confined to the desktop files.
+	//lint:ignore U1000 set and read only by the desktop build (app_wails.go)
 	ctx context.Context
 
 	settings *manage.SettingsStore
@@ -184,6 +185,8 @@ func (a *App) Close() error {
 }
 
 // openSettings opens the user's settings file.
+//
+//lint:ignore U1000 used only by the desktop build (app_wails.go)
 func openSettings() (*manage.SettingsStore, error) {
 	path, err := manage.DefaultSettingsPath()
 	if err != nil {

@@ -16,6 +16,9 @@ if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
 echo "== go vet"
 go vet ./...
 
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
 echo "== darwin/arm64 build and vet (CGO_ENABLED=0)"
 # Every package except the Wails desktop entry (the root package) must build
 # for the Mac without cgo.

@@ -125,8 +125,6 @@ func refRope(x []float32, dims int, theta float64, pos int) {
 	}
 }
 
-func refSigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
-
 func TestAttnPrep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	cases := []struct {

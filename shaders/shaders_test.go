@@ -61,18 +61,6 @@ func readFloats(b gpu.Buffer, n int) []float32 {
 	return out
 }
 
-func u16s(t testing.TB, d gpu.Device, v []uint16) gpu.Buffer {
-	t.Helper()
-	b, err := d.NewBuffer(2 * len(v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, x := range v {
-		binary.LittleEndian.PutUint16(b.Contents()[2*i:], x)
-	}
-	return b
-}
-
 func u32s(t testing.TB, d gpu.Device, v []uint32) gpu.Buffer {
 	t.Helper()
 	b, err := d.NewBuffer(4 * len(v))

@@ -29,7 +29,6 @@ type renderState struct {
 	steps    int
 	produced int
 	depth    int
-	raised   *RaiseError
 	failure  error
 }
 

@@ -597,6 +597,7 @@ func itemsFilter(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		if rv := reflect.ValueOf(unwrap(in)); rv.Kind() == reflect.Map {
 			d = mapDict(rv)
 		} else {
+			//lint:ignore ST1005 Python's message, which a template may show
 			return exec.AsValue(fmt.Errorf("Can only get item pairs from a mapping."))
 		}
 	}

@@ -316,6 +316,7 @@ func pyJSON(b *strings.Builder, v any, o *jsonOptions, depth int) error {
 		case reflect.Map:
 			return pyJSONObject(b, mapPairs(rv), o, depth)
 		default:
+			//lint:ignore ST1005 Python's message, which a template may show
 			return fmt.Errorf("Object of type %T is not JSON serializable", v)
 		}
 	}

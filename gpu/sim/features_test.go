@@ -156,7 +156,6 @@ func TestSimdGroupFunctions(t *testing.T) {
 			first = 1
 		}
 		type want struct {
-			row     int
 			value   uint32
 			defined bool
 		}

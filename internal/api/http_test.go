@@ -237,7 +237,7 @@ func TestCompletions(t *testing.T) {
 		t.Errorf("completion %+v", c.Choices[0])
 	}
 	// The default limit is OpenAI's 16 tokens.
-	resp, body = do(t, post(t, ts.URL+"/v1/completions", `{"prompt":["Once upon a time"],"stream":true}`))
+	_, body = do(t, post(t, ts.URL+"/v1/completions", `{"prompt":["Once upon a time"],"stream":true}`))
 	data, _ := sseEvents(t, body)
 	text := ""
 	for _, d := range data[:len(data)-1] {

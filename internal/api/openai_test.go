@@ -228,6 +228,7 @@ func TestOpenAICancel(t *testing.T) {
 	ts.model.SetStepDelay(0)
 	start := time.Now()
 	resp, err := client(ts, "").CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		//lint:ignore SA1019 max_tokens is what most clients still send
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "again"}}, MaxTokens: 5,
 	})
 	if err != nil {
