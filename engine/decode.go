@@ -54,6 +54,20 @@ type Decode struct {
 	// the generation after it and the step in flight is discarded. An
 	// error ends it too and Run returns it.
 	Token func(id int) (stop bool, err error)
+	// Logprobs, when set, receives each picked token's log probability
+	// and its TopLogprobs (0..sample.MaxTopLogprobs) most likely
+	// alternatives, just before Token gets the id: a device reads back
+	// only those (sample.Sampler.NextLogprobs's definition), never the
+	// logits. It needs Sampling on a device that draws, else a Picker that
+	// is a LogprobPicker.
+	Logprobs    func(sample.Logprobs)
+	TopLogprobs int
+}
+
+// LogprobPicker is a Picker that also reports the logprobs of its pick.
+type LogprobPicker interface {
+	Picker
+	NextLogprobs(logits []float32, top int) (int, sample.Logprobs, error)
 }
 
 // Sampling is what a device needs to draw as the CPU sampler does.
@@ -110,6 +124,14 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 	if d.Sampling != nil && (d.Picker == nil || d.Sampling.Params.Seed == nil) {
 		return DecodeStats{}, errors.New("engine: device sampling needs a seed and a host Picker to fall back on")
 	}
+	if d.Logprobs != nil {
+		if d.TopLogprobs < 0 || d.TopLogprobs > sample.MaxTopLogprobs {
+			return DecodeStats{}, fmt.Errorf("engine: %d top logprobs outside [0, %d]", d.TopLogprobs, sample.MaxTopLogprobs)
+		}
+		if _, ok := d.Picker.(LogprobPicker); !ok {
+			return DecodeStats{}, errors.New("engine: logprobs need a Picker that reports them")
+		}
+	}
 	if err := CheckTokens(d.Prompt, vocab); err != nil {
 		return DecodeStats{}, err
 	}
@@ -165,7 +187,14 @@ func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Dec
 	one := make([]int, 1)
 	for {
 		var id int
-		if d.Picker == nil {
+		if d.Logprobs != nil {
+			var lp sample.Logprobs
+			var err error
+			if id, lp, err = d.Picker.(LogprobPicker).NextLogprobs(logits, d.TopLogprobs); err != nil {
+				return st, err
+			}
+			d.Logprobs(lp)
+		} else if d.Picker == nil {
 			id = Argmax(logits[:limit])
 		} else {
 			var err error

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"petal/engine"
+	"petal/engine/sample"
 	"petal/gpu"
 	"petal/shaders"
 )
@@ -33,7 +34,10 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 		if err := s.startSampling(d); err != nil {
 			return engine.DecodeStats{}, err
 		}
-		defer func() { s.sampling = false }()
+		defer func() { s.sampling, s.samp.logprobs = false, false }()
+	}
+	if d.Logprobs != nil && d.Sampling == nil {
+		return engine.DecodeStats{}, errors.New("gpumodel: logprobs are drawn by the sampler; the decode needs Sampling")
 	}
 	s.limit = d.Limit
 	defer func() { s.limit = 0 }()
@@ -95,6 +99,9 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 			// The sampler found no id it may pick (all masked or NaN).
 			err = fmt.Errorf("gpumodel: no token could be picked at position %d", base+n+g)
 		} else {
+			if d.Logprobs != nil {
+				d.Logprobs(s.readRecord(n + g%tokenRing))
+			}
 			stop, err = d.Token(tok)
 		}
 		pending, pendingSteps = next, 1
@@ -186,8 +193,29 @@ func (s *Sequence) startSampling(d *engine.Decode) error {
 	if err := shaders.WriteSampleState(sm.state.Buf.Contents(), v, sp, d.Sampling.Prompt); err != nil {
 		return err
 	}
+	if d.Logprobs != nil {
+		if sm.records.Buf == nil {
+			var err error
+			if sm.records, err = s.alloc(tokenRing * shaders.SampleRecordBytes); err != nil {
+				return err
+			}
+		}
+		sm.logprobs, sm.top = true, d.TopLogprobs
+	}
 	s.sampling = true
 	return nil
+}
+
+// readRecord is the logprobs of the token in slot i, from its record (a
+// few hundred bytes: the only thing read back besides the id).
+func (s *Sequence) readRecord(i int) sample.Logprobs {
+	b := s.record(s.slot(i)).At(0)
+	r, _ := shaders.ReadSampleRecord(b.Buf.Contents()[b.Off:]) // the buffer holds whole records
+	lp := sample.Logprobs{Logprob: float64(r.Logprob)}
+	for j := range min(int(r.Top), shaders.SampleMaxTopLogprobs) {
+		lp.Top = append(lp.Top, sample.TokenLogprob{ID: int(r.TopIDs[j]), Logprob: float64(r.TopLogprobs[j])})
+	}
+	return lp
 }
 
 // finish waits for the command buffer still in flight, if any, and returns

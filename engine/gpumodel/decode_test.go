@@ -1,6 +1,7 @@
 package gpumodel
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -194,4 +195,65 @@ func BenchmarkEncodeStep35B(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
+}
+
+// Logprobs from the GPU sampler's records, greedy and sampled, against the
+// CPU backend's sampler on its own logits (within 1e-3) and against the
+// CPU sampler on this device's logits read back; asking for them reads no
+// logits back and keeps the tokens.
+func TestDecodeLogprobs(t *testing.T) {
+	m, c := openTinyA(t)
+	v := m.cfg.Vocab
+	prompt := []int{5, 17, 300, 2, 9, 44, 1, 260, 77, 3}
+	const steps, top = 9, 5
+	seed := uint64(7)
+	for _, params := range []sample.Params{
+		{Temperature: 0, TopP: 1, RepetitionPenalty: 1, Seed: &seed},
+		{Temperature: 0.7, TopP: 0.9, PresencePenalty: 1.5, RepetitionPenalty: 1, Seed: &seed},
+	} {
+		decode := func(model engine.Model, device bool) ([]int, []sample.Logprobs, engine.DecodeStats) {
+			sp, err := sample.New(params, sample.Vocab{Size: v}, prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lps []sample.Logprobs
+			d := engine.Decode{Prompt: prompt, MaxTokens: steps, Picker: sp, TopLogprobs: top,
+				Logprobs: func(lp sample.Logprobs) { lps = append(lps, lp) }}
+			if device {
+				d.Sampling = &engine.Sampling{Params: params, Prompt: prompt}
+			}
+			ids, st, seq := run(t, model, d, -1)
+			seq.Close()
+			return ids, lps, st
+		}
+		cpuIDs, cpuLP, _ := decode(c, false)
+		hostIDs, hostLP, _ := decode(m, false)
+		gpuIDs, gpuLP, st := decode(m, true)
+		if st.LogitsReadBytes != 0 {
+			t.Errorf("T=%v: %d logits bytes read back with logprobs", params.Temperature, st.LogitsReadBytes)
+		}
+		if !slices.Equal(gpuIDs, hostIDs) || !slices.Equal(gpuIDs, cpuIDs) {
+			t.Fatalf("T=%v: GPU %v, host on GPU logits %v, CPU %v", params.Temperature, gpuIDs, hostIDs, cpuIDs)
+		}
+		for _, ref := range []struct {
+			name string
+			lps  []sample.Logprobs
+			tol  float64
+		}{{"CPU backend", cpuLP, 1e-3}, {"CPU sampler on GPU logits", hostLP, 1e-4}} {
+			if len(gpuLP) != steps || len(ref.lps) != steps {
+				t.Fatalf("%d GPU logprobs, %d %s, want %d", len(gpuLP), len(ref.lps), ref.name, steps)
+			}
+			for i, g := range gpuLP {
+				w := ref.lps[i]
+				if math.Abs(g.Logprob-w.Logprob) > ref.tol || len(g.Top) != top || len(w.Top) != top {
+					t.Fatalf("T=%v step %d: GPU %+v, %s %+v", params.Temperature, i, g, ref.name, w)
+				}
+				for j := range g.Top {
+					if g.Top[j].ID != w.Top[j].ID || math.Abs(g.Top[j].Logprob-w.Top[j].Logprob) > ref.tol {
+						t.Fatalf("T=%v step %d top %d: GPU %+v, %s %+v", params.Temperature, i, j, g.Top[j], ref.name, w.Top[j])
+					}
+				}
+			}
+		}
+	}
 }

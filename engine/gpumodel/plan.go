@@ -21,6 +21,9 @@ type plan struct {
 	// the next token's slot (none without a pick; the sampler binds it
 	// twice when it writes no record).
 	token, next []argRef
+	// record locates the sampler's logprobs record binding, if it writes
+	// one.
+	record []argRef
 	// pos are the inline argument words that hold the position plus add.
 	pos []posRef
 }
@@ -32,6 +35,9 @@ type planKey struct {
 	cap, blocks, argmaxIDs int
 	logits, next, sampling bool
 	tokens                 gpu.Buffer
+	// logprobs and top are the sampler's record settings.
+	logprobs bool
+	top      int
 }
 
 type planItem struct {
@@ -50,6 +56,7 @@ func (s *Sequence) planKey(st step) planKey {
 	return planKey{
 		cap: s.cap, blocks: attnBlocks(st.pos + 1), argmaxIDs: s.argmaxIDs(),
 		logits: st.logits, next: st.next.Buf != nil, sampling: s.sampling, tokens: s.act.tokensBuf,
+		logprobs: s.sampling && s.samp.logprobs, top: s.samp.top,
 	}
 }
 
@@ -71,7 +78,7 @@ func (s *Sequence) encode(cb gpu.CommandBuffer, st step) error {
 		}
 		s.plan = p
 	}
-	return s.plan.replay(cb, st)
+	return s.replay(s.plan, cb, st)
 }
 
 // makePlan encodes the step at two neighbouring positions of its block
@@ -106,6 +113,10 @@ func (s *Sequence) makePlan(key planKey, st step) (*plan, error) {
 			continue
 		}
 		for j, arg := range x.d.Args {
+			if key.logprobs && arg.Bytes == nil && arg.Buffer == s.samp.records.Buf {
+				p.record = append(p.record, argRef{i, j})
+				continue
+			}
 			if arg.Bytes != nil || arg.Buffer != s.act.tokensBuf {
 				continue
 			}
@@ -119,7 +130,7 @@ func (s *Sequence) makePlan(key planKey, st step) (*plan, error) {
 			}
 		}
 	}
-	if len(p.token) == 0 || (st.next.Buf != nil) != (len(p.next) > 0) {
+	if len(p.token) == 0 || (st.next.Buf != nil) != (len(p.next) > 0) || (key.logprobs && st.next.Buf != nil) != (len(p.record) > 0) {
 		return nil, fmt.Errorf("gpumodel: the decode step's token slots are not where its plan expects")
 	}
 	return p, nil
@@ -164,6 +175,13 @@ func (p *plan) compare(i int, x, y *planItem, a int32) error {
 }
 
 // replay encodes the plan into cb for st.
+func (s *Sequence) replay(p *plan, cb gpu.CommandBuffer, st step) error {
+	for _, r := range p.record {
+		p.items[r.item].d.Args[r.arg].Offset = s.record(st.next).Off
+	}
+	return p.replay(cb, st)
+}
+
 func (p *plan) replay(cb gpu.CommandBuffer, st step) error {
 	for _, r := range p.pos {
 		b := p.items[r.item].d.Args[r.arg].Bytes

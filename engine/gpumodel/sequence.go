@@ -323,13 +323,29 @@ const maxStepsPerCommandBuffer = 64
 type samplerBufs struct {
 	mask, state shaders.View
 	maskLimit   int // the ids the mask allows: [0, maskLimit)
+	// records, one per token ring slot, receive the logprobs of the
+	// token written to that slot while logprobs is set (a request asked
+	// for them), with top alternatives.
+	records  shaders.View
+	logprobs bool
+	top      int
+}
+
+// record is the logprobs record of the token written into view next.
+func (s *Sequence) record(next shaders.View) shaders.View {
+	i := (next.Off - s.slot(0).Off) / 4 % tokenRing
+	return s.samp.records.At(i * shaders.SampleRecordBytes)
 }
 
 // pick encodes the choice of the next token from the step's logits into
 // next: the sampler during a sampled Decode, else the argmax.
 func (s *Sequence) pick(cb gpu.CommandBuffer, next shaders.View) error {
 	if s.sampling {
-		return s.m.k.Sample(cb, shaders.Sampling{Logits: s.act.logits, N: s.m.cfg.Vocab, Mask: s.samp.mask, State: s.samp.state, Out: next})
+		sm := shaders.Sampling{Logits: s.act.logits, N: s.m.cfg.Vocab, Mask: s.samp.mask, State: s.samp.state, Out: next}
+		if s.samp.logprobs {
+			sm.Record, sm.TopLogprobs = s.record(next), s.samp.top
+		}
+		return s.m.k.Sample(cb, sm)
 	}
 	return s.m.k.Argmax(cb, next, s.act.logits, s.argmaxIDs())
 }
