@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -119,4 +121,58 @@ func bareLoopNsPerToken(b *testing.B, ts *testServer) float64 {
 		tokens += len(out)
 	}
 	return float64(time.Since(start).Nanoseconds()) / float64(tokens)
+}
+
+// BenchmarkOversizedRequests sends 8 concurrent chat requests of a 16 MB
+// message each, which the context cannot hold, and reports the peak of the
+// Go heap while they are answered (before the bound on pre-queue work, the
+// same requests reached 5.9 GB of RSS): the bodies are decoded at once, but
+// only service.MaxPreparing are rendered at a time, and none is tokenized.
+func BenchmarkOversizedRequests(b *testing.B) {
+	const clients = 8
+	ts := newTestServer(b, service.Options{}, Options{}, constant("hi"))
+	body := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", MaxBodyBytes-100) + `"}]}`
+	var peak uint64
+	for b.Loop() {
+		runtime.GC()
+		stop := make(chan struct{})
+		sampled := make(chan uint64)
+		go func() { sampled <- heapPeak(stop) }()
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Go(func() {
+				resp, err := http.DefaultClient.Do(post(b, ts.URL+"/v1/chat/completions", body))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusBadRequest {
+					b.Errorf("status %d, want 400 (context_length_exceeded)", resp.StatusCode)
+				}
+			})
+		}
+		wg.Wait()
+		close(stop)
+		peak = max(peak, <-sampled)
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+}
+
+// heapPeak samples the heap's live and unswept objects every millisecond
+// until stop and returns the largest.
+func heapPeak(stop <-chan struct{}) uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak uint64
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		metrics.Read(s)
+		peak = max(peak, s[0].Value.Uint64())
+		select {
+		case <-stop:
+			return peak
+		case <-t.C:
+		}
+	}
 }

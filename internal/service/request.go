@@ -80,7 +80,22 @@ type prepared struct {
 // reasoning.
 const thinkOpen = "<think>"
 
+// MaxPreparing bounds the requests rendered and tokenized at once. That
+// work comes before a request holds a place in the queue, and a 16 MB body
+// takes several times its size while it runs: eight at once reached 5.9 GB.
+const MaxPreparing = 2
+
+// normalizeShrink bounds how much the tokenizer's normalization may shorten
+// a text: NFC composes three Hangul jamo (9 bytes) into one syllable (3).
+const normalizeShrink = 3
+
 func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) {
+	select {
+	case s.preparing <- struct{}{}:
+		defer func() { <-s.preparing }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	p := &prepared{grammar: req.Grammar}
 	text, err := s.promptText(ctx, req)
 	if err != nil {
@@ -98,6 +113,11 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	}
 	if text == "" {
 		return nil, badRequestf("the prompt is empty")
+	}
+	// No token is longer than maxTokenBytes, so a text this long cannot
+	// fit: refused without tokenizing it (PromptTokens is then that bound).
+	if least := len(text) / (normalizeShrink * s.maxTokenBytes); least >= s.ctxLen {
+		return nil, &ContextError{PromptTokens: least, ContextLength: s.ctxLen}
 	}
 	p.tokens = s.tok.Encode(text)
 	if len(p.tokens) >= s.ctxLen {

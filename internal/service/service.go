@@ -69,8 +69,14 @@ type Service struct {
 	// snapshot; -1 if the tokenizer has no such token.
 	turnStart int
 	queue     *queue
-	cache     *prefixCache
-	stats     stats
+	// preparing holds a place per request being rendered and tokenized,
+	// which happens before the queue: MaxPreparing at once.
+	preparing chan struct{}
+	// maxTokenBytes is the longest token's length in bytes, which bounds
+	// a text's token count from below before it is tokenized.
+	maxTokenBytes int
+	cache         *prefixCache
+	stats         stats
 	// grammarVocab is the vocabulary for structured outputs, built at the
 	// first request that asks for one.
 	grammarVocab     *grammar.Vocab
@@ -108,7 +114,13 @@ func New(model engine.Model, dir string, opts Options) (*Service, error) {
 		return nil, err
 	}
 	cfg := model.Config()
-	s := &Service{model: model, tok: tok, tmpl: tmpl, gen: gen, name: opts.Name, dir: dir, ctxLen: opts.ContextLength, turnStart: -1}
+	s := &Service{model: model, tok: tok, tmpl: tmpl, gen: gen, name: opts.Name, dir: dir, ctxLen: opts.ContextLength, turnStart: -1,
+		preparing: make(chan struct{}, MaxPreparing), maxTokenBytes: 1}
+	for id := range tok.MaxID() + 1 {
+		if b, ok := tok.Bytes(id); ok {
+			s.maxTokenBytes = max(s.maxTokenBytes, len(b))
+		}
+	}
 	if s.name == "" {
 		s.name = filepath.Base(filepath.Clean(dir))
 	}
