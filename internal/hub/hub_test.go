@@ -331,6 +331,7 @@ func TestPullHostileNames(t *testing.T) {
 	for _, name := range []string{
 		"../../x", "/etc/passwd", "a/../../b", "a/./b", "a//b", `C:\x`, `a\b`, "c:x",
 		".petal-state.json", "x" + partSuffix, "", " config.json", "a\x00b", "a\nb",
+		"model\u202Enosj.safetensors", "a\u2066b", "a\u200fb",
 		string(make([]byte, MaxNameBytes+1)),
 	} {
 		t.Run("", func(t *testing.T) {

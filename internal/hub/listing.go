@@ -187,8 +187,9 @@ func isHex(s string, bytes int) bool {
 }
 
 // checkName accepts a relative slash-separated path of plain elements:
-// nothing absolute, no "." or ".." or empty element, no backslash, colon
-// or control character, nothing that starts like Petal's own staging names.
+// nothing absolute, no "." or ".." or empty element, no backslash, colon,
+// control or bidi control character, nothing that starts like Petal's own
+// staging names.
 func checkName(name string) error {
 	bad := func(why string) error { return fmt.Errorf("%w: file name %q: %s", ErrBadListing, name, why) }
 	if name == "" || len(name) > MaxNameBytes {
@@ -198,8 +199,9 @@ func checkName(name string) error {
 		return bad("not a relative slash-separated path")
 	}
 	for _, r := range name {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return bad("control or invalid character")
+		// Bidi controls (U+202E and kin) make a name read as another one.
+		if unicode.IsControl(r) || r == unicode.ReplacementChar || unicode.Is(unicode.Bidi_Control, r) {
+			return bad("control, bidi control or invalid character")
 		}
 	}
 	elems := strings.Split(name, "/")
