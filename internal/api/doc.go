@@ -21,7 +21,9 @@
 //   - a request with an Origin header from another origin is refused unless
 //     the origin is allowed; CORS headers go only to allowed origins;
 //   - POST bodies must be application/json, which browsers cannot send
-//     cross-origin without a preflight, and are bounded by MaxBodyBytes;
+//     cross-origin without a preflight, and are bounded by MaxBodyBytes
+//     and by BodyReadTimeout (a stalled body is a 408), and must hold one
+//     JSON value and nothing after it;
 //   - with an API key, every route but /health needs it as a Bearer token
 //     (or in X-Api-Key, as Anthropic clients send it).
 //
@@ -30,8 +32,11 @@
 // Errors are written in one place (errors.go), in the OpenAI shape
 // {"error": {"message", "type", "param", "code"}}: 400 for bad input, a
 // prompt over the context included (naming both token counts), 401 for a
-// bad key, 404 for unknown paths, 413 for an oversized body, 429 with
-// Retry-After when the queue is full. Bad input never gives a 500.
+// bad key, 404 for unknown paths (JSON under /v1 and /api in any case,
+// never the UI's page), 413 for an oversized body, 429 with Retry-After
+// when the queue is full, on every route family. Bad input never gives a
+// 500; a model whose logits cannot be sampled (NaN) is a 500 model_error
+// that says so.
 // Anthropic routes answer the same statuses in Anthropic's shape,
 // {"type": "error", "error": {"type", "message"}}, and Ollama routes as
 // {"error": message}.
