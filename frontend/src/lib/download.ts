@@ -41,8 +41,17 @@ export function describeProblem(e: DownloadError): Problem {
 
 /** Whole seconds until the next attempt of a retrying download, or null when none is planned. */
 export function secondsToRetry(d: DownloadStatus, now: number): number | null {
-  if (!d.retry_at) return null;
-  const t = Date.parse(d.retry_at);
+  if (!d.retry?.next_attempt_at) return null;
+  const t = Date.parse(d.retry.next_attempt_at);
   if (!Number.isFinite(t)) return null;
   return Math.max(0, Math.ceil((t - now) / 1000));
+}
+
+/**
+ * The problem a download shows: the retry under way while it is running (the hub's own words, its
+ * error behind the disclosure), else its last error.
+ */
+export function downloadProblem(d: DownloadStatus): Problem | null {
+  if (d.state === 'running' && d.retry) return { headline: d.retry.message, detail: d.retry.detail };
+  return d.error ? describeProblem(d.error) : null;
 }

@@ -194,8 +194,24 @@ export interface DownloadStatus {
   eta_seconds: number;
   /** The last failure; while state is running it is the attempt that failed and will be retried. */
   error?: DownloadError;
-  /** When a retrying download makes its next attempt (RFC 3339); absent when none is planned. */
-  retry_at?: string;
+  /** While a running download retries a connection: why, and when the next attempt starts. */
+  retry?: DownloadRetry;
+}
+
+/** Mirrors manage.DownloadRetry. */
+export interface DownloadRetry {
+  /** dns, no_route, refused, tls, timeout, server or network. */
+  reason: string;
+  /** Words for the user. */
+  message: string;
+  /** The underlying error, for a disclosure. */
+  detail: string;
+  /** The Hub was not reached at all. */
+  unreachable: boolean;
+  /** When attempt `attempt` starts (RFC 3339). */
+  next_attempt_at: string;
+  attempt: number;
+  max_attempts: number;
 }
 
 export interface DownloadError {
