@@ -14,7 +14,7 @@ import (
 
 // chatRequest is a /v1/chat/completions body. Fields that clients send but
 // that change nothing here (user, parallel_tool_calls, prompt_cache_key,
-// logprobs, ...) are accepted and ignored.
+// ...) are accepted and ignored.
 type chatRequest struct {
 	Model    string                 `json:"model"`
 	Messages []chattemplate.Message `json:"messages"`
@@ -37,6 +37,9 @@ type chatRequest struct {
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 	// EnableThinking is the switch some clients send at the top level.
 	EnableThinking *bool `json:"enable_thinking"`
+
+	Logprobs    *bool `json:"logprobs"`
+	TopLogprobs *int  `json:"top_logprobs"`
 }
 
 // toService checks the request and maps it to the service's.
@@ -64,6 +67,9 @@ func (c *chatRequest) toService() (*service.Request, error) {
 		return nil, err
 	}
 	req := &service.Request{Messages: c.Messages, Tools: c.Tools, MaxTokens: limit, Stop: c.Stop, Sampling: samp}
+	if req.Logprobs, req.TopLogprobs, err = logprobsParams(c.Logprobs != nil && *c.Logprobs, c.TopLogprobs); err != nil {
+		return nil, err
+	}
 	if req.Grammar, err = responseFormat(c.ResponseFormat); err != nil {
 		return nil, err
 	}
@@ -130,11 +136,26 @@ type (
 		Usage *usage `json:"usage"`
 	}
 	chatChoice struct {
-		Index        int          `json:"index"`
-		Message      *chatMessage `json:"message,omitempty"`
-		Delta        *chatMessage `json:"delta,omitempty"`
-		FinishReason *string      `json:"finish_reason"`
-		Logprobs     *struct{}    `json:"logprobs"`
+		Index        int           `json:"index"`
+		Message      *chatMessage  `json:"message,omitempty"`
+		Delta        *chatMessage  `json:"delta,omitempty"`
+		FinishReason *string       `json:"finish_reason"`
+		Logprobs     *chatLogprobs `json:"logprobs"`
+	}
+	// chatLogprobs is a choice's logprobs: one entry per reply token.
+	chatLogprobs struct {
+		Content []chatTokenLogprob `json:"content"`
+	}
+	chatTokenLogprob struct {
+		Token       string           `json:"token"`
+		Logprob     float64          `json:"logprob"`
+		Bytes       []int            `json:"bytes"`
+		TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+	}
+	chatTopLogprob struct {
+		Token   string  `json:"token"`
+		Logprob float64 `json:"logprob"`
+		Bytes   []int   `json:"bytes"`
 	}
 	chatMessage struct {
 		Role             string     `json:"role,omitempty"`
@@ -179,7 +200,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	defer g.Close()
 	head := chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.svc.Info().Name}
 	if body.Stream {
-		s.streamChat(w, r, g, head, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		s.streamChat(w, r, g, head, body.StreamOptions != nil && body.StreamOptions.IncludeUsage, body.Logprobs != nil && *body.Logprobs)
 		return nil
 	}
 	var res reply.Result
@@ -199,30 +220,30 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	finish := string(sum.Finish)
 	head.Object = "chat.completion"
-	head.Choices = []chatChoice{{Message: msg, FinishReason: &finish}}
+	head.Choices = []chatChoice{{Message: msg, FinishReason: &finish, Logprobs: chatLogprobsOf(body.Logprobs != nil && *body.Logprobs, sum)}}
 	head.Usage = usageOf(sum)
 	writeJSON(w, http.StatusOK, head)
 	return nil
 }
 
 // streamChat sends the reply as chat.completion.chunk events.
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.Generation, head chatCompletion, includeUsage bool) {
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.Generation, head chatCompletion, includeUsage, logprobs bool) {
 	head.Object = "chat.completion.chunk"
 	st := startStream(w, true)
 	stop := st.keepAlive(s.opts.PingInterval)
 	defer stop()
-	chunk := func(delta *chatMessage, finish *string) error {
+	chunk := func(delta *chatMessage, finish *string, lp *chatLogprobs) error {
 		c := head
-		c.Choices = []chatChoice{{Delta: delta, FinishReason: finish}}
+		c.Choices = []chatChoice{{Delta: delta, FinishReason: finish, Logprobs: lp}}
 		return st.send(c)
 	}
 	empty := ""
-	if chunk(&chatMessage{Role: "assistant", Content: &empty}, nil) != nil {
+	if chunk(&chatMessage{Role: "assistant", Content: &empty}, nil, nil) != nil {
 		return
 	}
 	sum, err := g.Run(r.Context(), func(e reply.Event) error {
 		if d := chatDelta(e); d != nil {
-			return chunk(d, nil)
+			return chunk(d, nil, nil)
 		}
 		return nil
 	})
@@ -231,7 +252,9 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.G
 		return
 	}
 	finish := string(sum.Finish)
-	if chunk(&chatMessage{}, &finish) != nil {
+	// The reply's logprobs come with the last chunk (clients append each
+	// chunk's content list).
+	if chunk(&chatMessage{}, &finish, chatLogprobsOf(logprobs, sum)) != nil {
 		return
 	}
 	if includeUsage {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"petal/engine/reply"
+	"petal/engine/sample"
 	"petal/internal/service"
 )
 
@@ -24,6 +25,9 @@ type completionRequest struct {
 	MaxTokens *int `json:"max_tokens"`
 	N         *int `json:"n"`
 	Echo      bool `json:"echo"`
+	// Logprobs is how many alternatives to report per token; set (0
+	// too) it asks for the tokens' logprobs.
+	Logprobs *int `json:"logprobs"`
 	sampling
 	Stop stopList `json:"stop"`
 }
@@ -51,10 +55,10 @@ type (
 		Usage   *usage             `json:"usage"`
 	}
 	completionChoice struct {
-		Index        int       `json:"index"`
-		Text         string    `json:"text"`
-		FinishReason *string   `json:"finish_reason"`
-		Logprobs     *struct{} `json:"logprobs"`
+		Index        int                 `json:"index"`
+		Text         string              `json:"text"`
+		FinishReason *string             `json:"finish_reason"`
+		Logprobs     *completionLogprobs `json:"logprobs"`
 	}
 )
 
@@ -81,8 +85,14 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.svc.Begin(r.Context(), &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: body.Stop, Sampling: samp,
-		Client: clientOf(r)})
+	req := &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: body.Stop, Sampling: samp, Client: clientOf(r)}
+	if n := body.Logprobs; n != nil {
+		if *n < 0 || *n > sample.MaxTopLogprobs {
+			return badParam("logprobs", "logprobs %d must be in [0, %d]", *n, sample.MaxTopLogprobs)
+		}
+		req.Logprobs, req.TopLogprobs = true, *n
+	}
+	g, err := s.svc.Begin(r.Context(), req)
 	if err != nil {
 		return err
 	}
@@ -99,7 +109,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		finish := string(sum.Finish)
-		head.Choices = []completionChoice{{Text: text, FinishReason: &finish}}
+		head.Choices = []completionChoice{{Text: text, FinishReason: &finish, Logprobs: completionLogprobsOf(req.Logprobs, sum, len(echo))}}
 		head.Usage = usageOf(sum)
 		writeJSON(w, http.StatusOK, head)
 		return nil
@@ -107,21 +117,22 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	st := startStream(w, true)
 	stop := st.keepAlive(s.opts.PingInterval)
 	defer stop()
-	chunk := func(text string, finish *string) error {
+	chunk := func(text string, finish *string, lp *completionLogprobs) error {
 		c := head
-		c.Choices = []completionChoice{{Text: text, FinishReason: finish}}
+		c.Choices = []completionChoice{{Text: text, FinishReason: finish, Logprobs: lp}}
 		return st.send(c)
 	}
-	if echo != "" && chunk(echo, nil) != nil {
+	if echo != "" && chunk(echo, nil, nil) != nil {
 		return nil
 	}
-	sum, err := g.Run(r.Context(), func(e reply.Event) error { return chunk(e.Text, nil) })
+	sum, err := g.Run(r.Context(), func(e reply.Event) error { return chunk(e.Text, nil, nil) })
 	if err != nil {
 		s.streamFailed(st, r, err)
 		return nil
 	}
 	finish := string(sum.Finish)
-	if chunk("", &finish) != nil {
+	// The reply's logprobs come with the last chunk.
+	if chunk("", &finish, completionLogprobsOf(req.Logprobs, sum, len(echo))) != nil {
 		return nil
 	}
 	if body.StreamOptions != nil && body.StreamOptions.IncludeUsage {

@@ -61,6 +61,9 @@ type ollamaChatRequest struct {
 	Tools    []chattemplate.Tool `json:"tools"`
 	Format   json.RawMessage     `json:"format"`
 	Options  ollamaOptions       `json:"options"`
+
+	Logprobs    bool `json:"logprobs"`
+	TopLogprobs *int `json:"top_logprobs"`
 }
 
 // toService maps the request. "think" is a boolean or an effort name.
@@ -87,6 +90,9 @@ func (o *ollamaChatRequest) toService() (*service.Request, error) {
 		return nil, err
 	}
 	req.Messages, req.Tools = msgs, o.Tools
+	if req.Logprobs, req.TopLogprobs, err = logprobsParams(o.Logprobs, o.TopLogprobs); err != nil {
+		return nil, err
+	}
 	if req.Grammar, err = ollamaFormat(o.Format); err != nil {
 		return nil, err
 	}
@@ -167,6 +173,8 @@ type ollamaChatResponse struct {
 	Message    ollamaMessage `json:"message"`
 	Done       bool          `json:"done"`
 	DoneReason string        `json:"done_reason,omitempty"`
+	// Logprobs come with the last message, for every reply token.
+	Logprobs []chatTokenLogprob `json:"logprobs,omitempty"`
 	ollamaMetrics
 }
 
@@ -197,6 +205,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 		resp := msg(m)
 		resp.Done, resp.DoneReason = true, ollamaDoneReason(sum)
 		resp.ollamaMetrics = clock.metrics(sum)
+		resp.Logprobs = ollamaLogprobs(body.Logprobs, sum)
 		return resp
 	}
 	if body.Stream != nil && !*body.Stream {

@@ -28,6 +28,9 @@ type ollamaGenerateRequest struct {
 	Think    json.RawMessage `json:"think"`
 	Format   json.RawMessage `json:"format"`
 	Options  ollamaOptions   `json:"options"`
+
+	Logprobs    bool `json:"logprobs"`
+	TopLogprobs *int `json:"top_logprobs"`
 }
 
 // toService maps the request; the prompt of a request that continues a
@@ -50,6 +53,9 @@ func (o *ollamaGenerateRequest) toService() (*service.Request, error) {
 		return nil, err
 	}
 	if req.Grammar, err = ollamaFormat(o.Format); err != nil {
+		return nil, err
+	}
+	if req.Logprobs, req.TopLogprobs, err = logprobsParams(o.Logprobs, o.TopLogprobs); err != nil {
 		return nil, err
 	}
 	if o.Raw {
@@ -75,6 +81,8 @@ type ollamaGenerateResponse struct {
 	// Context is the prompt's and reply's token ids, which a client may send
 	// back to continue from them.
 	Context []int `json:"context,omitempty"`
+	// Logprobs come with the last chunk, for every reply token.
+	Logprobs []chatTokenLogprob `json:"logprobs,omitempty"`
 	ollamaMetrics
 }
 
@@ -128,6 +136,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		done.Done, done.DoneReason = true, ollamaDoneReason(sum)
 		done.Context = append(prompt, s.svc.Tokenizer().Encode(content)...)
 		done.ollamaMetrics = clock.metrics(sum)
+		done.Logprobs = ollamaLogprobs(body.Logprobs, sum)
 		return done
 	}
 	if body.Stream != nil && !*body.Stream {

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"petal/engine"
@@ -32,6 +33,44 @@ type Summary struct {
 	// StopSequence is the stop string that ended the reply; "" when
 	// something else did.
 	StopSequence string
+	// Logprobs holds, when the request asked, one entry per reply token
+	// (the end-of-sequence token excluded), in order.
+	Logprobs []TokenLogprob
+}
+
+// TokenLogprob is one reply token's log probability and its most likely
+// alternatives (best first).
+type TokenLogprob struct {
+	Token   Token
+	Logprob float64
+	Top     []TopLogprob
+}
+
+// TopLogprob is one alternative token and its log probability.
+type TopLogprob struct {
+	Token   Token
+	Logprob float64
+}
+
+// Token is a token's text and its bytes (a piece of a UTF-8 character
+// reads as U+FFFD in Text; Bytes holds it as is).
+type Token struct {
+	ID    int
+	Text  string
+	Bytes []byte
+}
+
+func (s *Service) token(id int) Token {
+	b, _ := s.tok.Bytes(id)
+	return Token{ID: id, Text: strings.ToValidUTF8(string(b), "\uFFFD"), Bytes: b}
+}
+
+func (s *Service) tokenLogprob(id int, lp sample.Logprobs) TokenLogprob {
+	t := TokenLogprob{Token: s.token(id), Logprob: lp.Logprob, Top: make([]TopLogprob, len(lp.Top))}
+	for i, c := range lp.Top {
+		t.Top[i] = TopLogprob{Token: s.token(c.ID), Logprob: c.Logprob}
+	}
+	return t
 }
 
 // Emit receives the events of a reply as they are decided. An error from
@@ -136,6 +175,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	dec := s.tok.NewStreamDecoder(true)
 	picked := make([]int, 0, min(p.maxTokens, 1024))
 	var decodeStart time.Time
+	var last sample.Logprobs
 	d := &engine.Decode{
 		Prompt: p.tokens[cached:], MaxTokens: p.maxTokens, Limit: s.vocab.TokenizerSize,
 		Token: func(id int) (bool, error) {
@@ -151,6 +191,9 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 				return true, nil
 			}
 			sum.CompletionTokens++
+			if p.logprobs {
+				sum.Logprobs = append(sum.Logprobs, s.tokenLogprob(id, last))
+			}
 			text, stopped := p.stopper.Push(dec.Next(id))
 			if err := out.feed(text); err != nil {
 				return true, err
@@ -166,9 +209,14 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 			return false, nil
 		},
 	}
+	if p.logprobs {
+		// The logprobs come from the sampler, on the device too, greedy
+		// or not.
+		d.Logprobs, d.TopLogprobs = func(lp sample.Logprobs) { last = lp }, p.top
+	}
 	if con := s.constrain(p); con != nil {
 		d.Picker = &constrainedPicker{con: con, sampler: sampler}
-	} else if !deviceGreedy(p.params) {
+	} else if p.logprobs || !deviceGreedy(p.params) {
 		params := p.params
 		seed := sampler.Seed()
 		params.Seed = &seed
@@ -220,6 +268,16 @@ func (c *constrainedPicker) Next(logits []float32) (int, error) {
 		return 0, err
 	}
 	return id, c.con.advance(id, c.sampler.IsEOS(id))
+}
+
+// NextLogprobs is Next with the logprobs of the masked logits.
+func (c *constrainedPicker) NextLogprobs(logits []float32, top int) (int, sample.Logprobs, error) {
+	c.con.apply(logits)
+	id, lp, err := c.sampler.NextLogprobs(logits, top)
+	if err != nil {
+		return 0, lp, err
+	}
+	return id, lp, c.con.advance(id, c.sampler.IsEOS(id))
 }
 
 // deviceGreedy reports whether the most likely token is the whole pick, so

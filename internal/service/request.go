@@ -33,6 +33,10 @@ type Request struct {
 	// Grammar, when set, constrains the reply's content (after any
 	// reasoning) to its JSON texts: structured outputs.
 	Grammar *grammar.Grammar
+	// Logprobs asks for each reply token's log probability (Summary.Logprobs)
+	// and TopLogprobs (0..sample.MaxTopLogprobs) most likely alternatives.
+	Logprobs    bool
+	TopLogprobs int
 	// Client names who asks, for the queue's fairness: requests of
 	// different clients take turns. "" is a client like any other.
 	Client string
@@ -72,6 +76,8 @@ type prepared struct {
 	// thinking: the reply starts inside the reasoning, which the grammar
 	// does not constrain.
 	thinking bool
+	logprobs bool
+	top      int
 	// cached is set by run once the prefix cache was read.
 	cached int
 }
@@ -138,6 +144,13 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	if p.stopper, err = sample.NewStopper(req.Stop); err != nil {
 		return nil, &badRequest{err}
 	}
+	if req.TopLogprobs < 0 || req.TopLogprobs > sample.MaxTopLogprobs {
+		return nil, badRequestf("top_logprobs %d must be in [0, %d]", req.TopLogprobs, sample.MaxTopLogprobs)
+	}
+	if req.TopLogprobs > 0 && !req.Logprobs {
+		return nil, badRequestf("top_logprobs needs logprobs")
+	}
+	p.logprobs, p.top = req.Logprobs, req.TopLogprobs
 	p.params = s.params(req)
 	if err := p.params.Validate(); err != nil {
 		return nil, &badRequest{err}

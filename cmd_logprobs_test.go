@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// completeLogprobs posts a completion request and returns its choice's
+// logprobs decoded into go-openai's type: the JSON reply's, or those of the
+// streamed chunk that carries them (the last).
+func (s *demoServer) completeLogprobs(t *testing.T, body string, stream bool) openai.LogprobResult {
+	t.Helper()
+	if stream {
+		body = strings.Replace(body, "{", `{"stream":true,`, 1)
+	}
+	resp, err := http.Post(s.base+"/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: status %d", body, resp.StatusCode)
+	}
+	var reply openai.CompletionResponse
+	if !stream {
+		if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil || len(reply.Choices) != 1 {
+			t.Fatalf("%s: %+v, %v", body, reply, err)
+		}
+		return reply.Choices[0].LogProbs
+	}
+	var got openai.LogprobResult
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		reply.Choices = nil
+		if err := json.Unmarshal([]byte(data), &reply); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		for _, c := range reply.Choices {
+			if len(c.LogProbs.Tokens) > 0 {
+				got = c.LogProbs
+			}
+		}
+	}
+	return got
+}
+
+// sameLogprobs reports how a differs from b beyond tol ("" if not).
+func sameLogprobs(a, b openai.LogprobResult, tol float64) string {
+	if !slices.Equal(a.Tokens, b.Tokens) || len(a.TokenLogprobs) != len(b.TokenLogprobs) || len(a.TopLogprobs) != len(b.TopLogprobs) {
+		return "tokens differ"
+	}
+	for i := range a.TokenLogprobs {
+		if math.Abs(float64(a.TokenLogprobs[i]-b.TokenLogprobs[i])) > tol {
+			return "token " + strconv.Itoa(i) + "'s logprob differs"
+		}
+		if len(a.TopLogprobs[i]) != len(b.TopLogprobs[i]) {
+			return "token " + strconv.Itoa(i) + "'s alternatives differ"
+		}
+		for k, v := range a.TopLogprobs[i] {
+			w, ok := b.TopLogprobs[i][k]
+			if !ok || math.Abs(float64(v-w)) > tol {
+				return "token " + strconv.Itoa(i) + "'s alternative " + strconv.Quote(k) + " differs"
+			}
+		}
+	}
+	return ""
+}
+
+// Through petal serve: logprobs (and 5 alternatives) of a greedy and a
+// sampled completion on the sim equal the CPU backend's within 1e-3,
+// streamed and not, and the sim reads no logits back for them (only the
+// sampler's small records, which petal_logits_readback_bytes_total does not
+// count).
+func TestServeLogprobsMatchCPU(t *testing.T) {
+	base := `"prompt":"` + decodePrompt + `","max_tokens":` + strconv.Itoa(decodeTokens) + `,"logprobs":5`
+	bodies := map[string]string{
+		"greedy":  `{` + base + `,"temperature":0}`,
+		"sampled": `{` + base + `,"temperature":0.7,"top_p":0.9,"seed":7}`,
+	}
+	cpuSrv := startDemoServe(t, "cpu")
+	sim := startDemoServe(t, "sim")
+	const readback = "petal_logits_readback_bytes_total"
+	before := sim.metric(t, readback)
+	for name, body := range bodies {
+		want := cpuSrv.completeLogprobs(t, body, false)
+		if len(want.Tokens) != decodeTokens || len(want.TopLogprobs[0]) == 0 || want.TextOffset[1] <= want.TextOffset[0] {
+			t.Fatalf("%s on the CPU: %+v", name, want)
+		}
+		for _, stream := range []bool{false, true} {
+			got := sim.completeLogprobs(t, body, stream)
+			if d := sameLogprobs(got, want, 1e-3); d != "" {
+				t.Errorf("%s (stream %v): %s: sim %+v, CPU %+v", name, stream, d, got, want)
+			}
+		}
+	}
+	if after := sim.metric(t, readback); after != before {
+		t.Errorf("logprobs requests read %v bytes of logits back", after-before)
+	}
+}
