@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	openai "github.com/sashabaranov/go-openai"
+
 	"petal/engine/tokenizer"
 )
 
@@ -55,9 +57,9 @@ func startDemoServe(t *testing.T, backend string) *demoServer {
 	return &demoServer{base: base, log: log.String()}
 }
 
-// complete posts a completion request and returns its text: the JSON
-// reply's, or the streamed chunks' joined.
-func (s *demoServer) complete(t *testing.T, body string, stream bool) string {
+// completions posts a completion request and returns the reply decoded
+// into go-openai's type, or each streamed chunk.
+func (s *demoServer) completions(t *testing.T, body string, stream bool) []openai.CompletionResponse {
 	t.Helper()
 	if stream {
 		body = strings.Replace(body, "{", `{"stream":true,`, 1)
@@ -71,27 +73,36 @@ func (s *demoServer) complete(t *testing.T, body string, stream bool) string {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("%s: status %d: %s", body, resp.StatusCode, b)
 	}
-	var reply struct {
-		Choices []struct{ Text string }
-	}
 	if !stream {
+		var reply openai.CompletionResponse
 		if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil || len(reply.Choices) != 1 {
 			t.Fatalf("%s: %+v, %v", body, reply, err)
 		}
-		return reply.Choices[0].Text
+		return []openai.CompletionResponse{reply}
 	}
-	var text strings.Builder
+	var chunks []openai.CompletionResponse
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok || data == "[DONE]" {
 			continue
 		}
-		reply.Choices = nil
-		if err := json.Unmarshal([]byte(data), &reply); err != nil {
+		var c openai.CompletionResponse
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
 			t.Fatalf("chunk %q: %v", data, err)
 		}
-		for _, c := range reply.Choices {
+		chunks = append(chunks, c)
+	}
+	return chunks
+}
+
+// complete posts a completion request and returns its text: the JSON
+// reply's, or the streamed chunks' joined.
+func (s *demoServer) complete(t *testing.T, body string, stream bool) string {
+	t.Helper()
+	var text strings.Builder
+	for _, r := range s.completions(t, body, stream) {
+		for _, c := range r.Choices {
 			text.WriteString(c.Text)
 		}
 	}

@@ -1,53 +1,22 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
 )
 
 // completeLogprobs posts a completion request and returns its choice's
-// logprobs decoded into go-openai's type: the JSON reply's, or those of the
-// streamed chunk that carries them (the last).
+// logprobs: the JSON reply's, or those of the streamed chunk that carries
+// them (the last).
 func (s *demoServer) completeLogprobs(t *testing.T, body string, stream bool) openai.LogprobResult {
 	t.Helper()
-	if stream {
-		body = strings.Replace(body, "{", `{"stream":true,`, 1)
-	}
-	resp, err := http.Post(s.base+"/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: status %d", body, resp.StatusCode)
-	}
-	var reply openai.CompletionResponse
-	if !stream {
-		if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil || len(reply.Choices) != 1 {
-			t.Fatalf("%s: %+v, %v", body, reply, err)
-		}
-		return reply.Choices[0].LogProbs
-	}
 	var got openai.LogprobResult
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		reply.Choices = nil
-		if err := json.Unmarshal([]byte(data), &reply); err != nil {
-			t.Fatalf("chunk %q: %v", data, err)
-		}
-		for _, c := range reply.Choices {
+	for _, r := range s.completions(t, body, stream) {
+		for _, c := range r.Choices {
 			if len(c.LogProbs.Tokens) > 0 {
 				got = c.LogProbs
 			}
