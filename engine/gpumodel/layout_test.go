@@ -94,17 +94,12 @@ func TestMLXLayoutRecorded(t *testing.T) {
 	}
 }
 
-// mlxSweepFixture is the fixture swept over all 16 data offsets on the
-// sim: the cheapest (tiny-a, 3 layers). A whole-model run on the sim takes
-// tens of seconds on the project's machine, so the other fixtures go
-// through the sim in MLX's layout at one odd offset each, and through the
-// CPU backend at every offset (engine/cpu TestFixturesInMLXLayout).
-// mlxSweepPositions bounds the positions compared, for the same reason:
-// a prompt of the first 20 and 4 decode steps still run every matrix
-// through both the prefill and the decode kernels (each read through its
-// copy where it was misaligned).
+// mlxSweepPositions bounds the positions compared: a prompt of the first
+// 20 and 4 decode steps still run every matrix through both the prefill and
+// the decode kernels (each read through its copy where it was misaligned),
+// and keep the sweep of every fixture over all 16 data offsets to a few
+// seconds an offset on the project's machine.
 const (
-	mlxSweepFixture     = "tiny-a"
 	mlxSweepPositions   = 24
 	mlxSweepDecodeSteps = 4
 )
@@ -146,15 +141,11 @@ func TestMLXLayoutSim(t *testing.T) {
 		return out
 	}
 	for _, ref := range refs {
-		offsets := []int{3}
-		if ref.Name() == mlxSweepFixture {
-			offsets = []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
-		}
 		tokens := ref.Tokens[:mlxSweepPositions]
 		t.Run(ref.Name(), func(t *testing.T) {
 			padded := run(t, ref.Dir, tokens, ref.Vocab)
 			origDiff := maxDiff(padded, ref.Logits[:len(padded)])
-			for _, r := range offsets {
+			for r := range 16 {
 				t.Run(fmt.Sprintf("offset=%d", r), func(t *testing.T) {
 					got := run(t, mlxLayout(t, ref.Dir, r), tokens, ref.Vocab)
 					if !slices.Equal(got, padded) {
