@@ -3,7 +3,7 @@
 //
 // # Compiling
 //
-// NewPipeline rewrites the MSL source into C++ (rewrite.go: kernel
+// NewPipeline rewrites the MSL source into C++ (petal/gpu/msl: kernel
 // signatures and their [[attributes]], threadgroup storage, function
 // constants specialised as constexpr, swizzles, half and float literals),
 // includes metal_compat.h (MSL types, math, simd-group functions, atomics, and the
@@ -16,7 +16,7 @@
 // # Apple's rules
 //
 // C++ takes much that Apple's Metal compiler refuses, so NewPipeline refuses
-// it too (rules.go, citing the MSL 3.1 specification), with a [*RuleError]
+// it too (petal/gpu/msl, citing the MSL 3.1 specification), with a [*RuleError]
 // that names the file and line (following #line from expanded includes):
 // kernel position and size inputs all scalar or all vectors of one width,
 // and of uint or ushort; an address space on every pointer and reference; no
@@ -35,7 +35,7 @@
 // # What kernels may use
 //
 // Plain MSL as Apple's compiler takes it, within these limits (extend
-// rewrite.go or metal_compat.h rather than bend a kernel):
+// petal/gpu/msl or metal_compat.h rather than bend a kernel):
 //   - entry points are `kernel void name(...)` (or `[[kernel]] void`), every
 //     parameter with one attribute: [[buffer(n)]] (optionally with
 //     function_constant(c)), [[threadgroup(n)]] or a thread-position

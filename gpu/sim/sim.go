@@ -19,6 +19,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"petal/gpu"
+	"petal/gpu/msl"
 )
 
 //go:embed metal_compat.h
@@ -202,7 +203,7 @@ type library struct {
 	handle  uintptr
 	run     func(launch, worker unsafe.Pointer, workerBytes uint64, begin, end uint32, result unsafe.Pointer) int32
 	abi     func(what int32) uint64
-	kernels map[string]kernelInfo
+	kernels map[string]msl.KernelInfo
 }
 
 type pipeline struct {
@@ -235,7 +236,7 @@ func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.C
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", gpu.ErrCompile, err)
 	}
-	info, ok := rw.kernels[function]
+	info, ok := rw.Kernels[function]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s has no kernel %q", gpu.ErrCompile, src.Name, function)
 	}
@@ -247,14 +248,14 @@ func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.C
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", gpu.ErrCompile, function, err)
 	}
-	p := &pipeline{name: function, maxThreads: info.maxThreads, entry: entry, lib: lib, dev: d}
+	p := &pipeline{name: function, maxThreads: info.MaxThreads, entry: entry, lib: lib, dev: d}
 	d.pipes[key] = p
 	return p, nil
 }
 
 // library compiles the rewritten source once per content hash; d.mu is held.
-func (d *Device) library(name string, rw *rewritten) (*library, error) {
-	text := fmt.Sprintf("#include %q\n%s", compatName(), rw.text)
+func (d *Device) library(name string, rw *msl.Rewritten) (*library, error) {
+	text := fmt.Sprintf("#include %q\n%s", compatName(), rw.Text)
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", d.compiler, strings.Join(cxxFlags, " "), compatHeader, text)
 	sum := hex.EncodeToString(h.Sum(nil))[:32]
@@ -271,7 +272,7 @@ func (d *Device) library(name string, rw *rewritten) (*library, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: loading %s: %v", gpu.ErrCompile, path, err)
 	}
-	lib := &library{handle: handle, kernels: rw.kernels}
+	lib := &library{handle: handle, kernels: rw.Kernels}
 	purego.RegisterLibFunc(&lib.run, handle, "petal_run")
 	purego.RegisterLibFunc(&lib.abi, handle, "petal_abi")
 	if got, want := lib.abi(0), uint64(unsafe.Sizeof(cLaunch{})); got != want {

@@ -1,4 +1,4 @@
-package sim
+package msl
 
 import (
 	"fmt"
@@ -10,11 +10,36 @@ import (
 	"petal/gpu"
 )
 
-// The sim compiles MSL as C++ after a source-to-source rewrite of what C++
-// cannot express; everything else is left to metal_compat.h. The rewrite keeps
-// every line where it was, so compiler errors and hazard reports name the
-// kernel's own lines. Member names shaped like swizzles (xy, rgb, wzyx) are
-// taken as swizzles, so structs must not use them as field names.
+// Both drivers that compile MSL themselves (the sim as host C++, cuda as
+// CUDA C++) rewrite what C++ cannot express and leave everything else to
+// their compatibility header. What differs between them (kernel entry
+// points, thread-position builtins, threadgroup storage) is a [Target]. The
+// rewrite keeps every line where it was, so compiler errors and hazard
+// reports name the kernel's own lines. Member names shaped like swizzles
+// (xy, rgb, wzyx) are taken as swizzles, so structs must not use them as
+// field names.
+
+// Target is what one driver makes of the constructs that depend on how it
+// runs a kernel.
+type Target interface {
+	// Builtin is the expression for a thread-position attribute
+	// ([[thread_position_in_grid]]...), converted by the header's
+	// petal::builtin3 to the parameter's type; ok is false for an attribute
+	// the target does not know.
+	Builtin(attr string) (expr string, ok bool)
+	// BufferArg and ThreadgroupArg are the expressions that bind a kernel
+	// parameter of type typ to [[buffer(n)]] or [[threadgroup(n)]].
+	BufferArg(typ string, n int) string
+	ThreadgroupArg(typ string, n int) string
+	// Storage is what replaces the threadgroup keyword of a storage
+	// declaration of names, and what is appended after its semicolon.
+	Storage(names []string) (keyword, after string)
+	// Function replaces `void` of a kernel, which becomes an ordinary
+	// function called by its entry point.
+	Function() string
+	// Entry is the entry point of kernel name, which calls it with args.
+	Entry(name string, args []string, maxThreads int) string
+}
 
 type tokKind int
 
@@ -128,48 +153,34 @@ type edit struct {
 	text       string
 }
 
-// kernelInfo describes one entry point found in the source.
-type kernelInfo struct {
-	maxThreads int // from [[max_total_threads_per_threadgroup(n)]], else the Metal limit
+// KernelInfo describes one entry point found in the source.
+type KernelInfo struct {
+	MaxThreads int // from [[max_total_threads_per_threadgroup(n)]], else the Metal limit
 }
 
-// rewritten is a translation unit ready for the C++ compiler.
-type rewritten struct {
-	text    string
-	kernels map[string]kernelInfo
+// Rewritten is a translation unit ready for the target's compiler.
+type Rewritten struct {
+	Text    string
+	Kernels map[string]KernelInfo
 }
 
 var (
-	swizzleRE = regexp.MustCompile(`^([xyzw]{2,4}|[rgba]{2,4})$`)
-	builtins  = map[string]string{
-		"thread_position_in_grid":             "petal::b3(W->group[0]*Lc->threads[0]+L->pos[0], W->group[1]*Lc->threads[1]+L->pos[1], W->group[2]*Lc->threads[2]+L->pos[2])",
-		"threadgroup_position_in_grid":        "petal::b3(W->group[0], W->group[1], W->group[2])",
-		"thread_position_in_threadgroup":      "petal::b3(L->pos[0], L->pos[1], L->pos[2])",
-		"threads_per_threadgroup":             "petal::b3(Lc->threads[0], Lc->threads[1], Lc->threads[2])",
-		"threadgroups_per_grid":               "petal::b3(Lc->groups[0], Lc->groups[1], Lc->groups[2])",
-		"threads_per_grid":                    "petal::b3(Lc->groups[0]*Lc->threads[0], Lc->groups[1]*Lc->threads[1], Lc->groups[2]*Lc->threads[2])",
-		"thread_index_in_threadgroup":         "petal::b3(L->index, 0, 0)",
-		"simdgroup_index_in_threadgroup":      "petal::b3(L->index / 32, 0, 0)",
-		"thread_index_in_simdgroup":           "petal::b3(L->index % 32, 0, 0)",
-		"threads_per_simdgroup":               "petal::b3(32, 0, 0)",
-		"thread_execution_width":              "petal::b3(32, 0, 0)",
-		"simdgroups_per_threadgroup":          "petal::b3((W->n + 31) / 32, 0, 0)",
-		"dispatch_simdgroups_per_threadgroup": "petal::b3((W->n + 31) / 32, 0, 0)",
-	}
+	swizzleRE     = regexp.MustCompile(`^([xyzw]{2,4}|[rgba]{2,4})$`)
 	constantTypes = map[string]gpu.ConstantType{
 		"bool": gpu.Bool, "int": gpu.Int32, "int32_t": gpu.Int32,
 		"uint": gpu.Uint32, "uint32_t": gpu.Uint32, "float": gpu.Float32,
 	}
 )
 
-// rewrite turns MSL source into C++ for metal_compat.h, specialising
-// function constants with consts.
-func rewrite(name, src string, consts []gpu.Constant) (*rewritten, error) {
+// Rewrite turns MSL source into C++ for target's header, specialising
+// function constants with consts. It checks Apple's rules first ([Rules]),
+// so a kernel that would not build on a Mac fails on every driver.
+func Rewrite(name, src string, consts []gpu.Constant, target Target) (*Rewritten, error) {
 	toks, err := lex(src)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	r := &rewriter{name: name, src: src, toks: toks, consts: map[int]gpu.Constant{}, out: &rewritten{kernels: map[string]kernelInfo{}}}
+	r := &rewriter{name: name, src: src, toks: toks, target: target, consts: map[int]gpu.Constant{}, out: &Rewritten{Kernels: map[string]KernelInfo{}}}
 	for _, c := range consts {
 		r.consts[c.Index] = c
 	}
@@ -197,7 +208,7 @@ func rewrite(name, src string, consts []gpu.Constant) (*rewritten, error) {
 	b.WriteString(src[pos:])
 	b.WriteString("\n")
 	b.WriteString(r.trampolines.String())
-	r.out.text = b.String()
+	r.out.Text = b.String()
 	return r.out, nil
 }
 
@@ -205,12 +216,13 @@ type rewriter struct {
 	name        string
 	src         string
 	toks        []token
+	target      Target
 	consts      map[int]gpu.Constant
 	usedConsts  map[int]bool
 	defines     map[string]int // integer macros seen so far
 	edits       []edit
 	trampolines strings.Builder
-	out         *rewritten
+	out         *Rewritten
 }
 
 func (r *rewriter) errorf(t token, format string, args ...any) error {
@@ -470,12 +482,9 @@ storage:
 	if len(names) == 0 || end >= len(r.toks) {
 		return 0, r.errorf(r.toks[i], "cannot parse threadgroup declaration")
 	}
-	r.replace(i, i+1, "static thread_local")
-	var touch strings.Builder
-	for _, n := range names {
-		fmt.Fprintf(&touch, " petal::tg_touch(&%s, sizeof(%s));", n, n)
-	}
-	r.replace(end, end+1, ";"+touch.String())
+	keyword, after := r.target.Storage(names)
+	r.replace(i, i+1, keyword)
+	r.replace(end, end+1, ";"+after)
 	return end, nil
 }
 
@@ -492,7 +501,7 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 		return 0, r.errorf(r.tok(i), "a kernel entry point must be `kernel void name(...)`")
 	}
 	name := r.tok(i + 1).text
-	r.replace(i, i+1, "static void")
+	r.replace(i, i+1, r.target.Function())
 	var args []string
 	var inputs []builtinInput
 	j := i + 3
@@ -534,7 +543,7 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 			return 0, r.errorf(r.toks[attr], "kernel %s: bad parameter attribute", name)
 		}
 		// A parameter may carry [[buffer(n), function_constant(c)]]: bound
-		// only when c is true. The sim binds whatever the host set.
+		// only when c is true. The drivers bind whatever the host set.
 		attrText, _, _ := strings.Cut(r.joined(attr+1, end), ",")
 		r.replace(attr, end+1, "")
 		var typ []string
@@ -553,15 +562,15 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 			if err != nil || n < 0 || n >= gpu.MaxBindings {
 				return 0, r.errorf(r.toks[attr], "kernel %s: bad [[%s]]", name, attrText)
 			}
-			args = append(args, fmt.Sprintf("petal::arg_cast<%s>::get(Lc->buffers[%d])", typeText, n))
+			args = append(args, r.target.BufferArg(typeText, n))
 		case strings.HasPrefix(attrText, "threadgroup("):
 			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(attrText, "threadgroup("), ")"))
 			if err != nil || n < 0 || n >= gpu.MaxThreadgroupMemoryBindings {
 				return 0, r.errorf(r.toks[attr], "kernel %s: bad [[%s]]", name, attrText)
 			}
-			args = append(args, fmt.Sprintf("(%s)W->tgmem[%d]", typeText, n))
+			args = append(args, r.target.ThreadgroupArg(typeText, n))
 		default:
-			expr, ok := builtins[attrText]
+			expr, ok := r.target.Builtin(attrText)
 			if !ok {
 				return 0, r.errorf(r.toks[attr], "kernel %s: unsupported attribute [[%s]] on %s", name, attrText, pname)
 			}
@@ -576,11 +585,10 @@ func (r *rewriter) kernel(i int, pendingMax *int) (int, error) {
 	if err := r.checkInputs(name, inputs); err != nil {
 		return 0, err
 	}
-	if _, dup := r.out.kernels[name]; dup {
+	if _, dup := r.out.Kernels[name]; dup {
 		return 0, r.errorf(r.tok(i), "kernel %s defined twice", name)
 	}
-	r.out.kernels[name] = kernelInfo{maxThreads: maxThreads}
-	fmt.Fprintf(&r.trampolines, "extern \"C\" __attribute__((visibility(\"default\"))) void petal_kernel_%s(const petal::Launch* Lc, const petal::Lane* L) {\n\tpetal::Worker* W = L->worker;\n\t(void)W;\n\t%s(%s);\n}\n",
-		name, name, strings.Join(args, ",\n\t\t"))
+	r.out.Kernels[name] = KernelInfo{MaxThreads: maxThreads}
+	r.trampolines.WriteString(r.target.Entry(name, args, maxThreads))
 	return j, nil
 }

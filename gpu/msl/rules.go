@@ -1,4 +1,4 @@
-package sim
+package msl
 
 import (
 	"fmt"
@@ -7,12 +7,12 @@ import (
 	"strings"
 )
 
-// The sim compiles MSL as C++, which takes much that Apple's Metal compiler
+// The drivers compile MSL as C++, which takes much that Apple's Metal compiler
 // refuses. These checks refuse it here too, so a kernel that would not build
 // on a Mac fails NewPipeline (and go test) with its file and line. Section
 // numbers are those of the Metal Shading Language Specification, version 3.1.
 
-// Rule is one rule of Apple's Metal compiler that the sim enforces.
+// Rule is one rule of Apple's Metal compiler that the drivers enforce.
 type Rule string
 
 // The rules. Each has a mutated kernel under testdata/ that breaks it.
@@ -662,7 +662,7 @@ func (r *rewriter) checkFlow(want string, i int, spaces map[string]string, into 
 	return r.ruleErr(root, RuleAddressSpaceMix, "%s (%s) flows into %s (%s)", root.text, got, into, want)
 }
 
-// Rules lists every rule the sim enforces.
+// Rules lists every rule the rewriter enforces.
 func Rules() []Rule {
 	return []Rule{RuleInputShape, RuleInputType, RuleAddressSpace, RuleAddressSpaceMix, RuleProgramScope, RuleDouble,
 		RuleRecursion, RuleFunctionPointer, RuleExceptions, RuleLibrary, RuleUnsupported, RuleCxx14}
