@@ -35,8 +35,13 @@ type Sequence interface {
 	Close() error
 }
 
-// ErrBadToken reports a token id outside the vocabulary.
-var ErrBadToken = errors.New("token id outside the vocabulary")
+// The errors a backend's sequences report; callers test with errors.Is.
+var (
+	// ErrBadToken reports a token id outside the vocabulary.
+	ErrBadToken = errors.New("token id outside the vocabulary")
+	// ErrClosed reports a call on a sequence after its Close.
+	ErrClosed = errors.New("sequence is closed")
+)
 
 // CheckTokens returns an error naming the first id outside [0, vocab).
 func CheckTokens(tokens []int, vocab int) error {

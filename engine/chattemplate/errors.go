@@ -3,6 +3,8 @@ package chattemplate
 import (
 	"errors"
 	"time"
+
+	"petal/engine/damaged"
 )
 
 // Limits of one render. Templates come from downloaded model folders, so
@@ -46,8 +48,8 @@ var (
 	// ErrNoTemplate says a model folder has no chat template.
 	ErrNoTemplate = errors.New("chattemplate: no chat template in the model folder")
 	// ErrBadTemplate marks a template that does not parse or is not valid
-	// for the engine: the model's files are bad.
-	ErrBadTemplate = errors.New("chattemplate: bad chat template")
+	// for the engine: the model's files are bad ([damaged.Err]).
+	ErrBadTemplate = damaged.New("chattemplate: bad chat template")
 	// ErrBadInput marks messages, tools or arguments that cannot be given
 	// to a template.
 	ErrBadInput = errors.New("chattemplate: bad render input")

@@ -9,12 +9,14 @@ import (
 	"sort"
 	"strings"
 
+	"petal/engine/damaged"
 	"petal/engine/safetensors"
 )
 
 // ErrBadModel marks every error caused by the checkpoint's files (config,
-// index, shards, tensors), so a caller can offer to fetch them again.
-var ErrBadModel = errors.New("bad model files")
+// index, shards, tensors), so a caller can offer to fetch them again; it is
+// also [damaged.Err].
+var ErrBadModel = damaged.New("bad model files")
 
 func bad(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadModel, fmt.Sprintf(format, args...))

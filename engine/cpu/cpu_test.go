@@ -1,10 +1,12 @@
 package cpu
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	"petal/engine"
 	"petal/engine/checkpoint/checkpointtest"
 )
 
@@ -114,8 +116,11 @@ func TestForwardRejectsBadInput(t *testing.T) {
 		t.Errorf("last-position logits differ from the full pass by %g", d)
 	}
 	seq.Close()
-	if err := seq.Forward([]int{1}, nil); err == nil {
-		t.Error("a closed sequence accepted tokens")
+	if err := seq.Forward([]int{1}, nil); !errors.Is(err, engine.ErrClosed) {
+		t.Errorf("Forward on a closed sequence: %v, want engine.ErrClosed", err)
+	}
+	if _, err := seq.Fork(); !errors.Is(err, engine.ErrClosed) {
+		t.Errorf("Fork of a closed sequence: %v, want engine.ErrClosed", err)
 	}
 }
 

@@ -162,7 +162,7 @@ func (s *Sequence) Len() int { return s.pos }
 // Fork copies the sequence and its caches.
 func (s *Sequence) Fork() (engine.Sequence, error) {
 	if s.layers == nil {
-		return nil, fmt.Errorf("cpu: sequence is closed")
+		return nil, fmt.Errorf("cpu: %w", engine.ErrClosed)
 	}
 	f := &Sequence{m: s.m, pos: s.pos, layers: make([]layerState, len(s.layers))}
 	for i, l := range s.layers {
@@ -192,7 +192,7 @@ func (s *Sequence) Close() error {
 // Forward appends tokens and writes their logits (see engine.Sequence).
 func (s *Sequence) Forward(tokens []int, out []float32) error {
 	if s.layers == nil {
-		return fmt.Errorf("cpu: sequence is closed")
+		return fmt.Errorf("cpu: %w", engine.ErrClosed)
 	}
 	c := s.m.cfg
 	if err := engine.CheckTokens(tokens, c.Vocab); err != nil {

@@ -27,7 +27,7 @@ const tokenRing = 4
 // engine.Run's host loop over Forward.)
 func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (engine.DecodeStats, error) {
 	if s.closed {
-		return engine.DecodeStats{}, errors.New("gpumodel: sequence is closed")
+		return engine.DecodeStats{}, fmt.Errorf("gpumodel: %w", engine.ErrClosed)
 	}
 	defer s.releaseChunk() // every return below has waited for its steps
 	if d.Sampling != nil {

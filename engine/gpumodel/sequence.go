@@ -235,7 +235,7 @@ func (s *Sequence) Close() error {
 // Fork copies the caches into a new sequence.
 func (s *Sequence) Fork() (engine.Sequence, error) {
 	if s.closed {
-		return nil, errors.New("gpumodel: sequence is closed")
+		return nil, fmt.Errorf("gpumodel: %w", engine.ErrClosed)
 	}
 	f, err := s.m.newSequence()
 	if err != nil {
@@ -262,7 +262,7 @@ func (s *Sequence) Fork() (engine.Sequence, error) {
 // when they are fewer than prefillMinTokens (see engine.Sequence).
 func (s *Sequence) Forward(tokens []int, out []float32) error {
 	if s.closed {
-		return errors.New("gpumodel: sequence is closed")
+		return fmt.Errorf("gpumodel: %w", engine.ErrClosed)
 	}
 	c := s.m.cfg
 	if err := engine.CheckTokens(tokens, c.Vocab); err != nil {

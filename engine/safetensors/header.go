@@ -4,15 +4,17 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
+
+	"petal/engine/damaged"
 )
 
 // ErrCorrupt marks every error caused by the contents of a file, so callers
-// can tell "this file is bad, fetch it again" from other failures.
-var ErrCorrupt = errors.New("corrupt safetensors file")
+// can tell "this file is bad, fetch it again" from other failures; it is
+// also [damaged.Err].
+var ErrCorrupt = damaged.New("corrupt safetensors file")
 
 const (
 	// MaxHeaderSize bounds the JSON header; real headers of a 20 GB

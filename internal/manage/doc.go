@@ -32,5 +32,9 @@
 // Errors have the OpenAI shape the UI reads everywhere:
 // {"error": {"message", "type", "code"}}; the UI switches on code. A
 // refused load says why: not_downloaded, does_not_fit (with the memory
-// verdict), load_busy, or load_failed.
+// verdict), load_busy, model_damaged ([CodeDamaged]), or load_failed.
+// model_damaged is the one code, for a load or a download, of every error
+// marked [petal/engine/damaged.Err] (a bad shard, config, tokenizer or template): its
+// message tells the user to download the model again. A 500 says what
+// failed and no more; the cause goes to the log.
 package manage

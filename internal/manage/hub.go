@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"petal/engine/damaged"
 	"petal/internal/hub"
 )
 
@@ -42,6 +43,9 @@ var errorCodes = []struct {
 func downloadError(err error) *DownloadError {
 	if errors.Is(err, hub.ErrUnreachable) && !errors.Is(err, hub.ErrStalled) {
 		return &DownloadError{Code: "unreachable", Message: hub.Diagnose(err).Message, Detail: err.Error()}
+	}
+	if errors.Is(err, damaged.Err) {
+		return &DownloadError{Code: CodeDamaged, Message: damagedMessage, Detail: err.Error()}
 	}
 	for _, c := range errorCodes {
 		if errors.Is(err, c.err) {

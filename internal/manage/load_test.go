@@ -3,7 +3,16 @@ package manage
 import (
 	"context"
 	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"petal/engine/chattemplate"
+	"petal/engine/checkpoint"
+	"petal/engine/checkpoint/checkpointtest"
+	"petal/engine/tokenizer"
 )
 
 // folderDownloader is a finished download of one folder.
@@ -73,5 +82,53 @@ func TestDeleteServedModelRefused(t *testing.T) {
 	served = "/cache/demo"
 	if r := f.do(t, "POST", "/manage/download/delete", "{}", nil); r.status != 200 || r.body["state"] != DownloadIdle {
 		t.Errorf("deleting a model not served: %d %v", r.status, r.body)
+	}
+}
+
+// TestDamagedModelSaysDownloadAgain loads folders with one file damaged
+// the way a broken download leaves it, through the readers a load uses,
+// and expects the one re-download code for each, with the cause in the
+// log and not in the reply.
+func TestDamagedModelSaysDownloadAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(dir string) error
+		open   func(dir string) error
+	}{
+		{"truncated shard", func(dir string) error {
+			return os.Truncate(filepath.Join(dir, "model-00002-of-00002.safetensors"), 100)
+		}, func(dir string) error { _, err := checkpoint.Open(dir); return err }},
+		{"config cut short", func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"text_config": {"hidden_size": 6`), 0o644)
+		}, func(dir string) error { _, err := checkpoint.Open(dir); return err }},
+		{"tokenizer cut short", func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(`{"model": {"type": "BPE", "vocab": {"a"`), 0o644)
+		}, func(dir string) error { _, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json")); return err }},
+		{"template that does not parse", func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, chattemplate.TemplateFile), []byte("{% for m in messages %}{{ m.content"), 0o644)
+		}, func(dir string) error { _, err := chattemplate.Load(dir); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := checkpointtest.Write(dir, checkpointtest.Tiny()); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.damage(dir); err != nil {
+				t.Fatal(err)
+			}
+			var logged strings.Builder
+			f := newFixture(t, func(o *Options) {
+				o.Load = func(context.Context) error { return fmt.Errorf("loading %s: %w", dir, tc.open(dir)) }
+				o.Logger = log.New(&logged, "", 0)
+			})
+			r := f.do(t, "POST", "/manage/model/load", "{}", nil)
+			msg, _ := r.body["error"].(map[string]any)["message"].(string)
+			if r.status != 409 || errCode(r) != CodeDamaged || msg != damagedMessage {
+				t.Errorf("%d %q %q, want 409 %q %q", r.status, errCode(r), msg, CodeDamaged, damagedMessage)
+			}
+			if !strings.Contains(logged.String(), dir) {
+				t.Errorf("the log %q does not hold the cause", logged.String())
+			}
+		})
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"petal/engine/damaged"
 )
 
 // Limits of a request.
@@ -39,6 +41,13 @@ var (
 	ErrDoctorBusy = errors.New("a check is already running")
 )
 
+// CodeDamaged is the one code, for a load or a download, of an error marked
+// [damaged.Err]: the model's files are bad, and the remedy is to download
+// them again, which damagedMessage tells the user.
+const CodeDamaged = "model_damaged"
+
+const damagedMessage = "The model's files are damaged: delete the model and download it again."
+
 // loadCodes names each load refusal for the UI.
 var loadCodes = []struct {
 	err  error
@@ -47,6 +56,7 @@ var loadCodes = []struct {
 	{ErrNotDownloaded, "not_downloaded"},
 	{ErrDoesNotFit, "does_not_fit"},
 	{ErrLoadBusy, "load_busy"},
+	{damaged.Err, CodeDamaged},
 }
 
 // ModelStatus is what the server knows of its model.
@@ -261,7 +271,7 @@ func (h *Handler) fit(w http.ResponseWriter, r *http.Request) {
 	rep, err := h.opts.Fit(n)
 	if err != nil {
 		h.log.Printf("manage: fit at context %d: %v", n, err)
-		writeError(w, http.StatusInternalServerError, "fit_failed", "the memory check failed: "+err.Error())
+		writeError(w, http.StatusInternalServerError, "fit_failed", "the memory check failed; the server log says why")
 		return
 	}
 	writeJSON(w, http.StatusOK, rep)
@@ -313,14 +323,17 @@ func (h *Handler) load(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.opts.Load(r.Context()); err != nil {
 		h.log.Printf("manage: load: %v", err)
-		code := "load_failed"
+		code, msg := "load_failed", err.Error()
 		for _, c := range loadCodes {
 			if errors.Is(err, c.err) {
 				code = c.code
 				break
 			}
 		}
-		writeError(w, http.StatusConflict, code, err.Error())
+		if code == CodeDamaged {
+			msg = damagedMessage
+		}
+		writeError(w, http.StatusConflict, code, msg)
 		return
 	}
 	writeJSON(w, http.StatusOK, h.statusNow())
@@ -342,7 +355,7 @@ func (h *Handler) doctor(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		h.log.Printf("manage: doctor: %v", err)
-		writeError(w, http.StatusInternalServerError, "doctor_failed", "the check could not run: "+err.Error())
+		writeError(w, http.StatusInternalServerError, "doctor_failed", "the check could not run; the server log says why")
 		return
 	}
 	writeJSON(w, http.StatusOK, rep)
@@ -378,7 +391,7 @@ func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.log.Printf("manage: saving settings: %v", err)
-		writeError(w, http.StatusInternalServerError, "settings_not_saved", "the settings could not be saved: "+err.Error())
+		writeError(w, http.StatusInternalServerError, "settings_not_saved", "the settings could not be saved; the server log says why")
 		return
 	}
 	s = h.opts.Settings.Get()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -362,5 +363,44 @@ func TestDoctorRoute(t *testing.T) {
 	}
 	if r := bare.do(t, "GET", "/manage/status", "", nil); r.body["doctor"] != false {
 		t.Errorf("bare status: %v", r.body)
+	}
+}
+
+// TestServerErrorsKeepTheCauseInTheLog fails each route that can fail on
+// the server's side with an error naming a private path: the client is
+// told what failed, the log why.
+func TestServerErrorsKeepTheCauseInTheLog(t *testing.T) {
+	const cause = "open /Users/someone/.cache/petal/secret: permission denied"
+	var logged strings.Builder
+	settingsDir := filepath.Join(t.TempDir(), "petal")
+	f := newFixture(t, func(o *Options) {
+		o.Fit = func(int) (any, error) { return nil, errors.New(cause) }
+		o.Doctor = func(context.Context) (any, error) { return nil, errors.New(cause) }
+		st, err := OpenSettings(filepath.Join(settingsDir, "settings.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Settings = st
+		o.Logger = log.New(&logged, "", 0)
+	})
+	// A folder where the settings file goes makes the save fail.
+	if err := os.MkdirAll(filepath.Join(settingsDir, "settings.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(DefaultSettings())
+	for _, c := range []struct{ method, path, body, code string }{
+		{"GET", "/manage/fit", "", "fit_failed"},
+		{"POST", "/manage/doctor", "{}", "doctor_failed"},
+		{"PUT", "/manage/settings", string(body), "settings_not_saved"},
+	} {
+		logged.Reset()
+		r := f.do(t, c.method, c.path, c.body, nil)
+		msg, _ := r.body["error"].(map[string]any)["message"].(string)
+		if r.status != 500 || errCode(r) != c.code || msg == "" || strings.Contains(msg, "/Users/") || strings.Contains(msg, "settings.json") {
+			t.Errorf("%s %s: %d %q %q, want 500 %q without the cause", c.method, c.path, r.status, errCode(r), msg, c.code)
+		}
+		if logged.Len() == 0 {
+			t.Errorf("%s %s: nothing logged", c.method, c.path)
+		}
 	}
 }

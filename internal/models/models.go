@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"petal/engine/checkpoint"
+	"petal/engine/damaged"
 	"petal/internal/hub"
 	"petal/models/demo"
 )
@@ -30,8 +31,9 @@ const (
 	cacheSubdir = "petal"
 )
 
-// ErrDamaged marks an installed model folder that cannot be used as it is.
-var ErrDamaged = errors.New("models: installed model is damaged")
+// ErrDamaged marks an installed model folder that cannot be used as it is;
+// it is also [damaged.Err].
+var ErrDamaged = damaged.New("models: installed model is damaged")
 
 // Root is the folder that holds installed models.
 func Root() string { return hub.ModelsRoot() }

@@ -220,7 +220,7 @@ const ForcedLogit = 1000
 
 func (s *sequence) Forward(tokens []int, out []float32) error {
 	if s.closed {
-		return fmt.Errorf("servicetest: sequence is closed")
+		return fmt.Errorf("servicetest: %w", engine.ErrClosed)
 	}
 	if err := engine.CheckTokens(tokens, Vocab); err != nil {
 		return err
@@ -268,7 +268,7 @@ func (s *sequence) Len() int { return len(s.history) }
 
 func (s *sequence) Fork() (engine.Sequence, error) {
 	if s.closed {
-		return nil, fmt.Errorf("servicetest: sequence is closed")
+		return nil, fmt.Errorf("servicetest: %w", engine.ErrClosed)
 	}
 	s.m.live.Add(1)
 	return &sequence{m: s.m, history: slices.Clone(s.history), start: s.start, reply: s.reply}, nil
