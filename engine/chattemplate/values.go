@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+
+	"petal/engine/jsonquote"
 )
 
 // decodeOrdered decodes JSON into template values, keeping the key order of
@@ -282,7 +284,7 @@ func pyJSON(b *strings.Builder, v any, o *jsonOptions, depth int) error {
 			b.WriteString("false")
 		}
 	case string:
-		pyJSONString(b, x)
+		jsonquote.Write(b, x)
 	case float64:
 		switch {
 		case math.IsNaN(x):
@@ -401,7 +403,7 @@ func pyJSONObject(b *strings.Builder, pairs []pair, o *jsonOptions, depth int) e
 			b.WriteString(o.itemSep)
 		}
 		o.newline(b, depth+1)
-		pyJSONString(b, p.key)
+		jsonquote.Write(b, p.key)
 		b.WriteString(o.keySep)
 		if err := pyJSON(b, p.val, o, depth+1); err != nil {
 			return err
@@ -410,38 +412,6 @@ func pyJSONObject(b *strings.Builder, pairs []pair, o *jsonOptions, depth int) e
 	o.newline(b, depth)
 	b.WriteByte('}')
 	return nil
-}
-
-// pyJSONString quotes s as json.dumps does with ensure_ascii=False: only
-// quote, backslash and control characters below 0x20 are escaped.
-func pyJSONString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			if c < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, c)
-			} else {
-				b.WriteByte(c)
-			}
-		}
-	}
-	b.WriteByte('"')
 }
 
 // pyFloat formats f as Python's repr(float) does: the shortest digits that

@@ -7,13 +7,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"petal/engine/jsonquote"
 )
 
 // EncodeMLX writes tensors as MLX's save_safetensors does (mlx/io/
 // safetensors.cpp, ml-explore/mlx 846d176), byte for byte:
 //
-//   - the header is nlohmann::json's compact dump of an object whose keys
-//     are sorted bytewise (its std::map order), "__metadata__" included,
+//   - the header is nlohmann::json's compact dump (strings as [jsonquote]
+//     writes them) of an object whose keys are sorted bytewise (its
+//     std::map order), "__metadata__" included,
 //     each entry's keys "data_offsets", "dtype", "shape" in that order;
 //   - "__metadata__" is the metadata object, or null when there is none
 //     (MLX dumps a default json value);
@@ -41,7 +44,7 @@ func EncodeMLX(w io.Writer, tensors []NewTensor, metadata map[string]string) err
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(nlohmannString(k) + ":" + nlohmannString(metadata[k]))
+			b.WriteString(jsonquote.String(k) + ":" + jsonquote.String(metadata[k]))
 		}
 		b.WriteByte('}')
 		meta = b.String()
@@ -58,7 +61,7 @@ func EncodeMLX(w io.Writer, tensors []NewTensor, metadata map[string]string) err
 		}
 		end := off + int64(len(t.Data))
 		entries = append(entries, entry{t.Name, fmt.Sprintf(`{"data_offsets":[%d,%d],"dtype":%s,"shape":[%s]}`,
-			off, end, nlohmannString(string(t.DType)), strings.Join(dims, ","))})
+			off, end, jsonquote.String(string(t.DType)), strings.Join(dims, ","))})
 		off = end
 	}
 	sort.Slice(entries, func(a, b int) bool { return entries[a].name < entries[b].name })
@@ -73,7 +76,7 @@ func EncodeMLX(w io.Writer, tensors []NewTensor, metadata map[string]string) err
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(nlohmannString(e.name) + ":" + e.json)
+		b.WriteString(jsonquote.String(e.name) + ":" + e.json)
 	}
 	b.WriteByte('}')
 	header := b.String()
@@ -91,40 +94,4 @@ func EncodeMLX(w io.Writer, tensors []NewTensor, metadata map[string]string) err
 		}
 	}
 	return nil
-}
-
-// nlohmannString quotes s as nlohmann::json's dump does with its defaults
-// (no ensure_ascii): quote, backslash and control characters escaped, the
-// short forms where JSON has them, \u00xx in lowercase hex otherwise, and
-// every other byte as it is.
-func nlohmannString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if c < 0x20 {
-				fmt.Fprintf(&b, `\u%04x`, c)
-			} else {
-				b.WriteByte(c)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

@@ -57,19 +57,6 @@ func TestEncodeMLXLayout(t *testing.T) {
 	}
 }
 
-func TestNlohmannString(t *testing.T) {
-	for in, want := range map[string]string{
-		"model.layers.0.mlp.gate.weight": `"model.layers.0.mlp.gate.weight"`,
-		"q\"b\\s":                        `"q\"b\\s"`,
-		"t\tn\nx\x01\x1f\x7f":            `"t\tn\nx\u0001\u001f` + "\x7f\"",
-		"é":                              `"é"`,
-	} {
-		if got := nlohmannString(in); got != want {
-			t.Errorf("nlohmannString(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 // mlxSample is a file as MLX writes it whose data section starts at r mod
 // 16 (a tensor name of the right length moves it), with an odd-sized U8
 // tensor first in the data so every tensor after it is misaligned too,
