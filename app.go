@@ -58,7 +58,7 @@ type App struct {
 // desktopBackend is the backend the app runs: the GPU on a Mac, the CPU
 // elsewhere.
 func desktopBackend() string {
-	if _, ok := backends["metal"]; ok && runtime.GOOS == "darwin" {
+	if runtime.GOOS == "darwin" {
 		return "metal"
 	}
 	return "cpu"

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/engine/checkpoint"
 	"petal/engine/gpumodel"
 )
@@ -116,7 +117,7 @@ func runBench(args []string, stdout io.Writer) error {
 	context := fs.Int("context", 0, "dry run: the step's position; run: one prompt length (instead of --contexts)")
 	contexts := fs.String("contexts", "256", "run: comma-separated prompt lengths, one arm (process) each, or 'all' for 256..131072")
 	steps := fs.Int("steps", benchDecodeSteps, "run: measured decode steps (the contract's 64)")
-	backend := fs.String("backend", "cpu", "run: backend (cpu, sim, metal)")
+	backendName := fs.String("backend", "cpu", "run: backend (cpu, sim, metal)")
 	arm := fs.Bool("arm", false, "run: measure one context in this process and print its JSON (the parent runs each arm so)")
 	bandwidth := fs.Float64("bandwidth", 0, "dry run: memory bandwidth in GB/s to convert bytes into rates (default: 546 and 614)")
 	chunk := fs.Int("chunk", gpumodel.DefaultPrefillChunk, "dry run: tokens of the recorded prefill chunk")
@@ -148,23 +149,23 @@ func runBench(args []string, stdout io.Writer) error {
 		if len(ctxs) != 1 {
 			return errors.New("--arm measures one context")
 		}
-		a, err := benchOneArm(*dir, *backend, ctxs[0], *steps)
+		a, err := benchOneArm(*dir, *backendName, ctxs[0], *steps)
 		if err != nil {
 			return err
 		}
 		return json.NewEncoder(stdout).Encode(a)
 	}
-	if _, ok := backends[*backend]; !ok {
-		return fmt.Errorf("unknown backend %q (have cpu, sim, metal)", *backend)
+	if err := backend.Check(*backendName); err != nil {
+		return err
 	}
 	// Said here, as an arm's process would say it on stderr and end as
 	// "exit status 1".
 	if err := checkModelDir(*dir); err != nil {
 		return fmt.Errorf("%w (a run measures a checkpoint; --dry-run sizes the 35B shape without one)", err)
 	}
-	rep := benchReport{SchemaVersion: benchSchemaVersion, Backend: *backend, Model: *dir, PromptKind: benchPromptKind, DigestKind: benchDigestKind}
+	rep := benchReport{SchemaVersion: benchSchemaVersion, Backend: *backendName, Model: *dir, PromptKind: benchPromptKind, DigestKind: benchDigestKind}
 	for _, c := range ctxs {
-		a, err := runArmProcess([]string{"bench", "--arm", "--model", *dir, "--backend", *backend, "--context", strconv.Itoa(c), "--steps", strconv.Itoa(*steps)})
+		a, err := runArmProcess([]string{"bench", "--arm", "--model", *dir, "--backend", *backendName, "--context", strconv.Itoa(c), "--steps", strconv.Itoa(*steps)})
 		if err != nil {
 			return fmt.Errorf("arm at context %d: %w", c, err)
 		}

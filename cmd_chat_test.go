@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/internal/service/servicetest"
 )
 
@@ -17,10 +18,9 @@ import (
 func scriptedFolder(t *testing.T, reply func(prompt string) string) string {
 	t.Helper()
 	dir, tok := servicetest.Folder(t)
-	backends["scripted"] = func(string) (engine.Model, error) {
+	t.Cleanup(backend.Register("scripted", func(string) (engine.Model, error) {
 		return servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, reply)), nil
-	}
-	t.Cleanup(func() { delete(backends, "scripted") })
+	}))
 	return dir
 }
 
@@ -78,7 +78,7 @@ func TestChatCommandsAndInterrupt(t *testing.T) {
 	notifyInterrupt = func(c chan<- os.Signal) { sigs <- c }
 	defer func() { notifyInterrupt = notify }()
 	dir, tok := servicetest.Folder(t)
-	backends["slow"] = func(string) (engine.Model, error) {
+	defer backend.Register("slow", func(string) (engine.Model, error) {
 		m := servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(p string) string {
 			prompts = append(prompts, lastUserLine(p))
 			if len(prompts) == 1 {
@@ -88,8 +88,7 @@ func TestChatCommandsAndInterrupt(t *testing.T) {
 		}))
 		m.SetStepDelay(time.Millisecond) // the whole reply takes far longer than the stop
 		return m, nil
-	}
-	defer delete(backends, "slow")
+	})()
 	stdin = strings.NewReader("tell me\n/help\n/nonsense\n/tmp/x is a path, not a command\n")
 	defer func() { stdin = nil }()
 	var out bytes.Buffer

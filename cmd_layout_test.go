@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"petal/engine/backend"
 	"petal/engine/checkpoint"
 	"petal/engine/checkpoint/checkpointtest"
 	"petal/engine/reftest"
@@ -36,8 +37,8 @@ func TestLogitsSimAnyLayout(t *testing.T) {
 	for name, dir := range map[string]string{"odd data offset": odd, "[1,1] scales": small} {
 		t.Run(name, func(t *testing.T) {
 			var notice bytes.Buffer
-			copyNotice = &notice
-			t.Cleanup(func() { copyNotice = os.Stderr })
+			backend.CopyNotice = &notice
+			t.Cleanup(func() { backend.CopyNotice = os.Stderr })
 			logits := map[string][]float32{}
 			for _, backend := range []string{"cpu", "sim"} {
 				out := filepath.Join(t.TempDir(), backend+".f32")

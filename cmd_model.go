@@ -10,70 +10,16 @@ import (
 	"strings"
 
 	"petal/engine"
-	"petal/engine/cpu"
-	"petal/engine/gpumodel"
-	"petal/gpu"
-	"petal/gpu/metal"
-	"petal/gpu/sim"
+	"petal/engine/backend"
 )
 
-// backends maps --backend values to loaders.
-var backends = map[string]func(dir string) (engine.Model, error){
-	"cpu":   func(dir string) (engine.Model, error) { return cpu.Open(dir) },
-	"sim":   func(dir string) (engine.Model, error) { return openGPU(dir, openSim) },
-	"metal": func(dir string) (engine.Model, error) { return openGPU(dir, metal.Open) },
-}
-
-// openSim opens the simulated-Metal driver with its race check off: the
-// check runs every dispatch twice, which the kernel tests pay for, not
-// whole-model runs.
-func openSim() (gpu.Device, error) { return sim.Open(sim.Options{Fast: true}) }
-
-// openGPU opens a device and the model on it; the model's Close does not
-// close the device, so gpuModel does.
-func openGPU(dir string, open func() (gpu.Device, error)) (engine.Model, error) {
-	dev, err := open()
-	if err != nil {
-		return nil, err
-	}
-	m, err := gpumodel.Open(dir, dev)
-	if err != nil {
-		dev.Close()
-		return nil, err
-	}
-	if n := m.CopiedBytes(); n > 0 {
-		fmt.Fprintf(copyNotice, "%s: copied %.1f MB of misaligned tensors; `petal pull --import %[1]s` stores an aligned copy\n", dir, float64(n)/1e6)
-	}
-	return gpuModel{m, dev}, nil
-}
-
-// copyNotice is where a GPU load says, once, that it copied weights that
-// lie misaligned in the shards (MB are 10^6 bytes here, as a download
-// size is).
-var copyNotice io.Writer = os.Stderr
-
-type gpuModel struct {
-	*gpumodel.Model
-	dev gpu.Device
-}
-
-func (g gpuModel) Close() error {
-	err := g.Model.Close()
-	if e := g.dev.Close(); err == nil {
-		err = e
-	}
-	return err
-}
-
-func openModel(dir, backend string) (engine.Model, error) {
+// openModel opens dir's model on the backend called name, once --model has
+// been checked.
+func openModel(dir, name string) (engine.Model, error) {
 	if err := checkModelDir(dir); err != nil {
 		return nil, err
 	}
-	open, ok := backends[backend]
-	if !ok {
-		return nil, fmt.Errorf("unknown backend %q (have cpu, sim, metal)", backend)
-	}
-	return open(dir)
+	return backend.Open(name, dir)
 }
 
 // checkModelDir says plainly that --model is missing or names no folder,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/internal/fit"
 	"petal/internal/hub"
 	"petal/internal/hub/hubtest"
@@ -171,13 +172,12 @@ func TestServeLoadsDownloadedModel(t *testing.T) {
 	oldModel := &closeCounter{Model: servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(string) string { return "Hm.</think>\n\n" + oldReply }))}
 	oldModel.Model.(*servicetest.Model).SetStepDelay(40 * time.Millisecond)
 	newModel := &closeCounter{Model: servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(string) string { return "Hm.</think>\n\n" + newReply }))}
-	backends["swap"] = func(dir string) (engine.Model, error) {
+	t.Cleanup(backend.Register("swap", func(dir string) (engine.Model, error) {
 		if dir == first {
 			return oldModel, nil
 		}
 		return newModel, nil
-	}
-	t.Cleanup(func() { delete(backends, "swap") })
+	}))
 	s := startServe(t, fake, "--model", first, "--backend", "swap")
 
 	var refusal apiError

@@ -123,3 +123,24 @@ func checkPackageDoc(dir string) error {
 	}
 	return fmt.Errorf("package %s in %s has no package comment (add a doc.go)", pkg, dir)
 }
+
+// TestEngineDocListsPackages: engine/doc.go's layer list names every
+// package under engine/, so that a new one cannot go unlisted.
+func TestEngineDocListsPackages(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("engine", "doc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := goPackageDirs("engine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		if dir == "engine" {
+			continue
+		}
+		if !strings.Contains(string(doc), "//\t"+filepath.ToSlash(dir)+" ") {
+			t.Errorf("engine/doc.go does not list %s", dir)
+		}
+	}
+}
