@@ -9,6 +9,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -222,7 +223,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	head.Object = "chat.completion"
 	head.Choices = []chatChoice{{Message: msg, FinishReason: &finish, Logprobs: chatLogprobsOf(body.Logprobs != nil && *body.Logprobs, sum)}}
 	head.Usage = usageOf(sum)
-	writeJSON(w, http.StatusOK, head)
+	httpgate.WriteJSON(w, http.StatusOK, head)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"petal/engine/reply"
 	"petal/engine/sample"
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -111,7 +112,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 		finish := string(sum.Finish)
 		head.Choices = []completionChoice{{Text: text, FinishReason: &finish, Logprobs: completionLogprobsOf(req.Logprobs, sum, len(echo))}}
 		head.Usage = usageOf(sum)
-		writeJSON(w, http.StatusOK, head)
+		httpgate.WriteJSON(w, http.StatusOK, head)
 		return nil
 	}
 	st := startStream(w, true)

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -10,6 +9,7 @@ import (
 	"strconv"
 
 	"petal/engine/sample"
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -95,16 +95,7 @@ func writeError(w http.ResponseWriter, err error, logger *log.Logger) {
 	if e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 	}
-	writeJSON(w, e.Status, struct {
+	httpgate.WriteJSON(w, e.Status, struct {
 		Error *apiError `json:"error"`
 	}{e})
-}
-
-// writeJSON answers with v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // messages keep their "<" and ">" as clients match them
-	enc.Encode(v)
 }

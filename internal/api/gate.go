@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/subtle"
 	"mime"
 	"net"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"petal/internal/httpgate"
 )
 
 // PreflightMaxAge is how long, in seconds, a browser may cache an allowed
@@ -56,9 +57,9 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 	if method == http.MethodOptions {
 		return nil
 	}
-	if s.opts.APIKey != "" && !rt.public && !s.keyMatches(r) {
+	if s.opts.APIKey != "" && !rt.public && !httpgate.KeyMatches(r, s.opts.APIKey) {
 		how := "\"Authorization: Bearer KEY\""
-		if rt.anthropic {
+		if rt.errors == anthropicErrors {
 			how = "\"x-api-key: KEY\" (or \"Authorization: Bearer KEY\")"
 		}
 		return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
@@ -80,14 +81,15 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 	return nil
 }
 
-// hostAllowed reports whether the Host header names this server.
+// hostAllowed reports whether the Host header names this server: a
+// loopback name or one of the allowed hosts.
 func (s *Server) hostAllowed(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
 	host = strings.ToLower(strings.Trim(host, "[]"))
-	return host != "" && s.hosts[host]
+	return httpgate.LoopbackHost(host) || host != "" && s.hosts[host]
 }
 
 // originAllowed reports whether a browser at origin may call the API: the
@@ -101,15 +103,4 @@ func (s *Server) originAllowed(origin, host string) bool {
 	}
 	u, err := url.Parse(origin)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, host)
-}
-
-// keyMatches checks the Bearer token in constant time. The scheme's case
-// does not matter (RFC 9110), and some clients send "bearer".
-func (s *Server) keyMatches(r *http.Request) bool {
-	auth := r.Header.Get("Authorization")
-	key := r.Header.Get("X-Api-Key")
-	if scheme, token, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
-		key = token
-	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.opts.APIKey)) == 1
 }

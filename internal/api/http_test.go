@@ -96,6 +96,8 @@ func TestGate(t *testing.T) {
 	}{
 		{"rebinding host", func() *http.Request { r := auth(get(t, ts.URL+"/v1/models")); r.Host = "evil.example"; return r }(), 403, "host_not_allowed"},
 		{"rebinding host on health", func() *http.Request { r := get(t, ts.URL+"/health"); r.Host = "evil.example:80"; return r }(), 403, "host_not_allowed"},
+		{"host under localhost's name", func() *http.Request { r := auth(get(t, ts.URL+"/v1/models")); r.Host = "localhost.evil.example"; return r }(), 403, "host_not_allowed"},
+		{"wrong x-api-key", func() *http.Request { r := get(t, ts.URL+"/v1/models"); r.Header.Set("X-Api-Key", "nope"); return r }(), 401, "invalid_api_key"},
 		{"foreign preflight", func() *http.Request {
 			r, _ := http.NewRequest("OPTIONS", ts.URL+"/v1/chat/completions", nil)
 			r.Header.Set("Origin", "https://evil.example")
@@ -162,6 +164,15 @@ func TestGate(t *testing.T) {
 		resp, body := do(t, auth(get(t, ts.URL+path)))
 		if resp.StatusCode != 200 || !strings.Contains(body, `"context_length":4096`) {
 			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	// The key as X-Api-Key, and every loopback name, as on /manage.
+	for _, host := range []string{"localhost", "LOCALHOST:8080", "127.0.0.1", "127.0.0.2:80", "[::1]:8080"} {
+		r := get(t, ts.URL+"/v1/models")
+		r.Host = host
+		r.Header.Set("X-Api-Key", "k")
+		if resp, body := do(t, r); resp.StatusCode != 200 {
+			t.Errorf("Host %s with X-Api-Key: %d %s", host, resp.StatusCode, body)
 		}
 	}
 }

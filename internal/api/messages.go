@@ -10,6 +10,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -506,7 +507,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	reason, seq := stopReason(sum)
 	head.StopReason, head.StopSequence = &reason, seq
 	head.Usage = anthropicUsageOf(sum)
-	writeJSON(w, http.StatusOK, head)
+	httpgate.WriteJSON(w, http.StatusOK, head)
 	return nil
 }
 
@@ -582,7 +583,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpgate.WriteJSON(w, http.StatusOK, struct {
 		InputTokens int `json:"input_tokens"`
 	}{len(tokens)})
 	return nil

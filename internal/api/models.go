@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+
+	"petal/internal/httpgate"
 )
 
 // modelEntry is a model in /v1/models. Besides OpenAI's fields it carries
@@ -27,7 +29,7 @@ func (s *Server) model() modelEntry {
 }
 
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, struct {
+	httpgate.WriteJSON(w, http.StatusOK, struct {
 		Object string       `json:"object"`
 		Data   []modelEntry `json:"data"`
 	}{"list", []modelEntry{s.model()}})
@@ -37,14 +39,14 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 // getModel answers for any id with the served model: clients often name a
 // model the server does not know, and there is only one.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, s.model())
+	httpgate.WriteJSON(w, http.StatusOK, s.model())
 	return nil
 }
 
 // health answers at once, whatever the engine is doing.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	m := s.svc.Metrics()
-	writeJSON(w, http.StatusOK, struct {
+	httpgate.WriteJSON(w, http.StatusOK, struct {
 		Status  string `json:"status"`
 		Model   string `json:"model"`
 		Waiting int    `json:"waiting"`

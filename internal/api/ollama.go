@@ -12,6 +12,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -219,7 +220,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 			names[i], args[i] = c.Name, c.Arguments
 			m.ToolCalls = append(m.ToolCalls, call(i))
 		}
-		writeJSON(w, http.StatusOK, final(sum, m))
+		httpgate.WriteJSON(w, http.StatusOK, final(sum, m))
 		return nil
 	}
 	st := startStream(w, false)
@@ -250,7 +251,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) ollamaVersion(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"version": OllamaVersion})
+	httpgate.WriteJSON(w, http.StatusOK, map[string]string{"version": OllamaVersion})
 	return nil
 }
 
@@ -320,7 +321,7 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string][]ollamaModel{"models": {m}})
+	httpgate.WriteJSON(w, http.StatusOK, map[string][]ollamaModel{"models": {m}})
 	return nil
 }
 
@@ -338,7 +339,7 @@ func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) error {
 	m.ExpiresAt = time.Now().Add(ollamaLoadedFor).UTC().Format(time.RFC3339)
 	m.SizeVRAM = &m.Size
 	m.ContextLength = s.svc.Info().ContextLength
-	writeJSON(w, http.StatusOK, map[string][]ollamaModel{"models": {m}})
+	httpgate.WriteJSON(w, http.StatusOK, map[string][]ollamaModel{"models": {m}})
 	return nil
 }
 
@@ -363,7 +364,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) error {
 	if info.Chat {
 		caps = append(caps, "tools", "thinking")
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpgate.WriteJSON(w, http.StatusOK, map[string]any{
 		"modelfile": "", "parameters": "", "template": "",
 		"details": s.ollamaDetails(),
 		"model_info": map[string]any{

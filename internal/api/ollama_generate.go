@@ -7,6 +7,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -100,7 +101,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		// An empty prompt is how clients load a model; it is loaded.
 		done := chunk()
 		done.Done, done.DoneReason = true, "load"
-		writeJSON(w, http.StatusOK, done)
+		httpgate.WriteJSON(w, http.StatusOK, done)
 		return nil
 	}
 	req, err := body.toService()
@@ -148,7 +149,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		content = res.Content
 		out := final(sum)
 		out.Response, out.Thinking = res.Content, res.Reasoning
-		writeJSON(w, http.StatusOK, out)
+		httpgate.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 	st := startStream(w, false)

@@ -8,6 +8,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -492,7 +493,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		b.finish(sum)
-		writeJSON(w, http.StatusOK, resp)
+		httpgate.WriteJSON(w, http.StatusOK, resp)
 		return nil
 	}
 	st := startStream(w, true)

@@ -10,65 +10,66 @@ import (
 // the route's error shape.
 type handler func(s *Server, w http.ResponseWriter, r *http.Request) error
 
+// errorShape is the JSON a route family answers its errors in, which its
+// clients parse.
+type errorShape int
+
+const (
+	// openAIErrors: {"error": {"message", "type", "param", "code"}}.
+	openAIErrors errorShape = iota
+	// ollamaErrors: {"error": "message"}.
+	ollamaErrors
+	// anthropicErrors: {"type": "error", "error": {"type", "message"}}.
+	anthropicErrors
+)
+
 // route is one path with a handler per method.
 type route struct {
 	methods map[string]handler
+	errors  errorShape
 	// public routes need no API key.
 	public bool
-	// ollama routes answer errors in Ollama's shape.
-	ollama bool
-	// anthropic routes answer errors in Anthropic's shape.
-	anthropic bool
 }
 
 // table lists every route, read top to bottom.
 func table() map[string]*route {
 	t := map[string]*route{}
-	add := func(method, path string, h handler, flags ...string) {
+	add := func(method, path string, h handler, shape errorShape) *route {
 		rt := t[path]
 		if rt == nil {
-			rt = &route{methods: map[string]handler{}}
+			rt = &route{methods: map[string]handler{}, errors: shape}
 			t[path] = rt
 		}
 		rt.methods[method] = h
-		for _, f := range flags {
-			switch f {
-			case "public":
-				rt.public = true
-			case "ollama":
-				rt.ollama = true
-			case "anthropic":
-				rt.anthropic = true
-			}
-		}
+		return rt
 	}
 	// OpenAI-compatible API.
-	add("POST", "/v1/chat/completions", (*Server).chatCompletions)
-	add("POST", "/chat/completions", (*Server).chatCompletions)
-	add("POST", "/v1/completions", (*Server).completions)
-	add("POST", "/completions", (*Server).completions)
-	add("POST", "/v1/responses", (*Server).responses)
-	add("POST", "/responses", (*Server).responses)
-	add("GET", "/v1/models", (*Server).listModels)
-	add("GET", "/models", (*Server).listModels)
-	add("GET", "/v1/models/{id}", (*Server).getModel)
-	add("POST", "/v1/tokenize", (*Server).tokenize)
-	add("POST", "/tokenize", (*Server).tokenize)
+	add("POST", "/v1/chat/completions", (*Server).chatCompletions, openAIErrors)
+	add("POST", "/chat/completions", (*Server).chatCompletions, openAIErrors)
+	add("POST", "/v1/completions", (*Server).completions, openAIErrors)
+	add("POST", "/completions", (*Server).completions, openAIErrors)
+	add("POST", "/v1/responses", (*Server).responses, openAIErrors)
+	add("POST", "/responses", (*Server).responses, openAIErrors)
+	add("GET", "/v1/models", (*Server).listModels, openAIErrors)
+	add("GET", "/models", (*Server).listModels, openAIErrors)
+	add("GET", "/v1/models/{id}", (*Server).getModel, openAIErrors)
+	add("POST", "/v1/tokenize", (*Server).tokenize, openAIErrors)
+	add("POST", "/tokenize", (*Server).tokenize, openAIErrors)
 	// Anthropic-compatible Messages API.
-	add("POST", "/v1/messages", (*Server).messages, "anthropic")
-	add("POST", "/v1/messages/count_tokens", (*Server).countTokens, "anthropic")
+	add("POST", "/v1/messages", (*Server).messages, anthropicErrors)
+	add("POST", "/v1/messages/count_tokens", (*Server).countTokens, anthropicErrors)
 	// Operations.
-	add("GET", "/health", (*Server).health, "public")
-	add("GET", "/metrics", (*Server).metrics)
+	add("GET", "/health", (*Server).health, openAIErrors).public = true
+	add("GET", "/metrics", (*Server).metrics, openAIErrors)
 	// Ollama-compatible subset.
-	add("GET", "/api/version", (*Server).ollamaVersion, "ollama")
-	add("GET", "/api/tags", (*Server).ollamaTags, "ollama")
-	add("POST", "/api/show", (*Server).ollamaShow, "ollama")
-	add("POST", "/api/chat", (*Server).ollamaChat, "ollama")
-	add("POST", "/api/generate", (*Server).ollamaGenerate, "ollama")
-	add("GET", "/api/ps", (*Server).ollamaPs, "ollama")
-	add("POST", "/api/embed", (*Server).ollamaEmbed, "ollama")
-	add("POST", "/api/embeddings", (*Server).ollamaEmbed, "ollama")
+	add("GET", "/api/version", (*Server).ollamaVersion, ollamaErrors)
+	add("GET", "/api/tags", (*Server).ollamaTags, ollamaErrors)
+	add("POST", "/api/show", (*Server).ollamaShow, ollamaErrors)
+	add("POST", "/api/chat", (*Server).ollamaChat, ollamaErrors)
+	add("POST", "/api/generate", (*Server).ollamaGenerate, ollamaErrors)
+	add("GET", "/api/ps", (*Server).ollamaPs, ollamaErrors)
+	add("POST", "/api/embed", (*Server).ollamaEmbed, ollamaErrors)
+	add("POST", "/api/embeddings", (*Server).ollamaEmbed, ollamaErrors)
 	return t
 }
 

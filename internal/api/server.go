@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -93,7 +94,7 @@ func NewOnSlot(slot *service.Slot, opts Options) *Server {
 	if s.opts.BodyReadTimeout <= 0 {
 		s.opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	for _, h := range append([]string{"localhost", "127.0.0.1", "::1"}, opts.AllowedHosts...) {
+	for _, h := range opts.AllowedHosts {
 		s.hosts[strings.ToLower(strings.Trim(h, "[]"))] = true
 	}
 	s.routes = table()
@@ -126,9 +127,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.gate(w, r, rt); err != nil {
-		shape := rt
-		if shape == nil && hasPathPrefix(r.URL.Path, "/api") {
-			shape = ollamaShape // ollama-js shows any other shape as "[object Object]"
+		shape := openAIErrors
+		switch {
+		case rt != nil:
+			shape = rt.errors
+		case hasPathPrefix(r.URL.Path, "/api"):
+			shape = ollamaErrors // ollama-js shows any other shape as "[object Object]"
 		}
 		s.fail(w, shape, err)
 		return
@@ -146,7 +150,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	bound := *s
 	bound.svc = svc
 	if err := h(&bound, w, r); err != nil {
-		s.fail(w, rt, err)
+		s.fail(w, rt.errors, err)
 	}
 }
 
@@ -163,20 +167,16 @@ func hasPathPrefix(path, dir string) bool {
 		(len(path) == len(dir) || path[len(dir)] == '/')
 }
 
-// ollamaShape answers the errors of unknown paths under /api/.
-var ollamaShape = &route{ollama: true}
-
 // fail writes err in the route family's error shape.
-func (s *Server) fail(w http.ResponseWriter, rt *route, err error) {
-	if rt != nil && rt.ollama {
+func (s *Server) fail(w http.ResponseWriter, shape errorShape, err error) {
+	switch shape {
+	case ollamaErrors:
 		e := errorFor(err, s.logger)
 		if e.Status == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 		}
-		writeJSON(w, e.Status, map[string]string{"error": e.Message})
-		return
-	}
-	if rt != nil && rt.anthropic {
+		httpgate.WriteJSON(w, e.Status, map[string]string{"error": e.Message})
+	case anthropicErrors:
 		e := errorFor(err, s.logger)
 		var ce *service.ContextError
 		if errors.As(err, &ce) {
@@ -185,8 +185,8 @@ func (s *Server) fail(w http.ResponseWriter, rt *route, err error) {
 		if e.Status == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 		}
-		writeJSON(w, e.Status, anthropicErrorBody(e))
-		return
+		httpgate.WriteJSON(w, e.Status, anthropicErrorBody(e))
+	default:
+		writeError(w, err, s.logger)
 	}
-	writeError(w, err, s.logger)
 }

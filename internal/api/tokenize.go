@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"petal/engine/chattemplate"
+	"petal/internal/httpgate"
 	"petal/internal/service"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badRequest("send \"text\" (or \"prompt\", \"content\") or \"messages\" to count")
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpgate.WriteJSON(w, http.StatusOK, struct {
 		Tokens        []int `json:"tokens"`
 		Count         int   `json:"count"`
 		ContextLength int   `json:"context_length"`

@@ -2,20 +2,19 @@ package manage
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"mime"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"petal/engine/damaged"
+	"petal/internal/httpgate"
 )
 
 // Limits of a request.
@@ -218,12 +217,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // when one is set, JSON bodies only.
 func (h *Handler) gate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	keyOK := h.opts.APIKey != "" && keyMatches(r, h.opts.APIKey)
+	keyOK := h.opts.APIKey != "" && httpgate.KeyMatches(r, h.opts.APIKey)
 	if h.opts.APIKey != "" && !keyOK {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or wrong API key: send it as \"Authorization: Bearer KEY\"")
 		return
 	}
-	if !keyOK && !fromLoopback(r) {
+	if !keyOK && !httpgate.FromLoopback(r) {
 		writeError(w, http.StatusForbidden, "not_local", "management requests from another machine need the server's API key")
 		return
 	}
@@ -239,7 +238,7 @@ func (h *Handler) gate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, h.statusNow())
+	httpgate.WriteJSON(w, http.StatusOK, h.statusNow())
 }
 
 func (h *Handler) statusNow() Status {
@@ -274,7 +273,7 @@ func (h *Handler) fit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "fit_failed", "the memory check failed; the server log says why")
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	httpgate.WriteJSON(w, http.StatusOK, rep)
 }
 
 func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
@@ -282,7 +281,7 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 		notAvailable(w, "downloading")
 		return
 	}
-	writeJSON(w, http.StatusOK, h.opts.Downloader.Status())
+	httpgate.WriteJSON(w, http.StatusOK, h.opts.Downloader.Status())
 }
 
 func (h *Handler) downloadAction(w http.ResponseWriter, r *http.Request) {
@@ -309,7 +308,7 @@ func (h *Handler) downloadAction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "download_"+string(a)+"_refused", err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, h.opts.Downloader.Status())
+	httpgate.WriteJSON(w, http.StatusOK, h.opts.Downloader.Status())
 }
 
 func (h *Handler) load(w http.ResponseWriter, r *http.Request) {
@@ -336,7 +335,7 @@ func (h *Handler) load(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, code, msg)
 		return
 	}
-	writeJSON(w, http.StatusOK, h.statusNow())
+	httpgate.WriteJSON(w, http.StatusOK, h.statusNow())
 }
 
 func (h *Handler) doctor(w http.ResponseWriter, r *http.Request) {
@@ -358,7 +357,7 @@ func (h *Handler) doctor(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "doctor_failed", "the check could not run; the server log says why")
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	httpgate.WriteJSON(w, http.StatusOK, rep)
 }
 
 // settingsReply is the answer of both settings routes.
@@ -373,7 +372,7 @@ func (h *Handler) getSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := h.opts.Settings.Get()
-	writeJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
+	httpgate.WriteJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
 }
 
 func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
@@ -398,7 +397,7 @@ func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
 	if h.opts.OnSettings != nil {
 		h.opts.OnSettings(s)
 	}
-	writeJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
+	httpgate.WriteJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
 }
 
 // decode reads one JSON value strictly: unknown fields and trailing data
@@ -440,32 +439,5 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	if status >= http.StatusInternalServerError {
 		b.Error.Type = "server_error"
 	}
-	writeJSON(w, status, b)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) // a failed write means the client left
-}
-
-// fromLoopback reports whether the request came from this machine.
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// keyMatches checks the key in constant time, taken where the API's gate
-// takes it: a Bearer token (the scheme in any case, RFC 9110) or X-Api-Key,
-// as Anthropic clients send it, so one key header works on every route.
-func keyMatches(r *http.Request, want string) bool {
-	key := r.Header.Get("X-Api-Key")
-	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		key = token
-	}
-	return key != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(want)) == 1
+	httpgate.WriteJSON(w, status, b)
 }
