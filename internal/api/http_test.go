@@ -96,7 +96,11 @@ func TestGate(t *testing.T) {
 	}{
 		{"rebinding host", func() *http.Request { r := auth(get(t, ts.URL+"/v1/models")); r.Host = "evil.example"; return r }(), 403, "host_not_allowed"},
 		{"rebinding host on health", func() *http.Request { r := get(t, ts.URL+"/health"); r.Host = "evil.example:80"; return r }(), 403, "host_not_allowed"},
-		{"host under localhost's name", func() *http.Request { r := auth(get(t, ts.URL+"/v1/models")); r.Host = "localhost.evil.example"; return r }(), 403, "host_not_allowed"},
+		{"host under localhost's name", func() *http.Request {
+			r := auth(get(t, ts.URL+"/v1/models"))
+			r.Host = "localhost.evil.example"
+			return r
+		}(), 403, "host_not_allowed"},
 		{"wrong x-api-key", func() *http.Request { r := get(t, ts.URL+"/v1/models"); r.Header.Set("X-Api-Key", "nope"); return r }(), 401, "invalid_api_key"},
 		{"foreign preflight", func() *http.Request {
 			r, _ := http.NewRequest("OPTIONS", ts.URL+"/v1/chat/completions", nil)
