@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { renderMarkdown } from './markdown';
+import { renderMarkdown, StreamingMarkdown } from './markdown';
 
 describe('renderMarkdown', () => {
   it('renders Markdown and highlights known languages', () => {
@@ -28,4 +28,54 @@ describe('renderMarkdown', () => {
     expect(html).toContain('target="_blank"');
     expect(html).toContain('rel="noopener noreferrer"');
   });
+});
+
+describe('StreamingMarkdown', () => {
+  const replies = [
+    '# Plan\n\nFirst a paragraph with **bold**, `code` and a [link](https://example.com).\n\n' +
+      '1. one\n2. two\n\n   still two\n3. three\n\n```go\nfunc main() {\n\tprintln("hi")\n}\n```\n\n' +
+      '| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\nSetext\n======\n\n> quoted\n> more\n\n- x\n- y\n\n    indented code\n\n    more code\n\nThe end.',
+    'Short answer.',
+    '```\nunclosed fence\nstill code',
+    'Text\n---\nafter a setext heading\n\n***\n\n* a\n\n  b\n* c',
+    'See [the docs][d] for more.\n\n[d]: https://example.com/docs\n\nAfter.',
+    '<div>\n\nraw html left open\n\nthen text',
+  ];
+
+  // Chunk sizes as a model's stream produces them: single characters, words, and uneven runs.
+  const chunkings = [2, 5, 13];
+
+  it.each(replies.map((r, i) => [i, r] as const))('renders reply %i as renderMarkdown does at every chunk', (_, reply) => {
+    for (const size of chunkings) {
+      const md = new StreamingMarkdown();
+      for (let end = size; ; end += size) {
+        const prefix = reply.slice(0, Math.min(end, reply.length));
+        expect(md.render(prefix), `size ${size}, ${prefix.length} chars`).toBe(renderMarkdown(prefix));
+        if (end >= reply.length) break;
+      }
+    }
+  }, 60_000);
+
+  it('starts over when the text is replaced rather than extended', () => {
+    const md = new StreamingMarkdown();
+    md.render('# One\n\nfirst reply\n\nmore');
+    expect(md.render('Another *reply*')).toBe(renderMarkdown('Another *reply*'));
+  });
+
+  it('lexes a long streamed reply in linear time', () => {
+    const block = (i: number) => `Paragraph ${i} says something with *emphasis* and \`code\`.\n\n`;
+    let reply = '';
+    for (let i = 0; i < 150; i++) reply += block(i);
+    const md = new StreamingMarkdown();
+    let wholeLexed = 0;
+    for (let end = 8; end < reply.length + 8; end += 8) {
+      const prefix = reply.slice(0, end);
+      md.render(prefix);
+      wholeLexed += prefix.length;
+    }
+    // Each chunk lexes only the open paragraph: about a paragraph's length per chunk.
+    expect(md.lexed).toBeLessThan(reply.length * 10);
+    // Rendering every prefix whole, as Message.svelte did, lexes quadratically more.
+    expect(wholeLexed).toBeGreaterThan(md.lexed * 10);
+  }, 60_000);
 });

@@ -46,8 +46,7 @@ const marked = new Marked({
 
 let hooked = false;
 
-/** Renders model output as sanitized HTML. Links open outside the app. */
-export function renderMarkdown(src: string): string {
+function sanitize(html: string): string {
   if (!hooked) {
     DOMPurify.addHook('afterSanitizeAttributes', (node) => {
       if (node.tagName === 'A') {
@@ -57,6 +56,70 @@ export function renderMarkdown(src: string): string {
     });
     hooked = true;
   }
-  const html = marked.parse(src, { async: false }) as string;
   return DOMPurify.sanitize(html, { USE_PROFILES: { html: true }, FORBID_TAGS: ['style', 'form', 'input'] });
+}
+
+/** Renders model output as sanitized HTML. Links open outside the app. */
+export function renderMarkdown(src: string): string {
+  return sanitize(marked.parse(src, { async: false }) as string);
+}
+
+/**
+ * Renders a reply that grows chunk by chunk in time linear in its length:
+ * every top-level block but the last is final once a later block has begun,
+ * so it is lexed, highlighted and sanitized once; each chunk re-renders only
+ * the open last block. Output equals renderMarkdown of the same text.
+ */
+export class StreamingMarkdown {
+  #src = '';
+  /** The length of the prefix of #src whose blocks are final. */
+  #doneLen = 0;
+  #doneHTML = '';
+  /**
+   * Reference definitions ([x]: url) change how earlier blocks render, and the
+   * lexer resolves them only within what it is given; a raw HTML block left
+   * open would wrap the blocks after it. A reply with either is rendered whole
+   * from then on.
+   */
+  #whole = false;
+  /** Characters handed to the lexer so far, which tests hold to a linear bound. */
+  lexed = 0;
+
+  render(src: string): string {
+    src = src.replace(/\r\n?/g, '\n');
+    if (!src.startsWith(this.#src.slice(0, this.#doneLen))) {
+      this.#reset();
+      this.#whole = false;
+    }
+    this.#src = src;
+    if (this.#whole) {
+      this.lexed += src.length;
+      return renderMarkdown(src);
+    }
+    const tail = src.slice(this.#doneLen);
+    this.lexed += tail.length;
+    const tokens = marked.lexer(tail);
+    if (
+      Object.keys(tokens.links).length > 0 ||
+      tokens.some((t) => t.type === 'html') ||
+      tokens.reduce((n, t) => n + t.raw.length, 0) !== tail.length
+    ) {
+      this.#whole = true;
+      this.#reset();
+      this.lexed += src.length;
+      return renderMarkdown(src);
+    }
+    let open = tokens.length - 1;
+    while (open > 0 && tokens[open].type === 'space') open--;
+    for (const t of tokens.slice(0, Math.max(open, 0))) {
+      this.#doneHTML += sanitize(marked.parser([t]));
+      this.#doneLen += t.raw.length;
+    }
+    return this.#doneHTML + sanitize(marked.parser(tokens.slice(Math.max(open, 0))));
+  }
+
+  #reset(): void {
+    this.#doneLen = 0;
+    this.#doneHTML = '';
+  }
 }

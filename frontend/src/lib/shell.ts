@@ -18,12 +18,27 @@ export function inDesktop(): boolean {
   return runtime() !== null;
 }
 
+interface Navigatorish {
+  userAgent: string;
+  userAgentData?: { platform: string };
+}
+
+/**
+ * Whether the page runs on a Mac: the client hint where the engine gives it,
+ * else the user agent (WebKit, Wails' webview on macOS, sends no hints).
+ * navigator.platform is deprecated and frozen in some engines.
+ */
+export function onMac(nav: Navigatorish = navigator): boolean {
+  if (nav.userAgentData?.platform) return nav.userAgentData.platform === 'macOS';
+  return /Macintosh/.test(nav.userAgent);
+}
+
 /**
  * Hides the chat window (Escape in the desktop app) on a Mac, where the
  * menu-bar item brings it back; elsewhere, and in a browser, nothing.
  */
 export function hideWindow(): void {
-  if (/Mac/.test(navigator.platform)) runtime()?.WindowHide();
+  if (onMac()) runtime()?.WindowHide();
 }
 
 /** Copies text, through the shell when there is one (webviews may lack the clipboard API). */

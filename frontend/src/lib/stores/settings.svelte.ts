@@ -22,6 +22,14 @@ export interface SettingsApi {
   put: typeof putSettings;
 }
 
+/** The colour scheme: '' follows the system's; a choice made in the UI overrides it. */
+export type Theme = '' | 'light' | 'dark';
+
+/** Where the theme is kept: this browser's, not the server's, so each device keeps its own. */
+export type ThemeStorage = Pick<Storage, 'getItem' | 'setItem'>;
+
+const THEME_KEY = 'petal.theme';
+
 export class SettingsStore {
   settings = $state<Settings>({ ...DEFAULT_SETTINGS });
   /** Settings the server says need a restart of petal. */
@@ -31,10 +39,27 @@ export class SettingsStore {
   error = $state<ApiError | null>(null);
   saving = $state(false);
 
-  #api: SettingsApi;
+  theme = $state<Theme>('');
 
-  constructor(api: SettingsApi = { get: getSettings, put: putSettings }) {
+  #api: SettingsApi;
+  #storage: ThemeStorage | null;
+
+  constructor(api: SettingsApi = { get: getSettings, put: putSettings }, storage: ThemeStorage | null = browserStorage()) {
     this.#api = api;
+    this.#storage = storage;
+    const kept = storage?.getItem(THEME_KEY);
+    if (kept === 'light' || kept === 'dark') this.theme = kept;
+  }
+
+  /** Switches to the scheme not now shown (the system's while none was chosen) and keeps the choice. */
+  toggleTheme(systemDark: boolean): void {
+    const dark = this.theme ? this.theme === 'dark' : systemDark;
+    this.theme = dark ? 'light' : 'dark';
+    try {
+      this.#storage?.setItem(THEME_KEY, this.theme);
+    } catch {
+      // Storage can be full or refused (private windows); the choice then lasts this page.
+    }
   }
 
   async load(): Promise<void> {
@@ -70,5 +95,13 @@ export class SettingsStore {
     } finally {
       this.saving = false;
     }
+  }
+}
+
+function browserStorage(): ThemeStorage | null {
+  try {
+    return globalThis.localStorage ?? null;
+  } catch {
+    return null;
   }
 }

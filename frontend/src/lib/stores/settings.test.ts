@@ -50,3 +50,38 @@ describe('SettingsStore', () => {
     expect(s.settings.thinking).toBe(false);
   });
 });
+
+describe('SettingsStore theme', () => {
+  const api = {
+    get: async () => ({ settings: DEFAULT_SETTINGS, restart_required: [] }),
+    put: async (next: Settings) => ({ settings: next, restart_required: [] }),
+  };
+
+  function memoryStorage(initial: Record<string, string> = {}) {
+    const m = new Map(Object.entries(initial));
+    return { getItem: (k: string) => m.get(k) ?? null, setItem: (k: string, v: string) => void m.set(k, v), m };
+  }
+
+  it('follows the system until a choice is made, then keeps it', () => {
+    const storage = memoryStorage();
+    const s = new SettingsStore(api, storage);
+    expect(s.theme).toBe('');
+    s.toggleTheme(true); // the system shows dark: the switch goes to light
+    expect(s.theme).toBe('light');
+    s.toggleTheme(true);
+    expect(s.theme).toBe('dark');
+    expect(new SettingsStore(api, storage).theme).toBe('dark');
+  });
+
+  it('ignores a kept value it does not know and survives storage that refuses writes', () => {
+    expect(new SettingsStore(api, memoryStorage({ 'petal.theme': 'sepia' })).theme).toBe('');
+    const s = new SettingsStore(api, {
+      getItem: () => null,
+      setItem: () => {
+        throw new DOMException('full', 'QuotaExceededError');
+      },
+    });
+    s.toggleTheme(false);
+    expect(s.theme).toBe('dark');
+  });
+});
