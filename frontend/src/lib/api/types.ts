@@ -68,7 +68,8 @@ export interface ChatChunk {
     };
     finish_reason: FinishReason | null;
   }[];
-  usage?: Usage;
+  /** null on every chunk but the last when the request asked for usage (as OpenAI sends it). */
+  usage?: Usage | null;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';

@@ -1,0 +1,258 @@
+// The JSON in contract/ is written by the Go servers through their real
+// handlers (frontend/contract_test.go). Each file is checked here against the
+// type the UI reads it as. The specs below are typed so that the compiler
+// makes them list every field of their interface, required ones as required
+// and optional ones as optional: a field added to types.ts needs a spec, and
+// a field Go stops sending, renames or retypes fails here.
+
+import { describe, expect, it } from 'vitest';
+import type {
+  ChatChunk,
+  DoctorCheck,
+  DoctorReply,
+  DoctorReport,
+  DownloadError,
+  DownloadRetry,
+  DownloadStatus,
+  ErrorBody,
+  ModelInfo,
+  ModelList,
+  Settings,
+  SettingsReply,
+  Status,
+  ToolCallDelta,
+  Usage,
+} from './types';
+
+import apiError from './contract/api-error.json';
+import chatStream from './contract/chat-stream.json';
+import doctor from './contract/doctor.json';
+import downloadIdle from './contract/download-idle.json';
+import downloadRetrying from './contract/download-retrying.json';
+import manageError from './contract/manage-error.json';
+import models from './contract/models.json';
+import settings from './contract/settings.json';
+import status from './contract/status.json';
+import statusFailed from './contract/status-failed.json';
+
+/**
+ * A runtime check of a value of type V. The phantom _v makes Check<V>
+ * invariant in V, so a spec whose checks disagree with the interface's field
+ * types (a number checked as a string, a missing "| null") does not compile.
+ */
+type Check<V> = { (v: unknown, at: string): string[]; readonly _v?: (x: V) => V; readonly optional?: never };
+type Optional<V> = { (v: unknown, at: string): string[]; readonly _v?: (x: V) => V; readonly optional: true };
+
+/** A spec names every key of T with a check of its type; optional keys (and only they) take opt(). */
+type Spec<T> = {
+  [K in keyof T]-?: object extends Pick<T, K> ? Optional<Exclude<T[K], undefined>> : Check<T[K]>;
+};
+
+function kind<V>(name: 'string' | 'number' | 'boolean'): Check<V> {
+  return (v, at) => (typeof v === name ? [] : [`${at}: ${JSON.stringify(v)} is not a ${name}`]);
+}
+const str = kind<string>('string');
+const num = kind<number>('number');
+const bool = kind<boolean>('boolean');
+
+function oneOf<V extends string>(...values: V[]): Check<V> {
+  return (v, at) => (values.includes(v as V) ? [] : [`${at}: ${JSON.stringify(v)} is not one of ${values.join(', ')}`]);
+}
+
+function nullable<V>(c: Check<V>): Check<V | null> {
+  return (v, at) => (v === null ? [] : c(v, at));
+}
+
+function arr<V>(c: Check<V>): Check<V[]> {
+  return (v, at) => (Array.isArray(v) ? v.flatMap((e, i) => c(e, `${at}[${i}]`)) : [`${at} is not an array`]);
+}
+
+/** An optional field: absent is fine; present, it must pass c. */
+function opt<V>(c: Check<V>): Optional<V> {
+  return Object.assign((v: unknown, at: string) => (v === undefined ? [] : c(v, at)), { optional: true as const });
+}
+
+type AnyCheck = ((v: unknown, at: string) => string[]) & { optional?: boolean };
+
+function obj<T>(spec: Spec<T>): Check<T> {
+  return (v, at) => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return [`${at} is not an object`];
+    const o = v as Record<string, unknown>;
+    return Object.entries(spec as Record<string, AnyCheck>).flatMap(([k, c]) =>
+      !(k in o) && !c.optional ? [`${at}.${k} is missing`] : c(o[k], `${at}.${k}`),
+    );
+  };
+}
+
+/** The optional keys of a spec that a value lacks: a fixture meant to show every field must have them all. */
+function absentOptional<T>(spec: Spec<T>, v: unknown): string[] {
+  const o = v as Record<string, unknown>;
+  return Object.entries(spec as Record<string, AnyCheck>)
+    .filter(([k, c]) => c.optional && !(k in o))
+    .map(([k]) => k);
+}
+
+const errorBody = obj<ErrorBody>({
+  error: obj<ErrorBody['error']>({ message: str, type: opt(str), param: opt(nullable(str)), code: opt(nullable(str)) }),
+});
+
+const modelInfo: Spec<ModelInfo> = { id: str, object: oneOf('model'), owned_by: str, context_length: num };
+const modelList = obj<ModelList>({ object: oneOf('list'), data: arr(obj(modelInfo)) });
+
+const usage = obj<Usage>({
+  prompt_tokens: num,
+  completion_tokens: num,
+  total_tokens: num,
+  prompt_tokens_details: opt(obj<NonNullable<Usage['prompt_tokens_details']>>({ cached_tokens: num })),
+});
+
+type Choice = ChatChunk['choices'][number];
+const toolCallDelta = obj<ToolCallDelta>({
+  index: num,
+  id: opt(str),
+  type: opt(oneOf('function')),
+  function: opt(obj<NonNullable<ToolCallDelta['function']>>({ name: opt(str), arguments: opt(str) })),
+});
+const chatChunk = obj<ChatChunk>({
+  id: str,
+  object: oneOf('chat.completion.chunk'),
+  created: num,
+  model: str,
+  choices: arr(
+    obj<Choice>({
+      index: num,
+      delta: obj<Choice['delta']>({
+        role: opt(oneOf('system', 'user', 'assistant', 'tool')),
+        content: opt(str),
+        reasoning_content: opt(str),
+        reasoning: opt(str),
+        tool_calls: opt(arr(toolCallDelta)),
+      }),
+      finish_reason: nullable(oneOf('stop', 'length', 'tool_calls')),
+    }),
+  ),
+  usage: opt(nullable(usage)),
+});
+
+const statusModel: Spec<Status['model']> = {
+  name: str,
+  display_name: opt(str),
+  state: oneOf('absent', 'loading', 'ready', 'failed'),
+  context_length: num,
+  backend: str,
+  dir: str,
+  error: opt(str),
+};
+const statusSpec: Spec<Status> = {
+  model: obj(statusModel),
+  endpoint: str,
+  api_key_required: bool,
+  downloads: bool,
+  fit: bool,
+  load: bool,
+  doctor: opt(bool),
+};
+
+const downloadErrorSpec: Spec<DownloadError> = { code: str, message: str, detail: opt(str) };
+const downloadRetrySpec: Spec<DownloadRetry> = {
+  reason: str,
+  message: str,
+  detail: str,
+  unreachable: bool,
+  next_attempt_at: str,
+  attempt: num,
+  max_attempts: num,
+};
+const downloadSpec: Spec<DownloadStatus> = {
+  state: oneOf('idle', 'running', 'paused', 'verifying', 'done', 'failed', 'cancelled'),
+  repo: str,
+  revision: str,
+  dir: str,
+  bytes_done: num,
+  bytes_total: num,
+  speed: num,
+  eta_seconds: num,
+  error: opt(obj(downloadErrorSpec)),
+  retry: opt(obj(downloadRetrySpec)),
+};
+
+const settingsSpec: Spec<Settings> = {
+  context_length: num,
+  thinking: bool,
+  preset: oneOf('thinking', 'coding', 'instruct'),
+  port: num,
+  expose: bool,
+  access_token: str,
+  api_key: str,
+  allowed_origins: arr(str),
+  start_at_login: bool,
+};
+const settingsReply = obj<SettingsReply>({ settings: obj(settingsSpec), restart_required: arr(str) });
+
+const doctorCheckSpec: Spec<DoctorCheck> = {
+  section: oneOf('device', 'compile', 'kernel', 'model'),
+  name: str,
+  pass: bool,
+  message: str,
+  seconds: num,
+  gb_per_s: opt(num),
+  bandwidth_share: opt(num),
+};
+const doctorReport = obj<DoctorReport>({
+  backend: str,
+  device: str,
+  os: str,
+  arch: str,
+  pass: bool,
+  failed: num,
+  seconds: num,
+  checks: arr(obj(doctorCheckSpec)),
+});
+const doctorReply = obj<DoctorReply>({ report: doctorReport, text: str });
+
+describe('the JSON the Go servers write matches the UI types', () => {
+  it.each([
+    ['api-error.json', apiError, errorBody],
+    ['manage-error.json', manageError, errorBody],
+    ['models.json', models, modelList],
+    ['status.json', status, obj(statusSpec)],
+    ['status-failed.json', statusFailed, obj(statusSpec)],
+    ['download-retrying.json', downloadRetrying, obj(downloadSpec)],
+    ['download-idle.json', downloadIdle, obj(downloadSpec)],
+    ['settings.json', settings, settingsReply],
+    ['doctor.json', doctor, doctorReply],
+  ] as const)('%s', (name, fixture, check) => {
+    expect(check(fixture, name)).toEqual([]);
+  });
+
+  it('chat-stream.json: every chunk, with the reply, the reasoning and the usage the chat store reads', () => {
+    expect(chatStream.flatMap((c, i) => chatChunk(c, `chunk ${i}`))).toEqual([]);
+    const chunks = chatStream as unknown as ChatChunk[];
+    const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
+    const reasoning = chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? '').join('');
+    expect(text).toBe('Hello there.');
+    expect(reasoning).toContain('Plan.');
+    expect(chunks.at(-1)?.usage?.completion_tokens).toBeGreaterThan(0);
+    expect(chunks.some((c) => c.choices[0]?.finish_reason === 'stop')).toBe(true);
+  });
+
+  it('the fixtures that show every field have every optional field', () => {
+    const st = status as unknown as Status;
+    expect(absentOptional(statusSpec, st).concat(absentOptional(statusModel, st.model).filter((k) => k !== 'error'))).toEqual([]);
+    expect(absentOptional(statusModel, (statusFailed as unknown as Status).model).filter((k) => k !== 'display_name')).toEqual([]);
+    const dl = downloadRetrying as unknown as DownloadStatus;
+    expect(absentOptional(downloadSpec, dl)).toEqual([]);
+    expect(absentOptional(downloadErrorSpec, dl.error)).toEqual([]);
+    const checks = (doctor as unknown as DoctorReply).report.checks;
+    expect(absentOptional(doctorCheckSpec, checks.find((c) => c.section === 'kernel'))).toEqual([]);
+  });
+
+  it('a spec refuses what the UI could not read', () => {
+    expect(obj(statusSpec)({ ...status, model: { ...status.model, state: 'sleeping' } }, 's')).toEqual([
+      's.model.state: "sleeping" is not one of absent, loading, ready, failed',
+    ]);
+    const { endpoint: _, ...noEndpoint } = status;
+    expect(obj(statusSpec)(noEndpoint, 's')).toEqual(['s.endpoint is missing']);
+    expect(obj(downloadSpec)({ ...downloadIdle, bytes_done: '5' }, 'd')).toEqual(['d.bytes_done: "5" is not a number']);
+  });
+});
