@@ -26,6 +26,34 @@ import (
 //     the standard library's hash order, so callers pass it: tensors are
 //     written in slice order, and their header entries sorted by name.
 func EncodeMLX(w io.Writer, tensors []NewTensor, metadata map[string]string) error {
+	infos := make([]Info, len(tensors))
+	for i, t := range tensors {
+		if err := checkNewTensor(t); err != nil {
+			return err
+		}
+		infos[i] = Info{Name: t.Name, DType: t.DType, Shape: t.Shape}
+	}
+	head, err := MLXHead(infos, metadata)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	for _, t := range tensors {
+		if _, err := w.Write(t.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MLXHead lays tensors out back to back in slice order, setting each
+// one's Begin and End from its dtype and shape, and returns what
+// [EncodeMLX] writes before their data: the length prefix and the header.
+// A writer that streams tensors too large to hold writes this, then each
+// tensor's bytes in the same order.
+func MLXHead(tensors []Info, metadata map[string]string) ([]byte, error) {
 	type entry struct {
 		name string
 		json string
@@ -51,23 +79,24 @@ func EncodeMLX(w io.Writer, tensors []NewTensor, metadata map[string]string) err
 	}
 	entries = append(entries, entry{"__metadata__", meta})
 	var off int64
-	for _, t := range tensors {
-		if err := checkNewTensor(t); err != nil {
-			return err
+	for i := range tensors {
+		t := &tensors[i]
+		if t.DType.Size() == 0 {
+			return nil, fmt.Errorf("safetensors: tensor %q: unknown dtype %q", t.Name, t.DType)
 		}
 		dims := make([]string, len(t.Shape))
 		for i, d := range t.Shape {
 			dims[i] = strconv.Itoa(d)
 		}
-		end := off + int64(len(t.Data))
+		t.Begin, t.End = off, off+t.Elements()*int64(t.DType.Size())
 		entries = append(entries, entry{t.Name, fmt.Sprintf(`{"data_offsets":[%d,%d],"dtype":%s,"shape":[%s]}`,
-			off, end, jsonquote.String(string(t.DType)), strings.Join(dims, ","))})
-		off = end
+			t.Begin, t.End, jsonquote.String(string(t.DType)), strings.Join(dims, ","))})
+		off = t.End
 	}
 	sort.Slice(entries, func(a, b int) bool { return entries[a].name < entries[b].name })
 	for i := 1; i < len(entries); i++ {
 		if entries[i].name == entries[i-1].name {
-			return fmt.Errorf("safetensors: tensor %q given twice", entries[i].name)
+			return nil, fmt.Errorf("safetensors: tensor %q given twice", entries[i].name)
 		}
 	}
 	var b strings.Builder
@@ -79,19 +108,6 @@ func EncodeMLX(w io.Writer, tensors []NewTensor, metadata map[string]string) err
 		b.WriteString(jsonquote.String(e.name) + ":" + e.json)
 	}
 	b.WriteByte('}')
-	header := b.String()
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(header)))
-	if _, err := w.Write(n[:]); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(w, header); err != nil {
-		return err
-	}
-	for _, t := range tensors {
-		if _, err := w.Write(t.Data); err != nil {
-			return err
-		}
-	}
-	return nil
+	head := binary.LittleEndian.AppendUint64(make([]byte, 0, 8+b.Len()), uint64(b.Len()))
+	return append(head, b.String()...), nil
 }
