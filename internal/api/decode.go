@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -14,15 +16,33 @@ import (
 	"petal/internal/service"
 )
 
+// MaxDecoding bounds the request bodies decoded at once. Decoding takes
+// about twice a body's size on top of it (the value's strings, and raw
+// fields decoded again by their own decoders), so eight 16 MB bodies
+// decoded together held over 500 MB. A body waits for a place only once it
+// has arrived whole, so a slow client holds none.
+const MaxDecoding = 2
+
+// decoding holds a place per body being decoded, for the whole process:
+// the bound is on its memory.
+var decoding = make(chan struct{}, MaxDecoding)
+
+// Bounds of the pieces a body is read in: they grow as bytes arrive, so
+// memory follows what the client sent, whatever its Content-Length says,
+// and the body is copied once, into a buffer of its exact size.
+const (
+	firstBodyChunk = 4 << 10
+	maxBodyChunk   = 1 << 20
+)
+
 // decodeBody reads a JSON request body into v. Unknown fields are
 // accepted, as clients send many that do not concern this server; anything
 // but white space after the value is not, as it means the client sent
 // something other than what it meant (two bodies, a cut-and-paste slip).
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	err := dec.Decode(v)
+	data, err := readBody(r.Body)
 	if err == nil {
-		err = checkRest(io.MultiReader(dec.Buffered(), r.Body))
+		err = decodeJSON(r.Context(), data, v)
 	}
 	var tooBig *http.MaxBytesError
 	var ae *apiError
@@ -38,6 +58,8 @@ func decodeBody(r *http.Request, v any) error {
 		return ae // a field's own decoder said what is wrong
 	case errors.Is(err, io.EOF):
 		return badRequest("the request body is empty; send a JSON object")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
 	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) && typeErr.Field != "" {
@@ -49,24 +71,51 @@ func decodeBody(r *http.Request, v any) error {
 	return badRequest("the request body is not valid JSON: %v", err)
 }
 
-// checkRest reads what follows the body's JSON value to its end and
-// refuses anything but white space.
-func checkRest(rest io.Reader) error {
-	buf := make([]byte, 4096)
+// readBody reads body to its end.
+func readBody(body io.Reader) ([]byte, error) {
+	var chunks [][]byte
+	total, size := 0, firstBodyChunk
 	for {
-		n, err := rest.Read(buf)
-		for _, c := range buf[:n] {
-			if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
-				return badRequest("the request body holds more after its JSON value (at %q); send one JSON object", c)
-			}
-		}
-		if err == io.EOF {
-			return nil
+		c := make([]byte, size)
+		n, err := io.ReadFull(body, c)
+		chunks, total = append(chunks, c[:n]), total+n
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
+		size = min(2*size, maxBodyChunk)
 	}
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	data := make([]byte, 0, total)
+	for _, c := range chunks {
+		data = append(data, c...)
+	}
+	return data, nil
+}
+
+// decodeJSON decodes data, one JSON value and white space, into v once a
+// place in decoding is free.
+func decodeJSON(ctx context.Context, data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return io.EOF
+	}
+	select {
+	case decoding <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-decoding }()
+	err := json.Unmarshal(data, v)
+	// Unmarshal checks the whole input first: a syntax error right after
+	// a whole value is data after it.
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok && se.Offset > 0 && json.Valid(data[:se.Offset-1]) {
+		return badRequest("the request body holds more after its JSON value (at %q); send one JSON object", data[se.Offset-1])
+	}
+	return err
 }
 
 // generationRequest is a request body that maps to a generation.

@@ -23,7 +23,8 @@
 //   - POST bodies must be application/json, which browsers cannot send
 //     cross-origin without a preflight, and are bounded by MaxBodyBytes
 //     and by BodyReadTimeout (a stalled body is a 408), and must hold one
-//     JSON value and nothing after it;
+//     JSON value and nothing after it; a body is read whole as it arrives
+//     and then decoded, at most MaxDecoding at once;
 //   - with an API key, every route but /health needs it as a Bearer token
 //     (or in X-Api-Key, as Anthropic clients send it).
 //
