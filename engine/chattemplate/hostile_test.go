@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -36,12 +37,11 @@ func TestHostile(t *testing.T) {
 				t.Fatal("file lacks its {# expect: CLASS. #} comment")
 			}
 			peak := watchHeap(t)
-			start := time.Now()
+			elapsed := workClock(t)
 			tp, err := Parse(string(src))
 			if err == nil {
 				_, err = tp.Render(t.Context(), in)
 			}
-			elapsed := time.Since(start)
 			heap := peak()
 			switch want := string(m[1]); want {
 			case "limit":
@@ -59,14 +59,46 @@ func TestHostile(t *testing.T) {
 			default:
 				t.Fatalf("unknown expectation %q", want)
 			}
-			if elapsed > 2*MaxRenderTime {
-				t.Errorf("took %v, more than twice MaxRenderTime", elapsed)
+			if elapsed() > MaxRenderTime+clockTick {
+				t.Errorf("ran for %v of the render's clock, past MaxRenderTime and its next check", elapsed())
 			}
 			if heap > hostileHeapBound {
 				t.Errorf("heap reached %d bytes, more than %d", heap, hostileHeapBound)
 			}
-			t.Logf("%s in %v, heap peak %d MiB: %v", m[1], elapsed.Round(time.Millisecond), heap>>20, err)
+			t.Logf("%s in %v of the render's clock, heap peak %d MiB: %v", m[1], elapsed(), heap>>20, err)
 		})
+	}
+}
+
+// clockTick is how far workClock advances at each read: the render reads
+// its clock every stepCheckEvery steps, so MaxRenderTime is 50 reads (3,200
+// steps), whatever the machine's speed and load.
+const clockTick = MaxRenderTime / 50
+
+// workClock gives the render a clock that advances by clockTick at each
+// read, for the rest of the test, and returns how far it has advanced.
+func workClock(t *testing.T) (elapsed func() time.Duration) {
+	start := time.Now()
+	var reads atomic.Int64
+	now = func() time.Time { return start.Add(time.Duration(reads.Add(1)) * clockTick) }
+	t.Cleanup(func() { now = time.Now })
+	return func() time.Duration { return time.Duration(max(reads.Load()-1, 0)) * clockTick }
+}
+
+// TestRenderTimeLimit: a render of endless work stops on its clock, at its
+// first check past MaxRenderTime, with the time-limit error.
+func TestRenderTimeLimit(t *testing.T) {
+	elapsed := workClock(t)
+	tp, err := Parse(`{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tp.Render(t.Context(), Input{Messages: []Message{{Role: "user", Content: TextContent("hi")}}})
+	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "render took longer") {
+		t.Fatalf("got %v, want the time limit", err)
+	}
+	if e := elapsed(); e <= MaxRenderTime || e > MaxRenderTime+clockTick {
+		t.Errorf("stopped at %v of the render's clock, want its first check past %v", e, MaxRenderTime)
 	}
 }
 
