@@ -16,7 +16,8 @@
 #   device run: command "BIN=.devcarry/<that folder> tools/cuda/bench.sh", carry [".devcarry/<that folder>"],
 #   timeout_s 600 (add CHECK=1 for the float32 token check, ~25 s more)
 # Knobs (environment): BIN (folder with static petal and synth35b), MODEL (checkpoint folder,
-# written when it holds no config.json; default /tmp/q36), LAYERS (40), CONTEXTS (256,4096,32768),
+# written when it holds no config.json; default /tmp/q36), LAYERS (40), LAYOUT (mlx: as the hub
+# serves it; pulled: as petal pull stores it, nothing copied at load), CONTEXTS (256,4096,32768),
 # STEPS (64), PEER (1: run the peer), PETAL (1: run petal bench --backend cuda if it exists),
 # CHECK (0; 1: the float32 token check at the end), OUT (the device tool sets it).
 set -uo pipefail
@@ -24,6 +25,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-.devcarry/h19bench}
 MODEL=${MODEL:-/tmp/q36}
 LAYERS=${LAYERS:-40}
+LAYOUT=${LAYOUT:-mlx}
 CONTEXTS=${CONTEXTS:-256,4096,32768}
 STEPS=${STEPS:-64}
 PEER=${PEER:-1}
@@ -49,8 +51,8 @@ stamp() { date -u +%H:%M:%S; }
 } >>"$LOG" 2>&1
 
 if [ ! -f "$MODEL/config.json" ]; then
-  echo "== $(stamp) synth35b --layers $LAYERS" >>"$LOG"
-  "$BIN/synth35b" --out "$MODEL" --layers "$LAYERS" 2>&1 | tee -a "$LOG" | tee -a "$SUM" || { say "synth35b failed"; exit 1; }
+  echo "== $(stamp) synth35b --layers $LAYERS --layout $LAYOUT" >>"$LOG"
+  "$BIN/synth35b" --out "$MODEL" --layers "$LAYERS" --layout "$LAYOUT" 2>&1 | tee -a "$LOG" | tee -a "$SUM" || { say "synth35b failed"; exit 1; }
   sync
   say "written and synced at ${SECONDS} s"
 fi

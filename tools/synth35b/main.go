@@ -9,6 +9,10 @@
 // finite: uniform codes, per-group scales of about 1/sqrt(in), biases that
 // centre each group on zero.
 //
+// With --layout pulled the shards are laid out as petal pull stores them
+// (header padded to 16 bytes, tensors ordered so each is aligned), so the
+// GPU backend binds every weight in place instead of copying it at load.
+//
 // It streams: every chunk of every tensor is made from (seed, tensor,
 // offset) alone and written in place by a pool of workers, so memory stays
 // at a few MB per worker and the 19.4 GB go out as fast as the disk takes
@@ -47,6 +51,7 @@ func run(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "random seed")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "goroutines filling and writing chunks")
 	tok := fs.String("tokenizer-from", "models/demo", "model folder whose tokenizer files are copied (empty: none)")
+	layout := fs.String("layout", "mlx", "shard layout: mlx (as the hub serves it: header unpadded, data in MLX's unordered layout) or pulled (as petal pull stores it: every tensor aligned for the GPU)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,11 +64,14 @@ func run(args []string, stdout io.Writer) error {
 	if *layers < 1 || *layers > 1000 || *shardGiB <= 0 || *workers < 1 {
 		return errors.New("--layers must be in [1,1000], --shard-gib > 0 and --workers >= 1")
 	}
+	if *layout != "mlx" && *layout != "pulled" {
+		return fmt.Errorf("--layout %q: want mlx or pulled", *layout)
+	}
 	if err := emptyDir(*out); err != nil {
 		return err
 	}
 	start := time.Now()
-	w, err := write(options{dir: *out, shape: qwen36(*layers), shardBytes: int64(*shardGiB * (1 << 30)), seed: *seed, workers: *workers})
+	w, err := write(options{dir: *out, shape: qwen36(*layers), shardBytes: int64(*shardGiB * (1 << 30)), seed: *seed, workers: *workers, pulled: *layout == "pulled"})
 	if err != nil {
 		return err
 	}
@@ -86,8 +94,8 @@ func run(args []string, stdout io.Writer) error {
 			return fmt.Errorf("--tokenizer-from %s holds none of %v", *tok, tokenizerFiles)
 		}
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d layers, %d tensors in %d shards, %d bytes in %.1f s (%.2f GB/s, %d workers); tokenizer files %v from %s\n",
-		*out, *layers, w.tensors, len(w.shards), w.bytes, secs, float64(w.bytes)/secs/1e9, *workers, copied, *tok)
+	fmt.Fprintf(stdout, "wrote %s: %d layers, %d tensors in %d shards (%s layout), %d bytes in %.1f s (%.2f GB/s, %d workers); tokenizer files %v from %s\n",
+		*out, *layers, w.tensors, len(w.shards), *layout, w.bytes, secs, float64(w.bytes)/secs/1e9, *workers, copied, *tok)
 	return nil
 }
 

@@ -328,9 +328,65 @@ func TestRunRefuses(t *testing.T) {
 		{"--out", t.TempDir(), "--shard-gib", "-1"},
 		{"--out", t.TempDir(), "extra"},
 		{"--out", t.TempDir(), "--layers", "1", "--tokenizer-from", t.TempDir()},
+		{"--out", t.TempDir(), "--layout", "aligned"},
 	} {
 		if err := run(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q: no error", args)
 		}
+	}
+}
+
+// --layout pulled holds the same tensors as the hub's layout, every one
+// aligned as petal pull stores them, so the GPU backend copies nothing at
+// load; the hub's layout leaves most of them misaligned.
+func TestPulledLayoutIsAligned(t *testing.T) {
+	dirs := map[bool]string{}
+	for _, pulled := range []bool{false, true} {
+		dirs[pulled] = t.TempDir()
+		if _, err := write(options{dir: dirs[pulled], shape: tiny(4), shardBytes: 64 << 10, seed: 7, workers: 2, pulled: pulled}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copied := map[bool]int64{}
+	for pulled, dir := range dirs {
+		fm, err := fit.FromCheckpoint(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied[pulled] = fm.CopiedBytes
+	}
+	if copied[true] != 0 || copied[false] == 0 {
+		t.Errorf("misaligned bytes copied at load: pulled %d (want 0), mlx %d (want > 0)", copied[true], copied[false])
+	}
+	a, err := checkpoint.Open(dirs[false])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := checkpoint.Open(dirs[true])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	byName := map[string][]byte{}
+	for _, f := range a.Shards {
+		for _, x := range f.Tensors() {
+			byName[x.Name] = x.Data
+		}
+	}
+	n := 0
+	for _, f := range b.Shards {
+		for _, x := range f.Tensors() {
+			n++
+			if !bytes.Equal(byName[x.Name], x.Data) {
+				t.Errorf("%s differs between the layouts", x.Name)
+			}
+			if off := x.Offset; off%min(int64(len(x.Data))&-int64(len(x.Data)), pullAlign) != 0 {
+				t.Errorf("%s at file offset %d", x.Name, off)
+			}
+		}
+	}
+	if n != len(byName) {
+		t.Errorf("pulled holds %d tensors, mlx %d", n, len(byName))
 	}
 }

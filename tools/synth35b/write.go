@@ -29,6 +29,9 @@ type options struct {
 	shardBytes int64
 	seed       uint64
 	workers    int
+	// pulled writes each shard as petal pull stores it (see [realign])
+	// instead of as the hub serves it.
+	pulled bool
 }
 
 // written is what a run wrote.
@@ -71,9 +74,15 @@ func write(o options) (written, error) {
 		for k, t := range order {
 			infos[k] = t.Info
 		}
+		if o.pulled {
+			realign(order, infos)
+		}
 		head, err := safetensors.MLXHead(infos, map[string]string{"format": "mlx"})
 		if err != nil {
 			return w, err
+		}
+		if o.pulled {
+			head = padHead(head)
 		}
 		f, err := os.Create(filepath.Join(o.dir, name))
 		if err != nil {
@@ -150,6 +159,37 @@ func dataOrder(ts []tensor, seed uint64, name string) []tensor {
 	rng := rand.New(rand.NewPCG(h, 0x6d6c78))
 	rng.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
 	return out
+}
+
+// pullAlign is the boundary petal pull starts a shard's data on, and every
+// tensor whose size is a multiple of it (internal/hub's realignBoundary).
+const pullAlign = 16
+
+// realign reorders a shard's data as petal pull stores it: by decreasing
+// alignment class (the largest power of two up to 16 dividing the
+// tensor's size), keeping the order within a class, so packed from a
+// 16-byte boundary every tensor lands on its class's boundary.
+func realign(order []tensor, infos []safetensors.Info) {
+	class := func(n int64) int64 { return min(n&-n, pullAlign) }
+	idx := make([]int, len(order))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return class(order[idx[a]].bytes()) > class(order[idx[b]].bytes()) })
+	ts, is := append([]tensor(nil), order...), append([]safetensors.Info(nil), infos...)
+	for k, i := range idx {
+		order[k], infos[k] = ts[i], is[i]
+	}
+}
+
+// padHead pads the header with spaces, as the format allows, so the data
+// section starts on pullAlign.
+func padHead(head []byte) []byte {
+	for len(head)%pullAlign != 0 {
+		head = append(head, ' ')
+	}
+	binary.LittleEndian.PutUint64(head, uint64(len(head)-8))
+	return head
 }
 
 // mix is splitmix64's finaliser: a stateless hash from a position to 64
