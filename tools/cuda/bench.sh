@@ -8,7 +8,7 @@
 # Everything lands under $OUT; a summary is printed last.
 #
 # Build here, then one device call. The working tree that travels is at most 64 MiB and the
-# tracked files are ~33 MB, so the binaries travel gzipped (this script unpacks them):
+# tracked files are ~33 MB, so the binaries travel compressed (this script unpacks .gz, .xz or .zst):
 #   D=/work/main/.devcarry/$USER_OR_TASK; mkdir -p $D
 #   CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $D/petal .
 #   CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $D/synth35b ./tools/synth35b
@@ -33,8 +33,10 @@ PETAL=${PETAL:-1}
 CHECK=${CHECK:-0}
 OUT=${OUT:-/tmp/bench-out}
 mkdir -p "$OUT"
-for b in petal synth35b; do
+for b in petal synth35b; do  # carried compressed: gzip ran on the device image; xz and zstd not tried there
   if [ -f "$BIN/$b.gz" ]; then gunzip -f "$BIN/$b.gz"; fi
+  if [ -f "$BIN/$b.xz" ]; then xz -df "$BIN/$b.xz"; fi
+  if [ -f "$BIN/$b.zst" ]; then zstd -qdf --rm "$BIN/$b.zst"; fi
   chmod +x "$BIN/$b" 2>/dev/null
 done
 export PYTHONUNBUFFERED=1
