@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -16,12 +18,21 @@ import (
 const PrefillPiece = 512
 
 // Picker picks each next token on the host from a step's logits: the CPU
-// sampler for sampled requests. A per-step token mask (a grammar's) fits
-// here too: the pick after token n depends on what the host saw of n, so
-// a masked request cannot keep a second step in flight until the device
-// takes the mask.
+// sampler for sampled requests.
 type Picker interface {
 	Next(logits []float32) (int, error)
+}
+
+// Constraint limits each pick to the ids a grammar allows after the ids
+// picked before. The mask is a bitset (bit id%64 of word id/64 set: id
+// allowed) that the CPU backend applies to its logits and a GPU backend
+// uploads into its sampler's mask (31 KB at 248k ids, never the logits).
+type Constraint interface {
+	// Allowed fills mask, vocab bits, with the ids the next pick may take;
+	// false means no constraint for this pick (mask untouched).
+	Allowed(mask []uint64) bool
+	// Advance follows the id picked, after Token took it without stopping.
+	Advance(id int) error
 }
 
 // Decode is one generation on a sequence: a prompt fed to it, then tokens
@@ -32,9 +43,10 @@ type Decode struct {
 	// MaxTokens bounds the tokens picked; at least one.
 	MaxTokens int
 	// Picker, when set, picks every token from logits brought to the host
-	// (unless Sampling lets the device draw). Nil, and no Sampling, picks the most likely id below Limit on the backend's device:
-	// the GPU writes it into the next step's input and keeps a second
-	// step in flight, and no logits are read back.
+	// (unless Sampling lets the device draw). Nil, and no Sampling, picks
+	// the most likely id below Limit on the backend's device: the GPU
+	// writes it into the next step's input and keeps a second step in
+	// flight, and no logits are read back.
 	Picker Picker
 	// Sampling, when set, is a sampled request's settings for a backend
 	// that draws on its device (then it ignores Picker, reads no logits
@@ -62,6 +74,9 @@ type Decode struct {
 	// is a LogprobPicker.
 	Logprobs    func(sample.Logprobs)
 	TopLogprobs int
+	// Constraint, when set, masks every pick; it needs a Picker (the
+	// device's argmax takes no mask, its sampler does).
+	Constraint Constraint
 }
 
 // LogprobPicker is a Picker that also reports the logprobs of its pick.
@@ -124,6 +139,9 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 	if d.Sampling != nil && (d.Picker == nil || d.Sampling.Params.Seed == nil) {
 		return DecodeStats{}, errors.New("engine: device sampling needs a seed and a host Picker to fall back on")
 	}
+	if d.Constraint != nil && d.Picker == nil {
+		return DecodeStats{}, errors.New("engine: a constrained decode needs a Picker")
+	}
 	if d.Logprobs != nil {
 		if d.TopLogprobs < 0 || d.TopLogprobs > sample.MaxTopLogprobs {
 			return DecodeStats{}, fmt.Errorf("engine: %d top logprobs outside [0, %d]", d.TopLogprobs, sample.MaxTopLogprobs)
@@ -185,7 +203,14 @@ func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Dec
 	}
 	st.LogitsReadBytes += read
 	one := make([]int, 1)
+	var mask []uint64
+	if d.Constraint != nil {
+		mask = make([]uint64, (vocab+63)/64)
+	}
 	for {
+		if mask != nil && d.Constraint.Allowed(mask) {
+			MaskLogits(logits, mask)
+		}
 		var id int
 		if d.Logprobs != nil {
 			var lp sample.Logprobs
@@ -207,6 +232,11 @@ func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Dec
 		if err != nil || stop || st.Tokens == d.MaxTokens {
 			return st, err
 		}
+		if d.Constraint != nil {
+			if err := d.Constraint.Advance(id); err != nil {
+				return st, err
+			}
+		}
 		if ctx.Err() != nil {
 			return st, context.Cause(ctx)
 		}
@@ -218,6 +248,24 @@ func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Dec
 			return st, fmt.Errorf("engine: decoding: %w", err)
 		}
 		st.LogitsReadBytes += read
+	}
+}
+
+// MaskLogits sets to -Inf the logits whose bit in allowed (a Constraint's
+// mask) is clear, visiting only those.
+func MaskLogits(logits []float32, allowed []uint64) {
+	inf := float32(math.Inf(-1))
+	for w, a := range allowed {
+		lo := 64 * w
+		if lo >= len(logits) {
+			return
+		}
+		row := logits[lo:min(lo+64, len(logits))]
+		for banned := ^a; banned != 0; banned &= banned - 1 {
+			if i := bits.TrailingZeros64(banned); i < len(row) {
+				row[i] = inf
+			}
+		}
 	}
 }
 

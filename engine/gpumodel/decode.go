@@ -23,8 +23,9 @@ const tokenRing = 4
 // (shaders.Sample), else the argmax (over ids below d.Limit), runs on the
 // GPU after each step and writes the next step's input slot, and two steps
 // are in flight: the step after token g is committed before token g is
-// read back. (A request picked on the host, a reply under a grammar, takes
-// engine.Run's host loop over Forward.)
+// read back. With d.Constraint the sampler draws from the ids its mask
+// allows, uploaded before each draw (decodeConstrained). (A request
+// picked on the host takes engine.Run's host loop over Forward.)
 func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (engine.DecodeStats, error) {
 	if s.closed {
 		return engine.DecodeStats{}, fmt.Errorf("gpumodel: %w", engine.ErrClosed)
@@ -52,10 +53,18 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 	s.putTokens(0, tail)
 	gen := func(g int) shaders.View { return s.slot(n + g%tokenRing) }
 	base := s.pos
+	if d.Constraint != nil {
+		if err := s.putAllowed(d); err != nil {
+			return st, err
+		}
+	}
 	first := gen(0)
 	pending, pendingSteps, err := s.feed(n, &first)
 	if err != nil {
 		return st, err
+	}
+	if d.Constraint != nil {
+		return s.decodeConstrained(ctx, d, base, n, pending, pendingSteps)
 	}
 	dev := s.m.k.Device()
 	for g := 0; ; g++ {
@@ -93,17 +102,7 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 			}
 		}
 		st.Tokens++
-		tok := s.token(n + g%tokenRing)
-		var stop bool
-		if tok < 0 || tok >= s.m.cfg.Vocab {
-			// The sampler found no id it may pick (all masked or NaN).
-			err = fmt.Errorf("gpumodel: no token could be picked at position %d", base+n+g)
-		} else {
-			if d.Logprobs != nil {
-				d.Logprobs(s.readRecord(n + g%tokenRing))
-			}
-			stop, err = d.Token(tok)
-		}
+		stop, err := s.take(d, n+g%tokenRing, base+n+g)
 		pending, pendingSteps = next, 1
 		if err == nil && !stop && next != nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
@@ -112,6 +111,124 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 			return st, s.finish(pending, pendingSteps, err)
 		}
 	}
+}
+
+// take hands the token in slot i, written by the pick after position pos,
+// to d.
+func (s *Sequence) take(d *engine.Decode, i, pos int) (stop bool, err error) {
+	tok := s.token(i)
+	if tok < 0 || tok >= s.m.cfg.Vocab {
+		// The sampler found no id it may pick (all masked or NaN).
+		return false, fmt.Errorf("gpumodel: no token could be picked at position %d", pos)
+	}
+	if d.Logprobs != nil {
+		d.Logprobs(s.readRecord(i))
+	}
+	return d.Token(tok)
+}
+
+// decodeConstrained is Decode's loop for a reply under a grammar, whose
+// mask for token g+1 depends on token g: each step is two command buffers,
+// the model's forward pass (committed before token g is read back, so the
+// GPU runs it while the host advances the grammar and writes the mask) and
+// the sampler's draw (committed once the mask is in place, before the next
+// forward pass is encoded). So the GPU waits for the host only when the
+// mask takes longer than a forward pass; the logits stay on the device.
+// pending is the feed, which drew token 0; base is the position of the
+// prompt tail's first token.
+func (s *Sequence) decodeConstrained(ctx context.Context, d *engine.Decode, base, n int, pending gpu.CommandBuffer, pendingSteps int) (engine.DecodeStats, error) {
+	var st engine.DecodeStats
+	dev := s.m.k.Device()
+	gen := func(g int) shaders.View { return s.slot(n + g%tokenRing) }
+	// fwd is the forward pass the draw pending reads (none for the feed).
+	var fwd gpu.CommandBuffer
+	for g := 0; ; g++ {
+		// pending draws token g.
+		var next gpu.CommandBuffer
+		if g+1 < d.MaxTokens {
+			pos := base + n + g
+			if pos >= s.cap {
+				if err := s.drainAll(nil, fwd, pending, pendingSteps); err != nil {
+					return st, err
+				}
+				fwd, pending = nil, nil
+				if err := s.ensureCapacity(pos + 1); err != nil {
+					return st, err
+				}
+			}
+			start := time.Now()
+			cb, err := dev.NewCommandBuffer()
+			if err == nil {
+				err = s.encode(cb, step{pos: pos, token: gen(g), logits: true})
+			}
+			if err == nil {
+				err = cb.Commit()
+			}
+			st.HostTime += time.Since(start)
+			if err != nil {
+				return st, s.drainAll(err, fwd, pending, pendingSteps)
+			}
+			next = cb
+		}
+		if err := s.drainAll(nil, fwd, pending, pendingSteps); err != nil {
+			return st, s.finish(next, 1, err)
+		}
+		st.Tokens++
+		stop, err := s.take(d, n+g%tokenRing, base+n+g)
+		if err == nil && !stop && next != nil {
+			if err = d.Constraint.Advance(s.token(n + g%tokenRing)); err == nil && ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+		}
+		if err != nil || stop || next == nil {
+			return st, s.finish(next, 1, err)
+		}
+		start := time.Now()
+		err = s.putAllowed(d)
+		var draw gpu.CommandBuffer
+		if err == nil {
+			draw, err = dev.NewCommandBuffer()
+		}
+		if err == nil {
+			err = s.pick(draw, gen(g+1))
+		}
+		if err == nil {
+			err = draw.Commit()
+		}
+		st.HostTime += time.Since(start)
+		if err != nil {
+			return st, s.finish(next, 1, err)
+		}
+		fwd, pending, pendingSteps = next, draw, 0
+	}
+}
+
+// drainAll waits for a forward pass (one step) and then the draw after it
+// (steps more), either nil, and returns err or else the first error.
+func (s *Sequence) drainAll(err error, fwd, draw gpu.CommandBuffer, steps int) error {
+	err = s.finish(fwd, 1, err)
+	return s.finish(draw, steps, err)
+}
+
+// putAllowed writes the sampler's mask for d's next draw: the ids its
+// Constraint allows (all, while it has none) below d.Limit.
+func (s *Sequence) putAllowed(d *engine.Decode) error {
+	sm := &s.samp
+	v := s.m.cfg.Vocab
+	limit := d.Limit
+	if limit == 0 {
+		limit = v
+	}
+	if len(sm.allowed) != (v+63)/64 {
+		sm.allowed = make([]uint64, (v+63)/64)
+	}
+	allowed := sm.allowed
+	if !d.Constraint.Allowed(allowed) {
+		allowed = nil
+	}
+	// The mask no longer holds the limit alone.
+	sm.maskLimit = 0
+	return shaders.WriteSampleAllowed(sm.mask.Buf.Contents(), v, limit, allowed)
 }
 
 // feed encodes and commits the steps of the n tokens in slots 0..n-1, the
@@ -232,7 +349,7 @@ func (s *Sequence) finish(pending gpu.CommandBuffer, steps int, err error) error
 
 // DecodePath says how the model's sequences decode (engine.DecodePath).
 func (m *Model) DecodePath() string {
-	return "device loop: greedy argmax or the sampler on the GPU feeding the next step, two steps in flight, no logits read back (a reply under a grammar reads each step's logits back for the host's mask)"
+	return "device loop: greedy argmax or the sampler on the GPU feeding the next step, two steps in flight, no logits read back (a reply under a grammar uploads its mask of allowed ids before each draw, the next forward pass running meanwhile)"
 }
 
 var _ engine.Decoder = (*Sequence)(nil)

@@ -1,6 +1,7 @@
 package gpumodel
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -252,6 +253,106 @@ func TestDecodeLogprobs(t *testing.T) {
 					if g.Top[j].ID != w.Top[j].ID || math.Abs(g.Top[j].Logprob-w.Top[j].Logprob) > ref.tol {
 						t.Fatalf("T=%v step %d top %d: GPU %+v, %s %+v", params.Temperature, i, j, g.Top[j], ref.name, w.Top[j])
 					}
+				}
+			}
+		}
+	}
+}
+
+// modConstraint allows, after token last, the ids one above it modulo 5:
+// a fifth of the vocabulary, the next fifth after each token.
+type modConstraint struct{ last, advances int }
+
+func (c *modConstraint) allows(id int) bool { return ((id-c.last)%5+5)%5 == 1 }
+
+func (c *modConstraint) Allowed(mask []uint64) bool {
+	clear(mask)
+	for id := range 64 * len(mask) {
+		if c.allows(id) {
+			mask[id/64] |= 1 << (id % 64)
+		}
+	}
+	return true
+}
+
+func (c *modConstraint) Advance(id int) error {
+	if !c.allows(id) {
+		return fmt.Errorf("id %d drawn outside the mask after %d", id, c.last)
+	}
+	c.last, c.advances = id, c.advances+1
+	return nil
+}
+
+// A constrained decode on the GPU (the mask uploaded before each draw, the
+// next forward pass in flight meanwhile) against the CPU backend's host
+// loop: the same greedy tokens and logprobs, every one inside its step's
+// mask, and no logits read back; sampled, the same tokens as the CPU
+// sampler masked on this device's logits read back; across the KV growth
+// too.
+func TestDecodeConstrained(t *testing.T) {
+	m, c := openTinyA(t)
+	v := m.cfg.Vocab
+	prompt := []int{5, 17, 300, 2, 9, 44, 1, 260, 77, 3}
+	long := make([]int, initialCapacity-6)
+	for i := range long {
+		long[i] = (i*31 + 7) % v
+	}
+	const steps = 9
+	seed := uint64(7)
+	for _, tc := range []struct {
+		name   string
+		prompt []int
+		params sample.Params
+	}{
+		{"greedy", prompt, sample.Params{TopP: 1, RepetitionPenalty: 1, Seed: &seed}},
+		{"sampled", prompt, sample.Params{Temperature: 0.7, TopP: 0.9, PresencePenalty: 1.5, RepetitionPenalty: 1, Seed: &seed}},
+		{"greedy across the KV growth", long, sample.Params{TopP: 1, RepetitionPenalty: 1, Seed: &seed}},
+	} {
+		decode := func(model engine.Model, device bool) ([]int, []sample.Logprobs, engine.DecodeStats, *modConstraint) {
+			sp, err := sample.New(tc.params, sample.Vocab{Size: v}, tc.prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			con := &modConstraint{}
+			var lps []sample.Logprobs
+			d := engine.Decode{Prompt: tc.prompt, MaxTokens: steps, Picker: sp, Constraint: con, TopLogprobs: 3,
+				Logprobs: func(lp sample.Logprobs) { lps = append(lps, lp) }}
+			if device {
+				d.Sampling = &engine.Sampling{Params: tc.params, Prompt: tc.prompt}
+			}
+			ids, st, seq := run(t, model, d, -1)
+			if n := seq.Len(); n != len(tc.prompt)+steps-1 {
+				t.Errorf("%s: the sequence holds %d tokens, want %d", tc.name, n, len(tc.prompt)+steps-1)
+			}
+			seq.Close()
+			return ids, lps, st, con
+		}
+		gpuIDs, gpuLP, st, con := decode(m, true)
+		if st.LogitsReadBytes != 0 || con.advances != steps-1 {
+			t.Errorf("%s: %d logits bytes read back, %d advances", tc.name, st.LogitsReadBytes, con.advances)
+		}
+		check := &modConstraint{}
+		for _, id := range gpuIDs {
+			if err := check.Advance(id); err != nil {
+				t.Errorf("%s: GPU %v: %v", tc.name, gpuIDs, err)
+			}
+		}
+		hostIDs, hostLP, _, _ := decode(m, false)
+		if !slices.Equal(gpuIDs, hostIDs) {
+			t.Errorf("%s: GPU %v, CPU sampler on the GPU's logits %v", tc.name, gpuIDs, hostIDs)
+		}
+		refs := [][]sample.Logprobs{hostLP}
+		if tc.params.Temperature == 0 {
+			cpuIDs, cpuLP, _, _ := decode(c, false)
+			if !slices.Equal(gpuIDs, cpuIDs) {
+				t.Errorf("%s: GPU %v, CPU backend %v", tc.name, gpuIDs, cpuIDs)
+			}
+			refs = append(refs, cpuLP)
+		}
+		for _, ref := range refs {
+			for i := range min(len(ref), len(gpuLP)) {
+				if math.Abs(gpuLP[i].Logprob-ref[i].Logprob) > 1e-3 || len(gpuLP[i].Top) != 3 || len(ref[i].Top) != 3 {
+					t.Errorf("%s step %d: GPU logprobs %+v, CPU %+v", tc.name, i, gpuLP[i], ref[i])
 				}
 			}
 		}

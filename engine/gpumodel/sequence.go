@@ -322,7 +322,8 @@ const maxStepsPerCommandBuffer = 64
 // samplerBufs are the GPU sampler's mask and request state.
 type samplerBufs struct {
 	mask, state shaders.View
-	maskLimit   int // the ids the mask allows: [0, maskLimit)
+	maskLimit   int      // the ids the mask allows: [0, maskLimit); 0: a grammar's mask
+	allowed     []uint64 // a Constraint's mask, before it is written into mask
 	// records, one per token ring slot, receive the logprobs of the
 	// token written to that slot while logprobs is set (a request asked
 	// for them), with top alternatives.

@@ -184,6 +184,9 @@ func (s *Sampler) logprobs(row []float32, id, top int) Logprobs {
 	lp := Logprobs{Logprob: float64(row[id]) - lse}
 	if top > 0 {
 		for _, c := range s.topK(row, top) {
+			if math.IsInf(float64(c.logit), -1) {
+				break // masked (a grammar's): not an alternative, as on the GPU
+			}
 			lp.Top = append(lp.Top, TokenLogprob{int(c.id), float64(c.logit) - lse})
 		}
 	}

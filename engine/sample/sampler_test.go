@@ -490,6 +490,15 @@ func TestLogprobs(t *testing.T) {
 			t.Fatalf("top %v, want ids %v with logprobs %v...", got.Top, wantTop, lp(wantTop[0]))
 		}
 	}
+	// Masked ids (a grammar's -Inf) are no alternatives: fewer come, and
+	// none of them -Inf, which JSON cannot even say.
+	masked := slices.Clone(logits)
+	for _, id := range []int{0, 1, 2, 3} {
+		masked[id] = float32(math.Inf(-1))
+	}
+	if _, got, err = s.NextLogprobs(masked, 4); err != nil || len(got.Top) != 2 || got.Top[0].ID != 5 || got.Top[1].ID != 4 {
+		t.Fatalf("top of a masked row: %+v, %v; want ids 5 and 4", got.Top, err)
+	}
 	if _, _, err := s.NextLogprobs(slices.Clone(logits), MaxTopLogprobs+1); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("top_logprobs %d: %v", MaxTopLogprobs+1, err)
 	}

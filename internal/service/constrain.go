@@ -2,29 +2,28 @@ package service
 
 import (
 	"fmt"
-	"math"
 
 	"petal/engine/grammar"
 )
 
-// constraint masks a reply's logits to its grammar before each draw. A
-// nil constraint changes nothing.
+// constraint is a reply's grammar as the decode loop's engine.Constraint:
+// the mask of what may come next, then the token that came.
 type constraint struct {
-	m    *grammar.Matcher
-	s    *Service
-	mask []uint64
+	m     *grammar.Matcher
+	s     *Service
+	isEOS func(id int) bool
 	// waiting: the reply is still in its reasoning, until thinkEnd.
 	waiting  bool
 	thinkEnd int
 }
 
 // constrain returns the constraint of p's grammar, or nil.
-func (s *Service) constrain(p *prepared) *constraint {
+func (s *Service) constrain(p *prepared, isEOS func(int) bool) *constraint {
 	if p.grammar == nil {
 		return nil
 	}
 	v := s.grammarVocabulary()
-	c := &constraint{m: p.grammar.Matcher(v), s: s, mask: make([]uint64, (v.Size()+63)/64), thinkEnd: -1}
+	c := &constraint{m: p.grammar.Matcher(v), s: s, isEOS: isEOS, thinkEnd: -1}
 	if id, ok := s.tok.TokenID("</think>"); ok && p.thinking {
 		c.waiting, c.thinkEnd = true, id
 	}
@@ -44,31 +43,24 @@ func (s *Service) grammarVocabulary() *grammar.Vocab {
 	return s.grammarVocab
 }
 
-// apply sets the logits of the tokens the grammar does not allow to -Inf.
-func (c *constraint) apply(logits []float32) {
-	if c == nil || c.waiting {
-		return
+// Allowed sets the tokens the grammar allows next; none is masked while
+// the reply is still reasoning.
+func (c *constraint) Allowed(mask []uint64) bool {
+	if c.waiting {
+		return false
 	}
-	c.m.Allowed(c.mask)
-	inf := float32(math.Inf(-1))
-	for i := range logits {
-		if c.mask[i/64]&(1<<(i%64)) == 0 {
-			logits[i] = inf
-		}
-	}
+	c.m.Allowed(mask)
+	return true
 }
 
-// advance follows the token drawn.
-func (c *constraint) advance(id int, eos bool) error {
-	switch {
-	case c == nil:
-		return nil
-	case c.waiting:
+// Advance follows the token drawn.
+func (c *constraint) Advance(id int) error {
+	if c.waiting {
 		c.waiting = id != c.thinkEnd
 		return nil
 	}
 	b, _ := c.s.tok.Bytes(id)
-	if err := c.m.Advance(b, eos); err != nil {
+	if err := c.m.Advance(b, c.isEOS(id)); err != nil {
 		// The mask allowed only what the grammar takes; a draw outside
 		// it is a sampler bug, not the client's.
 		return fmt.Errorf("service: token %d drawn outside the grammar: %w", id, err)

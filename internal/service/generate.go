@@ -214,9 +214,13 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		// or not.
 		d.Logprobs, d.TopLogprobs = func(lp sample.Logprobs) { last = lp }, p.top
 	}
-	if con := s.constrain(p); con != nil {
-		d.Picker = &constrainedPicker{con: con, sampler: sampler}
-	} else if p.logprobs || !deviceGreedy(p.params) {
+	con := s.constrain(p, sampler.IsEOS)
+	if con != nil {
+		// The device's argmax takes no mask: the sampler draws, greedy
+		// or not.
+		d.Constraint = con
+	}
+	if con != nil || p.logprobs || !deviceGreedy(p.params) {
 		params := p.params
 		seed := sampler.Seed()
 		params.Seed = &seed
@@ -251,33 +255,6 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		seq = nil
 	}
 	return sum, nil
-}
-
-// constrainedPicker masks the logits to the reply's grammar before each
-// draw and advances the grammar by the token drawn; the mask depends on
-// every token before, so such a reply picks on the host.
-type constrainedPicker struct {
-	con     *constraint
-	sampler *sample.Sampler
-}
-
-func (c *constrainedPicker) Next(logits []float32) (int, error) {
-	c.con.apply(logits)
-	id, err := c.sampler.Next(logits)
-	if err != nil {
-		return 0, err
-	}
-	return id, c.con.advance(id, c.sampler.IsEOS(id))
-}
-
-// NextLogprobs is Next with the logprobs of the masked logits.
-func (c *constrainedPicker) NextLogprobs(logits []float32, top int) (int, sample.Logprobs, error) {
-	c.con.apply(logits)
-	id, lp, err := c.sampler.NextLogprobs(logits, top)
-	if err != nil {
-		return 0, lp, err
-	}
-	return id, lp, c.con.advance(id, c.sampler.IsEOS(id))
 }
 
 // deviceGreedy reports whether the most likely token is the whole pick, so
