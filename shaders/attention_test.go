@@ -9,20 +9,16 @@ import (
 	"testing"
 
 	"petal/gpu"
-	"petal/gpu/sim"
+	"petal/gpu/gputest"
 	"petal/shaders"
 	"petal/shaders/selftest"
 )
 
 // mixerKernels opens a sim device (fast: without the race check's second
 // run) and its kernels.
-func mixerKernels(t testing.TB, fast bool) (*sim.Device, *shaders.Kernels) {
+func mixerKernels(t testing.TB, fast bool) (gpu.Device, *shaders.Kernels) {
 	t.Helper()
-	d, err := sim.Open(sim.Options{Fast: fast})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := gputest.Open(t, fast)
 	return d, shaders.NewKernels(d)
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"petal/gpu"
-	"petal/gpu/sim"
+	"petal/gpu/gputest"
 	"petal/shaders"
 )
 
@@ -16,11 +16,7 @@ import (
 func BenchmarkDispatchOverhead(b *testing.B) {
 	for _, fast := range []bool{true, false} {
 		b.Run(fmt.Sprintf("fast=%v", fast), func(b *testing.B) {
-			d, err := sim.Open(sim.Options{Fast: fast})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer d.Close()
+			d := gputest.Open(b, fast)
 			p := pipeline(b, d, "argmax.metal", "argmax_f32")
 			args := shaders.ArgmaxArgs{N: 32}
 			disp := &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 32, Y: 1, Z: 1},
@@ -49,11 +45,7 @@ func BenchmarkQMV(b *testing.B) {
 	for _, shape := range []struct{ rows, k, bits int }{{2048, 2048, 4}, {512, 2048, 4}, {256, 2048, 8}} {
 		for _, fast := range []bool{true, false} {
 			b.Run(fmt.Sprintf("rows=%d/k=%d/bits=%d/fast=%v", shape.rows, shape.k, shape.bits, fast), func(b *testing.B) {
-				d, err := sim.Open(sim.Options{Fast: fast})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer d.Close()
+				d := gputest.Open(b, fast)
 				k := shaders.NewKernels(d)
 				q := newDenseQ(b, d, rand.New(rand.NewPCG(7, 8)), 1, shape.rows, shape.k, shape.bits)
 				x := denseBuf(b, d, 0, make([]byte, 4*shape.k))
@@ -75,11 +67,7 @@ func BenchmarkQMVExperts(b *testing.B) {
 	const experts, topK = 16, 8
 	for _, shape := range []struct{ rows, k, stride int }{{512, 2048, 0}, {2048, 512, 512}} {
 		b.Run(fmt.Sprintf("rows=%d/k=%d/slots=%d", shape.rows, shape.k, topK), func(b *testing.B) {
-			d, err := sim.Open(sim.Options{Fast: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer d.Close()
+			d := gputest.Open(b, true)
 			k := shaders.NewKernels(d)
 			q := newDenseQ(b, d, rand.New(rand.NewPCG(9, 10)), experts, shape.rows, shape.k, 4)
 			x := denseBuf(b, d, 0, make([]byte, 4*((topK-1)*shape.stride+shape.k)))
@@ -101,11 +89,7 @@ func BenchmarkQMVExperts(b *testing.B) {
 // gate and up at top-8 in one QMVExpertsSwiGLU; bytes are the weights read.
 func BenchmarkQMVFused(b *testing.B) {
 	const hidden, experts, topK = 2048, 16, 8
-	d, err := sim.Open(sim.Options{Fast: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := gputest.Open(b, true)
 	k := shaders.NewKernels(d)
 	rng := rand.New(rand.NewPCG(11, 12))
 	weightBytes := func(m shaders.QMatrix) int64 { return int64(m.ExpertCodeBytes() + 2*m.ExpertScaleBytes()) }

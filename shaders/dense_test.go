@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"petal/gpu"
-	"petal/gpu/sim"
+	"petal/gpu/gputest"
 	"petal/shaders"
 	"petal/shaders/selftest"
 )
@@ -25,12 +25,7 @@ const denseU = 1.0 / (1 << 24)
 // denseDevices returns kernels on a race-checking and on a fast sim device.
 func denseDevices(t testing.TB) (race, fast *shaders.Kernels) {
 	t.Helper()
-	f, err := sim.Open(sim.Options{Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return shaders.NewKernels(device(t)), shaders.NewKernels(f)
+	return shaders.NewKernels(device(t)), shaders.NewKernels(gputest.Open(t, true))
 }
 
 // densePick is the race-checking kernels for the cases that want them (a

@@ -12,20 +12,16 @@ import (
 	"unsafe"
 
 	"petal/gpu"
-	"petal/gpu/sim"
+	"petal/gpu/gputest"
 	"petal/shaders"
 )
 
-// device opens one sim device per test binary; the library cache is shared
-// with later runs through PETAL_SIM_CACHE or the user cache.
-func device(t testing.TB) *sim.Device {
+// device opens a race-checking sim device for t (or the CUDA GPU, see
+// petal/gpu/gputest); the sim's library cache is shared with later runs
+// through PETAL_SIM_CACHE or the user cache.
+func device(t testing.TB) gpu.Device {
 	t.Helper()
-	d, err := sim.Open(sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return gputest.Open(t, false)
 }
 
 func pipeline(t testing.TB, d gpu.Device, file, fn string) gpu.Pipeline {

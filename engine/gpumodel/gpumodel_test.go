@@ -3,7 +3,6 @@ package gpumodel
 import (
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,8 +13,8 @@ import (
 	"petal/engine/cpu"
 	"petal/engine/reftest"
 	"petal/gpu"
+	"petal/gpu/gputest"
 	"petal/gpu/record"
-	"petal/gpu/sim"
 )
 
 const fixturesDir = "../testdata/fixtures"
@@ -43,14 +42,9 @@ const (
 	decisiveMargin = 0.05
 )
 
-func openSim(t testing.TB) gpu.Device {
+func openDevice(t testing.TB) gpu.Device {
 	t.Helper()
-	dev, err := sim.Open(sim.Options{Fast: true, CacheDir: os.Getenv("PETAL_SIM_CACHE")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	return dev
+	return gputest.Open(t, true)
 }
 
 func openFixture(t testing.TB, dev gpu.Device, name string) *Model {
@@ -90,7 +84,7 @@ func topTwo(v []float32) (int, float32) {
 // teacher-forced logits at every position, and greedy continuations with
 // the argmax on the GPU and two steps in flight.
 func TestFixtures(t *testing.T) {
-	dev := openSim(t)
+	dev := openDevice(t)
 	dirs, _ := filepath.Glob(filepath.Join(fixturesDir, "*", "reference.json"))
 	if len(dirs) == 0 {
 		t.Fatal("no fixtures")
@@ -164,7 +158,7 @@ func TestFixtures(t *testing.T) {
 // cache in half precision, as the GPU keeps it.
 func openTinyA(t *testing.T) (*Model, *cpu.Model) {
 	t.Helper()
-	m := openFixture(t, openSim(t), "tiny-a")
+	m := openFixture(t, openDevice(t), "tiny-a")
 	c, err := cpu.OpenWith(filepath.Join(fixturesDir, "tiny-a"), cpu.Options{HalfKV: true})
 	if err != nil {
 		t.Fatal(err)

@@ -110,7 +110,7 @@ const (
 // match transformers' reference exactly as tightly as the original does,
 // which TestFixtures bounds by maxRefDiff.
 func TestMLXLayoutSim(t *testing.T) {
-	dev := openSim(t)
+	dev := openDevice(t)
 	refs, err := reftest.All()
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func checkLogits(t *testing.T, got, want []float32, vocab int) float64 {
 // chunk with the cache and DeltaNet state of the first: every position's
 // logits against transformers.
 func TestPrefillChunks(t *testing.T) {
-	dev := openSim(t)
+	dev := openDevice(t)
 	dirs, _ := filepath.Glob(filepath.Join(fixturesDir, "*", "reference.json"))
 	for _, p := range dirs {
 		dir := filepath.Dir(p)
@@ -94,7 +94,7 @@ func TestPrefillChunks(t *testing.T) {
 // kernels (one Forward per token, below prefillMinTokens) and once through
 // the prefill, and holds both to the reference and to each other.
 func TestPrefillMatchesDecode(t *testing.T) {
-	dev := openSim(t)
+	dev := openDevice(t)
 	dir := filepath.Join(fixturesDir, "tiny-a")
 	ref, want := loadReference(t, dir)
 	m := openFixture(t, dev, "tiny-a")

@@ -3,17 +3,13 @@ package selftest
 import (
 	"testing"
 
-	"petal/gpu/sim"
+	"petal/gpu/gputest"
 	"petal/shaders"
 )
 
 // Every case passes on the race-checking sim.
 func TestCasesPassOnSim(t *testing.T) {
-	d, err := sim.Open(sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := gputest.Open(t, false)
 	k := shaders.NewKernels(d)
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -30,11 +26,7 @@ func TestCasesPassOnSim(t *testing.T) {
 
 // The model-size timing setups run (on the fast sim: they are only timed).
 func TestBenchesRun(t *testing.T) {
-	d, err := sim.Open(sim.Options{Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := gputest.Open(t, true)
 	k := shaders.NewKernels(d)
 	n := 0
 	for _, c := range Cases() {

@@ -1,0 +1,228 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"petal/gpu"
+)
+
+// params mirrors petal::Params in cuda_compat.h.
+type params struct {
+	buffers [gpu.MaxBindings]uint64
+	tgoff   [gpu.MaxThreadgroupMemoryBindings]uint32
+}
+
+// paramsBytes is sizeof(petal::Params), which cuda_compat.h asserts.
+const paramsBytes = 280
+
+var _ [paramsBytes - unsafe.Sizeof(params{})]byte
+var _ [unsafe.Sizeof(params{}) - paramsBytes]byte
+
+// launch is one encoded dispatch.
+type launch struct {
+	name   string
+	fn     uintptr
+	grid   [3]uint32
+	block  [3]uint32
+	shmem  uint32
+	params params
+	// inline[i] is the offset in the command buffer's bytes of slot i's
+	// setBytes data, or -1; patched into params at commit.
+	inline [gpu.MaxBindings]int32
+}
+
+type commandBuffer struct {
+	dev      *Device
+	trace    gpu.Trace
+	launches []launch
+	bytes    []byte // setBytes data of every dispatch, 16-byte aligned
+	err      error
+	status   atomic.Int32
+	done     chan struct{}
+	runErr   error
+}
+
+// NewCommandBuffer starts encoding. A command buffer runs on the device's
+// one stream, so command buffers run in commit order and each dispatch
+// after the one before it: every barrier is honoured, and dispatches of
+// one level do not overlap.
+func (d *Device) NewCommandBuffer() (gpu.CommandBuffer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, gpu.ErrClosed
+	}
+	return &commandBuffer{dev: d, done: make(chan struct{}), trace: gpu.Trace{Keep: true}}, nil
+}
+
+func (c *commandBuffer) Trace() *gpu.Trace  { return &c.trace }
+func (c *commandBuffer) Status() gpu.Status { return gpu.Status(c.status.Load()) }
+
+func (c *commandBuffer) Barrier() {
+	if c.Status() == gpu.Encoding {
+		c.trace.AddBarrier()
+	}
+}
+
+func (c *commandBuffer) Dispatch(d *gpu.Dispatch) error {
+	if c.err != nil {
+		return c.err
+	}
+	if c.Status() != gpu.Encoding {
+		return fmt.Errorf("%w: dispatch after commit", gpu.ErrInvalid)
+	}
+	l, err := c.encode(d)
+	if err != nil {
+		c.err = err
+		return err
+	}
+	c.trace.AddDispatch(d)
+	c.launches = append(c.launches, l)
+	return nil
+}
+
+// inlineAlign is the alignment Metal gives setBytes data.
+const inlineAlign = 16
+
+func (c *commandBuffer) encode(d *gpu.Dispatch) (launch, error) {
+	if err := d.Check(); err != nil {
+		return launch{}, err
+	}
+	p, ok := d.Pipeline.(*pipeline)
+	if !ok || p.dev != c.dev {
+		return launch{}, fmt.Errorf("%w: pipeline %s is not from this CUDA device", gpu.ErrInvalid, d.Pipeline.Name())
+	}
+	if d.Groups.X > 1<<31-1 || d.Groups.Y > c.dev.maxY || d.Groups.Z > c.dev.maxZ || d.Threads.Z > 64 {
+		return launch{}, fmt.Errorf("%w: %s: grid %+v x %+v exceeds CUDA's limits (%d x %d x %d blocks, 64 threads in z)",
+			gpu.ErrInvalid, p.name, d.Groups, d.Threads, 1<<31-1, c.dev.maxY, c.dev.maxZ)
+	}
+	l := launch{name: p.name, fn: p.fn}
+	l.grid = [3]uint32{uint32(d.Groups.X), uint32(d.Groups.Y), uint32(d.Groups.Z)}
+	l.block = [3]uint32{uint32(d.Threads.X), uint32(d.Threads.Y), uint32(d.Threads.Z)}
+	for i := range l.inline {
+		l.inline[i] = -1
+	}
+	for i, n := range d.ThreadgroupMemory {
+		l.params.tgoff[i] = l.shmem
+		l.shmem += uint32(n)
+	}
+	for _, a := range d.Args {
+		if a.Bytes != nil {
+			off := (len(c.bytes) + inlineAlign - 1) &^ (inlineAlign - 1)
+			c.bytes = append(c.bytes[:len(c.bytes):len(c.bytes)], make([]byte, off-len(c.bytes))...)
+			c.bytes = append(c.bytes, a.Bytes...)
+			l.inline[a.Index] = int32(off)
+			continue
+		}
+		b, ok := a.Buffer.(*buffer)
+		if !ok || b.dev != c.dev || b.ptr == 0 {
+			return launch{}, fmt.Errorf("%w: %s: buffer at index %d is not a live buffer of this CUDA device", gpu.ErrInvalid, p.name, a.Index)
+		}
+		l.params.buffers[a.Index] = b.addr(a.Offset)
+	}
+	return l, nil
+}
+
+// Commit launches every dispatch on the device's stream, after copying the
+// setBytes data to device memory from the stream's pool (freed on the
+// stream after the last launch), and records an event that a goroutine
+// waits for.
+func (c *commandBuffer) Commit() error {
+	if c.err != nil {
+		c.status.Store(int32(gpu.Failed))
+		c.runErr = c.err
+		close(c.done)
+		return c.err
+	}
+	if !c.status.CompareAndSwap(int32(gpu.Encoding), int32(gpu.Committed)) {
+		return fmt.Errorf("%w: command buffer committed twice", gpu.ErrInvalid)
+	}
+	d := c.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return gpu.ErrClosed
+	}
+	d.enter()
+	defer runtime.UnlockOSThread()
+	ev, err := c.launchAll()
+	if err != nil {
+		c.fail(err)
+		return nil
+	}
+	go c.await(ev)
+	return nil
+}
+
+func (c *commandBuffer) launchAll() (uintptr, error) {
+	d, api := c.dev, c.dev.api
+	if len(c.bytes) > 0 {
+		var arena uintptr
+		if err := api.check(api.cuMemAllocAsync(&arena, uint64(len(c.bytes)), d.stream), "allocating inline bytes"); err != nil {
+			return 0, err
+		}
+		defer api.cuMemFreeAsync(arena, d.stream)
+		// From pageable memory the copy is staged before the call returns,
+		// so c.bytes may go.
+		if err := api.check(api.cuMemcpyHtoDAsync(arena, unsafe.Pointer(&c.bytes[0]), uint64(len(c.bytes)), d.stream), "copying inline bytes"); err != nil {
+			return 0, err
+		}
+		for i := range c.launches {
+			l := &c.launches[i]
+			for slot, off := range l.inline {
+				if off >= 0 {
+					l.params.buffers[slot] = uint64(arena) + uint64(off)
+				}
+			}
+		}
+	}
+	for i := range c.launches {
+		l := &c.launches[i]
+		args := [1]unsafe.Pointer{unsafe.Pointer(&l.params)}
+		r := api.cuLaunchKernel(l.fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shmem, d.stream, unsafe.Pointer(&args[0]), nil)
+		if err := api.check(r, "launching "+l.name); err != nil {
+			return 0, err
+		}
+	}
+	var ev uintptr
+	if err := api.check(api.cuEventCreate(&ev, eventDisableTiming), "cuEventCreate"); err != nil {
+		return 0, err
+	}
+	if err := api.check(api.cuEventRecord(ev, d.stream), "cuEventRecord"); err != nil {
+		api.cuEventDestroy(ev)
+		return 0, err
+	}
+	return ev, nil
+}
+
+// await blocks an OS thread until the GPU passed ev.
+func (c *commandBuffer) await(ev uintptr) {
+	d := c.dev
+	d.enter()
+	defer runtime.UnlockOSThread()
+	err := d.api.check(d.api.cuEventSynchronize(ev), "running the command buffer")
+	d.api.cuEventDestroy(ev)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.status.Store(int32(gpu.Completed))
+	close(c.done)
+}
+
+func (c *commandBuffer) fail(err error) {
+	c.runErr = fmt.Errorf("%w: %w", gpu.ErrExecution, err)
+	c.status.Store(int32(gpu.Failed))
+	close(c.done)
+}
+
+func (c *commandBuffer) Wait() error {
+	if c.Status() == gpu.Encoding {
+		return fmt.Errorf("%w: wait before commit", gpu.ErrInvalid)
+	}
+	<-c.done
+	return c.runErr
+}

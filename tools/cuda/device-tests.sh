@@ -1,0 +1,55 @@
+#!/bin/bash
+# device-tests.sh BIN OUT [PHASE...]: runs Petal's kernel and model tests
+# through the CUDA driver on an NVIDIA machine, from test binaries built
+# elsewhere (tools/cuda/build.sh writes them, xz-compressed, into BIN), and
+# writes one log per phase into OUT. Run from the repository root (the
+# fixtures are read from engine/testdata). Phases, default all in order:
+#   info      nvidia-smi, NVRTC and compute-sanitizer versions
+#   unit      gpu/cuda's own tests (Open, NVRTC errors, every kernel compiled)
+#   shaders   every shaders and shaders/selftest test
+#   fixtures  every engine/gpumodel test (whole-model fixtures)
+#   bench     shaders' benchmarks (dispatch overhead, QMV GB/s)
+#   memcheck racecheck synccheck initcheck   compute-sanitizer over the
+#             shaders tests ($SANITIZE_RUN narrows them with -test.run)
+set -u -o pipefail
+BIN=$(cd "$1" && pwd)
+OUT=$2
+shift 2
+PHASES=${*:-info unit shaders fixtures bench memcheck racecheck synccheck initcheck}
+export PETAL_GPU=cuda
+export PETAL_CUDA_CACHE=${PETAL_CUDA_CACHE:-/tmp/petal-cuda-cache}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=$PATH:/usr/local/cuda/bin
+ROOT=$(pwd)
+for f in "$BIN"/*.xz; do
+	[ -e "${f%.xz}" ] || xz -dk "$f"
+done
+chmod +x "$BIN"/*.test
+# t NAME DIR SECONDS ARGS...: one test binary in its package directory.
+t() {
+	local name=$1 dir=$2 secs=$3
+	shift 3
+	echo "== $name $* ($(date -u +%T))"
+	(cd "$ROOT/$dir" && timeout "$secs" "$@")
+	echo "== $name exit $? ($(date -u +%T))"
+}
+for phase in $PHASES; do
+	start=$(date +%s)
+	case $phase in
+	info)
+		{ nvidia-smi; ls /usr/local/cuda/lib64/libnvrtc* ; compute-sanitizer --version; } >"$OUT/info.log" 2>&1 ;;
+	unit)
+		t unit gpu/cuda 120 "$BIN/cuda.test" -test.v -test.count=1 -test.run "${UNIT_RUN:-.}" 2>&1 | tee "$OUT/unit.log" | grep -E '^(--- |ok|FAIL|PASS|==)' ;;
+	shaders)
+		{ t shaders shaders ${SHADERS_SECS:-240} "$BIN/shaders.test" -test.v -test.count=1 -test.timeout 230s
+		  t selftest shaders/selftest 90 "$BIN/selftest.test" -test.v -test.count=1; } 2>&1 | tee "$OUT/shaders.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)' ;;
+	fixtures)
+		t fixtures engine/gpumodel ${FIXTURES_SECS:-180} "$BIN/gpumodel.test" -test.v -test.count=1 -test.timeout 170s 2>&1 | tee "$OUT/fixtures.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)' ;;
+	bench)
+		t bench shaders ${BENCH_SECS:-120} "$BIN/shaders.test" -test.run '^$' -test.bench 'DispatchOverhead|QMV' -test.benchtime 200x 2>&1 | tee "$OUT/bench.log" | grep -E 'Benchmark|==' ;;
+	memcheck | racecheck | synccheck | initcheck)
+		t "$phase" shaders ${SANITIZE_SECS:-150} compute-sanitizer --tool "$phase" --print-limit 20 --error-exitcode 9 \
+			"$BIN/shaders.test" -test.count=1 -test.run "${SANITIZE_RUN:-.}" 2>&1 | tee "$OUT/$phase.log" | grep -E '(ERROR SUMMARY|^ok|^FAIL|^PASS|^==|Error)' | head -40 ;;
+	esac
+	echo "phase $phase: $(( $(date +%s) - start )) s"
+done
