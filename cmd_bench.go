@@ -117,7 +117,7 @@ func runBench(args []string, stdout io.Writer) error {
 	context := fs.Int("context", 0, "dry run: the step's position; run: one prompt length (instead of --contexts)")
 	contexts := fs.String("contexts", "256", "run: comma-separated prompt lengths, one arm (process) each, or 'all' for 256..131072")
 	steps := fs.Int("steps", benchDecodeSteps, "run: measured decode steps (the contract's 64)")
-	backendName := fs.String("backend", "cpu", "run: backend (cpu, sim, metal)")
+	backendName := fs.String("backend", "cpu", "run: backend (cpu, sim, metal, cuda)")
 	arm := fs.Bool("arm", false, "run: measure one context in this process and print its JSON (the parent runs each arm so)")
 	bandwidth := fs.Float64("bandwidth", 0, "dry run: memory bandwidth in GB/s to convert bytes into rates (default: 546 and 614)")
 	chunk := fs.Int("chunk", gpumodel.DefaultPrefillChunk, "dry run: tokens of the recorded prefill chunk")

@@ -11,13 +11,15 @@ import (
 )
 
 // budgets gives, per backend, the memory a model on it may use: Metal's
-// working set on the GPU; the memory the OS reports available for the CPU
-// backend and for the simulator, whose device memory is this machine's.
+// working set on the GPU, the card's free memory for CUDA; the memory the
+// OS reports available for the CPU backend and for the simulator, whose
+// device memory is this machine's.
 // A backend without one (the tests' scripted models) loads unchecked.
 var budgets = map[string]func() (fit.Budget, error){
 	"cpu":   fit.Host,
 	"sim":   fit.Host,
 	"metal": fit.Metal,
+	"cuda":  fit.CUDA,
 }
 
 // loaded is a model opened after the memory-fit check, with the service

@@ -12,6 +12,7 @@ import (
 	"petal/engine/cpu"
 	"petal/engine/gpumodel"
 	"petal/gpu"
+	"petal/gpu/cuda"
 	"petal/gpu/metal"
 	"petal/gpu/sim"
 )
@@ -21,7 +22,7 @@ type Opener func(dir string) (engine.Model, error)
 
 // builtin is the order Names lists the shipped backends in (the default
 // first); backends registered later follow, sorted.
-var builtin = []string{"cpu", "sim", "metal"}
+var builtin = []string{"cpu", "sim", "metal", "cuda"}
 
 var (
 	mu       sync.RWMutex
@@ -29,6 +30,7 @@ var (
 		"cpu":   func(dir string) (engine.Model, error) { return cpu.Open(dir) },
 		"sim":   onDevice(openSim),
 		"metal": onDevice(metal.Open),
+		"cuda":  onDevice(openCUDA),
 	}
 )
 
@@ -36,6 +38,9 @@ var (
 // check runs every dispatch twice, which the kernel tests pay for, not
 // whole-model runs.
 func openSim() (gpu.Device, error) { return sim.Open(sim.Options{Fast: true}) }
+
+// openCUDA opens the first NVIDIA GPU (CUDA_VISIBLE_DEVICES picks another).
+func openCUDA() (gpu.Device, error) { return cuda.Open(cuda.Options{}) }
 
 // CopyNotice is where a GPU load says, once, that it copied weights that
 // lie misaligned in the shards (MB are 10^6 bytes here, as a download size
@@ -68,7 +73,7 @@ func unknown(name string) error {
 	return fmt.Errorf("unknown backend %q (have %s)", name, strings.Join(Names(), ", "))
 }
 
-// Names lists the backends Open accepts: cpu, sim and metal, then any
+// Names lists the backends Open accepts: cpu, sim, metal and cuda, then any
 // registered, in name order.
 func Names() []string {
 	mu.RLock()

@@ -12,12 +12,12 @@ import (
 )
 
 func TestNamesAndUnknown(t *testing.T) {
-	if got := Names(); !slices.Equal(got, []string{"cpu", "sim", "metal"}) {
+	if got := Names(); !slices.Equal(got, []string{"cpu", "sim", "metal", "cuda"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 	remove := Register("b-scripted", func(string) (engine.Model, error) { return nil, errors.New("scripted") })
 	defer Register("a-scripted", func(string) (engine.Model, error) { return nil, nil })()
-	if got := Names(); !slices.Equal(got, []string{"cpu", "sim", "metal", "a-scripted", "b-scripted"}) {
+	if got := Names(); !slices.Equal(got, []string{"cpu", "sim", "metal", "cuda", "a-scripted", "b-scripted"}) {
 		t.Fatalf("with two registered, Names() = %v", got)
 	}
 	if _, err := Open("b-scripted", t.TempDir()); err == nil || err.Error() != "scripted" {
@@ -25,7 +25,7 @@ func TestNamesAndUnknown(t *testing.T) {
 	}
 	remove()
 	for _, err := range []error{Check("b-scripted"), openErr("b-scripted"), Check("vulkan")} {
-		if err == nil || !strings.Contains(err.Error(), "have cpu, sim, metal, a-scripted)") {
+		if err == nil || !strings.Contains(err.Error(), "have cpu, sim, metal, cuda, a-scripted)") {
 			t.Errorf("an unknown backend: %v, want the choices named", err)
 		}
 	}

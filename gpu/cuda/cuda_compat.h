@@ -36,6 +36,9 @@ typedef unsigned int uint32_t;
 typedef long int64_t;
 typedef unsigned long uint64_t;
 
+// NVRTC has no offsetof builtin; Metal's compiler (clang) and the sim's do.
+#define __builtin_offsetof(s, f) ((unsigned long)&(((s*)0)->f))
+
 #define FLT_MAX 3.402823466e+38F
 #define FLT_MIN 1.175494351e-38F
 #define FLT_EPSILON 1.192092896e-07F

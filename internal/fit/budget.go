@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"petal/gpu"
+	"petal/gpu/cuda"
 	"petal/gpu/metal"
 )
 
@@ -107,6 +108,25 @@ func Metal() (Budget, error) {
 		return Budget{}, fmt.Errorf("%w: Metal reports a working set of %d bytes", ErrNoBudget, ws)
 	}
 	return Budget{Bytes: int64(ws), Source: "Metal's recommendedMaxWorkingSetSize of this Mac"}, nil
+}
+
+// CUDA is the budget of this machine's first NVIDIA GPU: the memory free on
+// it now (cuMemGetInfo), which is what the weights, caches and activations
+// must fit in. It fails where there is no NVIDIA driver or GPU.
+func CUDA() (Budget, error) {
+	dev, err := cuda.Open(cuda.Options{})
+	if errors.Is(err, gpu.ErrUnsupported) {
+		return Budget{}, err
+	}
+	if err != nil {
+		return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
+	}
+	defer dev.Close()
+	info := dev.Info()
+	if info.RecommendedMaxWorkingSetSize == 0 || info.RecommendedMaxWorkingSetSize > math.MaxInt64 {
+		return Budget{}, fmt.Errorf("%w: CUDA reports %d bytes free", ErrNoBudget, info.RecommendedMaxWorkingSetSize)
+	}
+	return Budget{Bytes: int64(info.RecommendedMaxWorkingSetSize), Source: "free memory of " + info.Name}, nil
 }
 
 // memAvailable reads MemAvailable from /proc/meminfo contents.
