@@ -14,12 +14,12 @@ DATA nibbleShifts<>+24(SB)/4, $24
 DATA nibbleShifts<>+28(SB)/4, $28
 GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
 
-// func qdot4AVX2(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
+// func qdot4Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
 // Sum over groups g of scale_g * (codes of group g . x of group g) +
 // bias_g * xsum_g (xsum_g the sum of x over group g), codes 4-bit, 8 a word. wordsPerGroup is a multiple of 4: four accumulators of
 // 8 lanes each take a word at a time, so FMA latency is hidden.
-TEXT ·qdot4AVX2(SB), NOSPLIT, $0-60
+TEXT ·qdot4Kernel(SB), NOSPLIT, $0-60
 	MOVQ words+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ scales+16(FP), DX
@@ -97,11 +97,11 @@ word4:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func qdot8AVX2(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
+// func qdot8Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
-// As qdot4AVX2 for 8-bit codes, 4 a word: each accumulator widens two
+// As qdot4Kernel for 8-bit codes, 4 a word: each accumulator widens two
 // words (8 codes) at a time; wordsPerGroup is a multiple of 8.
-TEXT ·qdot8AVX2(SB), NOSPLIT, $0-60
+TEXT ·qdot8Kernel(SB), NOSPLIT, $0-60
 	MOVQ words+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ scales+16(FP), DX
@@ -166,10 +166,10 @@ word8:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dotAVX2(a, b *float32, n int) float32
+// func dotKernel(a, b *float32, n int) float32
 //
 // a . b over n floats, n a multiple of 32 (the caller does the tail).
-TEXT ·dotAVX2(SB), NOSPLIT, $0-28
+TEXT ·dotKernel(SB), NOSPLIT, $0-28
 	MOVQ a+0(FP), SI
 	MOVQ b+8(FP), DI
 	MOVQ n+16(FP), CX
@@ -203,12 +203,12 @@ dotloop:
 	MOVSS X0, ret+24(FP)
 	RET
 
-// func dot4RowsAVX2(rows *float32, stride int, x *float32, n int, out *float32)
+// func dot4RowsKernel(rows *float32, stride int, x *float32, n int, out *float32)
 //
 // out[k] = rows[k*stride : k*stride+n] . x for k in 0..3, n a multiple of
 // 8: one load of x feeds four rows, so a tile of dequantized weight rows
 // is multiplied by many prompt tokens with x read once per four rows.
-TEXT ·dot4RowsAVX2(SB), NOSPLIT, $0-40
+TEXT ·dot4RowsKernel(SB), NOSPLIT, $0-40
 	MOVQ rows+0(FP), SI
 	MOVQ stride+8(FP), R8
 	SHLQ $2, R8
@@ -244,13 +244,13 @@ rowsloop:
 	VZEROUPPER
 	RET
 
-// func dot4x3AVX2(rows *float32, x *float32, stride, n int, out *float32)
+// func dot4x3Kernel(rows *float32, x *float32, stride, n int, out *float32)
 //
 // out[4j+k] = rows[k*stride : k*stride+n] . x[j*stride : j*stride+n] for
 // four rows k and three input rows j, n a multiple of 8: the prefill's
 // register block. Each step loads three inputs and four rows for twelve
 // FMAs (a row times one input would load two floats per FMA).
-TEXT ·dot4x3AVX2(SB), NOSPLIT, $0-40
+TEXT ·dot4x3Kernel(SB), NOSPLIT, $0-40
 	MOVQ rows+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ stride+16(FP), R8
@@ -301,7 +301,7 @@ blockloop:
 	JLT blockloop
 
 	// Each input's four accumulators reduce to [s0 s1 s2 s3], as in
-	// dot4RowsAVX2.
+	// dot4RowsKernel.
 	VHADDPS Y1, Y0, Y0
 	VHADDPS Y3, Y2, Y2
 	VHADDPS Y2, Y0, Y0
@@ -323,12 +323,12 @@ blockloop:
 	VZEROUPPER
 	RET
 
-// func axpy64AVX2(v *float32, stride int, w *float32, n int, out *float32)
+// func axpy64Kernel(v *float32, stride int, w *float32, n int, out *float32)
 //
 // out[0:64] += sum over p < n of w[p] * v[p*stride : p*stride+64]: a
 // weighted sum of rows, 64 columns held in eight accumulators (attention's
 // probabilities times values, DeltaNet's key times its state).
-TEXT ·axpy64AVX2(SB), NOSPLIT, $0-40
+TEXT ·axpy64Kernel(SB), NOSPLIT, $0-40
 	MOVQ v+0(FP), SI
 	MOVQ stride+8(FP), R8
 	SHLQ $2, R8
@@ -390,11 +390,11 @@ DATA expConsts<>+40(SB)/4, $0xc2ae0000 // -87: below it 2^n would leave the norm
 DATA expConsts<>+44(SB)/4, $0x42b00000 // 88
 GLOBL expConsts<>(SB), RODATA|NOPTR, $48
 
-// func expShiftAVX2(s *float32, n int, shift float32) float32
+// func expShiftKernel(s *float32, n int, shift float32) float32
 //
 // s[i] = exp(s[i] - shift) for i < n, n a multiple of 8; returns their
 // sum: softmax's numerators and denominator in one pass.
-TEXT ·expShiftAVX2(SB), NOSPLIT, $0-28
+TEXT ·expShiftKernel(SB), NOSPLIT, $0-28
 	MOVQ s+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSS shift+16(FP), Y15

@@ -190,3 +190,41 @@ func TestAxpyRows(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelBlocks checks the prefill's register blocks (four rows by one
+// input, four rows by three) against float64 on every length the kernels
+// take up to 136, rows and inputs strided past their length, and that
+// they refuse lengths that are not a multiple of 8.
+func TestKernelBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for n := 1; n <= 136; n++ {
+		stride := n + 5
+		rows, x := randomFloats(r, 4*stride), randomFloats(r, 3*stride)
+		var four [4]float32
+		var twelve [12]float32
+		served1 := dot4RowsVec(rows, stride, x, n, &four)
+		served3 := dot4x3Vec(rows, x, stride, n, &twelve)
+		if want := vectorKernels && n%8 == 0; served1 != want || served3 != want {
+			t.Fatalf("n=%d: served %v and %v, want %v", n, served1, served3, want)
+		}
+		if !served1 {
+			continue
+		}
+		for j := range 3 {
+			for k := range 4 {
+				var want, mag float64
+				for c := range n {
+					p := float64(rows[k*stride+c]) * float64(x[j*stride+c])
+					want += p
+					mag += math.Abs(p)
+				}
+				if got := twelve[4*j+k]; !near(got, want, mag) {
+					t.Errorf("n=%d input %d row %d: 4x3 block %v, want %v", n, j, k, got, want)
+				}
+				if got := four[k]; j == 0 && !near(got, want, mag) {
+					t.Errorf("n=%d row %d: 4-row block %v, want %v", n, k, got, want)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,100 @@
+//go:build (amd64 || arm64) && !purego
+
+package cpu
+
+// The kernels below are in assembly, one file an architecture:
+// kernels_amd64.s (AVX2+FMA) and kernels_arm64.s (NEON). The Go wrappers
+// check the shapes both serve and fall back to the Go loops where
+// vectorKernels is false or the shape is not served.
+
+//go:noescape
+func qdot4Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
+
+//go:noescape
+func qdot8Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
+
+//go:noescape
+func dotKernel(a, b *float32, n int) float32
+
+//go:noescape
+func dot4RowsKernel(rows *float32, stride int, x *float32, n int, out *float32)
+
+//go:noescape
+func dot4x3Kernel(rows *float32, x *float32, stride, n int, out *float32)
+
+//go:noescape
+func axpy64Kernel(v *float32, stride int, w *float32, n int, out *float32)
+
+//go:noescape
+func expShiftKernel(s *float32, n int, shift float32) float32
+
+// qdotRowVec is the product of a quantized row with x by the vector
+// kernels: sum over groups of scale*(codes.x) + bias*xsum, xsum holding
+// x's group sums; or false where they do not serve the shape (the caller
+// then runs the Go loop).
+func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, xsum []float32, wordsPerGroup int) (float32, bool) {
+	groups := len(scales)
+	if !vectorKernels || groups == 0 || len(biases) != groups || len(xsum) < groups || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
+		return 0, false
+	}
+	switch {
+	case bits == 4 && wordsPerGroup%4 == 0:
+		return qdot4Kernel(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
+	case bits == 8 && wordsPerGroup%8 == 0:
+		return qdot8Kernel(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
+	}
+	return 0, false
+}
+
+// dotVec is a . b over the longest prefix the vector kernel takes, and
+// how many floats that was.
+func dotVec(a, b []float32) (float32, int) {
+	n := len(a) &^ 31
+	if !vectorKernels || n == 0 || len(b) < n {
+		return 0, 0
+	}
+	return dotKernel(&a[0], &b[0], n), n
+}
+
+// dot4RowsVec sets out[k] = rows[k*stride:k*stride+n] . x[:n] for k < 4,
+// or reports false where the kernel does not serve the shape.
+func dot4RowsVec(rows []float32, stride int, x []float32, n int, out *[4]float32) bool {
+	if !vectorKernels || n == 0 || n%8 != 0 || len(x) < n || len(rows) < 3*stride+n {
+		return false
+	}
+	dot4RowsKernel(&rows[0], stride, &x[0], n, &out[0])
+	return true
+}
+
+// dot4x3Vec sets out[4j+k] = rows[k*stride:][:n] . x[j*stride:][:n] for
+// k < 4, j < 3, or reports false where the kernel does not serve the shape.
+func dot4x3Vec(rows, x []float32, stride, n int, out *[12]float32) bool {
+	if !vectorKernels || n == 0 || n%8 != 0 || len(x) < 2*stride+n || len(rows) < 3*stride+n {
+		return false
+	}
+	dot4x3Kernel(&rows[0], &x[0], stride, n, &out[0])
+	return true
+}
+
+// axpy64Vec adds w[p] * v[p*stride:][:64] over p < len(w) to out[:64], or
+// reports false where the kernel does not serve the shape.
+func axpy64Vec(v []float32, stride int, w, out []float32) bool {
+	n := len(w)
+	if !vectorKernels || len(out) < 64 || (n > 0 && len(v) < (n-1)*stride+64) {
+		return false
+	}
+	if n > 0 {
+		axpy64Kernel(&v[0], stride, &w[0], n, &out[0])
+	}
+	return true
+}
+
+// expShiftVec sets s[i] = exp(s[i]-shift) over the longest prefix the
+// kernel takes, returning their sum and how many it did.
+func expShiftVec(s []float32, shift float32) (float32, int) {
+	n := len(s) &^ 7
+	if !vectorKernels || n == 0 {
+		return 0, 0
+	}
+	return expShiftKernel(&s[0], n, shift), n
+}
