@@ -111,16 +111,37 @@ func (d deltaHeads) run(pt *part, lo, hi int) {
 			for j := range kv {
 				kv[j] = beta * (v[j] - kv[j])
 			}
-			oh := d.o[(i*hv+h)*dv : (i*hv+h+1)*dv]
-			for a := 0; a < dk; a++ {
-				ka, qa := k[a], q[a]
-				sr := S[a*dv : (a+1)*dv]
-				for j := range sr {
-					sv := alpha*sr[j] + ka*kv[j]
-					sr[j] = sv
-					oh[j] += sv * qa
-				}
-			}
+			deltaRows(S, k, q, alpha, kv, d.o[(i*hv+h)*dv:(i*hv+h+1)*dv])
+		}
+	}
+}
+
+// deltaRows sets each row a of the state S (len(kv) columns) to
+// alpha*row + k[a]*kv and adds the new row times q[a] to o: the state's
+// update and the query's read of it in one pass, 32 columns at a time by
+// the vector kernel.
+func deltaRows(S, k, q []float32, alpha float32, kv, o []float32) {
+	dv := len(kv)
+	if len(k) == 0 {
+		return
+	}
+	c := 0
+	for ; c+32 <= dv; c += 32 {
+		if !deltaRows32Vec(S[c:], dv, k, q, alpha, kv[c:c+32], o[c:c+32]) {
+			break
+		}
+	}
+	if c == dv {
+		return
+	}
+	kv, o = kv[c:], o[c:dv]
+	for a, ka := range k {
+		qa := q[a]
+		sr := S[a*dv+c : (a+1)*dv]
+		for j := range sr {
+			sv := alpha*sr[j] + ka*kv[j]
+			sr[j] = sv
+			o[j] += sv * qa
 		}
 	}
 }

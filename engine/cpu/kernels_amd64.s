@@ -449,3 +449,145 @@ exploop:
 	VZEROUPPER
 	MOVSS X8, ret+24(FP)
 	RET
+
+// func deltaRows32Kernel(s *float32, stride int, k, q *float32, n int, alpha float32, kv, o *float32)
+//
+// DeltaNet's state update over 32 columns: for each of n rows a,
+// row = alpha*row + k[a]*kv (row s[a*stride:][:32]), then o += row*q[a];
+// kv and o stay in registers over all the rows.
+TEXT ·deltaRows32Kernel(SB), NOSPLIT, $0-64
+	MOVQ s+0(FP), SI
+	MOVQ stride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ k+16(FP), BX
+	MOVQ q+24(FP), DX
+	MOVQ n+32(FP), CX
+	VBROADCASTSS alpha+40(FP), Y8
+	MOVQ kv+48(FP), DI
+	MOVQ o+56(FP), AX
+	VMOVUPS 0(DI), Y4
+	VMOVUPS 32(DI), Y5
+	VMOVUPS 64(DI), Y6
+	VMOVUPS 96(DI), Y7
+	VMOVUPS 0(AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	TESTQ CX, CX
+	JZ deltadone
+
+deltaloop:
+	VBROADCASTSS (BX), Y9
+	VBROADCASTSS (DX), Y10
+	VMULPS 0(SI), Y8, Y11
+	VMULPS 32(SI), Y8, Y12
+	VMULPS 64(SI), Y8, Y13
+	VMULPS 96(SI), Y8, Y14
+	VFMADD231PS Y9, Y4, Y11
+	VFMADD231PS Y9, Y5, Y12
+	VFMADD231PS Y9, Y6, Y13
+	VFMADD231PS Y9, Y7, Y14
+	VMOVUPS Y11, 0(SI)
+	VMOVUPS Y12, 32(SI)
+	VMOVUPS Y13, 64(SI)
+	VMOVUPS Y14, 96(SI)
+	VFMADD231PS Y11, Y10, Y0
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y13, Y10, Y2
+	VFMADD231PS Y14, Y10, Y3
+	ADDQ $4, BX
+	ADDQ $4, DX
+	ADDQ R8, SI
+	DECQ CX
+	JNZ deltaloop
+
+deltadone:
+	VMOVUPS Y0, 0(AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func scaledCodes4Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
+//
+// dst = scale*code for every 4-bit code of groups groups (the tiles of
+// prompt chunks), a word (8 codes) at a time as in qdot4Kernel.
+TEXT ·scaledCodes4Kernel(SB), NOSPLIT, $0-40
+	MOVQ words+0(FP), SI
+	MOVQ scales+8(FP), DX
+	MOVQ dst+16(FP), DI
+	MOVQ groups+24(FP), CX
+	MOVQ wordsPerGroup+32(FP), R8
+	VMOVDQU nibbleShifts<>(SB), Y15
+	MOVL $15, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+
+sgroup4:
+	MOVWLZX 0(DX), AX
+	SHLL $16, AX
+	VMOVD AX, X1
+	VBROADCASTSS X1, Y1
+	MOVQ R8, R9
+
+sword4:
+	VPBROADCASTD 0(SI), Y6
+	VPBROADCASTD 4(SI), Y7
+	VPSRLVD Y15, Y6, Y6
+	VPSRLVD Y15, Y7, Y7
+	VPAND Y14, Y6, Y6
+	VPAND Y14, Y7, Y7
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VMULPS Y1, Y6, Y6
+	VMULPS Y1, Y7, Y7
+	VMOVUPS Y6, 0(DI)
+	VMOVUPS Y7, 32(DI)
+	ADDQ $8, SI
+	ADDQ $64, DI
+	SUBQ $2, R9
+	JNZ sword4
+
+	ADDQ $2, DX
+	DECQ CX
+	JNZ sgroup4
+	VZEROUPPER
+	RET
+
+// func scaledCodes8Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
+//
+// As scaledCodes4Kernel for 8-bit codes, two words (8 codes) at a time.
+TEXT ·scaledCodes8Kernel(SB), NOSPLIT, $0-40
+	MOVQ words+0(FP), SI
+	MOVQ scales+8(FP), DX
+	MOVQ dst+16(FP), DI
+	MOVQ groups+24(FP), CX
+	MOVQ wordsPerGroup+32(FP), R8
+
+sgroup8:
+	MOVWLZX 0(DX), AX
+	SHLL $16, AX
+	VMOVD AX, X1
+	VBROADCASTSS X1, Y1
+	MOVQ R8, R9
+
+sword8:
+	VPMOVZXBD 0(SI), Y6
+	VPMOVZXBD 8(SI), Y7
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VMULPS Y1, Y6, Y6
+	VMULPS Y1, Y7, Y7
+	VMOVUPS Y6, 0(DI)
+	VMOVUPS Y7, 32(DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	SUBQ $4, R9
+	JNZ sword8
+
+	ADDQ $2, DX
+	DECQ CX
+	JNZ sgroup8
+	VZEROUPPER
+	RET

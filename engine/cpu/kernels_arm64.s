@@ -471,3 +471,153 @@ exploop:
 	WORD $0x7e30dba0 // faddp s0, v29.2s
 	FMOVS F0, ret+24(FP)
 	RET
+
+// func deltaRows32Kernel(s *float32, stride int, k, q *float32, n int, alpha float32, kv, o *float32)
+//
+// DeltaNet's state update over 32 columns: for each of n rows a,
+// row = alpha*row + k[a]*kv, then o += row*q[a]; kv and o stay in
+// registers over all the rows.
+TEXT ·deltaRows32Kernel(SB), NOSPLIT, $0-64
+	MOVD s+0(FP), R0
+	MOVD stride+8(FP), R1
+	LSL $2, R1, R1
+	MOVD k+16(FP), R2
+	MOVD q+24(FP), R3
+	MOVD n+32(FP), R4
+	FMOVS alpha+40(FP), F0
+	MOVD kv+48(FP), R5
+	MOVD o+56(FP), R6
+	VLD1.P 64(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VLD1 (R5), [V28.S4, V29.S4, V30.S4, V31.S4]
+	MOVD R6, R7
+	VLD1.P 64(R7), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VLD1 (R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	CBZ R4, deltadone
+
+deltaloop:
+	FMOVS.P 4(R2), F1
+	FMOVS.P 4(R3), F2
+	MOVD R0, R7
+	VLD1.P 64(R7), [V3.S4, V4.S4, V5.S4, V6.S4]
+	VLD1 (R7), [V7.S4, V8.S4, V9.S4, V10.S4]
+	WORD $0x4f809063 // fmul v3.4s, v3.4s, v0.s[0]
+	WORD $0x4f809084 // fmul v4.4s, v4.4s, v0.s[0]
+	WORD $0x4f8090a5 // fmul v5.4s, v5.4s, v0.s[0]
+	WORD $0x4f8090c6 // fmul v6.4s, v6.4s, v0.s[0]
+	WORD $0x4f8090e7 // fmul v7.4s, v7.4s, v0.s[0]
+	WORD $0x4f809108 // fmul v8.4s, v8.4s, v0.s[0]
+	WORD $0x4f809129 // fmul v9.4s, v9.4s, v0.s[0]
+	WORD $0x4f80914a // fmul v10.4s, v10.4s, v0.s[0]
+	WORD $0x4f811303 // fmla v3.4s, v24.4s, v1.s[0]
+	WORD $0x4f811324 // fmla v4.4s, v25.4s, v1.s[0]
+	WORD $0x4f811345 // fmla v5.4s, v26.4s, v1.s[0]
+	WORD $0x4f811366 // fmla v6.4s, v27.4s, v1.s[0]
+	WORD $0x4f811387 // fmla v7.4s, v28.4s, v1.s[0]
+	WORD $0x4f8113a8 // fmla v8.4s, v29.4s, v1.s[0]
+	WORD $0x4f8113c9 // fmla v9.4s, v30.4s, v1.s[0]
+	WORD $0x4f8113ea // fmla v10.4s, v31.4s, v1.s[0]
+	MOVD R0, R7
+	VST1.P [V3.S4, V4.S4, V5.S4, V6.S4], 64(R7)
+	VST1 [V7.S4, V8.S4, V9.S4, V10.S4], (R7)
+	WORD $0x4f821070 // fmla v16.4s, v3.4s, v2.s[0]
+	WORD $0x4f821091 // fmla v17.4s, v4.4s, v2.s[0]
+	WORD $0x4f8210b2 // fmla v18.4s, v5.4s, v2.s[0]
+	WORD $0x4f8210d3 // fmla v19.4s, v6.4s, v2.s[0]
+	WORD $0x4f8210f4 // fmla v20.4s, v7.4s, v2.s[0]
+	WORD $0x4f821115 // fmla v21.4s, v8.4s, v2.s[0]
+	WORD $0x4f821136 // fmla v22.4s, v9.4s, v2.s[0]
+	WORD $0x4f821157 // fmla v23.4s, v10.4s, v2.s[0]
+	ADD R1, R0, R0
+	SUBS $1, R4, R4
+	BNE deltaloop
+
+deltadone:
+	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R6)
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R6)
+	RET
+
+// func scaledCodes4Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
+//
+// dst = scale*code for every 4-bit code of groups groups (the tiles of
+// prompt chunks), two words (16 codes) a step: nibbles split, interleaved
+// back into code order and widened as in qdot4Kernel.
+TEXT ·scaledCodes4Kernel(SB), NOSPLIT, $0-40
+	MOVD words+0(FP), R0
+	MOVD scales+8(FP), R1
+	MOVD dst+16(FP), R2
+	MOVD groups+24(FP), R3
+	MOVD wordsPerGroup+32(FP), R4
+	VMOVI $15, V31.B16
+
+sgroup4:
+	MOVHU.P 2(R1), R8
+	LSLW $16, R8, R8
+	FMOVS R8, F0
+	MOVD R4, R5
+
+sword4:
+	VLD1.P 8(R0), [V1.B8]
+	VAND V31.B16, V1.B16, V2.B16
+	VUSHR $4, V1.B16, V3.B16
+	VZIP1 V3.B16, V2.B16, V4.B16 // codes 0..15
+	VUXTL V4.B8, V5.H8
+	VUXTL2 V4.B16, V6.H8
+	VUXTL V5.H4, V16.S4
+	VUXTL2 V5.H8, V17.S4
+	VUXTL V6.H4, V18.S4
+	VUXTL2 V6.H8, V19.S4
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
+	WORD $0x6e21da52 // ucvtf v18.4s, v18.4s
+	WORD $0x6e21da73 // ucvtf v19.4s, v19.4s
+	WORD $0x4f809210 // fmul v16.4s, v16.4s, v0.s[0]
+	WORD $0x4f809231 // fmul v17.4s, v17.4s, v0.s[0]
+	WORD $0x4f809252 // fmul v18.4s, v18.4s, v0.s[0]
+	WORD $0x4f809273 // fmul v19.4s, v19.4s, v0.s[0]
+	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R2)
+	SUBS $2, R5, R5
+	BNE sword4
+
+	SUBS $1, R3, R3
+	BNE sgroup4
+	RET
+
+// func scaledCodes8Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
+//
+// As scaledCodes4Kernel for 8-bit codes, four words (16 codes) a step.
+TEXT ·scaledCodes8Kernel(SB), NOSPLIT, $0-40
+	MOVD words+0(FP), R0
+	MOVD scales+8(FP), R1
+	MOVD dst+16(FP), R2
+	MOVD groups+24(FP), R3
+	MOVD wordsPerGroup+32(FP), R4
+
+sgroup8:
+	MOVHU.P 2(R1), R8
+	LSLW $16, R8, R8
+	FMOVS R8, F0
+	MOVD R4, R5
+
+sword8:
+	VLD1.P 16(R0), [V4.B16]
+	VUXTL V4.B8, V5.H8
+	VUXTL2 V4.B16, V6.H8
+	VUXTL V5.H4, V16.S4
+	VUXTL2 V5.H8, V17.S4
+	VUXTL V6.H4, V18.S4
+	VUXTL2 V6.H8, V19.S4
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
+	WORD $0x6e21da52 // ucvtf v18.4s, v18.4s
+	WORD $0x6e21da73 // ucvtf v19.4s, v19.4s
+	WORD $0x4f809210 // fmul v16.4s, v16.4s, v0.s[0]
+	WORD $0x4f809231 // fmul v17.4s, v17.4s, v0.s[0]
+	WORD $0x4f809252 // fmul v18.4s, v18.4s, v0.s[0]
+	WORD $0x4f809273 // fmul v19.4s, v19.4s, v0.s[0]
+	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R2)
+	SUBS $4, R5, R5
+	BNE sword8
+
+	SUBS $1, R3, R3
+	BNE sgroup8
+	RET

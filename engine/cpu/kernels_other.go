@@ -18,3 +18,9 @@ func dot4x3Vec(_, _ []float32, _, _ int, _ *[12]float32) bool { return false }
 func axpy64Vec([]float32, int, []float32, []float32) bool { return false }
 
 func expShiftVec([]float32, float32) (float32, int) { return 0, 0 }
+
+func deltaRows32Vec([]float32, int, []float32, []float32, float32, []float32, []float32) bool {
+	return false
+}
+
+func scaledCodesVec(int, []uint32, []uint16, []float32, int) bool { return false }

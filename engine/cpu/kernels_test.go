@@ -228,3 +228,68 @@ func TestKernelBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltaRows checks DeltaNet's state update and read against float64
+// on state widths with and without 32-column blocks and a tail, and on no
+// rows.
+func TestDeltaRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, c := range []struct{ dk, dv int }{{0, 64}, {1, 32}, {64, 64}, {128, 128}, {5, 100}, {3, 20}, {7, 96}} {
+		S := randomFloats(r, c.dk*c.dv)
+		k, q := randomFloats(r, c.dk), randomFloats(r, c.dk)
+		kv, o := randomFloats(r, c.dv), randomFloats(r, c.dv)
+		const alpha = 0.9
+		wantS := make([]float64, len(S))
+		wantO := make([]float64, c.dv)
+		magO := make([]float64, c.dv)
+		for j := range o {
+			wantO[j] = float64(o[j])
+			magO[j] = math.Abs(wantO[j])
+		}
+		for a := range c.dk {
+			for j := range c.dv {
+				s := alpha*float64(S[a*c.dv+j]) + float64(k[a])*float64(kv[j])
+				wantS[a*c.dv+j] = s
+				wantO[j] += s * float64(q[a])
+				magO[j] += math.Abs(s * float64(q[a]))
+			}
+		}
+		deltaRows(S, k, q, alpha, kv, o)
+		for i, s := range S {
+			if a, j := i/c.dv, i%c.dv; !near(s, wantS[i], math.Abs(alpha*float64(s))+math.Abs(float64(k[a]*kv[j]))) {
+				t.Errorf("%+v state %d: got %v, want %v", c, i, s, wantS[i])
+			}
+		}
+		for j := range o {
+			if !near(o[j], wantO[j], magO[j]) {
+				t.Errorf("%+v output %d: got %v, want %v", c, j, o[j], wantO[j])
+			}
+		}
+	}
+}
+
+// TestScaledCodes checks the widening of quantized rows into the tiles,
+// vector kernels and Go loop alike, against the dequantized row less its
+// biases, on every MLX group size at 4 and 8 bits.
+func TestScaledCodes(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, bits := range []int{4, 8} {
+		for _, group := range []int{32, 64, 128} {
+			for _, groups := range []int{1, 3, 8} {
+				m := randomQuant(r, 2, group*groups, bits, group)
+				got := make([]float32, m.cols)
+				want := make([]float32, m.cols)
+				for row := range m.rows {
+					m.scaledCodes(row, got)
+					m.dequantRow(row, want)
+					for c := range want {
+						w := want[c] - bf16(m.biases[row*groups+c/group])
+						if math.Abs(float64(got[c]-w)) > 1e-5*(math.Abs(float64(w))+math.Abs(float64(want[c]))) {
+							t.Fatalf("bits %d group %d groups %d row %d column %d: got %v, want %v", bits, group, groups, row, c, got[c], w)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -26,6 +26,15 @@ func dot4x3Kernel(rows *float32, x *float32, stride, n int, out *float32)
 func axpy64Kernel(v *float32, stride int, w *float32, n int, out *float32)
 
 //go:noescape
+func deltaRows32Kernel(s *float32, stride int, k, q *float32, n int, alpha float32, kv, o *float32)
+
+//go:noescape
+func scaledCodes4Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
+
+//go:noescape
+func scaledCodes8Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
+
+//go:noescape
 func expShiftKernel(s *float32, n int, shift float32) float32
 
 // qdotRowVec is the product of a quantized row with x by the vector
@@ -97,4 +106,38 @@ func expShiftVec(s []float32, shift float32) (float32, int) {
 		return 0, 0
 	}
 	return expShiftKernel(&s[0], n, shift), n
+}
+
+// deltaRows32Vec does DeltaNet's state update on 32 columns: for a <
+// len(k), s[a*stride:][:32] = alpha*that + k[a]*kv[:32], then o[:32] +=
+// it times q[a]; or reports false where the kernel does not serve the
+// shape.
+func deltaRows32Vec(s []float32, stride int, k, q []float32, alpha float32, kv, o []float32) bool {
+	n := len(k)
+	if !vectorKernels || len(q) < n || len(kv) < 32 || len(o) < 32 || (n > 0 && len(s) < (n-1)*stride+32) {
+		return false
+	}
+	if n > 0 {
+		deltaRows32Kernel(&s[0], stride, &k[0], &q[0], n, alpha, &kv[0], &o[0])
+	}
+	return true
+}
+
+// scaledCodesVec writes scale*code for the codes of words into dst, groups
+// of wordsPerGroup words each with its bf16 scale, or reports false where
+// the kernels do not serve the shape.
+func scaledCodesVec(bits int, words []uint32, scales []uint16, dst []float32, wordsPerGroup int) bool {
+	groups := len(scales)
+	if !vectorKernels || groups == 0 || len(words) != groups*wordsPerGroup || len(dst) < len(words)*32/bits {
+		return false
+	}
+	switch {
+	case bits == 4 && wordsPerGroup%2 == 0:
+		scaledCodes4Kernel(&words[0], &scales[0], &dst[0], groups, wordsPerGroup)
+	case bits == 8 && wordsPerGroup%4 == 0:
+		scaledCodes8Kernel(&words[0], &scales[0], &dst[0], groups, wordsPerGroup)
+	default:
+		return false
+	}
+	return true
 }

@@ -218,6 +218,9 @@ func (m *matrix) scaledCodes(r int, dst []float32) {
 	perWord := 32 / m.bits
 	mask := uint32(1)<<m.bits - 1
 	words := m.words[r*m.cols/perWord : (r+1)*m.cols/perWord]
+	if scaledCodesVec(m.bits, words, m.scales[r*groups:(r+1)*groups], dst, m.group/perWord) {
+		return
+	}
 	for g := 0; g < groups; g++ {
 		s := bf16(m.scales[r*groups+g])
 		d := dst[g*m.group : (g+1)*m.group]
