@@ -117,11 +117,15 @@ func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float
 		words := m.words[row*wordsPerRow : (row+1)*wordsPerRow]
 		sc := m.scales[row*groups : (row+1)*groups]
 		bi := m.biases[row*groups : (row+1)*groups]
-		if t == 1 {
-			if v, ok := qdotRowVec(m.bits, words, x, sc, bi, xsum, wordsPerGroup); ok {
-				out[r] = v
-				continue
-			}
+		// The row kernel takes each input row in turn: for one token, and
+		// for the few (an expert's share of a prompt chunk, the rows the
+		// tiles leave) where widening a tile does not pay.
+		served := true
+		for i := 0; i < t && served; i++ {
+			out[i*m.rows+r], served = qdotRowVec(m.bits, words, x[i*m.cols:(i+1)*m.cols], sc, bi, xsum[i*groups:(i+1)*groups], wordsPerGroup)
+		}
+		if served {
+			continue
 		}
 		clear(acc)
 		for g := 0; g < groups; g++ {
