@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -473,19 +475,34 @@ func TestDownloadPauseResumeCancel(t *testing.T) {
 	h.StallAfter("model-00001-of-00003.safetensors", 10<<10)
 	o := options(t, h)
 	o.Parallel = 1
+	tr := &watchedTransport{base: http.DefaultTransport}
+	o.Transport = tr
 	var onDisk atomic.Int64
-	o.Progress = func(ev Event) { onDisk.Store(ev.Done) }
+	progressed := make(chan struct{}, 1)
+	o.Progress = func(ev Event) {
+		onDisk.Store(ev.Done)
+		select {
+		case progressed <- struct{}{}:
+		default:
+		}
+	}
 	d := Start(t.Context(), o)
 	// Pause while a connection hangs, once what it sent is on disk.
-	waitFor(t, func() bool { return h.Stalled() && onDisk.Load() == h.Served() })
+	await(t, h.WhenStalled())
+	for onDisk.Load() != h.Served() {
+		await(t, progressed)
+	}
+	if tr.open() == 0 {
+		t.Fatal("the stalled request is not counted open")
+	}
 	d.Pause()
 	if _, err := d.Wait(); !errors.Is(err, ErrPaused) {
 		t.Fatalf("paused download: %v", err)
 	}
-	paused := h.Served()
-	time.Sleep(50 * time.Millisecond)
-	if h.Served() != paused {
-		t.Error("bytes kept coming after Pause")
+	// Once Pause returns, every request of the pull has ended and its body
+	// is closed: no byte can come after it.
+	if n := tr.open(); n != 0 {
+		t.Errorf("%d requests or bodies still open after Pause: bytes could keep coming", n)
 	}
 	d.Resume(t.Context())
 	dir, err := d.Wait()
@@ -502,7 +519,7 @@ func TestDownloadPauseResumeCancel(t *testing.T) {
 	h2.StallAfter("model-00001-of-00003.safetensors", 10<<10)
 	o2 := options(t, h2)
 	d2 := Start(t.Context(), o2)
-	waitFor(t, h2.Stalled)
+	await(t, h2.WhenStalled())
 	if err := d2.Cancel(); err != nil {
 		t.Fatal(err)
 	}
@@ -556,15 +573,45 @@ func totalResolves(h *hubtest.Server) int {
 	return n
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+// await waits for c to close, or fails the test after 10 s.
+func await(t *testing.T, c <-chan struct{}) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out")
 	}
+}
+
+// watchedTransport counts the requests in flight and the response bodies
+// not yet closed.
+type watchedTransport struct {
+	base http.RoundTripper
+	n    atomic.Int64
+}
+
+func (w *watchedTransport) open() int64 { return w.n.Load() }
+
+func (w *watchedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	w.n.Add(1)
+	resp, err := w.base.RoundTrip(req)
+	if err != nil {
+		w.n.Add(-1)
+		return nil, err
+	}
+	resp.Body = &watchedBody{ReadCloser: resp.Body, n: &w.n}
+	return resp, nil
+}
+
+type watchedBody struct {
+	io.ReadCloser
+	n    *atomic.Int64
+	once sync.Once
+}
+
+func (b *watchedBody) Close() error {
+	b.once.Do(func() { b.n.Add(-1) })
+	return b.ReadCloser.Close()
 }
 
 // TestPullResumesFromStaleState stands for a crash between two saves of

@@ -77,6 +77,9 @@ type HubDownloader struct {
 	retry *DownloadRetry
 	// gen counts the runs; a run's end is ignored once a newer one began.
 	gen int
+	// changed is closed, and replaced, at each change of state, for those
+	// that wait for one.
+	changed chan struct{}
 }
 
 // NewHubDownloader drives pulls with opts (its Progress is replaced). A
@@ -91,7 +94,7 @@ func NewHubDownloader(opts hub.Options) *HubDownloader {
 	if opts.Dir == "" {
 		opts.Dir = hub.DefaultDir(opts.Repo)
 	}
-	h := &HubDownloader{opts: opts, dir: opts.Dir, state: DownloadIdle}
+	h := &HubDownloader{opts: opts, dir: opts.Dir, state: DownloadIdle, changed: make(chan struct{})}
 	h.opts.Progress = h.progress
 	if hub.Finished(h.dir) {
 		h.state = DownloadDone
@@ -202,7 +205,8 @@ func (h *HubDownloader) Do(_ context.Context, a Action) error {
 		}
 		h.mu.Lock()
 		// No pull is running to pause or cancel while the folder is hashed.
-		h.state, h.err, h.ev.Phase, h.dl = DownloadRunning, nil, hub.Verifying, nil
+		h.setLocked(DownloadRunning, nil)
+		h.ev.Phase, h.dl = hub.Verifying, nil
 		h.gen++
 		gen := h.gen
 		h.mu.Unlock()
@@ -214,9 +218,10 @@ func (h *HubDownloader) Do(_ context.Context, a Action) error {
 				return
 			}
 			h.ev.Phase = hub.Done
-			h.state, h.err = DownloadDone, nil
 			if err != nil {
-				h.state, h.err = DownloadFailed, downloadError(err)
+				h.setLocked(DownloadFailed, downloadError(err))
+			} else {
+				h.setLocked(DownloadDone, nil)
 			}
 		}()
 	case Delete:
@@ -227,7 +232,8 @@ func (h *HubDownloader) Do(_ context.Context, a Action) error {
 			return err
 		}
 		h.mu.Lock()
-		h.state, h.err, h.ev, h.dl = DownloadIdle, nil, hub.Event{}, nil
+		h.setLocked(DownloadIdle, nil)
+		h.ev, h.dl = hub.Event{}, nil
 		h.gen++
 		h.mu.Unlock()
 	default:
@@ -239,7 +245,8 @@ func (h *HubDownloader) Do(_ context.Context, a Action) error {
 // run starts a pull and watches for its end.
 func (h *HubDownloader) run(start func() *hub.Download) {
 	h.mu.Lock()
-	h.state, h.err, h.retry = DownloadRunning, nil, nil
+	h.setLocked(DownloadRunning, nil)
+	h.retry = nil
 	h.gen++
 	gen := h.gen
 	h.mu.Unlock()
@@ -256,13 +263,13 @@ func (h *HubDownloader) run(start func() *hub.Download) {
 		}
 		switch {
 		case err == nil:
-			h.state, h.err = DownloadDone, nil
+			h.setLocked(DownloadDone, nil)
 		case errors.Is(err, hub.ErrPaused):
-			h.state = DownloadPaused
+			h.setLocked(DownloadPaused, h.err)
 		case errors.Is(err, hub.ErrCanceled):
-			h.state = DownloadCancelled
+			h.setLocked(DownloadCancelled, h.err)
 		default:
-			h.state, h.err = DownloadFailed, downloadError(err)
+			h.setLocked(DownloadFailed, downloadError(err))
 		}
 	}()
 }
@@ -272,5 +279,13 @@ func (h *HubDownloader) settle(state string, err *DownloadError) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.gen++
+	h.setLocked(state, err)
+}
+
+// setLocked moves the download to state with err, and wakes those waiting
+// on changed; h.mu is held.
+func (h *HubDownloader) setLocked(state string, err *DownloadError) {
 	h.state, h.err = state, err
+	close(h.changed)
+	h.changed = make(chan struct{})
 }

@@ -34,16 +34,20 @@ func hubOptions(t *testing.T, h *hubtest.Server) hub.Options {
 
 func waitState(t *testing.T, d *HubDownloader, want string) DownloadStatus {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	timeout := time.After(waitFor)
 	for {
+		d.mu.Lock()
+		changed := d.changed
+		d.mu.Unlock()
 		s := d.Status()
 		if s.State == want {
 			return s
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-timeout:
 			t.Fatalf("download state %q (error %+v), want %q", s.State, s.Error, want)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -115,9 +119,10 @@ func TestHubDownloadPauseResumeKeepsBytes(t *testing.T) {
 	if err := d.Do(ctx, Start); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(waitFor)
-	for !h.Stalled() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-h.WhenStalled():
+	case <-time.After(waitFor):
+		t.Fatal("the download never reached its stall")
 	}
 	if err := d.Do(ctx, Pause); err != nil {
 		t.Fatal(err)

@@ -88,6 +88,8 @@ type Server struct {
 	corrupt  map[string]bool
 	missing  map[string]bool
 	edit     func(*Listing)
+	// stallWaiters are closed once Stalled holds.
+	stallWaiters []chan struct{}
 }
 
 // New serves the files of dir (and one nested small file,
@@ -149,6 +151,12 @@ func (s *Server) set(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f()
+	if s.stalledLocked() {
+		for _, c := range s.stallWaiters {
+			close(c)
+		}
+		s.stallWaiters = nil
+	}
 }
 
 // Stalled reports whether every stall set has fired and sent, and
@@ -156,7 +164,22 @@ func (s *Server) set(f func()) {
 func (s *Server) Stalled() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.stallAfter) == 0 && s.stalling == 0
+	return s.stalledLocked()
+}
+
+func (s *Server) stalledLocked() bool { return len(s.stallAfter) == 0 && s.stalling == 0 }
+
+// WhenStalled returns a channel closed once Stalled holds.
+func (s *Server) WhenStalled() <-chan struct{} {
+	c := make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stalledLocked() {
+		close(c)
+	} else {
+		s.stallWaiters = append(s.stallWaiters, c)
+	}
+	return c
 }
 
 // Served is how many bytes of file content were sent in all.
