@@ -22,7 +22,7 @@ func resolveModel(dir string, w io.Writer) (string, error) {
 		fmt.Fprintf(w, "using the installed model in %s\n", d)
 		return d, nil
 	}
-	fmt.Fprintf(w, "no model installed in %s: using the built-in demo model, a small toy that knows a few hundred dialogues (put %s there for the real one)\n",
+	fmt.Fprintf(w, "no model installed in %s: using the built-in demo model, a small toy trained on templated chats (names, capitals, sums, short poems) (put %s there for the real one)\n",
 		models.Root(), models.RealModelName)
 	return d, nil
 }

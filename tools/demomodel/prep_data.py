@@ -36,7 +36,7 @@ SENTENCES_PER_PARAGRAPH = 4  # the tagged files keep no paragraph marks; group s
 DIALOGUE_SEED = 6
 SYSTEM_SHARE = 0.5  # this share of the pairs appears a second time with a system prompt
 BROWN_FILES = 500  # ca01 .. cr09
-SYNTHETIC = 24000  # template dialogues; SYNTHETIC_HELDOUT more are held out
+SYNTHETIC = 60000  # template dialogues; SYNTHETIC_HELDOUT more are held out
 SYNTHETIC_HELDOUT = 800
 SYNTHETIC_SYSTEM_SHARE = 0.2
 # Long system prompts (characters of Brown text; about 4 characters a token): trained ones spread

@@ -78,11 +78,41 @@ TOPICS = {
     "computers": ("the computer", "patient", "hums and thinks all day", "the desk"),
     "a cup of tea": ("the tea", "warm", "waits in its cup", "the quiet table"),
 }
+# Any other topic: pieces that name it (copied from the request) around lines that fit anything.
+OTHER_TOPICS = ["bicycles", "my grandmother", "a lighthouse", "cheese", "the bus", "homework", "a kite", "bread",
+                "the library", "a bridge", "the weekend", "candles", "an old clock", "my dog", "the harbour",
+                "a lost key", "tomatoes", "the school", "a red balloon", "dragons", "the piano", "Mondays",
+                "a quiet village", "the mountains in winter", "soup", "my best friend", "a paper boat",
+                "the market", "windows", "a long walk", "the first day of school", "pancakes", "a castle",
+                "the football match", "a sleepy owl", "my garden", "the rainforest", "a tiny mouse", "honey",
+                "the bakery", "a thunderstorm", "the beach", "a blue door", "my home town", "chess", "the post office",
+                "a violin", "a snowman", "the harvest", "a sailing ship", "lemons", "a busy kitchen", "the airport",
+                "shoes", "a hot summer day", "the office", "a green apple", "the village fair", "umbrellas", "a fox",
+                "the last train", "my teacher", "an empty room", "a fountain", "the weekend market", "maps",
+                "a birthday party", "the zoo", "a mountain lake", "pizza", "a letter", "the stars at sea", "a pencil",
+                "tea with friends", "the hospital", "a broken radio", "the old road", "penguins", "mushrooms",
+                "the circus", "a lonely tree", "my cat", "a new job", "the dentist", "fireflies", "a small boat"]
+PLAIN_LINES = ["the morning is quiet", "a small wind moves on", "the light comes slowly", "time passes softly",
+               "the world is still", "near and far at once", "a bird sings somewhere", "the day goes by",
+               "all of it is good", "I close my eyes", "the evening is warm", "something new begins",
+               "the hours go slowly", "I smile again", "the sky is wide", "a song without words"]
 FILLERS = [("What is 2 plus 2?", "2 plus 2 is 4."), ("Tell me a joke.", "Why did the computer go to the doctor? It had a virus."),
            ("How are you?", "I am fine, thank you. How can I help?"), ("What day comes after Monday?", "Tuesday comes after Monday."),
            ("Is the sun a star?", "Yes, the sun is a star."), ("What colour is the sky?", "The sky is blue on a clear day."),
            ("Can you help me?", "Of course. What do you need?"), ("Thanks!", "You are welcome!"),
            ("What is water made of?", "Water is made of hydrogen and oxygen."), ("How many days are in a week?", "There are seven days in a week.")]
+# Made-up names and places (syllables), drawn for half of the remembered facts: with only a list to
+# choose from the model learns a guess; with names it has never seen it has to copy the one it was told.
+SYLLABLES = ["ka", "lo", "mi", "ra", "ten", "vo", "shi", "dan", "el", "bri", "tor", "na", "qui", "zu", "fen",
+             "ha", "mar", "is", "ju", "pe", "ol", "san", "dri", "go", "wy", "let", "cor", "um", "bel", "ash"]
+PLACE_ENDS = ["ton", "ville", "burg", "ford", "holm", "mouth", "stad", "field", "port", "dale"]
+HOBBIES = ["chess", "painting", "running", "swimming", "cooking", "reading", "gardening", "singing", "cycling",
+           "knitting", "fishing", "dancing", "hiking", "photography", "the guitar", "the piano"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+ANIMALS = ["the fox", "the owl", "the whale", "the tiger", "the penguin", "the dolphin", "the wolf", "the bear",
+           "the eagle", "the otter", "the lion", "the zebra"]
+RELATIVES = ["sister", "brother", "friend", "daughter", "son", "cousin", "neighbour", "boss"]
 NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
                 "twelve"]
 
@@ -91,12 +121,27 @@ def cap(s):
     return s[:1].upper() + s[1:]
 
 
+def made_name(rng):
+    return cap("".join(rng.choice(SYLLABLES) for _ in range(rng.choice([2, 2, 3]))))
+
+
+def person(rng):
+    return rng.choice(NAMES) if rng.random() < 0.5 else made_name(rng)
+
+
+def place(rng):
+    return rng.choice(CITIES) if rng.random() < 0.6 else made_name(rng) + rng.choice(PLACE_ENDS)
+
+
+FACT_KINDS = 11
+
+
 def fact_kinds(rng, kind=None):
-    """(statement, acknowledgement, questions, answer) for one remembered fact of kind (0-6)."""
+    """(statement, acknowledgement, questions, answer) for one remembered fact of kind (0-10)."""
     if kind is None:
-        kind = rng.randrange(7)
+        kind = rng.randrange(FACT_KINDS)
     if kind == 0:
-        n = rng.choice(NAMES)
+        n = person(rng)
         return (rng.choice([f"My name is {n}.", f"Hi, I'm {n}.", f"Hello, my name is {n}.", f"Call me {n}.",
                             f"I am {n}."]),
                 rng.choice([f"Nice to meet you, {n}! How can I help you?", f"Hello, {n}! What can I do for you?",
@@ -105,7 +150,7 @@ def fact_kinds(rng, kind=None):
                  "Can you tell me my name?"],
                 f"Your name is {n}.")
     if kind == 1:
-        c = rng.choice(CITIES)
+        c = place(rng)
         return (rng.choice([f"I live in {c}.", f"I am from {c}.", f"My home is in {c}."]),
                 rng.choice([f"{c} sounds like a nice place to live.", f"Nice! What is it like in {c}?",
                             f"Thanks for telling me. How can I help?"]),
@@ -118,7 +163,7 @@ def fact_kinds(rng, kind=None):
                 ["What is my favourite colour?", "Which colour do I like?", "Do you remember my favourite colour?"],
                 f"Your favourite colour is {c}.")
     if kind == 3:
-        p, pn = rng.choice(PETS), rng.choice(PET_NAMES)
+        p, pn = rng.choice(PETS), rng.choice(PET_NAMES) if rng.random() < 0.5 else made_name(rng)
         return (rng.choice([f"I have a {p} called {pn}.", f"My {p} is named {pn}."]),
                 rng.choice([f"{pn} is a great name for a {p}!", f"How lovely. Tell me more about {pn}."]),
                 ["What is my pet's name?", f"What is my {p} called?", "What kind of pet do I have?"],
@@ -132,6 +177,31 @@ def fact_kinds(rng, kind=None):
         return (rng.choice([f"My favourite food is {f}.", f"I love {f}."]),
                 rng.choice([f"{cap(f)} is tasty!", f"Yum, {f} is a good choice."]),
                 ["What is my favourite food?", "What food do I like?"], f"Your favourite food is {f}.")
+    if kind == 7:
+        h = rng.choice(HOBBIES)
+        return (rng.choice([f"My hobby is {h}.", f"In my free time I love {h}."]),
+                rng.choice([f"{cap(h)} is a great hobby.", "That sounds like fun."]),
+                ["What is my hobby?", "What do I do in my free time?"], f"Your hobby is {h}.")
+    if kind == 8:
+        r, n = rng.choice(RELATIVES), person(rng)
+        return (rng.choice([f"My {r} is called {n}.", f"My {r}'s name is {n}."]),
+                rng.choice([f"{n} is a nice name.", f"Thanks, I will remember {n}."]),
+                [f"What is my {r} called?", f"What is my {r}'s name?", f"Who is my {r}?"],
+                f"Your {r} is called {n}.")
+    if kind == 9:
+        m = rng.choice(MONTHS)
+        return (rng.choice([f"My birthday is in {m}.", f"I was born in {m}."]),
+                rng.choice([f"{m} is a good month for a birthday.", "I will remember that."]),
+                ["When is my birthday?", "Which month was I born in?"], f"Your birthday is in {m}.")
+    if kind == 10:
+        a = rng.choice(ANIMALS)
+        n = rng.randint(1, 99)
+        return (rng.choice([f"My lucky number is {n}.", f"I think {n} is my lucky number."]),
+                rng.choice([f"{n} it is!", "Good to know."]),
+                ["What is my lucky number?", "Which number is lucky for me?"], f"Your lucky number is {n}.") \
+            if rng.random() < 0.5 else \
+            (f"My favourite animal is {a[4:]}.", rng.choice([f"{cap(a)} is a wonderful animal.", "Nice choice."]),
+             ["What is my favourite animal?", "Which animal do I like best?"], f"Your favourite animal is {a[4:]}.")
     j = rng.choice(JOBS)
     art = "an" if j[0] in "aeiou" else "a"
     return (rng.choice([f"I work as {art} {j}.", f"I am {art} {j}."]),
@@ -139,17 +209,66 @@ def fact_kinds(rng, kind=None):
             ["What is my job?", "What do I do for work?"], f"You are {art} {j}.")
 
 
+def interlude(rng):
+    """An unrelated exchange to put between a fact and the question about it."""
+    r = rng.random()
+    if r < 0.4:
+        return list(rng.choice(FILLERS))
+    if r < 0.6:
+        return arithmetic_dialogue(rng)[:2]
+    if r < 0.8:
+        return capital_dialogue(rng)[:2]
+    return word_dialogue(rng)
+
+
 def memory_dialogue(rng):
-    facts = [fact_kinds(rng, k) for k in rng.sample(range(7), rng.choice([1, 1, 2]))]
+    facts = [fact_kinds(rng, k) for k in rng.sample(range(FACT_KINDS), rng.choice([1, 1, 2, 2, 3]))]
     turns = []
     for st, ack, _, _ in facts:
         turns += [st, ack]
-    for q, a in rng.sample(FILLERS, rng.choice([0, 1, 1, 2])):
-        turns += [q, a]
+        if rng.random() < 0.3:
+            turns += interlude(rng)
+    for _ in range(rng.choice([0, 1, 1, 2, 3])):
+        turns += interlude(rng)
     order = list(facts)
     rng.shuffle(order)
     for _, _, qs, ans in order:
         turns += [rng.choice(qs), ans]
+    if len(facts) > 1 and rng.random() < 0.3:  # everything at once
+        turns += [rng.choice(["What do you remember about me?", "What have I told you about myself?"]),
+                  " ".join(a for _, _, _, a in facts)]
+    return turns
+
+
+def stated_fact(rng):
+    """One fact, said in a sentence together with a request (no separate turn)."""
+    st, _, qs, ans = fact_kinds(rng)
+    q, a = rng.choice(FILLERS)
+    return [f"{st} {q}", a, rng.choice(qs), ans]
+
+
+def recall_dialogue(rng):
+    """Follow-ups that refer back to earlier turns: the question before, the answer before."""
+    first = interlude(rng)
+    turns = list(first)
+    if rng.random() < 0.5:
+        turns += interlude(rng)
+    r = rng.random()
+    if r < 0.35:
+        q = turns[-2]
+        if q.endswith("?"):
+            turns += [rng.choice(["What did I just ask you?", "What was my last question?", "What did I ask?"]),
+                      f"You asked: {q}"]
+        else:
+            turns += [rng.choice(["What did I just say?", "What was my last message?"]), f"You said: {q}"]
+    elif r < 0.55 and len(turns) > 2:
+        turns += [rng.choice(["What was my first question?", "What did I ask you first?"]), f"You asked: {first[0]}"]
+    elif r < 0.8:
+        turns += [rng.choice(["Can you say that again?", "Repeat that, please.", "Say that again."]), turns[-1]]
+    else:
+        w = rng.choice([made_name(rng), person(rng), place(rng)])
+        turns = [f"Remember this word: {w}.", f"All right, I will remember {w}."] + turns[2:] + \
+                [rng.choice(["Which word did I ask you to remember?", "What was the word?"]), f"The word was {w}."]
     return turns
 
 
@@ -212,27 +331,58 @@ def story(rng, topic):
             f"{n} sat down and watched for a long time, and went home happy.")
 
 
-def creative_dialogue(rng, topics):
-    topic = rng.choice(topics)
-    kind = rng.randrange(4)
+def plain_piece(rng, kind, topic):
+    """A haiku (0), poem (1), story (2) or sentence (3) about any topic, naming it."""
+    a, b = rng.sample(PLAIN_LINES, 2)
     if kind == 0:
-        turns = [rng.choice([f"Write a haiku about {topic}.", f"Can you write a haiku about {topic}?",
-                             f"Haiku about {topic}, please."]), haiku(rng, topic)]
-    elif kind == 1:
-        turns = [rng.choice([f"Write a short poem about {topic}.", f"Write a poem about {topic}.",
-                             f"Give me a little poem about {topic}."]), poem(rng, topic)]
-    elif kind == 2:
-        turns = [rng.choice([f"Tell me a short story about {topic}.", f"Write a tiny story about {topic}."]),
-                 story(rng, topic)]
-    else:
-        noun, adj, does, where = TOPICS[topic]
-        turns = [rng.choice([f"Describe {topic} in one sentence.", f"Say something nice about {topic}."]),
-                 f"{cap(noun)} {does}, {adj} and lovely, in {where}."]
-    if rng.random() < 0.3:
-        other = rng.choice(topics)
-        turns += [rng.choice([f"Now one about {other}.", f"Another one, about {other}."]),
-                  haiku(rng, other) if kind == 0 else poem(rng, other) if kind == 1 else story(rng, other)
-                  if kind == 2 else f"{cap(TOPICS[other][0])} {TOPICS[other][2]}, {TOPICS[other][1]} and lovely, in {TOPICS[other][3]}."]
+        return rng.choice([f"I think of {topic},\n{a},\n{topic} in my mind.", f"Oh, {topic}:\n{a},\n{b}."])
+    if kind == 1:
+        return rng.choice([f"{cap(topic)}, {topic},\n{a},\n{b},\nI write of {topic}.",
+                           f"A little poem about {topic}:\n{a},\n{b},\nand {topic} stays with me."])
+    if kind == 2:
+        n = person(rng)
+        return (f"Once upon a time, {n} thought about {topic} all day. {cap(a)}, and {b}. "
+                f"In the end, {topic} made {n} smile.")
+    return f"{cap(topic)} is something worth a second look: {a}."
+
+
+def piece(rng, kind, topic):
+    if topic not in TOPICS:
+        return plain_piece(rng, kind, topic)
+    if kind == 0:
+        return haiku(rng, topic)
+    if kind == 1:
+        return poem(rng, topic)
+    if kind == 2:
+        return story(rng, topic)
+    noun, adj, does, where = TOPICS[topic]
+    return f"{cap(noun)} {does}, {adj} and lovely, in {where}."
+
+
+def creative_dialogue(rng, topics):
+    pool = topics if rng.random() < 0.6 else OTHER_TOPICS
+    topic = rng.choice(pool)
+    kind = rng.randrange(4)
+    ask = [[f"Write a haiku about {topic}.", f"Can you write a haiku about {topic}?", f"Haiku about {topic}, please.",
+            f"A haiku on {topic}, please."],
+           [f"Write a short poem about {topic}.", f"Write a poem about {topic}.",
+            f"Give me a little poem about {topic}.", f"Compose a short poem about {topic}."],
+           [f"Tell me a short story about {topic}.", f"Write a tiny story about {topic}.",
+            f"Tell me a story about {topic}."],
+           [f"Describe {topic} in one sentence.", f"Say something nice about {topic}."]][kind]
+    turns = [rng.choice(ask), piece(rng, kind, topic)]
+    r = rng.random()
+    if r < 0.3:
+        other = rng.choice(pool)
+        turns += [rng.choice([f"Now one about {other}.", f"Another one, about {other}.",
+                              f"Now do the same for {other}."]), piece(rng, kind, other)]
+        if rng.random() < 0.4:
+            turns += [rng.choice(["What was the first one about?", "Which topic did I ask for first?"]),
+                      f"The first one was about {topic}."]
+    elif r < 0.4:
+        turns += [rng.choice(["Give it a title.", "What would you call it?"]), f"I would call it \"{cap(topic)}\"."]
+    elif r < 0.5:
+        turns += [rng.choice(["What was it about?", "What did I ask you to write about?"]), f"It was about {topic}."]
     return turns
 
 
@@ -250,7 +400,7 @@ def word_dialogue(rng):
         n = rng.randint(2, 12)
         return [rng.choice([f"Count from 1 to {n}.", f"Count to {n}."]), ", ".join(str(i) for i in range(1, n + 1)) + "."]
     if kind == 3:
-        w = rng.choice(NAMES + CITIES + [x for x, _ in OPPOSITES])
+        w = made_name(rng) if rng.random() < 0.4 else rng.choice(NAMES + CITIES + [x for x, _ in OPPOSITES])
         return [rng.choice([f"Repeat after me: {w}.", f"Say {w}."]), f"{w}."]
     n = rng.randint(0, 12)
     return [f"How do you write {n} in words?", f"{n} is written \"{NUMBER_WORDS[n]}\"."]
@@ -258,8 +408,8 @@ def word_dialogue(rng):
 
 def synthetic(rng, count, topics):
     """count conversations (lists of alternating user/assistant texts) of mixed kinds."""
-    makers = [memory_dialogue] * 4 + [capital_dialogue] * 2 + [arithmetic_dialogue] * 2 + \
-             [lambda r: creative_dialogue(r, topics)] * 3 + [word_dialogue] * 2
+    makers = [memory_dialogue] * 5 + [stated_fact, recall_dialogue, recall_dialogue] + [capital_dialogue] * 2 + \
+             [arithmetic_dialogue] * 2 + [lambda r: creative_dialogue(r, topics)] * 4 + [word_dialogue] * 2
     return [rng.choice(makers)(rng) for _ in range(count)]
 
 
@@ -268,7 +418,8 @@ def long_context(rng, paragraphs, target_chars):
     one stated fact) and a conversation whose answer needs the fact or ignores the padding."""
     st, _, qs, ans = fact_kinds(rng)
     user_fact = "The user says: " + st
-    proj = rng.choice(["Bluebird", "Marigold", "Falcon", "Juniper", "Orion", "Pebble", "Willow", "Comet"])
+    proj = made_name(rng) if rng.random() < 0.5 else \
+        rng.choice(["Bluebird", "Marigold", "Falcon", "Juniper", "Orion", "Pebble", "Willow", "Comet"])
     facts = [(user_fact, rng.choice(qs), ans),
              (f"The project is called {proj}.", rng.choice(["What is the project called?", "What is the name of the project?"]),
               f"The project is called {proj}.")]
