@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -24,10 +23,10 @@ func echoReply(prompt string) string {
 
 // TestManyClients runs concurrent streaming clients, a third of which hang
 // up mid-stream. Every stream that finishes must be complete and correct,
-// and nothing may be left behind: goroutines, sequences, queue places.
+// and nothing may be left behind: sequences, queue places, and goroutines
+// (which TestMain's leak check finds).
 func TestManyClients(t *testing.T) {
 	const clients = 24
-	base := runtime.NumGoroutine()
 	ts := newTestServer(t, service.Options{QueueLimit: clients}, Options{}, echoReply)
 	ts.model.SetStepDelay(200 * time.Microsecond)
 	var wg sync.WaitGroup
@@ -47,25 +46,12 @@ func TestManyClients(t *testing.T) {
 		}
 	}
 	// A client that hung up last is noticed at the server's next token.
-	m := ts.svc.Metrics()
-	for deadline := time.Now().Add(5 * time.Second); m.Running+m.Waiting > 0 && time.Now().Before(deadline); m = ts.svc.Metrics() {
-		time.Sleep(time.Millisecond)
-	}
+	m := waitQueue(t, ts.svc, func(m service.Metrics) bool { return m.Running+m.Waiting == 0 })
 	if m.Completed < clients*2/3 || m.Completed+m.Failed != clients || m.Waiting != 0 || m.Running != 0 {
 		t.Errorf("metrics after all clients: %+v", m)
 	}
 	if live := ts.model.Live(); live != int64(m.CacheEntries) {
 		t.Errorf("%d sequences alive, %d in the cache", live, m.CacheEntries)
-	}
-	ts.Close()
-	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -142,13 +128,7 @@ func TestClientsTakeTurns(t *testing.T) {
 			}
 			finished <- agent
 		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for m := ts.svc.Metrics(); m.Running != 1 || m.Waiting != waiting; m = ts.svc.Metrics() {
-			if time.Now().After(deadline) {
-				t.Fatalf("request of %s never queued: %+v", agent, m)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
+		waitQueue(t, ts.svc, func(m service.Metrics) bool { return m.Running == 1 && m.Waiting == waiting })
 	}
 	send("agent", 0)
 	for i := range 3 {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"petal/engine/tokenizer"
 	"petal/internal/service"
@@ -119,4 +120,23 @@ func sseEvents(t testing.TB, body string) (data []string, comments int) {
 		t.Fatalf("stream does not end with a blank line: %q", body)
 	}
 	return data, comments
+}
+
+// waitQueue waits until the service's queue metrics satisfy ok, reading
+// them again at each change of the queue, and returns them.
+func waitQueue(t testing.TB, svc *service.Service, ok func(service.Metrics) bool) service.Metrics {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		changed := svc.QueueChanged()
+		m := svc.Metrics()
+		if ok(m) {
+			return m
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the queue never reached the state awaited: %+v", m)
+		}
+	}
 }

@@ -215,13 +215,7 @@ func TestQueueFull(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for m := ts.svc.Metrics(); m.Waiting != 1 || m.Running != 1; m = ts.svc.Metrics() {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue never filled: %+v", m)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueue(t, ts.svc, func(m service.Metrics) bool { return m.Waiting == 1 && m.Running == 1 })
 	resp, body := do(t, post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`))
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "queue_full") {
 		t.Errorf("full queue: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)

@@ -20,6 +20,8 @@ type queue struct {
 	// client's latest one.
 	served     uint64
 	lastServed map[string]uint64
+	// changed is closed, and replaced, whenever a request joins or leaves.
+	changed chan struct{}
 }
 
 // ticket is one request's place in the queue.
@@ -30,7 +32,22 @@ type ticket struct {
 	done   bool
 }
 
-func newQueue(limit int) *queue { return &queue{limit: limit, lastServed: map[string]uint64{}} }
+func newQueue(limit int) *queue {
+	return &queue{limit: limit, lastServed: map[string]uint64{}, changed: make(chan struct{})}
+}
+
+// changedLocked wakes those waiting for the queue to change.
+func (q *queue) changedLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// nextChange returns a channel closed at the queue's next change.
+func (q *queue) nextChange() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.changed
+}
 
 // join takes a place in the queue for client, or the engine at once when
 // it is idle; a full queue gives ErrQueueFull.
@@ -47,6 +64,7 @@ func (q *queue) join(client string) (*ticket, error) {
 	default:
 		q.waiting = append(q.waiting, t)
 	}
+	q.changedLocked()
 	return t, nil
 }
 
@@ -77,6 +95,7 @@ func (t *ticket) leave() {
 		return
 	}
 	t.done = true
+	defer q.changedLocked()
 	select {
 	case <-t.turn:
 	default:

@@ -317,8 +317,8 @@ func TestQueueFullAndCancel(t *testing.T) {
 		_, err := s.Generate(waitCtx, &Request{Messages: user("b")}, func(reply.Event) error { return nil })
 		waitErr <- err
 	}()
-	for s.Metrics().Waiting != 1 {
-		time.Sleep(time.Millisecond)
+	for changed := s.QueueChanged(); s.Metrics().Waiting != 1; changed = s.QueueChanged() {
+		<-changed
 	}
 	if _, _, err := collect(t, s, &Request{Messages: user("c")}); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("third request: %v, want ErrQueueFull", err)

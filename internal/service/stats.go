@@ -85,6 +85,12 @@ type Metrics struct {
 	CacheBytes     int64
 }
 
+// QueueChanged returns a channel closed when a request next joins or
+// leaves the queue, so that a caller waiting for the queue's Metrics
+// (Waiting, Running) to reach a state reads them again at each change
+// instead of polling.
+func (s *Service) QueueChanged() <-chan struct{} { return s.queue.nextChange() }
+
 // Metrics returns the service's counters. It never waits for a generation.
 func (s *Service) Metrics() Metrics {
 	m := Metrics{
