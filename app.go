@@ -1,22 +1,19 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
-	"runtime"
+	goruntime "runtime"
 	"strconv"
-	"strings"
 	"time"
 
-	"petal/engine"
-	"petal/internal/api"
 	"petal/internal/loginitem"
 	"petal/internal/manage"
 	"petal/internal/models"
+	"petal/internal/runtime"
 	"petal/internal/service"
 )
 
@@ -24,27 +21,11 @@ import (
 // desktop tag (app_wails.go). Without it, `petal` alone prints the usage.
 var runDesktop func() error
 
-// Origins and hosts of the desktop window's webview: Wails serves the UI
-// from wails://wails on macOS and Linux and http://wails.localhost on
-// Windows.
-var (
-	windowHosts   = []string{"wails", "wails.localhost"}
-	windowOrigins = []string{"wails://wails", "http://wails.localhost", "https://wails.localhost"}
-)
-
 // App is the desktop app behind the window: the model service, the local
 // endpoint other apps use (on the settings' port), and the handler the
 // window's webview calls for the UI, /v1 and /manage.
 type App struct {
-	// ctx is Wails' context, needed by its runtime calls; it is set in
-	// startup and confined to the desktop files.
-	//lint:ignore U1000 set and read only by the desktop build (app_wails.go)
-	ctx context.Context
-
-	settings *manage.SettingsStore
-	// live is the served model, which the Setup screen can replace.
-	live *liveModel
-	srv  *http.Server
+	rt *runtime.Runtime
 	// Endpoint is the OpenAI base URL of the local endpoint.
 	Endpoint string
 	// Window serves the webview's requests.
@@ -58,7 +39,7 @@ type App struct {
 // desktopBackend is the backend the app runs: the GPU on a Mac, the CPU
 // elsewhere.
 func desktopBackend() string {
-	if runtime.GOOS == "darwin" {
+	if goruntime.GOOS == "darwin" {
 		return "metal"
 	}
 	return "cpu"
@@ -72,39 +53,12 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	backend := desktopBackend()
-	var notes strings.Builder
-	req := loadRequest{Dir: dir, Backend: backend, Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes}
-	l, err := loadModel(req, &notes)
-	if notes.Len() > 0 {
-		logger.Print(notes.String())
-	}
-	if err != nil {
-		return nil, err
-	}
-	a := &App{settings: store, Demo: demo, log: logger}
-	a.live, err = newLiveModel(l, dir, service.Options{ContextLength: l.context, CacheBytes: l.cacheBytes}, req,
-		manage.NewHubDownloader(setupPull), logger.Writer())
-	if err != nil {
-		return nil, err
-	}
-	logger.Print(describeCache(l, service.DefaultCacheBytes))
-	logger.Print("decode: " + engine.DecodePath(l.model))
-	a.ModelName = a.live.slot.Current().Info().Name
-
-	host := "127.0.0.1"
-	apiKey := s.APIKey
+	host, apiKey := "127.0.0.1", s.APIKey
 	if s.Expose {
 		host = "0.0.0.0"
 		if apiKey == "" {
 			apiKey = s.AccessToken
 		}
-	}
-	addr := net.JoinHostPort(host, strconv.Itoa(s.Port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		a.Close()
-		return nil, fmt.Errorf("the local endpoint cannot listen on %s (change the port in Settings): %w", addr, err)
 	}
 	// onSettings keeps the login item as the settings say, at start and
 	// on every change.
@@ -113,43 +67,56 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 			logger.Print(err)
 		}
 	}
-	cfg := uiConfig{live: a.live, addr: ln.Addr().String(), apiKey: apiKey,
-		origins: s.AllowedOrigins, ctxLen: s.ContextLength, store: store, onSettings: onSettings, logger: logger}
-	endpointUI, err := webUI(cfg)
+	rt, err := runtime.Open(runtime.Config{
+		Load: runtime.LoadRequest{Dir: dir, Backend: desktopBackend(), Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes},
+		Addr: net.JoinHostPort(host, strconv.Itoa(s.Port)), APIKey: apiKey, AllowedOrigins: s.AllowedOrigins,
+		Settings: store, OnSettings: onSettings, Pull: setupPull, Log: logger, Notes: logLines{logger},
+		ShutdownTimeout: appShutdownTimeout,
+	})
+	if le := (*runtime.ListenError)(nil); errors.As(err, &le) {
+		return nil, fmt.Errorf("the local endpoint cannot listen on %s (change the port in Settings): %w", le.Addr, le.Err)
+	}
 	if err != nil {
-		ln.Close()
-		a.Close()
 		return nil, err
 	}
-	a.srv = api.NewOnSlot(a.live.slot, api.Options{APIKey: apiKey, AllowedOrigins: s.AllowedOrigins, Fallback: endpointUI, Logger: logger}).HTTPServer(addr)
-	a.Endpoint = "http://" + endpointHost(ln.Addr().String()) + "/v1"
+	for _, line := range rt.Startup() {
+		logger.Print(line)
+	}
+	a := &App{rt: rt, Endpoint: rt.Endpoint(), Window: fromWebview(rt.Handler(), apiKey), ModelName: rt.Info().Name, Demo: demo, log: logger}
 	go func() {
-		if err := a.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := rt.Serve(); err != nil {
 			logger.Printf("local endpoint: %v", err)
 		}
 	}()
-
-	// The window's own handler: no key (nothing outside this process can
-	// reach it) and the webview's origin allowed.
-	cfg.apiKey = ""
-	windowUI, err := webUI(cfg)
-	if err != nil {
-		a.Close()
-		return nil, err
-	}
-	win := api.NewOnSlot(a.live.slot, api.Options{AllowedHosts: windowHosts, AllowedOrigins: windowOrigins, Fallback: windowUI, Logger: logger})
-	a.Window = fromWebview(win)
 	onSettings(s)
 	return a, nil
 }
 
-// fromWebview adapts the webview's requests: they reach the handler inside
-// the process, without a network address, so they are marked as coming
-// from this machine; and Wails' response writers, which hand every Write
-// to the webview at once, gain the Flush that streaming responses call.
-func fromWebview(h http.Handler) http.Handler {
+// logLines writes each write to a logger as one entry.
+type logLines struct{ *log.Logger }
+
+func (l logLines) Write(p []byte) (int, error) {
+	l.Print(string(p))
+	return len(p), nil
+}
+
+// fromWebview adapts the webview's requests to the endpoint's handler.
+// They reach it inside the process, from the app's own page, so they are
+// made what a request of this machine's to the endpoint is: from loopback,
+// to a loopback host, same-origin, with the endpoint's key (when it has
+// one) in place of any the page sent. And Wails' response writers, which
+// hand every Write to the webview at once, gain the Flush that streaming
+// responses call.
+func fromWebview(h http.Handler, apiKey string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.RemoteAddr = "127.0.0.1:0"
+		r.Host = "127.0.0.1"
+		r.Header.Del("Origin")
+		r.Header.Del("Sec-Fetch-Site")
+		if apiKey != "" {
+			r.Header.Set("Authorization", "Bearer "+apiKey)
+			r.Header.Del("X-Api-Key")
+		}
 		if _, ok := w.(http.Flusher); !ok {
 			w = writeThrough{w}
 		}
@@ -169,28 +136,4 @@ func (w writeThrough) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 const appShutdownTimeout = 5 * time.Second
 
 // Close stops the endpoint and frees the model.
-func (a *App) Close() error {
-	var errs []error
-	if a.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), appShutdownTimeout)
-		defer cancel()
-		if err := a.srv.Shutdown(ctx); err != nil {
-			errs = append(errs, a.srv.Close())
-		}
-	}
-	if a.live != nil {
-		a.live.slot.Close()
-	}
-	return errors.Join(errs...)
-}
-
-// openSettings opens the user's settings file.
-//
-//lint:ignore U1000 used only by the desktop build (app_wails.go)
-func openSettings() (*manage.SettingsStore, error) {
-	path, err := manage.DefaultSettingsPath()
-	if err != nil {
-		return nil, err
-	}
-	return manage.OpenSettings(path)
-}
+func (a *App) Close() error { return a.rt.Close() }

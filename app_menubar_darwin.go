@@ -39,15 +39,15 @@ func init() {
 
 // modelLine is the menu's line about the served model.
 func modelLine(a *App) string {
-	st := a.live.status()
-	if a.Demo && st.Name == a.ModelName {
+	name := a.rt.Info().Name
+	if a.Demo && name == a.ModelName {
 		return "Model: demo (download the real one in Model)"
 	}
-	return "Model: " + st.Name + " (ready)"
+	return "Model: " + name + " (ready)"
 }
 
 // installMenuBar adds Petal's menu-bar item and makes the app an accessory.
-func installMenuBar(a *App) {
+func installMenuBar(a *desktopApp) {
 	var item *menubar.StatusItem
 	open := func(view string) func() {
 		return func() {
@@ -62,7 +62,7 @@ func installMenuBar(a *App) {
 			a.ShowWindow(view)
 		}
 	}
-	line := modelLine(a)
+	line := modelLine(a.App)
 	item, err := menubar.Install(menuBarTitle, menuBarIdleIcon, []menubar.Item{
 		{Title: "Open Chat", Key: "o", Action: open("chat")},
 		{Title: line, Action: open("setup")},
@@ -94,7 +94,7 @@ func installMenuBar(a *App) {
 // followState shows in the menu bar whether the model is generating, and
 // names the model a load from the Setup screen put in place, until the
 // app quits.
-func followState(a *App, item *menubar.StatusItem, line string) {
+func followState(a *desktopApp, item *menubar.StatusItem, line string) {
 	busy := false
 	t := time.NewTicker(menuBarPoll)
 	defer t.Stop()
@@ -104,14 +104,14 @@ func followState(a *App, item *menubar.StatusItem, line string) {
 			return
 		case <-t.C:
 		}
-		if now := modelLine(a); now != line {
+		if now := modelLine(a.App); now != line {
 			line = now
 			if err := item.SetItemTitle(menuBarModelLine, line); err != nil {
 				a.log.Printf("menu bar: %v", err)
 				return
 			}
 		}
-		m := a.live.slot.Current().Metrics()
+		m := a.rt.Metrics()
 		now := m.Running > 0 || m.Waiting > 0
 		if now == busy {
 			continue

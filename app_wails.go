@@ -15,6 +15,7 @@ import (
 	wruntime "github.com/wailsapp/wails/v2/pkg/runtime"
 
 	"petal/frontend"
+	"petal/internal/manage"
 )
 
 // Size of the chat window.
@@ -27,7 +28,14 @@ const (
 
 // platformStartup holds what a platform adds once the window exists (the
 // menu-bar item on macOS).
-var platformStartup []func(a *App)
+var platformStartup []func(a *desktopApp)
+
+// desktopApp is the App once its window exists, with Wails' context, which
+// Wails' runtime calls need.
+type desktopApp struct {
+	*App
+	ctx context.Context
+}
 
 func init() { runDesktop = desktopMain }
 
@@ -72,15 +80,15 @@ func desktopMain() error {
 
 // startup keeps Wails' context and lets the platform add its parts.
 func (a *App) startup(ctx context.Context) {
-	a.ctx = ctx
+	d := &desktopApp{App: a, ctx: ctx}
 	for _, f := range platformStartup {
-		f(a)
+		f(d)
 	}
 }
 
 // ShowWindow brings the chat window up at a view of the UI ("" for chat,
 // "settings", ...).
-func (a *App) ShowWindow(view string) {
+func (a *desktopApp) ShowWindow(view string) {
 	if view != "" {
 		wruntime.WindowExecJS(a.ctx, fmt.Sprintf("location.hash = %q", "#/"+view))
 	}
@@ -88,9 +96,18 @@ func (a *App) ShowWindow(view string) {
 }
 
 // CopyEndpoint puts the endpoint URL on the clipboard.
-func (a *App) CopyEndpoint() error {
+func (a *desktopApp) CopyEndpoint() error {
 	return wruntime.ClipboardSetText(a.ctx, a.Endpoint)
 }
 
 // Quit ends the app.
-func (a *App) Quit() { wruntime.Quit(a.ctx) }
+func (a *desktopApp) Quit() { wruntime.Quit(a.ctx) }
+
+// openSettings opens the user's settings file.
+func openSettings() (*manage.SettingsStore, error) {
+	path, err := manage.DefaultSettingsPath()
+	if err != nil {
+		return nil, err
+	}
+	return manage.OpenSettings(path)
+}

@@ -19,6 +19,7 @@ import (
 	"petal/engine/backend"
 	"petal/engine/checkpoint"
 	"petal/engine/gpumodel"
+	"petal/internal/runtime"
 )
 
 func init() {
@@ -160,7 +161,7 @@ func runBench(args []string, stdout io.Writer) error {
 	}
 	// Said here, as an arm's process would say it on stderr and end as
 	// "exit status 1".
-	if err := checkModelDir(*dir); err != nil {
+	if err := runtime.CheckDir(*dir); err != nil {
 		return fmt.Errorf("%w (a run measures a checkpoint; --dry-run sizes the 35B shape without one)", err)
 	}
 	rep := benchReport{SchemaVersion: benchSchemaVersion, Backend: *backendName, Model: *dir, PromptKind: benchPromptKind, DigestKind: benchDigestKind}
@@ -219,7 +220,7 @@ var runArmProcess = func(args []string) (benchArm, error) {
 // benchOneArm loads the model, warms up on the exact shape, then measures
 // a fresh sequence.
 func benchOneArm(dir, backend string, context, steps int) (benchArm, error) {
-	m, err := openModel(dir, backend)
+	m, err := runtime.OpenModel(dir, backend)
 	if err != nil {
 		return benchArm{}, err
 	}

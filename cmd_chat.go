@@ -12,6 +12,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/internal/runtime"
 	"petal/internal/service"
 )
 
@@ -47,12 +48,12 @@ func runChat(args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
-	l, err := loadModel(loadRequest{Dir: *dir, Backend: *backend, CacheBytes: service.DefaultCacheBytes}, stdout)
+	l, err := runtime.Load(runtime.LoadRequest{Dir: *dir, Backend: *backend, CacheBytes: service.DefaultCacheBytes}, stdout)
 	if err != nil {
 		return err
 	}
-	defer l.model.Close()
-	svc, err := service.New(l.model, *dir, service.Options{ContextLength: l.context, CacheBytes: l.cacheBytes})
+	defer l.Model.Close()
+	svc, err := service.New(l.Model, *dir, service.Options{ContextLength: l.Context, CacheBytes: l.CacheBytes})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"petal/engine/tokenizer"
+	"petal/internal/runtime"
 )
 
 // demoModel is the built-in demo checkpoint, the smallest with a tokenizer.
@@ -186,7 +187,7 @@ func TestServeDecodeOnDevice(t *testing.T) {
 	prompt := tok.Encode(decodePrompt)
 	digests := map[string]string{}
 	for _, backend := range []string{"cpu", "sim"} {
-		m, err := openModel(demoModel, backend)
+		m, err := runtime.OpenModel(demoModel, backend)
 		if err != nil {
 			t.Fatal(err)
 		}

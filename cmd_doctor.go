@@ -1,18 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"strings"
-	"sync"
 
 	"petal/internal/doctor"
-	"petal/internal/manage"
 )
 
 func init() {
@@ -89,33 +85,4 @@ func progressDots(w io.Writer) func(doctor.Check) {
 		}
 		fmt.Fprint(w, mark)
 	}
-}
-
-// doctorReply is what the Setup screen's "Check this Mac" gets: the
-// checks, and the text petal doctor prints, for its copy button.
-type doctorReply struct {
-	Report *doctor.Report `json:"report"`
-	Text   string         `json:"text"`
-}
-
-// doctorRunning lets one UI-started check run at a time: each one
-// compiles and runs every kernel on the device the server serves from.
-var doctorRunning sync.Mutex
-
-// doctorForUI runs the checks on this machine's default backend for
-// POST /manage/doctor.
-func doctorForUI(ctx context.Context) (any, error) {
-	if !doctorRunning.TryLock() {
-		return nil, manage.ErrDoctorBusy
-	}
-	defer doctorRunning.Unlock()
-	r, err := doctor.Run(doctor.Options{Context: ctx})
-	if err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	if err := r.WriteText(&b); err != nil {
-		return nil, err
-	}
-	return doctorReply{Report: r, Text: b.String()}, nil
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"petal/internal/runtime"
 )
 
 // --help on any command prints its usage and succeeds.
@@ -53,7 +55,7 @@ func TestBenchRunNeedsModel(t *testing.T) {
 func TestMissingModelFolder(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope")
 	for _, backend := range []string{"cpu", "sim"} {
-		_, err := loadModel(loadRequest{Dir: missing, Backend: backend}, io.Discard)
+		_, err := runtime.Load(runtime.LoadRequest{Dir: missing, Backend: backend}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "no such folder") || strings.Contains(err.Error(), "memory-fit") {
 			t.Errorf("%s: %v", backend, err)
 		}

@@ -5,45 +5,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
 	"petal/engine"
-	"petal/engine/backend"
+	"petal/internal/runtime"
 )
-
-// openModel opens dir's model on the backend called name, once --model has
-// been checked.
-func openModel(dir, name string) (engine.Model, error) {
-	if err := checkModelDir(dir); err != nil {
-		return nil, err
-	}
-	return backend.Open(name, dir)
-}
-
-// checkModelDir says plainly that --model is missing or names no folder,
-// before anything reads the folder's files and words it as their fault.
-func checkModelDir(dir string) error {
-	if dir == "" {
-		return errors.New("--model DIR is required")
-	}
-	st, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("--model %s: no such folder", dir)
-	case err != nil:
-		return fmt.Errorf("--model %s: %w", dir, err)
-	case !st.IsDir():
-		return fmt.Errorf("--model %s: not a folder (name the checkpoint's folder)", dir)
-	}
-	return nil
-}
 
 // onSequence opens dir's model on backend and hands f the model and a
 // fresh sequence of it, closing both when f returns.
 func onSequence(dir, backend string, f func(m engine.Model, seq engine.Sequence) error) error {
-	m, err := openModel(dir, backend)
+	m, err := runtime.OpenModel(dir, backend)
 	if err != nil {
 		return err
 	}

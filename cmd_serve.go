@@ -6,17 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
-	"petal/engine"
-	"petal/internal/api"
-	"petal/internal/manage"
+	"petal/internal/hub"
+	"petal/internal/runtime"
 	"petal/internal/service"
 )
 
@@ -25,9 +21,6 @@ const (
 	// DefaultAddr is loopback only: other machines cannot reach the server
 	// unless asked for with --addr.
 	DefaultAddr = "127.0.0.1:8080"
-	// ShutdownTimeout is how long running requests may take to finish
-	// after an interrupt.
-	ShutdownTimeout = 10 * time.Second
 )
 
 func init() {
@@ -70,60 +63,37 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
-	req := loadRequest{Dir: *dir, Backend: *backend, Context: *ctxLen, CacheBytes: *cacheMB << 20, MemoryGB: *memGB}
-	l, err := loadModel(req, stdout)
+	rt, err := runtime.Open(runtime.Config{
+		Load:       runtime.LoadRequest{Dir: *dir, Backend: *backend, Context: *ctxLen, CacheBytes: *cacheMB << 20, MemoryGB: *memGB},
+		QueueLimit: *queue, Addr: *addr, APIKey: *apiKey, AllowedOrigins: splitList(*origins), AllowedHosts: splitList(*hosts),
+		SettingsPath: *settingsFile, Pull: setupPull, Log: log.New(os.Stderr, "petal: ", log.LstdFlags), Notes: stdout,
+	})
 	if err != nil {
 		return err
 	}
-	live, err := newLiveModel(l, *dir, service.Options{ContextLength: l.context, QueueLimit: *queue, CacheBytes: l.cacheBytes},
-		req, manage.NewHubDownloader(setupPull), stdout)
-	if err != nil {
-		return err
+	info := rt.Info()
+	fmt.Fprintf(stdout, "serving %s (context %d tokens) on %s\n", info.Name, info.ContextLength, rt.Endpoint())
+	for _, line := range rt.Startup() {
+		fmt.Fprintln(stdout, line)
 	}
-	defer live.slot.Close()
-
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	opts := api.Options{APIKey: *apiKey, AllowedOrigins: splitList(*origins), AllowedHosts: splitList(*hosts),
-		Logger: log.New(os.Stderr, "petal: ", log.LstdFlags)}
-	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
-		switch ip := net.ParseIP(host); {
-		case ip != nil && ip.IsUnspecified():
-			fmt.Fprintln(stdout, "note: listening on every interface; requests must name this machine with a host given to --allow-host (or a loopback name)")
-		case ip != nil:
-			opts.AllowedHosts = append(opts.AllowedHosts, host)
-		}
-	}
-	if opts.Fallback, err = webUI(uiConfig{live: live, addr: ln.Addr().String(), apiKey: *apiKey,
-		origins: opts.AllowedOrigins, ctxLen: *ctxLen, settings: *settingsFile, logger: opts.Logger}); err != nil {
-		ln.Close()
-		return err
-	}
-	srv := api.NewOnSlot(live.slot, opts).HTTPServer(*addr)
-	info := live.slot.Current().Info()
-	fmt.Fprintf(stdout, "serving %s (context %d tokens) on http://%s/v1\n", info.Name, info.ContextLength, endpointHost(ln.Addr().String()))
-	fmt.Fprintln(stdout, describeCache(l, *cacheMB<<20))
-	fmt.Fprintln(stdout, "decode: "+engine.DecodePath(l.model))
-
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- rt.Serve() }()
 	select {
 	case err := <-errc:
+		rt.Close()
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		srv.Close()
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+	if err := rt.Close(); err != nil {
 		return err
 	}
-	return nil
+	return <-errc
 }
+
+// setupPull is the pull the Setup screen runs: the real model from the
+// Hugging Face Hub into its folder under the models root (tests point it
+// at a fake Hub).
+var setupPull = hub.Options{}
 
 func splitList(s string) []string {
 	var out []string

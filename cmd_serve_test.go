@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"petal/internal/runtime"
 )
 
 // TestServeCommand runs petal serve on a free port, talks to it, and
@@ -64,7 +66,7 @@ func TestServeCommand(t *testing.T) {
 		if err != nil {
 			t.Errorf("serve returned %v after the interrupt", err)
 		}
-	case <-time.After(ShutdownTimeout + time.Second):
+	case <-time.After(runtime.DefaultShutdownTimeout + time.Second):
 		t.Fatal("serve did not stop")
 	}
 }

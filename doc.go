@@ -13,22 +13,24 @@
 //
 // # Loading a model
 //
-// cmd_load.go opens a model on a backend (cpu, sim or metal). petal serve,
-// petal chat and the desktop app load through the memory-fit check of
-// package petal/internal/fit, which refuses a model that does not fit and
-// lowers a context that does not, before a device opens; which model runs
-// when none is named is package petal/internal/models' choice. petal serve
-// and the desktop app also load the model the Setup screen downloaded
-// while they run (cmd_serve_live.go): through the same check, beside the
-// served model, whose service is then swapped in a service.Slot, so that
-// running requests finish on the old model before it closes.
+// Package petal/engine/backend opens a model on a backend (cpu, sim or
+// metal). petal serve, petal chat and the desktop app load through the
+// memory-fit check of package petal/internal/fit, which refuses a model
+// that does not fit and lowers a context that does not, before a device
+// opens; which model runs when none is named is package
+// petal/internal/models' choice. petal serve and the desktop app are each
+// a few lines over package petal/internal/runtime, which also loads the
+// model the Setup screen downloaded while they run: through the same
+// check, beside the served model, whose service is then swapped in a
+// service.Slot, so that running requests finish on the old model before
+// it closes.
 //
 // # The desktop app
 //
 // With no arguments, a binary built with -tags desktop opens the chat
 // window (app_wails.go): the web UI embedded from package petal/frontend,
-// answered in-process by the same handlers petal serve mounts (app.go).
-// On macOS the window hides on close and a menu-bar item brings it back
-// (app_menubar_darwin.go); app_login.go starts Petal at login. Without the
-// tag, no arguments print the usage.
+// answered in-process by the same handler the local endpoint serves
+// (app.go). On macOS the window hides on close and a menu-bar item brings
+// it back (app_menubar_darwin.go); package petal/internal/loginitem starts
+// Petal at login. Without the tag, no arguments print the usage.
 package main

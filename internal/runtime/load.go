@@ -1,10 +1,13 @@
-package main
+package runtime
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/engine/checkpoint"
 	"petal/internal/fit"
 	"petal/internal/service"
@@ -22,22 +25,22 @@ var budgets = map[string]func() (fit.Budget, error){
 	"cuda":  fit.CUDA,
 }
 
-// loaded is a model opened after the memory-fit check, with the service
+// Loaded is a model opened after the memory-fit check, with the service
 // settings the check decided.
-type loaded struct {
-	model engine.Model
-	// context is the context length to serve: the asked one, or the
+type Loaded struct {
+	Model engine.Model
+	// Context is the context length to serve: the asked one, or the
 	// largest that fits; 0 (the model's own) when the load was unchecked.
-	context int
-	// cacheBytes is the prefix cache's budget as service.Options takes it
+	Context int
+	// CacheBytes is the prefix cache's budget as service.Options takes it
 	// (negative: off).
-	cacheBytes int64
-	// report is the check at the chosen context; nil when unchecked.
-	report *fit.Report
+	CacheBytes int64
+	// Report is the check at the chosen context; nil when unchecked.
+	Report *fit.Report
 }
 
-// loadRequest is what loadModel is asked to load.
-type loadRequest struct {
+// LoadRequest is what Load is asked to load.
+type LoadRequest struct {
 	Dir, Backend string
 	// Context is the context length to serve (0: the model's maximum).
 	Context int
@@ -48,34 +51,34 @@ type loadRequest struct {
 	MemoryGB float64
 }
 
-// loadModel opens the checkpoint in req.Dir on req.Backend once the
+// Load opens the checkpoint in req.Dir on req.Backend once the
 // memory-fit check has passed: at req.Context tokens of context, or, when
 // only a shorter context fits, at the largest that does, which it says on
 // w. A model that does not fit at all is refused with a *fit.NoFitError.
 // The prefix cache gets req.CacheBytes, but never more than the memory the
 // check leaves at the chosen context.
-func loadModel(req loadRequest, w io.Writer) (loaded, error) {
-	dir, backend, cacheBytes := req.Dir, req.Backend, req.CacheBytes
-	budget, checked := budgets[backend]
+func Load(req LoadRequest, w io.Writer) (Loaded, error) {
+	dir, name, cacheBytes := req.Dir, req.Backend, req.CacheBytes
+	budget, checked := budgets[name]
 	if !checked {
-		m, err := openModel(dir, backend)
+		m, err := OpenModel(dir, name)
 		if err != nil {
-			return loaded{}, err
+			return Loaded{}, err
 		}
 		if cacheBytes <= 0 {
 			cacheBytes = -1
 		}
-		return loaded{model: m, context: req.Context, cacheBytes: cacheBytes}, nil
+		return Loaded{Model: m, Context: req.Context, CacheBytes: cacheBytes}, nil
 	}
 	if req.MemoryGB != 0 {
 		budget = func() (fit.Budget, error) { return fit.SimulatedMac(req.MemoryGB) }
 	}
-	if err := checkModelDir(dir); err != nil {
-		return loaded{}, err
+	if err := CheckDir(dir); err != nil {
+		return Loaded{}, err
 	}
 	fm, err := fit.FromCheckpoint(dir)
 	if err != nil {
-		return loaded{}, fmt.Errorf("memory-fit check of %s: %w", dir, err)
+		return Loaded{}, fmt.Errorf("memory-fit check of %s: %w", dir, err)
 	}
 	asked := req.Context
 	if asked == 0 {
@@ -83,21 +86,49 @@ func loadModel(req loadRequest, w io.Writer) (loaded, error) {
 	}
 	b, err := budget()
 	if err != nil {
-		return loaded{}, err
+		return Loaded{}, err
 	}
 	r, err := fit.ForLoad(fm, b, fit.Request{Context: asked, CachedSessions: fit.DefaultCachedSessions})
 	if err != nil {
-		return loaded{}, err
+		return Loaded{}, err
 	}
 	if r.Context < asked {
 		fmt.Fprintf(w, "context lowered from %d to %d tokens, the largest that fits %s (%s): %s\n",
 			asked, r.Context, gibString(b.Bytes), b.Source, r.Advice)
 	}
-	m, err := openModel(dir, backend)
+	m, err := OpenModel(dir, name)
 	if err != nil {
-		return loaded{}, err
+		return Loaded{}, err
 	}
-	return loaded{model: m, context: r.Context, cacheBytes: cacheBudget(cacheBytes, r.HeadroomBytes), report: &r}, nil
+	return Loaded{Model: m, Context: r.Context, CacheBytes: cacheBudget(cacheBytes, r.HeadroomBytes), Report: &r}, nil
+}
+
+// OpenModel opens dir's model on the backend called name, once the folder
+// has been checked.
+func OpenModel(dir, name string) (engine.Model, error) {
+	if err := CheckDir(dir); err != nil {
+		return nil, err
+	}
+	return backend.Open(name, dir)
+}
+
+// CheckDir says plainly that the model folder (--model) is missing or
+// names no folder, before anything reads the folder's files and words it
+// as their fault.
+func CheckDir(dir string) error {
+	if dir == "" {
+		return errors.New("--model DIR is required")
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("--model %s: no such folder", dir)
+	case err != nil:
+		return fmt.Errorf("--model %s: %w", dir, err)
+	case !st.IsDir():
+		return fmt.Errorf("--model %s: not a folder (name the checkpoint's folder)", dir)
+	}
+	return nil
 }
 
 // modelContext is the context a service gives cfg when asked for none.
@@ -120,18 +151,18 @@ func cacheBudget(requested, headroom int64) int64 {
 	return n
 }
 
-// describeCache says what the prefix cache got, for the startup lines.
-func describeCache(l loaded, requested int64) string {
+// DescribeCache says what the prefix cache got, for the startup lines.
+func DescribeCache(l Loaded, requested int64) string {
 	switch {
-	case l.cacheBytes <= 0 && requested <= 0:
+	case l.CacheBytes <= 0 && requested <= 0:
 		return "prefix cache: off"
-	case l.cacheBytes <= 0:
-		return fmt.Sprintf("prefix cache: off, no memory is left beside the model at %d tokens of context", l.context)
-	case l.report != nil && l.cacheBytes < requested:
+	case l.CacheBytes <= 0:
+		return fmt.Sprintf("prefix cache: off, no memory is left beside the model at %d tokens of context", l.Context)
+	case l.Report != nil && l.CacheBytes < requested:
 		return fmt.Sprintf("prefix cache: %s, the memory left beside the model at %d tokens of context (%s asked)",
-			mibString(l.cacheBytes), l.context, mibString(requested))
+			mibString(l.CacheBytes), l.Context, mibString(requested))
 	}
-	return "prefix cache: " + mibString(l.cacheBytes)
+	return "prefix cache: " + mibString(l.CacheBytes)
 }
 
 func gibString(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/fit.GiB) }

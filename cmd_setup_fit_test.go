@@ -4,26 +4,38 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"runtime"
+	"net/http/httptest"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
 	"testing"
 
 	"petal/internal/hub"
+	"petal/internal/runtime"
+	"petal/internal/service/servicetest"
 )
 
-// TestSetupFitSaysWhatRunsWhere checks the Setup screen's fit answer beside
-// the memory verdict: the backend this machine would run the 35B model on,
-// the bytes a token reads as petal bench --dry-run counts them, the CPU
-// rate that follows from the measured read rate, and the download's size.
+// TestSetupFitSaysWhatRunsWhere checks the Setup screen's fit answer
+// (GET /manage/fit) beside the memory verdict: the backend this machine
+// would run the 35B model on, the bytes a token reads as petal bench
+// --dry-run counts them, the CPU rate that follows from the measured read
+// rate, and the download's size.
 func TestSetupFitSaysWhatRunsWhere(t *testing.T) {
 	t.Setenv(hub.EnvModels, t.TempDir()) // the built-in shape, not an installed model
 	const ctx = 8192
-	got, err := qwenFit(ctx)
+	rt, err := runtime.Open(runtime.Config{Load: runtime.LoadRequest{Dir: servicetest.FixtureFolder(t, "tiny-a"), Backend: "cpu", Context: 4096},
+		Addr: "127.0.0.1:0", SettingsPath: filepath.Join(t.TempDir(), "s.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := json.Marshal(got)
-	if err != nil {
-		t.Fatal(err)
+	defer rt.Close()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "http://127.0.0.1/manage/fit?context="+strconv.Itoa(ctx), nil)
+	req.RemoteAddr = "127.0.0.1:1234"
+	rt.Handler().ServeHTTP(rec, req)
+	raw := rec.Body.Bytes()
+	if rec.Code != 200 {
+		t.Fatalf("GET /manage/fit: %d %s", rec.Code, raw)
 	}
 	var f struct {
 		Verdict             string `json:"verdict"`
@@ -61,7 +73,7 @@ func TestSetupFitSaysWhatRunsWhere(t *testing.T) {
 		t.Errorf("download_bytes %d, weights %d", f.DownloadBytes, f.WeightsBytes)
 	}
 
-	if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
+	if goruntime.GOOS == "darwin" && goruntime.GOARCH == "arm64" {
 		if f.Backend != "metal" || f.CPUDecode != nil {
 			t.Errorf("an Apple silicon Mac: backend %q, cpu_decode %+v", f.Backend, f.CPUDecode)
 		}

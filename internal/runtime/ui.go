@@ -1,6 +1,7 @@
-package main
+package runtime
 
 import (
+	"context"
 	"log"
 	"net"
 	"net/http"
@@ -9,9 +10,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"petal/engine/gpumodel"
 	"petal/frontend"
+	"petal/internal/doctor"
 	"petal/internal/fit"
 	"petal/internal/manage"
 	"petal/internal/models"
@@ -193,4 +196,33 @@ func endpointHost(addr string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// doctorReply is what the Setup screen's "Check this Mac" gets: the
+// checks, and the text petal doctor prints, for its copy button.
+type doctorReply struct {
+	Report *doctor.Report `json:"report"`
+	Text   string         `json:"text"`
+}
+
+// doctorRunning lets one UI-started check run at a time: each one
+// compiles and runs every kernel on the device the server serves from.
+var doctorRunning sync.Mutex
+
+// doctorForUI runs the checks on this machine's default backend for
+// POST /manage/doctor.
+func doctorForUI(ctx context.Context) (any, error) {
+	if !doctorRunning.TryLock() {
+		return nil, manage.ErrDoctorBusy
+	}
+	defer doctorRunning.Unlock()
+	r, err := doctor.Run(doctor.Options{Context: ctx})
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		return nil, err
+	}
+	return doctorReply{Report: r, Text: b.String()}, nil
 }

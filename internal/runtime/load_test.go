@@ -1,16 +1,15 @@
-package main
+package runtime
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"testing"
-	"time"
 
+	"petal/engine"
+	"petal/engine/backend"
 	"petal/gpu"
 	"petal/internal/fit"
 	"petal/internal/service/servicetest"
@@ -76,16 +75,16 @@ func TestGPULoadsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if runtime.GOOS != "darwin" {
+	if goruntime.GOOS != "darwin" {
 		// Said as Metal needing a Mac, without suggesting --memory-gb,
 		// which would not make it run.
-		if _, err := loadModel(loadRequest{Dir: dir, Backend: "metal"}, io.Discard); !errors.Is(err, gpu.ErrUnsupported) || strings.Contains(err.Error(), "--memory-gb") {
+		if _, err := Load(LoadRequest{Dir: dir, Backend: "metal"}, io.Discard); !errors.Is(err, gpu.ErrUnsupported) || strings.Contains(err.Error(), "--memory-gb") {
 			t.Errorf("metal without Metal: %v, want gpu.ErrUnsupported", err)
 		}
 	}
 	for _, backend := range []string{"sim", "metal"} {
 		setBackendBudget(t, backend, fit.Budget{Bytes: m.WeightsBytes, Source: "a test's budget"})
-		if _, err := loadModel(loadRequest{Dir: dir, Backend: backend}, io.Discard); !errors.Is(err, fit.ErrDoesNotFit) {
+		if _, err := Load(LoadRequest{Dir: dir, Backend: backend}, io.Discard); !errors.Is(err, fit.ErrDoesNotFit) {
 			t.Errorf("%s on too little memory: %v", backend, err)
 		}
 	}
@@ -98,30 +97,30 @@ func TestLoadModelFit(t *testing.T) {
 
 	// The model's own context (262144) does not fit; 8192 does.
 	var out bytes.Buffer
-	l, err := loadModel(loadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked}, &out)
+	l, err := Load(LoadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.model.Close()
-	if l.context != 8192 || l.cacheBytes != slack || l.report.HeadroomBytes != slack {
-		t.Errorf("context %d, cache %d bytes, headroom %d; want 8192 and %d", l.context, l.cacheBytes, l.report.HeadroomBytes, slack)
+	l.Model.Close()
+	if l.Context != 8192 || l.CacheBytes != slack || l.Report.HeadroomBytes != slack {
+		t.Errorf("context %d, cache %d bytes, headroom %d; want 8192 and %d", l.Context, l.CacheBytes, l.Report.HeadroomBytes, slack)
 	}
 	if !strings.Contains(out.String(), "context lowered from 262144 to 8192 tokens") {
 		t.Errorf("output %q does not say the context was lowered", out.String())
 	}
-	if got := describeCache(l, asked); got != "prefix cache: 3 MiB, the memory left beside the model at 8192 tokens of context (2048 MiB asked)" {
+	if got := DescribeCache(l, asked); got != "prefix cache: 3 MiB, the memory left beside the model at 8192 tokens of context (2048 MiB asked)" {
 		t.Errorf("cache line %q", got)
 	}
 
 	// A context that fits is kept, silently, with more room for the cache.
 	out.Reset()
-	l, err = loadModel(loadRequest{Dir: dir, Backend: "cpu", Context: 4096, CacheBytes: asked}, &out)
+	l, err = Load(LoadRequest{Dir: dir, Backend: "cpu", Context: 4096, CacheBytes: asked}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.model.Close()
-	if l.context != 4096 || out.Len() != 0 || l.cacheBytes <= slack || l.cacheBytes != min(asked, l.report.HeadroomBytes) {
-		t.Errorf("at 4096: context %d, cache %d, output %q", l.context, l.cacheBytes, out.String())
+	l.Model.Close()
+	if l.Context != 4096 || out.Len() != 0 || l.CacheBytes <= slack || l.CacheBytes != min(asked, l.Report.HeadroomBytes) {
+		t.Errorf("at 4096: context %d, cache %d, output %q", l.Context, l.CacheBytes, out.String())
 	}
 
 	// No room for even the shortest context: refused, with the verdict.
@@ -130,76 +129,64 @@ func TestLoadModelFit(t *testing.T) {
 		t.Fatal(err)
 	}
 	setBudget(t, fit.Budget{Bytes: m.WeightsBytes, Source: "a test's budget"})
-	_, err = loadModel(loadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked}, &out)
+	_, err = Load(LoadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked}, &out)
 	if !errors.Is(err, fit.ErrDoesNotFit) || !strings.Contains(err.Error(), `verdict "no"`) {
 		t.Errorf("a budget of the weights alone: %v", err)
 	}
 
 	// A simulated Mac's budget replaces the machine's: 8 GB holds this
 	// small model whole, and a size no Mac has is refused.
-	l, err = loadModel(loadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked, MemoryGB: 8}, &out)
+	l, err = Load(LoadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked, MemoryGB: 8}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.model.Close()
-	if want, _ := fit.SimulatedMac(8); l.context != 262144 || l.report.WorkingSetBytes != want.Bytes {
-		t.Errorf("on a simulated 8 GB Mac: context %d, budget %d", l.context, l.report.WorkingSetBytes)
+	l.Model.Close()
+	if want, _ := fit.SimulatedMac(8); l.Context != 262144 || l.Report.WorkingSetBytes != want.Bytes {
+		t.Errorf("on a simulated 8 GB Mac: context %d, budget %d", l.Context, l.Report.WorkingSetBytes)
 	}
-	if _, err := loadModel(loadRequest{Dir: dir, Backend: "cpu", MemoryGB: 3}, &out); err == nil {
+	if _, err := Load(LoadRequest{Dir: dir, Backend: "cpu", MemoryGB: 3}, &out); err == nil {
 		t.Error("a 3 GB Mac accepted")
 	}
 }
 
 func TestLoadModelUnchecked(t *testing.T) {
-	dir := scriptedFolder(t, func(string) string { return "x" })
-	l, err := loadModel(loadRequest{Dir: dir, Backend: "scripted", Context: 1000, CacheBytes: 5 << 20}, io.Discard)
+	dir, tok := servicetest.Folder(t)
+	t.Cleanup(backend.Register("scripted", func(string) (engine.Model, error) {
+		return servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(string) string { return "x" })), nil
+	}))
+	l, err := Load(LoadRequest{Dir: dir, Backend: "scripted", Context: 1000, CacheBytes: 5 << 20}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.context != 1000 || l.cacheBytes != 5<<20 || l.report != nil {
+	if l.Context != 1000 || l.CacheBytes != 5<<20 || l.Report != nil {
 		t.Errorf("unchecked load: %+v", l)
 	}
-	if l, _ = loadModel(loadRequest{Dir: dir, Backend: "scripted"}, io.Discard); l.cacheBytes != -1 || describeCache(l, 0) != "prefix cache: off" {
-		t.Errorf("cache asked off: %d", l.cacheBytes)
+	if l, _ = Load(LoadRequest{Dir: dir, Backend: "scripted"}, io.Discard); l.CacheBytes != -1 || DescribeCache(l, 0) != "prefix cache: off" {
+		t.Errorf("cache asked off: %d", l.CacheBytes)
 	}
 }
 
-// TestServeFit runs petal serve on the CPU backend with a small budget: it
+// TestOpenFit opens a runtime on the CPU backend with a small budget: it
 // serves at the lowered context and says so, and a budget too small for
 // the model is refused before anything listens.
-func TestServeFit(t *testing.T) {
+func TestOpenFit(t *testing.T) {
 	dir := servicetest.FixtureFolder(t, "tiny-a")
 	budgetAt(t, dir, 8192)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r, w := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, []string{"--model", dir, "--backend", "cpu", "--addr", "127.0.0.1:0", "--settings", t.TempDir() + "/s.json"}, w)
-		w.Close()
-	}()
-	br := bufio.NewReader(r)
-	var lines []string
-	for len(lines) < 3 {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("after %q: %v", lines, <-done)
-		}
-		lines = append(lines, line)
+	var notes bytes.Buffer
+	cfg := Config{Load: LoadRequest{Dir: dir, Backend: "cpu", CacheBytes: 2 << 30}, Addr: "127.0.0.1:0",
+		SettingsPath: t.TempDir() + "/s.json", Notes: &notes}
+	rt, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go io.Copy(io.Discard, r)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(ShutdownTimeout + time.Second):
-		t.Fatal("serve did not stop")
+	startup := rt.Startup()
+	info := rt.Info()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.HasPrefix(lines[0], "context lowered from 262144 to 8192 tokens") ||
-		!strings.Contains(lines[1], "(context 8192 tokens)") || !strings.HasPrefix(lines[2], "prefix cache: 3 MiB") {
-		t.Errorf("serve said %q", lines)
+	if !strings.HasPrefix(notes.String(), "context lowered from 262144 to 8192 tokens") ||
+		info.ContextLength != 8192 || !strings.HasPrefix(startup[0], "prefix cache: 3 MiB") {
+		t.Errorf("notes %q, context %d, startup %q", notes.String(), info.ContextLength, startup)
 	}
 
 	m, err := fit.FromCheckpoint(dir)
@@ -207,8 +194,7 @@ func TestServeFit(t *testing.T) {
 		t.Fatal(err)
 	}
 	setBudget(t, fit.Budget{Bytes: m.WeightsBytes, Source: "a test's budget"})
-	err = serve(context.Background(), []string{"--model", dir, "--backend", "cpu", "--addr", "127.0.0.1:0"}, io.Discard)
-	if !errors.Is(err, fit.ErrDoesNotFit) {
-		t.Errorf("serve on too little memory: %v", err)
+	if _, err := Open(cfg); !errors.Is(err, fit.ErrDoesNotFit) {
+		t.Errorf("Open on too little memory: %v", err)
 	}
 }

@@ -1,10 +1,9 @@
-package main
+package runtime
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,75 +20,85 @@ import (
 	"petal/internal/service/servicetest"
 )
 
-// settleTimeout bounds each wait of these tests for the server (a
-// download, a model's release).
+// settleTimeout bounds each wait of these tests for the server (a model's
+// release, the server's stop).
 const settleTimeout = 20 * time.Second
 
-// closeCounter is a model that counts its Close calls.
+// closeCounter is a model that counts its Close calls and says when the
+// first one came.
 type closeCounter struct {
 	engine.Model
 	closed atomic.Int32
+	first  chan struct{}
+}
+
+func newCloseCounter(m engine.Model) *closeCounter {
+	return &closeCounter{Model: m, first: make(chan struct{})}
 }
 
 func (m *closeCounter) Close() error {
-	m.closed.Add(1)
+	if m.closed.Add(1) == 1 {
+		close(m.first)
+	}
 	return m.Model.Close()
 }
 
-// liveServer is petal serve running in a test, on a free port.
+// liveServer is a Runtime serving on a free port in a test.
 type liveServer struct {
 	base string
 	stop func()
 }
 
-// startServe runs petal serve with args (an address and settings file are
-// added) until the test ends, its Setup download pointed at fake.
-func startServe(t *testing.T, fake *hubtest.Server, args ...string) *liveServer {
+// startRuntime opens and serves load on a free port until the test ends,
+// the Setup screen's download being pull.
+func startRuntime(t *testing.T, pull hub.Options, load LoadRequest) *liveServer {
 	t.Helper()
-	target := filepath.Join(t.TempDir(), "Qwen3.6-35B-A3B-4bit")
-	old := setupPull
-	setupPull = hub.Options{Endpoint: fake.URL(), Repo: fake.Repo, Revision: hubtest.SHA, Dir: target, NoHFCache: true}
-	t.Cleanup(func() { setupPull = old })
-	ctx, cancel := context.WithCancel(context.Background())
-	r, w := io.Pipe()
-	done := make(chan error, 1)
-	args = append(args, "--addr", "127.0.0.1:0", "--settings", filepath.Join(t.TempDir(), "s.json"))
-	go func() {
-		done <- serve(ctx, args, w)
-		w.Close()
-	}()
-	br := bufio.NewReader(r)
-	var base string
-	for base == "" {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			cancel()
-			t.Fatalf("serve stopped: %v", <-done)
-		}
-		if i := strings.Index(line, "http://"); i >= 0 {
-			base = strings.TrimSuffix(strings.TrimSpace(line[i:]), "/v1")
-		}
+	rt, err := Open(Config{Load: load, Addr: "127.0.0.1:0", SettingsPath: filepath.Join(t.TempDir(), "s.json"), Pull: pull})
+	if err != nil {
+		t.Fatal(err)
 	}
-	go io.Copy(io.Discard, br)
-	s := &liveServer{base: base}
+	done := make(chan error, 1)
+	go func() { done <- rt.Serve() }()
+	s := &liveServer{base: strings.TrimSuffix(rt.Endpoint(), "/v1")}
 	stopped := false
 	s.stop = func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		cancel()
+		if err := rt.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("serve returned %v", err)
+				t.Errorf("Serve returned %v", err)
 			}
-		case <-time.After(ShutdownTimeout + time.Second):
-			t.Error("serve did not stop")
+		case <-time.After(settleTimeout):
+			t.Error("Serve did not return after Close")
 		}
 	}
 	t.Cleanup(s.stop)
 	return s
+}
+
+// setupPull is the Setup screen's download from fake into a models folder
+// of the test's.
+func setupPull(t *testing.T, fake *hubtest.Server) hub.Options {
+	return hub.Options{Endpoint: fake.URL(), Repo: fake.Repo, Revision: hubtest.SHA,
+		Dir: filepath.Join(t.TempDir(), "Qwen3.6-35B-A3B-4bit"), NoHFCache: true}
+}
+
+// downloaded is setupPull with the download already done, as a finished
+// Setup screen download leaves it (the routes that run one are
+// internal/manage's to test).
+func downloaded(t *testing.T, fake *hubtest.Server) hub.Options {
+	t.Helper()
+	pull := setupPull(t, fake)
+	if _, err := hub.Pull(context.Background(), pull); err != nil {
+		t.Fatal(err)
+	}
+	return pull
 }
 
 // call sends a JSON request and decodes the JSON answer into out (when
@@ -116,26 +125,6 @@ func (s *liveServer) call(t *testing.T, method, path, body string, out any) int 
 	return resp.StatusCode
 }
 
-// download runs the Setup screen's download to its end.
-func (s *liveServer) download(t *testing.T) {
-	t.Helper()
-	if st := s.call(t, "POST", "/manage/download/start", "{}", nil); st != http.StatusOK {
-		t.Fatalf("download start: %d", st)
-	}
-	deadline := time.Now().Add(settleTimeout)
-	for {
-		var d struct{ State string }
-		s.call(t, "GET", "/manage/download", "", &d)
-		if d.State == "done" {
-			return
-		}
-		if d.State == "failed" || time.Now().After(deadline) {
-			t.Fatalf("the download is %s", d.State)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 type apiError struct {
 	Error struct{ Code, Message string }
 }
@@ -160,31 +149,37 @@ func (s *liveServer) names(t *testing.T) [3]string {
 	return [3]string{models.Data[0].ID, health.Model, status.Model.Name}
 }
 
-// TestServeLoadsDownloadedModel downloads a model through the Setup
-// screen's routes and loads it while a stream runs on the first one: the
-// stream ends on the old model, the next request gets the new one, and the
-// old model is closed once its stream is over.
+// TestLoadBeforeDownload: the Setup screen's load is refused, with its
+// code, while nothing is downloaded.
+func TestLoadBeforeDownload(t *testing.T) {
+	first := servicetest.FixtureFolder(t, "tiny-a")
+	s := startRuntime(t, setupPull(t, hubtest.New(t, first)), LoadRequest{Dir: first, Backend: "cpu", Context: 4096})
+	var refusal apiError
+	if st := s.call(t, "POST", "/manage/model/load", "{}", &refusal); st != http.StatusConflict || refusal.Error.Code != "not_downloaded" {
+		t.Errorf("a load before the download: %d %+v", st, refusal)
+	}
+}
+
+// TestServeLoadsDownloadedModel loads the downloaded model while a stream
+// runs on the first one: the stream ends on the old model, the next
+// request gets the new one, and the old model is closed once its stream is
+// over.
 func TestServeLoadsDownloadedModel(t *testing.T) {
 	first, tok := servicetest.Folder(t)
 	published, _ := servicetest.Folder(t)
 	fake := hubtest.New(t, published)
 	const oldReply, newReply = "The first model answers slowly, token by token.", "The downloaded model."
-	oldModel := &closeCounter{Model: servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(string) string { return "Hm.</think>\n\n" + oldReply }))}
+	oldModel := newCloseCounter(servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(string) string { return "Hm.</think>\n\n" + oldReply })))
 	oldModel.Model.(*servicetest.Model).SetStepDelay(40 * time.Millisecond)
-	newModel := &closeCounter{Model: servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(string) string { return "Hm.</think>\n\n" + newReply }))}
+	newModel := newCloseCounter(servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(string) string { return "Hm.</think>\n\n" + newReply })))
 	t.Cleanup(backend.Register("swap", func(dir string) (engine.Model, error) {
 		if dir == first {
 			return oldModel, nil
 		}
 		return newModel, nil
 	}))
-	s := startServe(t, fake, "--model", first, "--backend", "swap")
+	s := startRuntime(t, downloaded(t, fake), LoadRequest{Dir: first, Backend: "swap"})
 
-	var refusal apiError
-	if st := s.call(t, "POST", "/manage/model/load", "{}", &refusal); st != http.StatusConflict || refusal.Error.Code != "not_downloaded" {
-		t.Errorf("a load before the download: %d %+v", st, refusal)
-	}
-	s.download(t)
 	oldName := filepath.Base(first)
 	if got := s.names(t); got != [3]string{oldName, oldName, oldName} {
 		t.Fatalf("before the load the server names %v", got)
@@ -261,9 +256,9 @@ func TestServeLoadsDownloadedModel(t *testing.T) {
 	if streamed.String() != oldReply {
 		t.Errorf("the stream carried %q, want the first model's %q", streamed.String(), oldReply)
 	}
-	deadline := time.Now().Add(settleTimeout)
-	for oldModel.closed.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-oldModel.first:
+	case <-time.After(settleTimeout):
 	}
 	if n := oldModel.closed.Load(); n != 1 {
 		t.Errorf("the first model was closed %d times after its stream, want 1", n)
@@ -303,8 +298,8 @@ func TestServeLoadRefusedByFit(t *testing.T) {
 		return fit.Budget{Bytes: m.WeightsBytes, Source: "a test's small budget"}, nil
 	}
 	t.Cleanup(func() { budgets["cpu"] = old })
-	s := startServe(t, fake, "--model", first, "--backend", "cpu", "--context", "4096")
-	s.download(t)
+	pull := downloaded(t, fake)
+	s := startRuntime(t, pull, LoadRequest{Dir: first, Backend: "cpu", Context: 4096})
 
 	var refusal apiError
 	st := s.call(t, "POST", "/manage/model/load", "{}", &refusal)
@@ -318,7 +313,7 @@ func TestServeLoadRefusedByFit(t *testing.T) {
 	if got := s.names(t); got != [3]string{name, name, name} {
 		t.Errorf("after the refusal the server names %v", got)
 	}
-	if _, err := os.Stat(filepath.Join(setupPull.Dir, "config.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(pull.Dir, "config.json")); err != nil {
 		t.Errorf("the refused download is gone: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package runtime
 
 import (
 	"context"
@@ -9,16 +9,10 @@ import (
 	"sync"
 
 	"petal/internal/fit"
-	"petal/internal/hub"
 	"petal/internal/manage"
 	"petal/internal/models"
 	"petal/internal/service"
 )
-
-// setupPull is the pull the Setup screen runs: the real model from the
-// Hugging Face Hub into its folder under the models root (tests point it
-// at a fake Hub).
-var setupPull = hub.Options{}
 
 // liveModel is the model a server answers with, which the Setup screen
 // replaces with the downloaded one without a restart: the new model is
@@ -28,7 +22,7 @@ type liveModel struct {
 	slot *service.Slot
 	// next is how a load opens a model: the backend, context, cache and
 	// memory asked at start; its Dir is replaced by the download's.
-	next  loadRequest
+	next  LoadRequest
 	queue int
 	// downloads pulls the real model for the Setup screen, and names the
 	// folder a load opens; shared by every handler of the process, so that
@@ -45,10 +39,10 @@ type liveModel struct {
 
 // newLiveModel serves the service of the model l opened from dir, and
 // frees both when they are replaced or the slot closes.
-func newLiveModel(l loaded, dir string, opts service.Options, next loadRequest, downloads manage.Downloader, log io.Writer) (*liveModel, error) {
-	svc, err := service.New(l.model, dir, opts)
+func newLiveModel(l Loaded, dir string, opts service.Options, next LoadRequest, downloads manage.Downloader, log io.Writer) (*liveModel, error) {
+	svc, err := service.New(l.Model, dir, opts)
 	if err != nil {
-		l.model.Close()
+		l.Model.Close()
 		return nil, err
 	}
 	m := &liveModel{next: next, queue: opts.QueueLimit, downloads: downloads, log: log, dir: dir}
@@ -57,9 +51,9 @@ func newLiveModel(l loaded, dir string, opts service.Options, next loadRequest, 
 }
 
 // releaser frees a service and its model once the slot is done with them.
-func (m *liveModel) releaser(svc *service.Service, l loaded) func() {
+func (m *liveModel) releaser(svc *service.Service, l Loaded) func() {
 	return func() {
-		if err := errors.Join(svc.Close(), l.model.Close()); err != nil {
+		if err := errors.Join(svc.Close(), l.Model.Close()); err != nil {
 			fmt.Fprintf(m.log, "closing the replaced model: %v\n", err)
 		}
 	}
@@ -95,7 +89,7 @@ func (m *liveModel) load(context.Context) error {
 	req := m.next
 	req.Dir = d.Dir
 	var notes strings.Builder
-	l, err := loadModel(req, &notes)
+	l, err := Load(req, &notes)
 	io.WriteString(m.log, notes.String())
 	if errors.Is(err, fit.ErrDoesNotFit) {
 		return fmt.Errorf("%w: %w", manage.ErrDoesNotFit, err)
@@ -103,9 +97,9 @@ func (m *liveModel) load(context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc, err := service.New(l.model, d.Dir, service.Options{ContextLength: l.context, QueueLimit: m.queue, CacheBytes: l.cacheBytes})
+	svc, err := service.New(l.Model, d.Dir, service.Options{ContextLength: l.Context, QueueLimit: m.queue, CacheBytes: l.CacheBytes})
 	if err != nil {
-		l.model.Close()
+		l.Model.Close()
 		return err
 	}
 	m.mu.Lock()
@@ -113,6 +107,6 @@ func (m *liveModel) load(context.Context) error {
 	m.slot.Swap(svc, m.releaser(svc, l))
 	m.mu.Unlock()
 	info := svc.Info()
-	fmt.Fprintf(m.log, "loaded %s (context %d tokens) from %s; %s\n", info.Name, info.ContextLength, d.Dir, describeCache(l, req.CacheBytes))
+	fmt.Fprintf(m.log, "loaded %s (context %d tokens) from %s; %s\n", info.Name, info.ContextLength, d.Dir, DescribeCache(l, req.CacheBytes))
 	return nil
 }
