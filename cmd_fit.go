@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	goruntime "runtime"
 	"slices"
 
+	"petal/engine/backend"
 	"petal/internal/fit"
 )
 
@@ -38,7 +40,7 @@ func runFit(args []string, stdout io.Writer) error {
 	if *memGB != 0 {
 		budget, err = fit.SimulatedMac(*memGB)
 	} else {
-		budget, err = fit.Host()
+		budget, err = machineBudget()
 	}
 	if err != nil {
 		return err
@@ -60,6 +62,20 @@ func runFit(args []string, stdout io.Writer) error {
 		}{r, guidance})
 	}
 	return printFit(stdout, r, guidance)
+}
+
+// machineBudget is this machine's budget: on a Mac, the working set its
+// Metal device recommends; elsewhere, the memory the OS reports available.
+func machineBudget() (fit.Budget, error) {
+	if goruntime.GOOS != "darwin" {
+		return fit.Host()
+	}
+	dev, _, err := backend.OpenDevice("metal")
+	if err != nil {
+		return fit.Budget{}, fmt.Errorf("%w: %w", fit.ErrNoBudget, err)
+	}
+	defer dev.Close()
+	return fit.Device(dev.Info())
 }
 
 func fitModel(dir string) (fit.Model, error) {

@@ -3,6 +3,8 @@ package backend
 import (
 	"fmt"
 	"io"
+	"iter"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -24,13 +26,20 @@ type Opener func(dir string) (engine.Model, error)
 // first); backends registered later follow, sorted.
 var builtin = []string{"cpu", "sim", "metal", "cuda"}
 
+// devices are the GPU backends, by the driver that opens their device; a
+// driver added here is a backend.
+var devices = map[string]func() (gpu.Device, error){
+	"sim":   openSim,
+	"metal": metal.Open,
+	"cuda":  openCUDA,
+}
+
 var (
-	mu       sync.RWMutex
+	mu sync.RWMutex
+	// registry holds the backends without a device of their own: the CPU
+	// and those registered.
 	registry = map[string]Opener{
-		"cpu":   func(dir string) (engine.Model, error) { return cpu.Open(dir) },
-		"sim":   onDevice(openSim),
-		"metal": onDevice(metal.Open),
-		"cuda":  onDevice(openCUDA),
+		"cpu": func(dir string) (engine.Model, error) { return cpu.Open(dir) },
 	}
 )
 
@@ -49,6 +58,9 @@ var CopyNotice io.Writer = os.Stderr
 
 // Open opens the checkpoint in dir on the backend called name.
 func Open(name, dir string) (engine.Model, error) {
+	if dev, ok := devices[name]; ok {
+		return onDevice(dev)(dir)
+	}
 	mu.RLock()
 	open, ok := registry[name]
 	mu.RUnlock()
@@ -63,7 +75,7 @@ func Check(name string) error {
 	mu.RLock()
 	_, ok := registry[name]
 	mu.RUnlock()
-	if !ok {
+	if _, isGPU := devices[name]; !ok && !isGPU {
 		return unknown(name)
 	}
 	return nil
@@ -79,9 +91,11 @@ func Names() []string {
 	mu.RLock()
 	defer mu.RUnlock()
 	var extra []string
-	for name := range registry {
-		if !slices.Contains(builtin, name) {
-			extra = append(extra, name)
+	for _, names := range []iter.Seq[string]{maps.Keys(registry), maps.Keys(devices)} {
+		for name := range names {
+			if !slices.Contains(builtin, name) {
+				extra = append(extra, name)
+			}
 		}
 	}
 	slices.Sort(extra)
@@ -94,7 +108,7 @@ func Names() []string {
 func Register(name string, open Opener) (remove func()) {
 	mu.Lock()
 	defer mu.Unlock()
-	if _, taken := registry[name]; taken {
+	if _, taken := registry[name]; taken || devices[name] != nil {
 		panic("backend: " + name + " registered twice")
 	}
 	registry[name] = open
@@ -105,6 +119,39 @@ func Register(name string, open Opener) (remove func()) {
 	}
 }
 
+// OpenDevice opens the GPU the backend called name runs on, so that its
+// gpu.Info can size the load before the model opens on it ([OnDevice]).
+// ok is false for a backend without a device of its own (cpu).
+func OpenDevice(name string) (dev gpu.Device, ok bool, err error) {
+	open, ok := devices[name]
+	if !ok {
+		return nil, false, nil
+	}
+	dev, err = open()
+	return dev, true, err
+}
+
+// HasDevice reports whether the backend called name runs on a GPU that
+// [OpenDevice] opens.
+func HasDevice(name string) bool {
+	_, ok := devices[name]
+	return ok
+}
+
+// OnDevice opens the checkpoint in dir on dev, which the model then owns:
+// its Close closes dev, and so does a failed open.
+func OnDevice(dev gpu.Device, dir string) (engine.Model, error) {
+	m, err := gpumodel.Open(dir, dev)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	if n := m.CopiedBytes(); n > 0 {
+		fmt.Fprintf(CopyNotice, "%s: copied %.1f MB of misaligned tensors; `petal pull --import %[1]s` stores an aligned copy\n", dir, float64(n)/1e6)
+	}
+	return gpuModel{m, dev}, nil
+}
+
 // onDevice is the Opener of a GPU backend whose device open opens.
 func onDevice(open func() (gpu.Device, error)) Opener {
 	return func(dir string) (engine.Model, error) {
@@ -112,15 +159,7 @@ func onDevice(open func() (gpu.Device, error)) Opener {
 		if err != nil {
 			return nil, err
 		}
-		m, err := gpumodel.Open(dir, dev)
-		if err != nil {
-			dev.Close()
-			return nil, err
-		}
-		if n := m.CopiedBytes(); n > 0 {
-			fmt.Fprintf(CopyNotice, "%s: copied %.1f MB of misaligned tensors; `petal pull --import %[1]s` stores an aligned copy\n", dir, float64(n)/1e6)
-		}
-		return gpuModel{m, dev}, nil
+		return OnDevice(dev, dir)
 	}
 }
 

@@ -81,3 +81,19 @@ func TestGPUBackendClosesDevice(t *testing.T) {
 		t.Errorf("closing the model closed the device %d times, want 1", dev.closed)
 	}
 }
+
+// TestOpenDevice: the GPU backends open their device for the caller to
+// size a load with; the CPU backend has none.
+func TestOpenDevice(t *testing.T) {
+	if dev, ok, err := OpenDevice("cpu"); ok || dev != nil || err != nil {
+		t.Errorf("OpenDevice(cpu) = %v, %v, %v; want no device", dev, ok, err)
+	}
+	dev, ok, err := OpenDevice("sim")
+	if !ok || err != nil {
+		t.Fatalf("OpenDevice(sim): %v, %v", ok, err)
+	}
+	defer dev.Close()
+	if dev.Info().Name == "" {
+		t.Error("the sim's device has no name")
+	}
+}

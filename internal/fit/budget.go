@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"petal/gpu"
-	"petal/gpu/cuda"
-	"petal/gpu/metal"
 )
 
 // GiB is the unit every printed size is in.
@@ -71,12 +69,19 @@ func SimulatedMac(memoryGiB float64) (Budget, error) {
 	}, nil
 }
 
-// Host is this machine's budget: Metal's recommendedMaxWorkingSetSize on
-// a Mac, the memory Linux reports available elsewhere.
+// Host is this machine's budget where the model's memory is the host's
+// (the CPU backend, the simulator): the memory Linux reports available; on
+// a Mac, the share of its memory Metal grants the GPU by default
+// ([WorkingSetFraction]), as the machine is one memory for both.
 func Host() (Budget, error) {
 	switch runtime.GOOS {
 	case "darwin":
-		return Metal()
+		n, err := macMemory()
+		if err != nil {
+			return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
+		}
+		num, den := WorkingSetFraction(float64(n) / GiB)
+		return Budget{Bytes: n / den * num, Source: fmt.Sprintf("%d/%d of this Mac's memory, Metal's default working set", num, den)}, nil
 	case "linux":
 		f, err := os.Open(meminfoPath)
 		if err != nil {
@@ -92,41 +97,16 @@ func Host() (Budget, error) {
 	return Budget{}, fmt.Errorf("%w: no probe for %s", ErrNoBudget, runtime.GOOS)
 }
 
-// Metal is the budget of this Mac's GPU: Metal's
-// recommendedMaxWorkingSetSize. It fails where there is no Metal device.
-func Metal() (Budget, error) {
-	dev, err := metal.Open()
-	if errors.Is(err, gpu.ErrUnsupported) {
-		return Budget{}, err // no Mac: --memory-gb would not make Metal run
-	}
-	if err != nil {
-		return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
-	}
-	defer dev.Close()
-	ws := dev.Info().RecommendedMaxWorkingSetSize
+// Device is the budget of the GPU that will run the model, from its
+// gpu.Info (the caller has opened it): what its driver says the GPU can
+// use, Metal's recommendedMaxWorkingSetSize on a Mac, the memory free on
+// an NVIDIA card (cuMemGetInfo).
+func Device(info gpu.Info) (Budget, error) {
+	ws := info.RecommendedMaxWorkingSetSize
 	if ws == 0 || ws > math.MaxInt64 {
-		return Budget{}, fmt.Errorf("%w: Metal reports a working set of %d bytes", ErrNoBudget, ws)
+		return Budget{}, fmt.Errorf("%w: %s reports a working set of %d bytes", ErrNoBudget, info.Name, ws)
 	}
-	return Budget{Bytes: int64(ws), Source: "Metal's recommendedMaxWorkingSetSize of this Mac"}, nil
-}
-
-// CUDA is the budget of this machine's first NVIDIA GPU: the memory free on
-// it now (cuMemGetInfo), which is what the weights, caches and activations
-// must fit in. It fails where there is no NVIDIA driver or GPU.
-func CUDA() (Budget, error) {
-	dev, err := cuda.Open(cuda.Options{})
-	if errors.Is(err, gpu.ErrUnsupported) {
-		return Budget{}, err
-	}
-	if err != nil {
-		return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
-	}
-	defer dev.Close()
-	info := dev.Info()
-	if info.RecommendedMaxWorkingSetSize == 0 || info.RecommendedMaxWorkingSetSize > math.MaxInt64 {
-		return Budget{}, fmt.Errorf("%w: CUDA reports %d bytes free", ErrNoBudget, info.RecommendedMaxWorkingSetSize)
-	}
-	return Budget{Bytes: int64(info.RecommendedMaxWorkingSetSize), Source: "free memory of " + info.Name}, nil
+	return Budget{Bytes: int64(ws), Source: "the memory " + info.Name + " reports it can use"}, nil
 }
 
 // memAvailable reads MemAvailable from /proc/meminfo contents.

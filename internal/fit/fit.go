@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"petal/engine/checkpoint"
 	"petal/engine/gpumodel"
@@ -65,14 +67,17 @@ type Model struct {
 
 // Qwen36 is the model Petal ships for, sized from its shape: every
 // matrix's packed bytes and the vectors at bf16, as the shards hold them.
-func Qwen36() (Model, error) {
+// It is sized once; its Config is shared and must not be changed.
+func Qwen36() (Model, error) { return qwen36() }
+
+var qwen36 = sync.OnceValues(func() (Model, error) {
 	cfg := checkpoint.Qwen36()
 	w, err := storedBytes(cfg)
 	if err != nil {
 		return Model{}, err
 	}
 	return Model{Name: "Qwen3.6-35B-A3B-4bit", Config: cfg, WeightsBytes: w}, nil
-}
+})
 
 // bf16 is the size of a stored vector element.
 const bf16 = 2
@@ -225,8 +230,64 @@ func measure(cfg *checkpoint.Config, ctx int) ([]gpumodel.Footprint, []int, erro
 		contexts = append(contexts, c)
 	}
 	contexts = append(contexts, maxPos, ctx)
-	fps, err := gpumodel.MeasureFootprints(cfg, contexts)
+	var fps []gpumodel.Footprint
+	if q, err := qwen36(); err == nil && cfg == q.Config {
+		fps, err = qwenFootprints.get(cfg, contexts)
+		return fps, contexts, err
+	}
+	fps, err = gpumodel.MeasureFootprints(cfg, contexts)
 	return fps, contexts, err
+}
+
+// qwenFootprints keeps the 35B shape's footprints, which the Setup screen
+// asks for on every GET /manage/fit: each context is recorded once (a
+// whole model on the recording driver) instead of on every request.
+var qwenFootprints = &footprintCache{measure: gpumodel.MeasureFootprints, byContext: map[int]gpumodel.Footprint{}}
+
+// maxCachedFootprints bounds the contexts footprintCache keeps, so that
+// requests for ever new contexts cannot grow it without end; past it, the
+// missing ones are measured and not kept.
+const maxCachedFootprints = 256
+
+type footprintCache struct {
+	measure   func(*checkpoint.Config, []int) ([]gpumodel.Footprint, error)
+	mu        sync.Mutex
+	byContext map[int]gpumodel.Footprint
+}
+
+// get is c.measure(cfg, contexts) for the one cfg the cache is for,
+// measuring only the contexts it does not hold.
+func (c *footprintCache) get(cfg *checkpoint.Config, contexts []int) ([]gpumodel.Footprint, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var missing []int
+	for _, ctx := range contexts {
+		if _, ok := c.byContext[ctx]; !ok && !slices.Contains(missing, ctx) {
+			missing = append(missing, ctx)
+		}
+	}
+	measured := map[int]gpumodel.Footprint{}
+	if len(missing) > 0 {
+		fps, err := c.measure(cfg, missing)
+		if err != nil {
+			return nil, err
+		}
+		for i, ctx := range missing {
+			measured[ctx] = fps[i]
+			if len(c.byContext) < maxCachedFootprints {
+				c.byContext[ctx] = fps[i]
+			}
+		}
+	}
+	out := make([]gpumodel.Footprint, len(contexts))
+	for i, ctx := range contexts {
+		f, ok := c.byContext[ctx]
+		if !ok {
+			f = measured[ctx]
+		}
+		out[i] = f
+	}
+	return out, nil
 }
 
 // check is Check on measured footprints.

@@ -5,8 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+
+	"petal/engine/checkpoint"
+	"petal/engine/gpumodel"
 )
 
 // reference is the fit of Qwen3.6-35B-A3B worked out from MODEL.md's
@@ -279,5 +283,51 @@ func TestHost(t *testing.T) {
 	}
 	if b.Bytes <= 0 || b.Source == "" {
 		t.Errorf("host budget %+v", b)
+	}
+}
+
+// TestQwenFootprintsOnce: checks of the 35B shape, as GET /manage/fit
+// runs one per request, record each context's footprint once, and answer
+// as a fresh measurement does.
+func TestQwenFootprintsOnce(t *testing.T) {
+	var asked [][]int
+	c := &footprintCache{byContext: map[int]gpumodel.Footprint{}, measure: func(cfg *checkpoint.Config, contexts []int) ([]gpumodel.Footprint, error) {
+		asked = append(asked, contexts)
+		return gpumodel.MeasureFootprints(cfg, contexts)
+	}}
+	old := qwenFootprints
+	qwenFootprints = c
+	t.Cleanup(func() { qwenFootprints = old })
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := Budget{Bytes: 24 << 30, Source: "a test's budget"}
+	first, err := Check(m, budget, Request{Context: 8192, CachedSessions: DefaultCachedSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Check(m, budget, Request{Context: 8192, CachedSessions: DefaultCachedSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 || first != again {
+		t.Fatalf("a second check measured again (%v) or answered otherwise: %+v, %+v", asked, first, again)
+	}
+	other, err := Check(m, budget, Request{Context: 3000, CachedSessions: DefaultCachedSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 || !slices.Equal(asked[1], []int{3000}) {
+		t.Errorf("a new context measured %v, want [3000] alone", asked[1:])
+	}
+	fresh := m
+	fresh.Config = checkpoint.Qwen36() // not the shared config: measured as any model is
+	want, err := Check(fresh, budget, Request{Context: 3000, CachedSessions: DefaultCachedSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other != want || len(asked) != 2 {
+		t.Errorf("from the cache %+v, measured %+v (measurements %v)", other, want, asked)
 	}
 }

@@ -2,7 +2,6 @@ package fit
 
 import (
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -93,17 +92,14 @@ func TestNoFitErrorNamesLargestContext(t *testing.T) {
 	}
 }
 
-func TestMetalBudget(t *testing.T) {
-	b, err := Metal()
-	if runtime.GOOS != "darwin" {
-		// No Mac: said so, without suggesting --memory-gb, which would not
-		// make Metal run.
-		if !errors.Is(err, gpu.ErrUnsupported) || errors.Is(err, ErrNoBudget) {
-			t.Errorf("a Metal budget without Metal: %+v, %v", b, err)
-		}
-		return
+// TestDeviceBudget: the budget is the working set the device that will
+// run the model reports, and a device that reports none is no budget.
+func TestDeviceBudget(t *testing.T) {
+	b, err := Device(gpu.Info{Name: "Apple M4 Pro", RecommendedMaxWorkingSetSize: 27 << 30})
+	if err != nil || b.Bytes != 27<<30 || !strings.Contains(b.Source, "Apple M4 Pro") {
+		t.Errorf("Device: %+v, %v", b, err)
 	}
-	if err != nil || b.Bytes <= 0 {
-		t.Errorf("Metal budget %+v, %v", b, err)
+	if b, err := Device(gpu.Info{Name: "a device without a figure"}); !errors.Is(err, ErrNoBudget) {
+		t.Errorf("a device reporting no working set: %+v, %v", b, err)
 	}
 }

@@ -9,20 +9,19 @@ import (
 	"petal/engine"
 	"petal/engine/backend"
 	"petal/engine/checkpoint"
+	"petal/gpu"
 	"petal/internal/fit"
 	"petal/internal/service"
 )
 
-// budgets gives, per backend, the memory a model on it may use: Metal's
-// working set on the GPU, the card's free memory for CUDA; the memory the
-// OS reports available for the CPU backend and for the simulator, whose
-// device memory is this machine's.
-// A backend without one (the tests' scripted models) loads unchecked.
+// budgets gives the memory a model may use on the backends whose memory is
+// the host's: the CPU backend's, and the simulator's, whose device memory
+// is this machine's. Any other GPU backend's budget is its device's own
+// working set (fit.Device of the device the model will run on); a backend
+// with neither (the tests' scripted models) loads unchecked.
 var budgets = map[string]func() (fit.Budget, error){
-	"cpu":   fit.Host,
-	"sim":   fit.Host,
-	"metal": fit.Metal,
-	"cuda":  fit.CUDA,
+	"cpu": fit.Host,
+	"sim": fit.Host,
 }
 
 // Loaded is a model opened after the memory-fit check, with the service
@@ -37,6 +36,8 @@ type Loaded struct {
 	CacheBytes int64
 	// Report is the check at the chosen context; nil when unchecked.
 	Report *fit.Report
+	// device is the GPU's description when the budget was its own.
+	device *gpu.Info
 }
 
 // LoadRequest is what Load is asked to load.
@@ -59,8 +60,8 @@ type LoadRequest struct {
 // check leaves at the chosen context.
 func Load(req LoadRequest, w io.Writer) (Loaded, error) {
 	dir, name, cacheBytes := req.Dir, req.Backend, req.CacheBytes
-	budget, checked := budgets[name]
-	if !checked {
+	budget, onHost := budgets[name]
+	if !onHost && !backend.HasDevice(name) {
 		m, err := OpenModel(dir, name)
 		if err != nil {
 			return Loaded{}, err
@@ -70,15 +71,60 @@ func Load(req LoadRequest, w io.Writer) (Loaded, error) {
 		}
 		return Loaded{Model: m, Context: req.Context, CacheBytes: cacheBytes}, nil
 	}
-	if req.MemoryGB != 0 {
-		budget = func() (fit.Budget, error) { return fit.SimulatedMac(req.MemoryGB) }
-	}
 	if err := CheckDir(dir); err != nil {
 		return Loaded{}, err
 	}
 	fm, err := fit.FromCheckpoint(dir)
 	if err != nil {
 		return Loaded{}, fmt.Errorf("memory-fit check of %s: %w", dir, err)
+	}
+	var dev gpu.Device
+	var info *gpu.Info
+	if !onHost {
+		// The device is opened to be asked its budget, and the model is
+		// loaded on it once the check has passed.
+		if dev, _, err = backend.OpenDevice(name); err != nil {
+			return Loaded{}, err
+		}
+		i := dev.Info()
+		info = &i
+		budget = func() (fit.Budget, error) { return fit.Device(i) }
+	}
+	l, err := check(fm, req, budget, w)
+	if err != nil {
+		if dev != nil {
+			dev.Close()
+		}
+		return Loaded{}, err
+	}
+	if dev != nil {
+		l.Model, err = backend.OnDevice(dev, dir)
+	} else {
+		l.Model, err = OpenModel(dir, name)
+	}
+	if err != nil {
+		return Loaded{}, err
+	}
+	l.device = info
+	return l, nil
+}
+
+// budget is where the Setup screen's verdict takes this machine's memory
+// from: the GPU l runs on, when its budget was the device's own (asked
+// once, at the load); else the host's, now.
+func (l Loaded) budget() func() (fit.Budget, error) {
+	if l.device == nil {
+		return fit.Host
+	}
+	info := *l.device
+	return func() (fit.Budget, error) { return fit.Device(info) }
+}
+
+// check runs the memory-fit check of fm as req asks, on budget (or the
+// simulated Mac req names), and says on w when the context was lowered.
+func check(fm fit.Model, req LoadRequest, budget func() (fit.Budget, error), w io.Writer) (Loaded, error) {
+	if req.MemoryGB != 0 {
+		budget = func() (fit.Budget, error) { return fit.SimulatedMac(req.MemoryGB) }
 	}
 	asked := req.Context
 	if asked == 0 {
@@ -96,11 +142,7 @@ func Load(req LoadRequest, w io.Writer) (Loaded, error) {
 		fmt.Fprintf(w, "context lowered from %d to %d tokens, the largest that fits %s (%s): %s\n",
 			asked, r.Context, gibString(b.Bytes), b.Source, r.Advice)
 	}
-	m, err := OpenModel(dir, name)
-	if err != nil {
-		return Loaded{}, err
-	}
-	return Loaded{Model: m, Context: r.Context, CacheBytes: cacheBudget(cacheBytes, r.HeadroomBytes), Report: &r}, nil
+	return Loaded{Context: r.Context, CacheBytes: cacheBudget(req.CacheBytes, r.HeadroomBytes), Report: &r}, nil
 }
 
 // OpenModel opens dir's model on the backend called name, once the folder

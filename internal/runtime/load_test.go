@@ -198,3 +198,25 @@ func TestOpenFit(t *testing.T) {
 		t.Errorf("Open on too little memory: %v", err)
 	}
 }
+
+// TestGPULoadSizedByDevice: a GPU backend's load is checked against the
+// working set of the device it then runs on (the sim stands in for Metal
+// here, its host budget set aside), and the Setup screen's verdict takes
+// the same device's figure.
+func TestGPULoadSizedByDevice(t *testing.T) {
+	old := budgets["sim"]
+	delete(budgets, "sim")
+	t.Cleanup(func() { budgets["sim"] = old })
+	l, err := Load(LoadRequest{Dir: servicetest.FixtureFolder(t, "tiny-a"), Backend: "sim", Context: 4096}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Model.Close()
+	if l.Report == nil || !strings.Contains(l.Report.WorkingSetSource, "Petal sim") {
+		t.Fatalf("the load was not sized by its device: %+v", l.Report)
+	}
+	b, err := l.budget()()
+	if err != nil || b.Bytes != l.Report.WorkingSetBytes || b.Source != l.Report.WorkingSetSource {
+		t.Errorf("the Setup screen's budget %+v (%v), the load's %d (%s)", b, err, l.Report.WorkingSetBytes, l.Report.WorkingSetSource)
+	}
+}

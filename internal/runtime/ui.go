@@ -35,6 +35,9 @@ type uiConfig struct {
 	// onSettings is called after each save of the settings.
 	onSettings func(manage.Settings)
 	logger     *log.Logger
+	// budget is this machine's memory for the Setup screen's verdict: the
+	// served GPU's own working set, else the host's.
+	budget func() (fit.Budget, error)
 }
 
 // webUI serves what the API leaves over: /manage/ and the UI at every
@@ -71,7 +74,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		Model:      c.live.status,
 		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
 		APIKey:     c.apiKey,
-		Fit:        qwenFit,
+		Fit:        func(n int) (any, error) { return qwenFit(n, c.budget) },
 		Doctor:     doctorForUI,
 		Downloader: c.live.downloads,
 		Settings:   store,
@@ -134,9 +137,9 @@ const (
 	measuredCPUCommand = "go test -run '^$' -bench 'BenchmarkQMV/rows=8192' -count 2 ./engine/cpu/"
 )
 
-// qwenFit is the Setup screen's memory verdict: Qwen3.6-35B-A3B on this
-// machine at a context length, with the sessions petal fit assumes.
-func qwenFit(contextLen int) (any, error) {
+// qwenFit is the Setup screen's memory verdict: Qwen3.6-35B-A3B at a
+// context length on budget, with the sessions petal fit assumes.
+func qwenFit(contextLen int, budget func() (fit.Budget, error)) (any, error) {
 	m, err := fit.Qwen36()
 	if err != nil {
 		return nil, err
@@ -150,11 +153,11 @@ func qwenFit(contextLen int) (any, error) {
 			return nil, err
 		}
 	}
-	budget, err := fit.Host()
+	b, err := budget()
 	if err != nil {
 		return nil, err
 	}
-	rep, err := fit.Check(m, budget, fit.Request{Context: contextLen, CachedSessions: fit.DefaultCachedSessions})
+	rep, err := fit.Check(m, b, fit.Request{Context: contextLen, CachedSessions: fit.DefaultCachedSessions})
 	if err != nil {
 		return nil, err
 	}
