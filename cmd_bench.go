@@ -113,12 +113,11 @@ type benchDecode struct {
 
 func runBench(args []string, stdout io.Writer) error {
 	fs := newFlags("bench", os.Stderr)
-	dir := fs.String("model", "", "checkpoint folder (with --dry-run, only config.json is read; default: the Qwen3.6-35B-A3B shape)")
+	dir, backendName := modelFlags(fs, "checkpoint folder (with --dry-run, only config.json is read; default: the Qwen3.6-35B-A3B shape)")
 	dry := fs.Bool("dry-run", false, "record one GPU decode step and one prefill chunk instead of running anything")
 	context := fs.Int("context", 0, "dry run: the step's position; run: one prompt length (instead of --contexts)")
 	contexts := fs.String("contexts", "256", "run: comma-separated prompt lengths, one arm (process) each, or 'all' for 256..131072")
 	steps := fs.Int("steps", benchDecodeSteps, "run: measured decode steps (the contract's 64)")
-	backendName := fs.String("backend", "cpu", "run: backend (cpu, sim, metal, cuda)")
 	arm := fs.Bool("arm", false, "run: measure one context in this process and print its JSON (the parent runs each arm so)")
 	bandwidth := fs.Float64("bandwidth", 0, "dry run: memory bandwidth in GB/s to convert bytes into rates (default: 546 and 614)")
 	chunk := fs.Int("chunk", gpumodel.DefaultPrefillChunk, "dry run: tokens of the recorded prefill chunk")

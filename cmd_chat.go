@@ -31,8 +31,7 @@ func init() {
 
 func runChat(args []string, stdout io.Writer) error {
 	fs := newFlags("chat", os.Stderr)
-	dir := fs.String("model", "", "checkpoint folder (default: the installed model, else the built-in demo)")
-	backend := fs.String("backend", "cpu", "backend")
+	dir, backend := modelFlags(fs, "checkpoint folder (default: the installed model, else the built-in demo)")
 	maxTokens := fs.Int("max-tokens", 0, "tokens per reply at most (default: up to the end of the context)")
 	noThink := fs.Bool("no-think", false, "answer without thinking first")
 	if err := fs.Parse(args); err != nil {

@@ -23,10 +23,9 @@ const defaultGenerateTokens = 16
 
 func runGenerate(args []string, stdout io.Writer) error {
 	fs := newFlags("generate", os.Stderr)
-	dir := fs.String("model", "", "checkpoint folder")
+	dir, backend := modelFlags(fs, "checkpoint folder")
 	tokens := fs.String("tokens", "", "comma-separated prompt token ids")
 	maxTokens := fs.Int("max-tokens", defaultGenerateTokens, "tokens to generate at most")
-	backend := fs.String("backend", "cpu", "backend")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

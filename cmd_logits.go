@@ -20,10 +20,9 @@ func init() {
 
 func runLogits(args []string, stdout io.Writer) error {
 	fs := newFlags("logits", os.Stderr)
-	dir := fs.String("model", "", "checkpoint folder")
+	dir, backend := modelFlags(fs, "checkpoint folder")
 	tokens := fs.String("tokens", "", "comma-separated token ids")
 	outPath := fs.String("out", "", "output file")
-	backend := fs.String("backend", "cpu", "backend")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

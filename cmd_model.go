@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/internal/runtime"
 )
 
@@ -58,6 +59,14 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 		fs.SetOutput(io.Discard)
 	}
 	return fs
+}
+
+// modelFlags adds the --model and --backend flags of a command that opens
+// a model; --backend's usage lists the backends there are.
+func modelFlags(fs *flag.FlagSet, modelUsage string) (dir, backendName *string) {
+	dir = fs.String("model", "", modelUsage)
+	backendName = fs.String("backend", "cpu", "backend: "+strings.Join(backend.Names(), ", "))
+	return dir, backendName
 }
 
 // noArgs rejects stray positional arguments after the flags.

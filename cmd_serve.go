@@ -39,9 +39,8 @@ func runServe(args []string, stdout io.Writer) error {
 // serve runs the server until ctx ends, then shuts it down gracefully.
 func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("serve", os.Stderr)
-	dir := fs.String("model", "", "checkpoint folder (default: the installed Qwen3.6-35B-A3B, else the built-in demo model)")
+	dir, backend := modelFlags(fs, "checkpoint folder (default: the installed Qwen3.6-35B-A3B, else the built-in demo model)")
 	addr := fs.String("addr", DefaultAddr, "address to listen on")
-	backend := fs.String("backend", "cpu", "backend")
 	apiKey := fs.String("api-key", os.Getenv("PETAL_API_KEY"), "API key clients must send as a Bearer token (default $PETAL_API_KEY)")
 	origins := fs.String("allow-origin", "", "comma-separated browser origins allowed to call the API")
 	hosts := fs.String("allow-host", "", "comma-separated host names the Host header may carry besides loopback")

@@ -15,13 +15,19 @@ func (m *Matrix) Bytes() int64 {
 	return m.RowBytes() * int64(m.Rows) * int64(max(m.Experts, 1))
 }
 
-// DecodeWeightBytes is how many bytes of weights one decode step reads:
-// one embedding row, every dense projection, the top-k experts' rows of
-// each MoE block, and the whole lm_head. Decode at batch 1 is bound by
+// DecodeWeightBytes is how many bytes of weights one decode step reads
+// ([Model.StepWeightBytes] of one token). Decode at batch 1 is bound by
 // this number over the memory bandwidth.
-func (m *Model) DecodeWeightBytes() int64 {
+func (m *Model) DecodeWeightBytes() int64 { return m.StepWeightBytes(1) }
+
+// StepWeightBytes is how many bytes of weights a forward step over tokens
+// tokens reads: their embedding rows, every dense projection once, the
+// whole lm_head, and of each MoE block the rows of at most tokens*TopK
+// experts (all of them once a chunk can route to every one).
+func (m *Model) StepWeightBytes(tokens int) int64 {
 	c := m.Config
-	n := m.Embed.RowBytes() + m.LMHead.Bytes()
+	n := int64(tokens)*m.Embed.RowBytes() + m.LMHead.Bytes()
+	experts := int64(min(c.Experts, tokens*c.TopK))
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		if a := l.Attn; a != nil {
@@ -32,8 +38,7 @@ func (m *Model) DecodeWeightBytes() int64 {
 		}
 		e := &l.MoE
 		n += e.Router.Bytes() + e.SharedGate.Bytes() + e.SharedUp.Bytes() + e.SharedDown.Bytes() + e.SharedExpertGate.Bytes()
-		perExpert := (e.Gate.Bytes() + e.Up.Bytes() + e.Down.Bytes()) / int64(c.Experts)
-		n += int64(c.TopK) * perExpert
+		n += experts * (e.Gate.Bytes() + e.Up.Bytes() + e.Down.Bytes()) / int64(c.Experts)
 	}
 	return n
 }

@@ -67,28 +67,6 @@ func (r ChunkReport) TokensPerSecond(bytesPerSecond float64) float64 {
 	return float64(r.Tokens) * bytesPerSecond / float64(r.BytesMoved())
 }
 
-// prefillWeightBytes is what a chunk of tokens reads of ckpt's weights:
-// the embedding rows, each dense matrix once, and at most tokens*TopK of
-// each layer's experts.
-func prefillWeightBytes(ckpt *checkpoint.Model, tokens int) int64 {
-	c := ckpt.Config
-	n := int64(tokens)*ckpt.Embed.RowBytes() + ckpt.LMHead.Bytes()
-	experts := int64(min(c.Experts, tokens*c.TopK))
-	for i := range ckpt.Layers {
-		l := &ckpt.Layers[i]
-		if a := l.Attn; a != nil {
-			n += a.Q.Bytes() + a.K.Bytes() + a.V.Bytes() + a.O.Bytes()
-		}
-		if d := l.Delta; d != nil {
-			n += d.QKV.Bytes() + d.Z.Bytes() + d.B.Bytes() + d.A.Bytes() + d.Out.Bytes()
-		}
-		e := &l.MoE
-		n += e.Router.Bytes() + e.SharedGate.Bytes() + e.SharedUp.Bytes() + e.SharedDown.Bytes() + e.SharedExpertGate.Bytes()
-		n += experts * (e.Gate.Bytes() + e.Up.Bytes() + e.Down.Bytes()) / int64(c.Experts)
-	}
-	return n
-}
-
 // DryRunPrefill records the prefill chunk of tokens tokens after pos
 // cached positions (logits of the last one, argmax on the GPU) for a model
 // of cfg's shape, without its weights, through the encoding the drivers
@@ -146,7 +124,7 @@ func DryRunPrefill(cfg *checkpoint.Config, pos, tokens int) (ChunkReport, error)
 	}
 	return ChunkReport{
 		Position: pos, Tokens: tokens, Dispatches: tr.Dispatches(), Levels: tr.Levels(),
-		WeightBytes: prefillWeightBytes(ckpt, tokens),
+		WeightBytes: ckpt.StepWeightBytes(tokens),
 		CacheBytes:  attnCacheBytes(cfg, rows) + deltaStateBytes(cfg),
 	}, nil
 }
