@@ -28,6 +28,16 @@ type demoServer struct {
 	log  string
 }
 
+// skipDemoOnSim skips, under -short, a test that runs the demo model on
+// the simulated GPU (minutes of CI between them); scripts/test.sh runs the
+// full set.
+func skipDemoOnSim(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the demo model on the sim: go test without -short runs it")
+	}
+}
+
 func startDemoServe(t *testing.T, backend string) *demoServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -144,6 +154,7 @@ const (
 // bench's loop on both backends decodes what the server did for the same
 // prompt.
 func TestServeDecodeOnDevice(t *testing.T) {
+	skipDemoOnSim(t)
 	greedy := `{"prompt":"` + decodePrompt + `","max_tokens":` + strconv.Itoa(decodeTokens) + `,"temperature":0,"presence_penalty":0}`
 	sampled := `{"prompt":"` + decodePrompt + `","max_tokens":` + strconv.Itoa(decodeTokens) + `,"temperature":0.7,"top_p":0.9,"seed":7}`
 

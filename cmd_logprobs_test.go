@@ -53,6 +53,7 @@ func sameLogprobs(a, b openai.LogprobResult, tol float64) string {
 // sampler's small records, which petal_logits_readback_bytes_total does not
 // count).
 func TestServeLogprobsMatchCPU(t *testing.T) {
+	skipDemoOnSim(t)
 	base := `"prompt":"` + decodePrompt + `","max_tokens":` + strconv.Itoa(decodeTokens) + `,"logprobs":5`
 	bodies := map[string]string{
 		"greedy":  `{` + base + `,"temperature":0}`,

@@ -35,6 +35,7 @@ func (s *demoServer) chat(t *testing.T, body string) openai.ChatCompletionRespon
 // the start of a value of the schema (the demo model opens with
 // whitespace, so ten tokens reach {"nam).
 func TestServeStructuredOnDevice(t *testing.T) {
+	skipDemoOnSim(t)
 	const schema = `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"],"additionalProperties":false}`
 	body := `{"max_tokens":10,"temperature":0,"messages":[{"role":"user","content":"Ann is 30."}],` +
 		`"chat_template_kwargs":{"enable_thinking":false},` +

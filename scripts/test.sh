@@ -33,7 +33,7 @@ echo "== frontend (npm ci, svelte-check, vitest, build; the committed dist/ must
 stale=$(git status --porcelain -- frontend/dist)
 if [ -n "$stale" ]; then echo "frontend/dist is stale; run npm run build in frontend/ and commit:"; echo "$stale"; exit 1; fi
 
-echo "== go test"
+echo "== go test (the full set: without -short, the whole-model runs on the sim too)"
 go test -count=1 -timeout 60m ./...
 
 echo "== petal doctor on the sim (every kernel compiled and tested, the demo model against the CPU)"

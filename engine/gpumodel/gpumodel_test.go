@@ -42,8 +42,14 @@ const (
 	decisiveMargin = 0.05
 )
 
+// openDevice opens the GPU the tests run whole models on (the sim, or
+// the one PETAL_GPU names); under -short those runs are skipped (minutes
+// of CI on the sim), scripts/test.sh runs them.
 func openDevice(t testing.TB) gpu.Device {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs whole models on the GPU: go test without -short runs it")
+	}
 	return gputest.Open(t, true)
 }
 
