@@ -2,6 +2,7 @@ package manage
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
 	"net/http"
 	"os"
@@ -257,4 +258,38 @@ func TestHubDownloadOfflineStatus(t *testing.T) {
 			t.Errorf("error %+v: want words and the detail", s.Error)
 		}
 	})
+}
+
+// TestHubDownloadOfADamagedModel pulls a model whose Hub copy has a shard
+// with a broken header (its checksum matches: the Hub holds it so): the
+// download fails with the one re-download code, its words, and the cause
+// behind the disclosure.
+func TestHubDownloadOfADamagedModel(t *testing.T) {
+	dir := t.TempDir()
+	entries, err := os.ReadDir(hubFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(hubFixture, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Name() == "model-00002-of-00003.safetensors" {
+			binary.LittleEndian.PutUint64(data, uint64(len(data))) // a header longer than the file
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := hubtest.New(t, dir)
+	d := NewHubDownloader(hubOptions(t, h))
+	if err := d.Do(context.Background(), Start); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, d, DownloadFailed)
+	if s.Error == nil || s.Error.Code != CodeDamaged || s.Error.Message != damagedMessage ||
+		!strings.Contains(s.Error.Detail, "model-00002-of-00003.safetensors") {
+		t.Fatalf("a damaged shard gave %+v, want %q with the file named in the detail", s.Error, CodeDamaged)
+	}
 }
