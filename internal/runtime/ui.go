@@ -16,6 +16,7 @@ import (
 	"petal/frontend"
 	"petal/internal/doctor"
 	"petal/internal/fit"
+	"petal/internal/httpgate"
 	"petal/internal/manage"
 	"petal/internal/models"
 )
@@ -68,7 +69,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		if p, err := strconv.Atoi(port); err == nil {
 			running.Port = p
 		}
-		running.Expose = !isLoopbackHost(host)
+		running.Expose = !httpgate.LoopbackHost(host)
 	}
 	opts := manage.Options{
 		Model:      c.live.status,
@@ -179,14 +180,6 @@ func qwenFit(contextLen int, budget func() (fit.Budget, error)) (any, error) {
 // appleGPU reports whether this machine has the GPU Petal's Metal backend
 // runs on.
 func appleGPU() bool { return runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" }
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 // endpointHost is the host:port clients on this machine should use: an
 // address listening on every interface is reached through loopback.
