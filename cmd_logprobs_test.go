@@ -10,16 +10,18 @@ import (
 )
 
 // completeLogprobs posts a completion request and returns its choice's
-// logprobs: the JSON reply's, or those of the streamed chunk that carries
-// them (the last).
+// logprobs: the JSON reply's, or the streamed chunks' joined (each carries
+// its own tokens').
 func (s *demoServer) completeLogprobs(t *testing.T, body string, stream bool) openai.LogprobResult {
 	t.Helper()
 	var got openai.LogprobResult
 	for _, r := range s.completions(t, body, stream) {
 		for _, c := range r.Choices {
-			if len(c.LogProbs.Tokens) > 0 {
-				got = c.LogProbs
-			}
+			l := c.LogProbs
+			got.Tokens = append(got.Tokens, l.Tokens...)
+			got.TokenLogprobs = append(got.TokenLogprobs, l.TokenLogprobs...)
+			got.TopLogprobs = append(got.TopLogprobs, l.TopLogprobs...)
+			got.TextOffset = append(got.TextOffset, l.TextOffset...)
 		}
 	}
 	return got

@@ -221,7 +221,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	finish := string(sum.Finish)
 	head.Object = "chat.completion"
-	head.Choices = []chatChoice{{Message: msg, FinishReason: &finish, Logprobs: chatLogprobsOf(body.Logprobs != nil && *body.Logprobs, sum)}}
+	head.Choices = []chatChoice{{Message: msg, FinishReason: &finish, Logprobs: chatLogprobsOf(body.Logprobs != nil && *body.Logprobs, sum.Logprobs)}}
 	head.Usage = usageOf(sum)
 	httpgate.WriteJSON(w, http.StatusOK, head)
 	return nil
@@ -242,9 +242,17 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.G
 	if chunk(&chatMessage{Role: "assistant", Content: &empty}, nil, nil) != nil {
 		return
 	}
+	// Each chunk carries its tokens' logprobs (clients append each
+	// chunk's content list), the last one those of tokens held back.
+	taken := func() *chatLogprobs {
+		if lps := g.TakeLogprobs(); len(lps) > 0 {
+			return chatLogprobsOf(logprobs, lps)
+		}
+		return nil
+	}
 	sum, err := g.Run(r.Context(), func(e reply.Event) error {
 		if d := chatDelta(e); d != nil {
-			return chunk(d, nil, nil)
+			return chunk(d, nil, taken())
 		}
 		return nil
 	})
@@ -253,9 +261,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.G
 		return
 	}
 	finish := string(sum.Finish)
-	// The reply's logprobs come with the last chunk (clients append each
-	// chunk's content list).
-	if chunk(&chatMessage{}, &finish, chatLogprobsOf(logprobs, sum)) != nil {
+	if chunk(&chatMessage{}, &finish, taken()) != nil {
 		return
 	}
 	if includeUsage {

@@ -110,7 +110,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		finish := string(sum.Finish)
-		head.Choices = []completionChoice{{Text: text, FinishReason: &finish, Logprobs: completionLogprobsOf(req.Logprobs, sum, len(echo))}}
+		offset := len(echo)
+		head.Choices = []completionChoice{{Text: text, FinishReason: &finish, Logprobs: completionLogprobsOf(req.Logprobs, sum.Logprobs, &offset)}}
 		head.Usage = usageOf(sum)
 		httpgate.WriteJSON(w, http.StatusOK, head)
 		return nil
@@ -126,14 +127,22 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if echo != "" && chunk(echo, nil, nil) != nil {
 		return nil
 	}
-	sum, err := g.Run(r.Context(), func(e reply.Event) error { return chunk(e.Text, nil, nil) })
+	// Each chunk carries its tokens' logprobs, offsets counted over the
+	// whole text; the last one those of tokens held back.
+	offset := len(echo)
+	taken := func() *completionLogprobs {
+		if lps := g.TakeLogprobs(); len(lps) > 0 {
+			return completionLogprobsOf(req.Logprobs, lps, &offset)
+		}
+		return nil
+	}
+	sum, err := g.Run(r.Context(), func(e reply.Event) error { return chunk(e.Text, nil, taken()) })
 	if err != nil {
 		s.streamFailed(st, r, err)
 		return nil
 	}
 	finish := string(sum.Finish)
-	// The reply's logprobs come with the last chunk.
-	if chunk("", &finish, completionLogprobsOf(req.Logprobs, sum, len(echo))) != nil {
+	if chunk("", &finish, taken()) != nil {
 		return nil
 	}
 	if body.StreamOptions != nil && body.StreamOptions.IncludeUsage {

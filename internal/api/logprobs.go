@@ -30,12 +30,12 @@ func byteList(b []byte) []int {
 }
 
 // chatLogprobsOf is a chat choice's logprobs: nil (null) unless asked.
-func chatLogprobsOf(asked bool, sum service.Summary) *chatLogprobs {
+func chatLogprobsOf(asked bool, lps []service.TokenLogprob) *chatLogprobs {
 	if !asked {
 		return nil
 	}
-	lp := &chatLogprobs{Content: make([]chatTokenLogprob, len(sum.Logprobs))}
-	for i, t := range sum.Logprobs {
+	lp := &chatLogprobs{Content: make([]chatTokenLogprob, len(lps))}
+	for i, t := range lps {
 		c := chatTokenLogprob{Token: t.Token.Text, Logprob: t.Logprob, Bytes: byteList(t.Token.Bytes), TopLogprobs: make([]chatTopLogprob, len(t.Top))}
 		for j, a := range t.Top {
 			c.TopLogprobs[j] = chatTopLogprob{Token: a.Token.Text, Logprob: a.Logprob, Bytes: byteList(a.Token.Bytes)}
@@ -47,8 +47,8 @@ func chatLogprobsOf(asked bool, sum service.Summary) *chatLogprobs {
 
 // ollamaLogprobs is Ollama's logprobs list (0.12+): the chat entries'
 // shape, at the top level of the response.
-func ollamaLogprobs(asked bool, sum service.Summary) []chatTokenLogprob {
-	if lp := chatLogprobsOf(asked, sum); lp != nil {
+func ollamaLogprobs(asked bool, lps []service.TokenLogprob) []chatTokenLogprob {
+	if lp := chatLogprobsOf(asked, lps); lp != nil {
 		return lp.Content
 	}
 	return nil
@@ -63,16 +63,17 @@ type completionLogprobs struct {
 }
 
 // completionLogprobsOf is a completion choice's logprobs, nil unless
-// asked; offsets count bytes of the choice's text from offset on.
-func completionLogprobsOf(asked bool, sum service.Summary, offset int) *completionLogprobs {
+// asked; offsets count bytes of the choice's text from *offset on, which
+// it moves past the tokens (a stream's next chunk goes on from there).
+func completionLogprobsOf(asked bool, lps []service.TokenLogprob, offset *int) *completionLogprobs {
 	if !asked {
 		return nil
 	}
-	n := len(sum.Logprobs)
+	n := len(lps)
 	lp := &completionLogprobs{Tokens: make([]string, n), TokenLogprobs: make([]float64, n), TopLogprobs: make([]map[string]float64, n), TextOffset: make([]int, n)}
-	for i, t := range sum.Logprobs {
-		lp.Tokens[i], lp.TokenLogprobs[i], lp.TextOffset[i] = t.Token.Text, t.Logprob, offset
-		offset += len(t.Token.Bytes)
+	for i, t := range lps {
+		lp.Tokens[i], lp.TokenLogprobs[i], lp.TextOffset[i] = t.Token.Text, t.Logprob, *offset
+		*offset += len(t.Token.Bytes)
 		top := make(map[string]float64, len(t.Top))
 		for _, a := range t.Top {
 			if _, ok := top[a.Token.Text]; !ok {

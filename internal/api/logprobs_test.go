@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -16,8 +17,9 @@ import (
 
 // Chat logprobs through go-openai's client and types: one entry per reply
 // token whose texts and bytes make up the content, each with the asked
-// alternatives (the scripted token first), the same streamed (in the last
-// chunk) as not; null when not asked.
+// alternatives (the scripted token first), the same streamed as not, each
+// chunk carrying its own tokens' (as OpenAI streams them); null when not
+// asked.
 func TestChatLogprobsShape(t *testing.T) {
 	const text = "Hi there"
 	ts := newTestServer(t, service.Options{}, Options{}, constant(text))
@@ -62,8 +64,15 @@ func TestChatLogprobsShape(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range chunk.Choices {
+			var tokens strings.Builder
 			if c.Logprobs != nil {
 				streamed = append(streamed, c.Logprobs.Content...)
+				for _, lp := range c.Logprobs.Content {
+					tokens.WriteString(lp.Token)
+				}
+			}
+			if tokens.String() != c.Delta.Content {
+				t.Errorf("a chunk of content %q carries the logprobs of %q", c.Delta.Content, tokens.String())
 			}
 		}
 	}
@@ -103,6 +112,39 @@ func TestLogprobsShapesAndLimits(t *testing.T) {
 		}
 	}
 
+	// Streamed through go-openai, each chunk carries its text's tokens,
+	// offsets counted over the whole text: together the reply's.
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = ts.URL + "/v1"
+	stream, err := openai.NewClientWithConfig(cfg).CreateCompletionStream(context.Background(), openai.CompletionRequest{Prompt: "x", MaxTokens: 20, LogProbs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed openai.LogprobResult
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chunk.Choices {
+			l := c.LogProbs
+			if strings.Join(l.Tokens, "") != c.Text {
+				t.Errorf("a chunk of text %q carries the logprobs of %q", c.Text, l.Tokens)
+			}
+			streamed.Tokens = append(streamed.Tokens, l.Tokens...)
+			streamed.TokenLogprobs = append(streamed.TokenLogprobs, l.TokenLogprobs...)
+			streamed.TopLogprobs = append(streamed.TopLogprobs, l.TopLogprobs...)
+			streamed.TextOffset = append(streamed.TextOffset, l.TextOffset...)
+		}
+	}
+	stream.Close()
+	if !reflect.DeepEqual(streamed, lp) {
+		t.Errorf("streamed logprobs %+v, not streamed %+v", streamed, lp)
+	}
+
 	// Ollama 0.12's api.Logprob: {token, logprob, bytes, top_logprobs}.
 	var oll struct {
 		Message  struct{ Content string }
@@ -129,6 +171,29 @@ func TestLogprobsShapesAndLimits(t *testing.T) {
 	}
 	if joined.String() != oll.Message.Content {
 		t.Errorf("ollama logprobs tokens %q, content %q", joined.String(), oll.Message.Content)
+	}
+	// Streamed, each message carries its content's tokens, as Ollama's do.
+	resp, body = do(t, post(t, ts.URL+"/api/chat", `{"messages":[{"role":"user","content":"Hello"}],"think":false,"logprobs":true,"top_logprobs":1}`))
+	var tokens []string
+	for line := range strings.Lines(body) {
+		var m struct {
+			Message  struct{ Content string }
+			Logprobs []struct{ Token string }
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("ollama stream: %d %q (%v)", resp.StatusCode, line, err)
+		}
+		var mine strings.Builder
+		for _, l := range m.Logprobs {
+			mine.WriteString(l.Token)
+			tokens = append(tokens, l.Token)
+		}
+		if mine.String() != m.Message.Content {
+			t.Errorf("ollama: a message of %q carries the logprobs of %q", m.Message.Content, mine.String())
+		}
+	}
+	if len(tokens) != len(oll.Logprobs) || strings.Join(tokens, "") != oll.Message.Content {
+		t.Errorf("ollama streamed the logprobs of %q, not streamed %d tokens", tokens, len(oll.Logprobs))
 	}
 
 	for _, c := range []struct{ path, body, param string }{

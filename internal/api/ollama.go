@@ -174,7 +174,8 @@ type ollamaChatResponse struct {
 	Message    ollamaMessage `json:"message"`
 	Done       bool          `json:"done"`
 	DoneReason string        `json:"done_reason,omitempty"`
-	// Logprobs come with the last message, for every reply token.
+	// Logprobs are those of the message's tokens: all of them in a reply
+	// not streamed.
 	Logprobs []chatTokenLogprob `json:"logprobs,omitempty"`
 	ollamaMetrics
 }
@@ -206,7 +207,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 		resp := msg(m)
 		resp.Done, resp.DoneReason = true, ollamaDoneReason(sum)
 		resp.ollamaMetrics = clock.metrics(sum)
-		resp.Logprobs = ollamaLogprobs(body.Logprobs, sum)
+		resp.Logprobs = ollamaLogprobs(body.Logprobs, g.TakeLogprobs())
 		return resp
 	}
 	if body.Stream != nil && !*body.Stream {
@@ -226,17 +227,23 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	st := startStream(w, false)
 	sum, err := g.Run(r.Context(), func(e reply.Event) error {
 		clock.event()
+		// Each message carries its tokens' logprobs, as Ollama's do.
+		send := func(m ollamaMessage) error {
+			resp := msg(m)
+			resp.Logprobs = ollamaLogprobs(body.Logprobs, g.TakeLogprobs())
+			return st.send(resp)
+		}
 		switch e.Kind {
 		case reply.KindReasoning:
-			return st.send(msg(ollamaMessage{Thinking: e.Text}))
+			return send(ollamaMessage{Thinking: e.Text})
 		case reply.KindContent:
-			return st.send(msg(ollamaMessage{Content: e.Text}))
+			return send(ollamaMessage{Content: e.Text})
 		case reply.KindToolStart:
 			names[e.Index] = e.Name
 		case reply.KindToolArgs:
 			args[e.Index] += e.Text
 		case reply.KindToolEnd:
-			return st.send(msg(ollamaMessage{ToolCalls: []ollamaToolCall{call(e.Index)}}))
+			return send(ollamaMessage{ToolCalls: []ollamaToolCall{call(e.Index)}})
 		}
 		return nil
 	})

@@ -82,7 +82,8 @@ type ollamaGenerateResponse struct {
 	// Context is the prompt's and reply's token ids, which a client may send
 	// back to continue from them.
 	Context []int `json:"context,omitempty"`
-	// Logprobs come with the last chunk, for every reply token.
+	// Logprobs are those of the chunk's tokens: all of them in a reply not
+	// streamed.
 	Logprobs []chatTokenLogprob `json:"logprobs,omitempty"`
 	ollamaMetrics
 }
@@ -137,7 +138,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		done.Done, done.DoneReason = true, ollamaDoneReason(sum)
 		done.Context = append(prompt, s.svc.Tokenizer().Encode(content)...)
 		done.ollamaMetrics = clock.metrics(sum)
-		done.Logprobs = ollamaLogprobs(body.Logprobs, sum)
+		done.Logprobs = ollamaLogprobs(body.Logprobs, g.TakeLogprobs())
 		return done
 	}
 	if body.Stream != nil && !*body.Stream {
@@ -165,6 +166,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		default:
 			return nil
 		}
+		c.Logprobs = ollamaLogprobs(body.Logprobs, g.TakeLogprobs())
 		return st.send(c)
 	})
 	if err != nil {

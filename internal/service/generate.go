@@ -142,6 +142,18 @@ func (g *Generation) Run(ctx context.Context, emit Emit) (Summary, error) {
 	return sum, err
 }
 
+// TakeLogprobs returns the logprobs (when the request asked) of the reply
+// tokens picked since its last call, each token's once and in order: from
+// emit, those of the tokens up to the event's text (and of tokens whose
+// text is still held back, a stop string's possible start); after Run,
+// the rest. So a stream sends each chunk's tokens' logprobs with it, and
+// all chunks' together are Summary.Logprobs.
+func (g *Generation) TakeLogprobs() []TokenLogprob {
+	lps := g.p.lps[g.p.taken:]
+	g.p.taken = len(g.p.lps)
+	return lps
+}
+
 // Close frees the generation's place in the queue or the engine; it may be
 // called more than once.
 func (g *Generation) Close() { g.ticket.leave() }
@@ -192,7 +204,8 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 			}
 			sum.CompletionTokens++
 			if p.logprobs {
-				sum.Logprobs = append(sum.Logprobs, s.tokenLogprob(id, last))
+				p.lps = append(p.lps, s.tokenLogprob(id, last))
+				sum.Logprobs = p.lps
 			}
 			text, stopped := p.stopper.Push(dec.Next(id))
 			if err := out.feed(text); err != nil {

@@ -80,6 +80,10 @@ type prepared struct {
 	top      int
 	// cached is set by run once the prefix cache was read.
 	cached int
+	// logprobs of the reply tokens so far, as run adds them; the first
+	// taken were handed out by TakeLogprobs.
+	lps   []TokenLogprob
+	taken int
 }
 
 // thinkOpen is the tag a prompt ends with when the reply starts inside the
