@@ -242,6 +242,10 @@ struct AttnPrefillArgs {
 #define SAMPLE_MAX_TOP_LOGPROBS 20
 #define SAMPLE_RADIX_BITS 4
 #define SAMPLE_NO_TOKEN 0xffffffffu
+// What sample_f32 and argmax_f32 write instead of an id when a logit they
+// may pick is NaN or the largest is +Inf: the model's output is broken
+// (engine/sample.ErrBadLogits), which the host says with the token.
+#define SAMPLE_BAD_LOGITS 0xfffffffeu
 
 struct SampleArgs {
     int32_t n;              // logits (the vocabulary)

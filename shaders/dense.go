@@ -489,8 +489,8 @@ func (k *Kernels) RouterTopK(cb gpu.CommandBuffer, ids, weights, logits View, ex
 }
 
 // Argmax writes the index of the largest of n logits (the first on ties;
-// NaN never wins, 0xffffffff if all are NaN) to the uint32 at out, where the
-// next decode step's Embed reads it.
+// SampleBadLogits if one is NaN or the largest is +Inf) to the uint32 at
+// out, where the next decode step's Embed reads it.
 func (k *Kernels) Argmax(cb gpu.CommandBuffer, out, logits View, n int) error {
 	const op = "Argmax"
 	if n < 1 || n > maxElements {

@@ -599,7 +599,9 @@ func TestArgmax(t *testing.T) {
 		{248320, nil},
 		{262144, func(x []float32) { x[262143] = 100 }},                  // the last element
 		{4096 + 7, func(x []float32) { x[1] = 60; x[1025] = 60 }},        // tie within one thread
-		{64, func(x []float32) { x[0] = float32(math.NaN()); x[3] = 9 }}, // NaN never wins
+		{64, func(x []float32) { x[0] = float32(math.NaN()); x[3] = 9 }}, // a NaN: broken
+		{4096, func(x []float32) { x[4095] = float32(math.NaN()) }},      // in the last thread's last round
+		{300, func(x []float32) { x[7] = float32(math.Inf(1)) }},         // a largest +Inf: broken
 		{40, func(x []float32) {
 			for i := range x {
 				x[i] = float32(math.Inf(-1))
@@ -609,7 +611,7 @@ func TestArgmax(t *testing.T) {
 			for i := range x {
 				x[i] = float32(math.NaN())
 			}
-		}}, // all NaN: no index
+		}}, // all NaN: broken
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("n=%d/%d", c.n, i), func(t *testing.T) {
@@ -620,7 +622,11 @@ func TestArgmax(t *testing.T) {
 			}
 			want := uint32(math.MaxUint32)
 			for j, v := range x {
-				if !math.IsNaN(float64(v)) && (want == math.MaxUint32 || v > x[want]) {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 1) {
+					want = shaders.SampleBadLogits
+					break
+				}
+				if want == math.MaxUint32 || v > x[want] {
 					want = uint32(j)
 				}
 			}

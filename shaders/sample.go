@@ -55,8 +55,12 @@ const (
 	SampleMaxTopLogprobs = 20
 	SampleRadixBits      = 4
 	// SampleNoToken is the id the sampler writes when no id can be picked
-	// (every id masked or NaN).
+	// (every id masked).
 	SampleNoToken = math.MaxUint32
+	// SampleBadLogits is what the sampler and Argmax write instead of an id
+	// when a logit they may pick is NaN or the largest is +Inf: the model's
+	// output is broken (engine/sample.ErrBadLogits on the CPU).
+	SampleBadLogits = math.MaxUint32 - 1
 )
 
 // Sizes of the sampler's buffers.
@@ -244,8 +248,8 @@ type Sampling struct {
 // temperature, top-k, top-p and min-p, and a Philox4x32-10 draw keyed by
 // the request's seed and a counter the kernel keeps in State, so a seed
 // gives the same ids on every run and the host patches nothing per step.
-// It writes SampleNoToken when no id can be picked. Bad views or sizes wrap
-// gpu.ErrInvalid.
+// It writes SampleNoToken when no id can be picked, SampleBadLogits for a
+// row holding NaN or +Inf. Bad views or sizes wrap gpu.ErrInvalid.
 //
 // One dispatch of one threadgroup, in place of Argmax. It reads the logits
 // once (with the mask, and the touched bitset and the counts of the

@@ -2,7 +2,9 @@
 // written where the next decode step reads its token.
 //
 // Semantics are engine/sample's Sampler (the CPU reference), step by step:
-//   1. ids whose mask bit is set, and NaN logits, are never picked;
+//   1. ids whose mask bit is set are never picked; a NaN logit among the
+//      others, or a largest penalised logit of +Inf, picks no id but says
+//      so (SAMPLE_BAD_LOGITS), as the CPU's argmax refuses such a row;
 //   2. penalties over the ids whose touched bit is set: logit / repetition
 //      if positive, * repetition otherwise; then, for ids generated count > 0
 //      times, logit -= presence + frequency * count;
@@ -14,7 +16,8 @@
 //   5. u from Philox4x32-10 (key = seed, counter = (counter, 0, 0, 0)), the
 //      top 24 bits of its first word; the pick is where u * (kept mass)
 //      falls in the kept weights taken in id order.
-// Then it writes the id to out[0] (SAMPLE_NO_TOKEN if no id can be picked),
+// Then it writes the id to out[0] (SAMPLE_NO_TOKEN if no id can be picked,
+// SAMPLE_BAD_LOGITS for a broken row),
 // adds 1 to the header's counter, counts the id when penalised, and with
 // top_logprobs >= 0 fills a SampleRecord: log-softmax of the penalised
 // logits at temperature 1 over the unmasked ids.
@@ -290,10 +293,12 @@ kernel void sample_f32(
     threadgroup float sg_zt[SAMPLE_MAX_SIMDGROUPS];
     threadgroup float sg_z1[SAMPLE_MAX_SIMDGROUPS];
     threadgroup uint sg_valid[SAMPLE_MAX_SIMDGROUPS];
+    threadgroup uint sg_nan[SAMPLE_MAX_SIMDGROUPS];
     threadgroup float total_max;
     threadgroup float total_zt;
     threadgroup float total_z1;
     threadgroup uint total_valid;
+    threadgroup uint total_nan;
     threadgroup uint chosen;
 
     const SampleHeader h = *header;
@@ -314,9 +319,11 @@ kernel void sample_f32(
     float zt = 0.0f;
     float z1 = 0.0f;
     uint valid = 0u;
+    uint nans = 0u;
     for (uint i = tid; i < n; i += threads) {
         float v;
         if (!sample_logit(i, logits, mask, touched, counts, h, v)) {
+            nans += ((mask[i >> 5] >> (i & 31u)) & 1u) == 0u ? 1u : 0u; // not masked: NaN
             continue;
         }
         valid++;
@@ -376,11 +383,13 @@ kernel void sample_f32(
         const float szt = simd_sum(want_zt && m > -INFINITY ? zt * exp((m - smax) * inv_t) : 0.0f);
         const float sz1 = simd_sum(want_z1 && m > -INFINITY ? z1 * exp(m - smax) : 0.0f);
         const uint svalid = simd_sum(valid);
+        const uint snan = simd_sum(nans);
         if (lane == 0) {
             sg_max[sg] = smax;
             sg_zt[sg] = szt;
             sg_z1[sg] = sz1;
             sg_valid[sg] = svalid;
+            sg_nan[sg] = snan;
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -398,6 +407,7 @@ kernel void sample_f32(
             total_zt = sg_zt[0];
             total_z1 = sg_z1[0];
             total_valid = sg_valid[0];
+            total_nan = sg_nan[0];
         }
     } else if (sg == 0) {
         const bool have = lane < simdgroups;
@@ -406,6 +416,7 @@ kernel void sample_f32(
         const float tzt = simd_sum(want_zt && lm > -INFINITY ? sg_zt[lane] * exp((lm - tmax) * inv_t) : 0.0f);
         const float tz1 = simd_sum(want_z1 && lm > -INFINITY ? sg_z1[lane] * exp(lm - tmax) : 0.0f);
         const uint tvalid = simd_sum(have ? sg_valid[lane] : 0u);
+        const uint tnan = simd_sum(have ? sg_nan[lane] : 0u);
         int head = 0;
         for (int r = 0; r < SAMPLE_LIST; r++) {
             const bool more = have && head < SAMPLE_LIST;
@@ -431,6 +442,7 @@ kernel void sample_f32(
             total_zt = tzt;
             total_z1 = tz1;
             total_valid = tvalid;
+            total_nan = tnan;
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -447,7 +459,12 @@ kernel void sample_f32(
     const uint4 rnd = sample_philox(uint4(h.counter, 0u, 0u, 0u), uint2(h.seed_lo, h.seed_hi));
     const float u = float(rnd.x >> 8) * 5.9604644775390625e-8f; // 2^-24
     const bool all_listed = total_valid <= uint(SAMPLE_LIST);
-    if (listed > 0 && (greedy || isinf(top))) {
+    if (total_nan != 0u || top == INFINITY) {
+        // The model's output is broken; the host refuses it.
+        if (tid == 0) {
+            chosen = SAMPLE_BAD_LOGITS;
+        }
+    } else if (listed > 0 && (greedy || isinf(top))) {
         if (tid == 0) {
             chosen = top_ids[0];
         }
@@ -599,6 +616,9 @@ kernel void sample_f32(
     }
     const uint c = chosen;
     out[0] = c;
+    if (c == SAMPLE_BAD_LOGITS) {
+        return; // the request ends here: nothing to record or count
+    }
     if (args.top_logprobs >= 0) {
         const float lse = log(total_z1);
         float v = -INFINITY;

@@ -205,7 +205,7 @@ func TestSampleArgsLayout(t *testing.T) {
         OFF(SampleHeader, presence), OFF(SampleHeader, frequency), OFF(SampleHeader, repetition), OFF(SampleHeader, top_k),
         OFF(SampleHeader, seed_lo), OFF(SampleHeader, seed_hi), OFF(SampleHeader, counter), OFF(SampleHeader, penalized),
         sizeof(SampleRecord), OFF(SampleRecord, id), OFF(SampleRecord, logprob), OFF(SampleRecord, top), OFF(SampleRecord, top_ids), OFF(SampleRecord, top_logprobs),
-        SAMPLE_MAX_THREADS, SAMPLE_MAX_SIMDGROUPS, SAMPLE_LIST, SAMPLE_MAX_TOP_LOGPROBS, SAMPLE_RADIX_BITS, SAMPLE_NO_TOKEN,
+        SAMPLE_MAX_THREADS, SAMPLE_MAX_SIMDGROUPS, SAMPLE_LIST, SAMPLE_MAX_TOP_LOGPROBS, SAMPLE_RADIX_BITS, SAMPLE_NO_TOKEN, SAMPLE_BAD_LOGITS,
 `
 	var (
 		a shaders.SampleArgs
@@ -218,7 +218,7 @@ func TestSampleArgsLayout(t *testing.T) {
 		unsafe.Offsetof(h.Presence), unsafe.Offsetof(h.Frequency), unsafe.Offsetof(h.Repetition), unsafe.Offsetof(h.TopK),
 		unsafe.Offsetof(h.SeedLo), unsafe.Offsetof(h.SeedHi), unsafe.Offsetof(h.Counter), unsafe.Offsetof(h.Penalized),
 		unsafe.Sizeof(r), unsafe.Offsetof(r.ID), unsafe.Offsetof(r.Logprob), unsafe.Offsetof(r.Top), unsafe.Offsetof(r.TopIDs), unsafe.Offsetof(r.TopLogprobs),
-		shaders.SampleMaxThreads, shaders.SampleMaxSimdgroups, shaders.SampleList, shaders.SampleMaxTopLogprobs, shaders.SampleRadixBits, shaders.SampleNoToken,
+		shaders.SampleMaxThreads, shaders.SampleMaxSimdgroups, shaders.SampleList, shaders.SampleMaxTopLogprobs, shaders.SampleRadixBits, shaders.SampleNoToken, shaders.SampleBadLogits,
 	})
 }
 
@@ -368,8 +368,8 @@ kernel void philox_probe(device const uint* in [[buffer(0)]], device uint* out [
 }
 
 // TestSampleGreedyEdges holds the greedy pick to argmax.metal's rules (the
-// first maximum; NaN never wins) together with the mask, and the cases
-// where sampling falls back to greedy.
+// first maximum; a NaN, or a largest +Inf, is a broken row) together with
+// the mask, and the cases where sampling falls back to greedy.
 func TestSampleGreedyEdges(t *testing.T) {
 	race, _ := denseDevices(t)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
@@ -384,12 +384,15 @@ func TestSampleGreedyEdges(t *testing.T) {
 	}{
 		{"tie: lowest id", []float32{0.5, 3, -1, 3, 2.9}, 5, greedy, 1},
 		{"masked largest", []float32{0.5, 3, -1, 3, 100}, 4, greedy, 1},
-		{"NaN never wins", []float32{nan, 1, nan, 2, nan}, 5, greedy, 3},
-		{"all NaN", []float32{nan, nan, nan}, 3, greedy, shaders.SampleNoToken},
-		{"all masked but NaN", []float32{nan, 5, 6}, 1, greedy, shaders.SampleNoToken},
+		{"a NaN: broken", []float32{nan, 1, nan, 2, nan}, 5, greedy, shaders.SampleBadLogits},
+		{"a NaN sampled: broken", []float32{1, 2, 3, nan}, 4, hot, shaders.SampleBadLogits},
+		{"all NaN: broken", []float32{nan, nan, nan}, 3, greedy, shaders.SampleBadLogits},
+		{"a masked NaN is no matter", []float32{5, 6, nan}, 2, greedy, 1},
 		{"all -Inf: the first", []float32{-inf, -inf, -inf, 7}, 3, greedy, 0},
 		{"all -Inf sampled: the first", []float32{-inf, -inf, -inf, 7}, 3, hot, 0},
-		{"+Inf sampled: the first +Inf", []float32{1, inf, 2, inf}, 4, hot, 1},
+		{"+Inf: broken", []float32{1, inf, 2, inf}, 4, greedy, shaders.SampleBadLogits},
+		{"+Inf sampled: broken", []float32{1, inf, 2, inf}, 4, hot, shaders.SampleBadLogits},
+		{"a masked +Inf is no matter", []float32{1, 2, inf}, 2, greedy, 1},
 		{"temperature under 1e-5", []float32{1, 2, 1.9}, 3, shaders.SampleParams{Temperature: 9e-6, TopP: 1, RepetitionPenalty: 1, Seed: 1}, 1},
 		{"top_k=1", []float32{1, 2, 1.9}, 3, shaders.SampleParams{Temperature: 2, TopK: 1, TopP: 1, RepetitionPenalty: 1, Seed: 1}, 1},
 		{"-0 ties +0", []float32{-1, float32(math.Copysign(0, -1)), 0}, 3, greedy, 1},

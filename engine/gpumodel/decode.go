@@ -117,8 +117,11 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 // to d.
 func (s *Sequence) take(d *engine.Decode, i, pos int) (stop bool, err error) {
 	tok := s.token(i)
-	if tok < 0 || tok >= s.m.cfg.Vocab {
-		// The sampler found no id it may pick (all masked or NaN).
+	switch {
+	case tok == shaders.SampleBadLogits:
+		return false, fmt.Errorf("%w: gpumodel: the logits after position %d hold NaN or +Inf", sample.ErrBadLogits, pos)
+	case tok < 0 || tok >= s.m.cfg.Vocab:
+		// The sampler found no id it may pick (all masked).
 		return false, fmt.Errorf("gpumodel: no token could be picked at position %d", pos)
 	}
 	if d.Logprobs != nil {

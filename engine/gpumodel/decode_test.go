@@ -1,13 +1,20 @@
 package gpumodel
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
+	"petal/engine/cpu"
 	"petal/engine/sample"
 	"petal/gpu/record"
 )
@@ -355,6 +362,106 @@ func TestDecodeConstrained(t *testing.T) {
 					t.Errorf("%s step %d: GPU logprobs %+v, CPU %+v", tc.name, i, gpuLP[i], ref[i])
 				}
 			}
+		}
+	}
+}
+
+// nanCheckpoint copies a fixture with its final norm's weights set to NaN,
+// as broken weights make every logit NaN, and returns the copy's folder.
+func nanCheckpoint(t *testing.T, name string) string {
+	t.Helper()
+	const tensor = "language_model.model.norm.weight"
+	src, dst := filepath.Join(fixturesDir, name), t.TempDir()
+	files, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched := false
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(src, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(f.Name(), ".safetensors") {
+			n := binary.LittleEndian.Uint64(b)
+			var header map[string]json.RawMessage
+			if err := json.Unmarshal(b[8:8+n], &header); err != nil {
+				t.Fatal(err)
+			}
+			if raw, ok := header[tensor]; ok {
+				var info struct {
+					Dtype   string
+					Offsets [2]int `json:"data_offsets"`
+				}
+				if err := json.Unmarshal(raw, &info); err != nil || info.Dtype != "BF16" {
+					t.Fatalf("%s: %s (%v)", tensor, raw, err)
+				}
+				data := b[8+int(n):]
+				for i := info.Offsets[0]; i < info.Offsets[1]; i += 2 {
+					binary.LittleEndian.PutUint16(data[i:], 0x7fc0) // bf16 NaN
+				}
+				patched = true
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dst, f.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !patched {
+		t.Fatalf("%s has no %s", name, tensor)
+	}
+	return dst
+}
+
+// Weights that make NaN logits on the sim: the GPU's argmax and its
+// sampler say so with the token (sample.ErrBadLogits), as the CPU backend's
+// sampler does, rather than decoding garbage or failing without a cause.
+func TestDecodeNaNLogits(t *testing.T) {
+	dir := nanCheckpoint(t, "tiny-a")
+	m, err := Open(dir, openDevice(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	c, err := cpu.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	prompt := []int{5, 17, 300}
+	seed := uint64(7)
+	params := sample.Params{Temperature: 0.7, TopP: 0.9, RepetitionPenalty: 1, Seed: &seed}
+	for _, tc := range []struct {
+		name  string
+		model engine.Model
+		d     func() engine.Decode
+	}{
+		{"GPU argmax", m, func() engine.Decode { return engine.Decode{} }},
+		{"GPU sampler", m, func() engine.Decode {
+			sp, _ := sample.New(params, sample.Vocab{Size: m.cfg.Vocab}, prompt)
+			return engine.Decode{Picker: sp, Sampling: &engine.Sampling{Params: params, Prompt: prompt}}
+		}},
+		{"GPU sampler under a constraint", m, func() engine.Decode {
+			sp, _ := sample.New(params, sample.Vocab{Size: m.cfg.Vocab}, prompt)
+			return engine.Decode{Picker: sp, Sampling: &engine.Sampling{Params: params, Prompt: prompt}, Constraint: &modConstraint{}}
+		}},
+		{"CPU sampler", c, func() engine.Decode {
+			sp, _ := sample.New(params, sample.Vocab{Size: m.cfg.Vocab}, prompt)
+			return engine.Decode{Picker: sp}
+		}},
+	} {
+		seq, err := tc.model.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := tc.d()
+		d.Prompt, d.MaxTokens = prompt, 4
+		tokens := 0
+		d.Token = func(int) (bool, error) { tokens++; return false, nil }
+		_, err = engine.Run(t.Context(), seq, m.cfg.Vocab, &d)
+		seq.Close()
+		if !errors.Is(err, sample.ErrBadLogits) || !strings.Contains(err.Error(), "NaN") || tokens != 0 {
+			t.Errorf("%s: %d tokens, error %v; want sample.ErrBadLogits saying NaN", tc.name, tokens, err)
 		}
 	}
 }

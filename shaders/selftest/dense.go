@@ -1,6 +1,7 @@
 package selftest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -297,12 +298,15 @@ func argmaxCase() Case {
 			const n, best = 6144, 4321
 			lg := e.rand(n, 1)
 			lg[best] = 10
-			lg[17] = float32(math.NaN()) // NaN never wins (fast math would fold the check away)
 			lv, out := e.f32(lg), e.buf(4)
-			return func(cb gpu.CommandBuffer) error { return e.k.Argmax(cb, out, lv, n) },
+			lg[17] = float32(math.NaN()) // a broken row, said so (fast math would fold the check away)
+			nv, nout := e.f32(lg), e.buf(4)
+			return func(cb gpu.CommandBuffer) error {
+					return errors.Join(e.k.Argmax(cb, out, lv, n), e.k.Argmax(cb, nout, nv, n))
+				},
 				func() error {
-					if g := readU32(out, 1)[0]; g != best {
-						return fmt.Errorf("%w: argmax = %d, want %d", ErrMismatch, g, best)
+					if g, b := readU32(out, 1)[0], readU32(nout, 1)[0]; g != best || b != shaders.SampleBadLogits {
+						return fmt.Errorf("%w: argmax = %d, want %d; with a NaN %d, want %d", ErrMismatch, g, best, b, uint32(shaders.SampleBadLogits))
 					}
 					return nil
 				}
