@@ -72,6 +72,7 @@ func (a *attnHeads) run(pt *part, lo, hi int) {
 	group := nh / kvh
 	blocks := (a.t + attnBlock - 1) / attnBlock
 	var four [4]float32
+	var twelve [12]float32
 	var invs [attnBlock]float32 // 1 / each query's softmax denominator
 	stride := kvh * d
 	for job := lo; job < hi; job++ {
@@ -82,13 +83,23 @@ func (a *attnHeads) run(pt *part, lo, hi int) {
 		// Query i sees positions [0, pos+i] (causal), its scores at
 		// scores[(i-i0)*span:].
 		span := a.pos + i1
-		scores := take(&pt.scores, (i1-i0)*span)
+		scores := grow(&pt.scores, (i1-i0)*span)
 		for p := 0; p < span; p += 4 {
-			for i := i0; i < i1; i++ {
-				n := a.pos + i + 1
-				if p >= n {
-					continue
+			// Queries before p-pos do not see position p. Three queries
+			// at a time take a block of 4 keys in one kernel call (the
+			// scores past a query's last position are written and never
+			// read).
+			i := max(i0, p-a.pos)
+			for ; p+4 <= span && i+3 <= i1; i += 3 {
+				if !dot4x3Vec(keys[p*stride:], stride, a.q[(i*nh+h)*d:], nh*d, d, &twelve) {
+					break
 				}
+				for j := range 3 {
+					copy(scores[(i+j-i0)*span+p:][:4], twelve[4*j:4*j+4])
+				}
+			}
+			for ; i < i1; i++ {
+				n := a.pos + i + 1
 				qi := a.q[(i*nh+h)*d : (i*nh+h+1)*d]
 				s := scores[(i-i0)*span : (i-i0)*span+n]
 				if p+4 <= span && dot4RowsVec(keys[p*stride:], stride, qi, d, &four) {

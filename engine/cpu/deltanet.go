@@ -64,23 +64,45 @@ type deltaStep struct {
 type deltaConv struct{ *deltaStep }
 
 // run applies the causal depthwise conv over time in place in u, to
-// channels [lo, hi) (SiLU follows over all of u at once).
-func (d deltaConv) run(_ *part, lo, hi int) {
-	ch, kern := d.c.ConvChannels(), d.c.ConvKernel
-	for cc := lo; cc < hi; cc++ {
-		w := d.dn.conv[cc*kern : (cc+1)*kern]
-		hist := d.st.conv[cc*(kern-1) : (cc+1)*(kern-1)]
-		for i := 0; i < d.t; i++ {
-			cur := d.u[i*ch+cc]
-			acc := w[kern-1] * cur
-			for k := 0; k < kern-1; k++ {
-				acc += w[k] * hist[k]
-			}
-			copy(hist, hist[1:])
-			hist[kern-2] = cur
-			d.u[i*ch+cc] = acc
+// channels [lo, hi) (SiLU follows over all of u at once). Tokens go last
+// to first, each a contiguous run of channels, so that an output
+// overwrites an input no later token needs; the window (the last
+// kernel-1 inputs of each channel) is kept first and replaced last.
+func (d deltaConv) run(pt *part, lo, hi int) {
+	ch, kern, t := d.c.ConvChannels(), d.c.ConvKernel, d.t
+	h := kern - 1
+	hist := d.st.conv
+	// input(j, c) is channel c's input at token j, j < 0 the window's.
+	input := func(j, c int) float32 {
+		if j >= 0 {
+			return d.u[j*ch+c]
+		}
+		return hist[c*h+h+j]
+	}
+	next := take(&pt.window, (hi-lo)*h)
+	for c := lo; c < hi; c++ {
+		for k := range h {
+			next[(c-lo)*h+k] = input(t-h+k, c)
 		}
 	}
+	for i := t - 1; i >= 0; i-- {
+		ui := d.u[i*ch : (i+1)*ch]
+		for c := lo; c < hi; c++ {
+			w := d.dn.conv[c*kern : (c+1)*kern]
+			acc := w[h] * ui[c]
+			if i >= h {
+				for k := range h {
+					acc += w[k] * d.u[(i-h+k)*ch+c]
+				}
+			} else {
+				for k := range h {
+					acc += w[k] * input(i-h+k, c)
+				}
+			}
+			ui[c] = acc
+		}
+	}
+	copy(hist[lo*h:hi*h], next)
 }
 
 type deltaHeads struct{ *deltaStep }

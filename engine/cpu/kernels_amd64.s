@@ -244,24 +244,27 @@ rowsloop:
 	VZEROUPPER
 	RET
 
-// func dot4x3Kernel(rows *float32, x *float32, stride, n int, out *float32)
+// func dot4x3Kernel(rows *float32, rowStride int, x *float32, xStride, n int, out *float32)
 //
-// out[4j+k] = rows[k*stride : k*stride+n] . x[j*stride : j*stride+n] for
-// four rows k and three input rows j, n a multiple of 8: the prefill's
-// register block. Each step loads three inputs and four rows for twelve
-// FMAs (a row times one input would load two floats per FMA).
-TEXT ·dot4x3Kernel(SB), NOSPLIT, $0-40
+// out[4j+k] = rows[k*rowStride:][:n] . x[j*xStride:][:n] for four rows k
+// and three input rows j, n a multiple of 8: the prefill's register block
+// (weight rows by tokens; keys by queries in attention). Each step loads
+// three inputs and four rows for twelve FMAs (a row times one input would
+// load two floats per FMA).
+TEXT ·dot4x3Kernel(SB), NOSPLIT, $0-48
 	MOVQ rows+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ stride+16(FP), R8
+	MOVQ rowStride+8(FP), R8
 	SHLQ $2, R8
-	MOVQ n+24(FP), CX
-	MOVQ out+32(FP), DX
+	MOVQ x+16(FP), DI
+	MOVQ xStride+24(FP), BX
+	SHLQ $2, BX
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), DX
 	LEAQ (SI)(R8*1), R9
 	LEAQ (R9)(R8*1), R10
 	LEAQ (R10)(R8*1), R11
-	LEAQ (DI)(R8*1), R12
-	LEAQ (R12)(R8*1), R13
+	LEAQ (DI)(BX*1), R12
+	LEAQ (R12)(BX*1), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2

@@ -270,23 +270,25 @@ rowsloop:
 	VST1 [V16.S4], (R4)
 	RET
 
-// func dot4x3Kernel(rows *float32, x *float32, stride, n int, out *float32)
+// func dot4x3Kernel(rows *float32, rowStride int, x *float32, xStride, n int, out *float32)
 //
-// out[4j+k] = rows[k*stride : k*stride+n] . x[j*stride : j*stride+n] for
-// four rows k and three input rows j, n a multiple of 8: the prefill's
-// register block, 7 loads per 12 FMAs, 4 floats a step.
-TEXT ·dot4x3Kernel(SB), NOSPLIT, $0-40
+// out[4j+k] = rows[k*rowStride:][:n] . x[j*xStride:][:n] for four rows k
+// and three input rows j, n a multiple of 8: the prefill's register block,
+// 7 loads per 12 FMAs, 4 floats a step.
+TEXT ·dot4x3Kernel(SB), NOSPLIT, $0-48
 	MOVD rows+0(FP), R0
-	MOVD x+8(FP), R1
-	MOVD stride+16(FP), R2
+	MOVD rowStride+8(FP), R2
 	LSL $2, R2, R2
-	MOVD n+24(FP), R3
-	MOVD out+32(FP), R4
+	MOVD x+16(FP), R1
+	MOVD xStride+24(FP), R10
+	LSL $2, R10, R10
+	MOVD n+32(FP), R3
+	MOVD out+40(FP), R4
 	ADD R2, R0, R5
 	ADD R2, R5, R6
 	ADD R2, R6, R7
-	ADD R2, R1, R8
-	ADD R2, R8, R9
+	ADD R10, R1, R8
+	ADD R10, R8, R9
 	VEOR V16.B16, V16.B16, V16.B16
 	VEOR V17.B16, V17.B16, V17.B16
 	VEOR V18.B16, V18.B16, V18.B16

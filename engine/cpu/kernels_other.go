@@ -13,7 +13,7 @@ func dotVec(_, _ []float32) (float32, int) { return 0, 0 }
 
 func dot4RowsVec([]float32, int, []float32, int, *[4]float32) bool { return false }
 
-func dot4x3Vec(_, _ []float32, _, _ int, _ *[12]float32) bool { return false }
+func dot4x3Vec([]float32, int, []float32, int, int, *[12]float32) bool { return false }
 
 func axpy64Vec([]float32, int, []float32, []float32) bool { return false }
 

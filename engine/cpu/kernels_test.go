@@ -191,19 +191,19 @@ func TestAxpyRows(t *testing.T) {
 	}
 }
 
-// TestKernelBlocks checks the prefill's register blocks (four rows by one
-// input, four rows by three) against float64 on every length the kernels
-// take up to 136, rows and inputs strided past their length, and that
+// TestKernelBlocks checks the register blocks (four rows by one input,
+// four rows by three) against float64 on every length the kernels take up
+// to 136, rows and inputs strided past their length and apart, and that
 // they refuse lengths that are not a multiple of 8.
 func TestKernelBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for n := 1; n <= 136; n++ {
-		stride := n + 5
-		rows, x := randomFloats(r, 4*stride), randomFloats(r, 3*stride)
+		stride, xStride := n+5, n+11
+		rows, x := randomFloats(r, 4*stride), randomFloats(r, 3*xStride)
 		var four [4]float32
 		var twelve [12]float32
 		served1 := dot4RowsVec(rows, stride, x, n, &four)
-		served3 := dot4x3Vec(rows, x, stride, n, &twelve)
+		served3 := dot4x3Vec(rows, stride, x, xStride, n, &twelve)
 		if want := vectorKernels && n%8 == 0; served1 != want || served3 != want {
 			t.Fatalf("n=%d: served %v and %v, want %v", n, served1, served3, want)
 		}
@@ -214,7 +214,7 @@ func TestKernelBlocks(t *testing.T) {
 			for k := range 4 {
 				var want, mag float64
 				for c := range n {
-					p := float64(rows[k*stride+c]) * float64(x[j*stride+c])
+					p := float64(rows[k*stride+c]) * float64(x[j*xStride+c])
 					want += p
 					mag += math.Abs(p)
 				}

@@ -20,7 +20,7 @@ func dotKernel(a, b *float32, n int) float32
 func dot4RowsKernel(rows *float32, stride int, x *float32, n int, out *float32)
 
 //go:noescape
-func dot4x3Kernel(rows *float32, x *float32, stride, n int, out *float32)
+func dot4x3Kernel(rows *float32, rowStride int, x *float32, xStride, n int, out *float32)
 
 //go:noescape
 func axpy64Kernel(v *float32, stride int, w *float32, n int, out *float32)
@@ -75,13 +75,14 @@ func dot4RowsVec(rows []float32, stride int, x []float32, n int, out *[4]float32
 	return true
 }
 
-// dot4x3Vec sets out[4j+k] = rows[k*stride:][:n] . x[j*stride:][:n] for
-// k < 4, j < 3, or reports false where the kernel does not serve the shape.
-func dot4x3Vec(rows, x []float32, stride, n int, out *[12]float32) bool {
-	if !vectorKernels || n == 0 || n%8 != 0 || len(x) < 2*stride+n || len(rows) < 3*stride+n {
+// dot4x3Vec sets out[4j+k] = rows[k*rowStride:][:n] . x[j*xStride:][:n]
+// for k < 4, j < 3, or reports false where the kernel does not serve the
+// shape.
+func dot4x3Vec(rows []float32, rowStride int, x []float32, xStride, n int, out *[12]float32) bool {
+	if !vectorKernels || n == 0 || n%8 != 0 || len(x) < 2*xStride+n || len(rows) < 3*rowStride+n {
 		return false
 	}
-	dot4x3Kernel(&rows[0], &x[0], stride, n, &out[0])
+	dot4x3Kernel(&rows[0], rowStride, &x[0], xStride, n, &out[0])
 	return true
 }
 

@@ -196,7 +196,7 @@ func (m *matrix) mulQuantTiles(pt *part, e int, xext []float32, stride, t int, o
 		i := 0
 		for ; i+3 <= t; i += 3 {
 			for k := 0; k < n; k += 4 {
-				dot4x3Vec(tile[k*stride:], xext[i*stride:], stride, stride, &blk)
+				dot4x3Vec(tile[k*stride:], stride, xext[i*stride:], stride, stride, &blk)
 				for j := range 3 {
 					copy(out[(i+j)*m.rows+lo+k:][:4], blk[4*j:4*j+4])
 				}

@@ -33,6 +33,7 @@ type scratch struct {
 type part struct {
 	acc, deq, row, scores, kv, ka []float32
 	tile                          []float32 // mulQuantTiles' rows of scale*code and biases
+	window                        []float32 // deltaConv's next conv windows
 }
 
 func newScratch() *scratch { return &scratch{parts: make([]part, numParts())} }
@@ -43,6 +44,14 @@ func newScratch() *scratch { return &scratch{parts: make([]part, numParts())} }
 func take[T any](buf *[]T, n int) []T {
 	*buf = slices.Grow((*buf)[:0], n)[:n]
 	clear(*buf)
+	return *buf
+}
+
+// grow is take without the clearing, for a buffer whose every use writes
+// what it reads first (attention's scores, up to 16 rows of a context
+// each per job: clearing them wrote as much again for nothing).
+func grow[T any](buf *[]T, n int) []T {
+	*buf = slices.Grow((*buf)[:0], n)[:n]
 	return *buf
 }
 
