@@ -121,14 +121,15 @@ func (a *attnHeads) run(pt *part, lo, hi int) {
 			invs[i-i0] = 1 / expShift(s, maxS)
 		}
 		for p0 := 0; p0 < span; p0 += 64 {
-			for i := i0; i < i1; i++ {
-				n := a.pos + i + 1
-				if p0 >= n {
-					continue
-				}
-				s := scores[(i-i0)*span:]
-				oi := a.o[(i*nh+h)*d : (i*nh+h+1)*d]
-				axpyRows(values[p0*stride:], stride, s[p0:min(p0+64, n)], oi)
+			// Three queries that see all 64 positions of the block share
+			// each value row read; the others take what they see alone.
+			i := max(i0, p0-a.pos)
+			for ; p0+64 <= a.pos+i+1 && i+3 <= i1; i += 3 {
+				axpyRows3(values[p0*stride:], stride, scores[(i-i0)*span+p0:], span, 64, a.o[(i*nh+h)*d:], nh*d, d)
+			}
+			for ; i < i1; i++ {
+				s := scores[(i-i0)*span : (i-i0)*span+a.pos+i+1]
+				axpyRows(values[p0*stride:], stride, s[p0:min(p0+64, len(s))], a.o[(i*nh+h)*d:(i*nh+h+1)*d])
 			}
 		}
 		for i := i0; i < i1; i++ {

@@ -594,3 +594,80 @@ sword8:
 	JNZ sgroup8
 	VZEROUPPER
 	RET
+
+// func axpy32x3Kernel(v *float32, stride int, w *float32, wStride int, n int, out *float32, outStride int)
+//
+// out[j*outStride:][:32] += sum over p < n of w[j*wStride+p] *
+// v[p*stride:][:32] for three rows j: attention's weighted sum of values
+// for three queries, each value row loaded once for all three.
+TEXT ·axpy32x3Kernel(SB), NOSPLIT, $0-56
+	MOVQ v+0(FP), SI
+	MOVQ stride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ w+16(FP), DI
+	MOVQ wStride+24(FP), R9
+	SHLQ $2, R9
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), DX
+	MOVQ outStride+48(FP), R10
+	SHLQ $2, R10
+	LEAQ (DI)(R9*1), R11
+	LEAQ (R11)(R9*1), R12
+	LEAQ (DX)(R10*1), R13
+	LEAQ (R13)(R10*1), BX
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	VMOVUPS 0(R13), Y4
+	VMOVUPS 32(R13), Y5
+	VMOVUPS 64(R13), Y6
+	VMOVUPS 96(R13), Y7
+	VMOVUPS 0(BX), Y8
+	VMOVUPS 32(BX), Y9
+	VMOVUPS 64(BX), Y10
+	VMOVUPS 96(BX), Y11
+	TESTQ CX, CX
+	JZ axpy3done
+	XORQ AX, AX
+
+axpy3loop:
+	VBROADCASTSS (DI)(AX*4), Y12
+	VBROADCASTSS (R11)(AX*4), Y13
+	VBROADCASTSS (R12)(AX*4), Y14
+	VMOVUPS 0(SI), Y15
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y8
+	VMOVUPS 32(SI), Y15
+	VFMADD231PS Y15, Y12, Y1
+	VFMADD231PS Y15, Y13, Y5
+	VFMADD231PS Y15, Y14, Y9
+	VMOVUPS 64(SI), Y15
+	VFMADD231PS Y15, Y12, Y2
+	VFMADD231PS Y15, Y13, Y6
+	VFMADD231PS Y15, Y14, Y10
+	VMOVUPS 96(SI), Y15
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ R8, SI
+	INCQ AX
+	CMPQ AX, CX
+	JLT axpy3loop
+
+axpy3done:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 0(R13)
+	VMOVUPS Y5, 32(R13)
+	VMOVUPS Y6, 64(R13)
+	VMOVUPS Y7, 96(R13)
+	VMOVUPS Y8, 0(BX)
+	VMOVUPS Y9, 32(BX)
+	VMOVUPS Y10, 64(BX)
+	VMOVUPS Y11, 96(BX)
+	VZEROUPPER
+	RET

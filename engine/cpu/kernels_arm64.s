@@ -623,3 +623,78 @@ sword8:
 	SUBS $1, R3, R3
 	BNE sgroup8
 	RET
+
+// func axpy32x3Kernel(v *float32, stride int, w *float32, wStride int, n int, out *float32, outStride int)
+//
+// out[j*outStride:][:32] += sum over p < n of w[j*wStride+p] *
+// v[p*stride:][:32] for three rows j, each value row loaded once for all
+// three: 24 accumulators, the three weights lanes of V0-V2.
+TEXT ·axpy32x3Kernel(SB), NOSPLIT, $0-56
+	MOVD v+0(FP), R0
+	MOVD stride+8(FP), R1
+	LSL $2, R1, R1
+	MOVD w+16(FP), R2
+	MOVD wStride+24(FP), R3
+	LSL $2, R3, R3
+	MOVD n+32(FP), R4
+	MOVD out+40(FP), R5
+	MOVD outStride+48(FP), R6
+	LSL $2, R6, R6
+	ADD R3, R2, R7
+	ADD R3, R7, R8
+	ADD R6, R5, R9
+	ADD R6, R9, R10
+	MOVD R5, R11
+	VLD1.P 64(R11), [V8.S4, V9.S4, V10.S4, V11.S4]
+	VLD1 (R11), [V12.S4, V13.S4, V14.S4, V15.S4]
+	MOVD R9, R11
+	VLD1.P 64(R11), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VLD1 (R11), [V20.S4, V21.S4, V22.S4, V23.S4]
+	MOVD R10, R11
+	VLD1.P 64(R11), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VLD1 (R11), [V28.S4, V29.S4, V30.S4, V31.S4]
+	CBZ R4, axpy3done
+
+axpy3loop:
+	FMOVS.P 4(R2), F0
+	FMOVS.P 4(R7), F1
+	FMOVS.P 4(R8), F2
+	MOVD R0, R11
+	VLD1.P 64(R11), [V3.S4, V4.S4, V5.S4, V6.S4]
+	WORD $0x4f801068 // fmla v8.4s, v3.4s, v0.s[0]
+	WORD $0x4f801089 // fmla v9.4s, v4.4s, v0.s[0]
+	WORD $0x4f8010aa // fmla v10.4s, v5.4s, v0.s[0]
+	WORD $0x4f8010cb // fmla v11.4s, v6.4s, v0.s[0]
+	WORD $0x4f811070 // fmla v16.4s, v3.4s, v1.s[0]
+	WORD $0x4f811091 // fmla v17.4s, v4.4s, v1.s[0]
+	WORD $0x4f8110b2 // fmla v18.4s, v5.4s, v1.s[0]
+	WORD $0x4f8110d3 // fmla v19.4s, v6.4s, v1.s[0]
+	WORD $0x4f821078 // fmla v24.4s, v3.4s, v2.s[0]
+	WORD $0x4f821099 // fmla v25.4s, v4.4s, v2.s[0]
+	WORD $0x4f8210ba // fmla v26.4s, v5.4s, v2.s[0]
+	WORD $0x4f8210db // fmla v27.4s, v6.4s, v2.s[0]
+	VLD1 (R11), [V3.S4, V4.S4, V5.S4, V6.S4]
+	WORD $0x4f80106c // fmla v12.4s, v3.4s, v0.s[0]
+	WORD $0x4f80108d // fmla v13.4s, v4.4s, v0.s[0]
+	WORD $0x4f8010ae // fmla v14.4s, v5.4s, v0.s[0]
+	WORD $0x4f8010cf // fmla v15.4s, v6.4s, v0.s[0]
+	WORD $0x4f811074 // fmla v20.4s, v3.4s, v1.s[0]
+	WORD $0x4f811095 // fmla v21.4s, v4.4s, v1.s[0]
+	WORD $0x4f8110b6 // fmla v22.4s, v5.4s, v1.s[0]
+	WORD $0x4f8110d7 // fmla v23.4s, v6.4s, v1.s[0]
+	WORD $0x4f82107c // fmla v28.4s, v3.4s, v2.s[0]
+	WORD $0x4f82109d // fmla v29.4s, v4.4s, v2.s[0]
+	WORD $0x4f8210be // fmla v30.4s, v5.4s, v2.s[0]
+	WORD $0x4f8210df // fmla v31.4s, v6.4s, v2.s[0]
+	ADD R1, R0, R0
+	SUBS $1, R4, R4
+	BNE axpy3loop
+
+axpy3done:
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R5)
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R5)
+	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R9)
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R9)
+	VST1.P [V24.S4, V25.S4, V26.S4, V27.S4], 64(R10)
+	VST1 [V28.S4, V29.S4, V30.S4, V31.S4], (R10)
+	RET

@@ -17,6 +17,8 @@ func dot4x3Vec([]float32, int, []float32, int, int, *[12]float32) bool { return 
 
 func axpy64Vec([]float32, int, []float32, []float32) bool { return false }
 
+func axpy32x3Vec([]float32, int, []float32, int, int, []float32, int) bool { return false }
+
 func expShiftVec([]float32, float32) (float32, int) { return 0, 0 }
 
 func deltaRows32Vec([]float32, int, []float32, []float32, float32, []float32, []float32) bool {

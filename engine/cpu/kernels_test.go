@@ -293,3 +293,37 @@ func TestScaledCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestAxpyRows3 checks the weighted sums of strided rows for three weight
+// rows and outputs at once on widths with and without 32-column blocks and
+// a tail, and on no rows.
+func TestAxpyRows3(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, c := range []struct{ n, width, stride int }{{0, 32, 32}, {1, 32, 40}, {64, 128, 256}, {7, 100, 100}, {5, 20, 24}, {64, 64, 64}} {
+		wStride, outStride := c.n+3, c.width+5
+		v := randomFloats(r, max(0, c.n-1)*c.stride+c.width)
+		w := randomFloats(r, 2*wStride+c.n)
+		out := randomFloats(r, 2*outStride+c.width)
+		want := make([]float64, len(out))
+		mag := make([]float64, len(out))
+		for i, o := range out {
+			want[i] = float64(o)
+			mag[i] = math.Abs(want[i])
+		}
+		for j := range 3 {
+			for col := range c.width {
+				for p := range c.n {
+					term := float64(w[j*wStride+p]) * float64(v[p*c.stride+col])
+					want[j*outStride+col] += term
+					mag[j*outStride+col] += math.Abs(term)
+				}
+			}
+		}
+		axpyRows3(v, c.stride, w, wStride, c.n, out, outStride, c.width)
+		for i := range out {
+			if !near(out[i], want[i], mag[i]) {
+				t.Errorf("%+v element %d: got %v, want %v", c, i, out[i], want[i])
+			}
+		}
+	}
+}

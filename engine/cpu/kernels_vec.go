@@ -35,6 +35,9 @@ func scaledCodes4Kernel(words *uint32, scales *uint16, dst *float32, groups, wor
 func scaledCodes8Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
 
 //go:noescape
+func axpy32x3Kernel(v *float32, stride int, w *float32, wStride int, n int, out *float32, outStride int)
+
+//go:noescape
 func expShiftKernel(s *float32, n int, shift float32) float32
 
 // qdotRowVec is the product of a quantized row with x by the vector
@@ -95,6 +98,19 @@ func axpy64Vec(v []float32, stride int, w, out []float32) bool {
 	}
 	if n > 0 {
 		axpy64Kernel(&v[0], stride, &w[0], n, &out[0])
+	}
+	return true
+}
+
+// axpy32x3Vec adds w[j*wStride+p] * v[p*stride:][:32] over p < n to
+// out[j*outStride:][:32] for j < 3, or reports false where the kernel does
+// not serve the shape.
+func axpy32x3Vec(v []float32, stride int, w []float32, wStride, n int, out []float32, outStride int) bool {
+	if !vectorKernels || len(w) < 2*wStride+n || len(out) < 2*outStride+32 || (n > 0 && len(v) < (n-1)*stride+32) {
+		return false
+	}
+	if n > 0 {
+		axpy32x3Kernel(&v[0], stride, &w[0], wStride, n, &out[0], outStride)
 	}
 	return true
 }

@@ -337,6 +337,23 @@ func axpyRows(v []float32, stride int, w, out []float32) {
 	}
 }
 
+// axpyRows3 is axpyRows for three weight rows w[j*wStride:][:n] and
+// outputs out[j*outStride:][:width] at once: each row of v is read once
+// for all three, 32 columns at a time by the vector kernel.
+func axpyRows3(v []float32, stride int, w []float32, wStride, n int, out []float32, outStride, width int) {
+	c := 0
+	for ; c+32 <= width; c += 32 {
+		if !axpy32x3Vec(v[c:], stride, w, wStride, n, out[c:], outStride) {
+			break
+		}
+	}
+	for j := range 3 {
+		if c < width {
+			axpyRows(v[c:], stride, w[j*wStride:][:n], out[j*outStride+c:j*outStride+width])
+		}
+	}
+}
+
 // expShift sets s[i] = exp(s[i]-shift) and returns their sum.
 func expShift(s []float32, shift float32) float32 {
 	sum, i := expShiftVec(s, shift)
