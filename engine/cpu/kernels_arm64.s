@@ -8,6 +8,55 @@
 // (fadd, fmul, faddp, ucvtf, fmla by element, ...): those are WORD-encoded,
 // each with its instruction in the comment, as the standard library does.
 
+// CODES_DOT widens the 32 codes of a step, halfwords in code order in
+// V5-V8, to floats and multiplies them by the next 32 floats of x (R1)
+// into the group's accumulators V16-V19: the part of qdot4Kernel and
+// qdot8Kernel after each has unpacked its codes.
+#define CODES_DOT \
+	VUXTL V5.H4, V9.S4; \
+	VUXTL2 V5.H8, V10.S4; \
+	VUXTL V6.H4, V11.S4; \
+	VUXTL2 V6.H8, V12.S4; \
+	VUXTL V7.H4, V13.S4; \
+	VUXTL2 V7.H8, V14.S4; \
+	VUXTL V8.H4, V15.S4; \
+	VUXTL2 V8.H8, V28.S4; \
+	WORD $0x6e21d929 /* ucvtf v9.4s, v9.4s */; \
+	WORD $0x6e21d94a /* ucvtf v10.4s, v10.4s */; \
+	WORD $0x6e21d96b /* ucvtf v11.4s, v11.4s */; \
+	WORD $0x6e21d98c /* ucvtf v12.4s, v12.4s */; \
+	WORD $0x6e21d9ad /* ucvtf v13.4s, v13.4s */; \
+	WORD $0x6e21d9ce /* ucvtf v14.4s, v14.4s */; \
+	WORD $0x6e21d9ef /* ucvtf v15.4s, v15.4s */; \
+	WORD $0x6e21db9c /* ucvtf v28.4s, v28.4s */; \
+	VLD1.P 64(R1), [V20.S4, V21.S4, V22.S4, V23.S4]; \
+	VLD1.P 64(R1), [V24.S4, V25.S4, V26.S4, V27.S4]; \
+	VFMLA V9.S4, V20.S4, V16.S4; \
+	VFMLA V10.S4, V21.S4, V17.S4; \
+	VFMLA V11.S4, V22.S4, V18.S4; \
+	VFMLA V12.S4, V23.S4, V19.S4; \
+	VFMLA V13.S4, V24.S4, V16.S4; \
+	VFMLA V14.S4, V25.S4, V17.S4; \
+	VFMLA V15.S4, V26.S4, V18.S4; \
+	VFMLA V28.S4, V27.S4, V19.S4
+
+// GROUP_SUM ends a group of qdot4Kernel and qdot8Kernel: its dot (the sum
+// of V16-V19) times its bf16 scale (R2) into V30, its bias (R3) times the
+// group's input sum (R4) into V29.
+#define GROUP_SUM \
+	WORD $0x4e31d610 /* fadd v16.4s, v16.4s, v17.4s */; \
+	WORD $0x4e33d652 /* fadd v18.4s, v18.4s, v19.4s */; \
+	WORD $0x4e32d610 /* fadd v16.4s, v16.4s, v18.4s */; \
+	MOVHU.P 2(R2), R8; \
+	LSLW $16, R8, R8; \
+	FMOVS R8, F0; \
+	WORD $0x4f80121e /* fmla v30.4s, v16.4s, v0.s[0] */; \
+	MOVHU.P 2(R3), R8; \
+	LSLW $16, R8, R8; \
+	FMOVS R8, F1; \
+	FMOVS.P 4(R4), F2; \
+	WORD $0x4f81105d /* fmla v29.4s, v2.4s, v1.s[0] */
+
 // func qdot4Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
 // Sum over groups g of scale_g * (codes of group g . x of group g) +
@@ -44,49 +93,11 @@ word4:
 	VUXTL2 V3.B16, V6.H8
 	VUXTL V4.B8, V7.H8
 	VUXTL2 V4.B16, V8.H8
-	VUXTL V5.H4, V9.S4
-	VUXTL2 V5.H8, V10.S4
-	VUXTL V6.H4, V11.S4
-	VUXTL2 V6.H8, V12.S4
-	VUXTL V7.H4, V13.S4
-	VUXTL2 V7.H8, V14.S4
-	VUXTL V8.H4, V15.S4
-	VUXTL2 V8.H8, V28.S4
-	WORD $0x6e21d929 // ucvtf v9.4s, v9.4s
-	WORD $0x6e21d94a // ucvtf v10.4s, v10.4s
-	WORD $0x6e21d96b // ucvtf v11.4s, v11.4s
-	WORD $0x6e21d98c // ucvtf v12.4s, v12.4s
-	WORD $0x6e21d9ad // ucvtf v13.4s, v13.4s
-	WORD $0x6e21d9ce // ucvtf v14.4s, v14.4s
-	WORD $0x6e21d9ef // ucvtf v15.4s, v15.4s
-	WORD $0x6e21db9c // ucvtf v28.4s, v28.4s
-	VLD1.P 64(R1), [V20.S4, V21.S4, V22.S4, V23.S4]
-	VLD1.P 64(R1), [V24.S4, V25.S4, V26.S4, V27.S4]
-	VFMLA V9.S4, V20.S4, V16.S4
-	VFMLA V10.S4, V21.S4, V17.S4
-	VFMLA V11.S4, V22.S4, V18.S4
-	VFMLA V12.S4, V23.S4, V19.S4
-	VFMLA V13.S4, V24.S4, V16.S4
-	VFMLA V14.S4, V25.S4, V17.S4
-	VFMLA V15.S4, V26.S4, V18.S4
-	VFMLA V28.S4, V27.S4, V19.S4
+	CODES_DOT
 	SUBS $4, R7, R7
 	BNE word4
 
-	WORD $0x4e31d610 // fadd v16.4s, v16.4s, v17.4s
-	WORD $0x4e33d652 // fadd v18.4s, v18.4s, v19.4s
-	WORD $0x4e32d610 // fadd v16.4s, v16.4s, v18.4s
-	// The group's bf16 scale, widened, times its dot; its bias times the
-	// group's input sum apart.
-	MOVHU.P 2(R2), R8
-	LSLW $16, R8, R8
-	FMOVS R8, F0
-	WORD $0x4f80121e // fmla v30.4s, v16.4s, v0.s[0]
-	MOVHU.P 2(R3), R8
-	LSLW $16, R8, R8
-	FMOVS R8, F1
-	FMOVS.P 4(R4), F2
-	WORD $0x4f81105d // fmla v29.4s, v2.4s, v1.s[0]
+	GROUP_SUM
 	SUBS $1, R5, R5
 	BNE group4
 
@@ -124,47 +135,11 @@ word8:
 	VUXTL2 V0.B16, V6.H8
 	VUXTL V1.B8, V7.H8
 	VUXTL2 V1.B16, V8.H8
-	VUXTL V5.H4, V9.S4
-	VUXTL2 V5.H8, V10.S4
-	VUXTL V6.H4, V11.S4
-	VUXTL2 V6.H8, V12.S4
-	VUXTL V7.H4, V13.S4
-	VUXTL2 V7.H8, V14.S4
-	VUXTL V8.H4, V15.S4
-	VUXTL2 V8.H8, V28.S4
-	WORD $0x6e21d929 // ucvtf v9.4s, v9.4s
-	WORD $0x6e21d94a // ucvtf v10.4s, v10.4s
-	WORD $0x6e21d96b // ucvtf v11.4s, v11.4s
-	WORD $0x6e21d98c // ucvtf v12.4s, v12.4s
-	WORD $0x6e21d9ad // ucvtf v13.4s, v13.4s
-	WORD $0x6e21d9ce // ucvtf v14.4s, v14.4s
-	WORD $0x6e21d9ef // ucvtf v15.4s, v15.4s
-	WORD $0x6e21db9c // ucvtf v28.4s, v28.4s
-	VLD1.P 64(R1), [V20.S4, V21.S4, V22.S4, V23.S4]
-	VLD1.P 64(R1), [V24.S4, V25.S4, V26.S4, V27.S4]
-	VFMLA V9.S4, V20.S4, V16.S4
-	VFMLA V10.S4, V21.S4, V17.S4
-	VFMLA V11.S4, V22.S4, V18.S4
-	VFMLA V12.S4, V23.S4, V19.S4
-	VFMLA V13.S4, V24.S4, V16.S4
-	VFMLA V14.S4, V25.S4, V17.S4
-	VFMLA V15.S4, V26.S4, V18.S4
-	VFMLA V28.S4, V27.S4, V19.S4
+	CODES_DOT
 	SUBS $8, R7, R7
 	BNE word8
 
-	WORD $0x4e31d610 // fadd v16.4s, v16.4s, v17.4s
-	WORD $0x4e33d652 // fadd v18.4s, v18.4s, v19.4s
-	WORD $0x4e32d610 // fadd v16.4s, v16.4s, v18.4s
-	MOVHU.P 2(R2), R8
-	LSLW $16, R8, R8
-	FMOVS R8, F0
-	WORD $0x4f80121e // fmla v30.4s, v16.4s, v0.s[0]
-	MOVHU.P 2(R3), R8
-	LSLW $16, R8, R8
-	FMOVS R8, F1
-	FMOVS.P 4(R4), F2
-	WORD $0x4f81105d // fmla v29.4s, v2.4s, v1.s[0]
+	GROUP_SUM
 	SUBS $1, R5, R5
 	BNE group8
 
@@ -393,22 +368,7 @@ axpydone:
 	VST1 [V28.S4, V29.S4, V30.S4, V31.S4], (R4)
 	RET
 
-// Cephes' expf, as in kernels_amd64.s: exp(x) = 2^n * exp(r),
-// n = round(x*log2(e)), r = x - n*ln2 (ln2 in two parts), exp(r) by a
-// degree-7 polynomial.
-DATA expConsts<>+0(SB)/4, $0x3fb8aa3b  // log2(e)
-DATA expConsts<>+4(SB)/4, $0x3f318000  // ln2 high: 0.693359375
-DATA expConsts<>+8(SB)/4, $0xb95e8083  // ln2 low: -2.12194440e-4
-DATA expConsts<>+12(SB)/4, $0x39506967 // 1.9875691500e-4
-DATA expConsts<>+16(SB)/4, $0x3ab743ce // 1.3981999507e-3
-DATA expConsts<>+20(SB)/4, $0x3c088908 // 8.3334519073e-3
-DATA expConsts<>+24(SB)/4, $0x3d2aa9c1 // 4.1665795894e-2
-DATA expConsts<>+28(SB)/4, $0x3e2aaaaa // 1.6666665459e-1
-DATA expConsts<>+32(SB)/4, $0x3f000000 // 0.5
-DATA expConsts<>+36(SB)/4, $0x3f800000 // 1
-DATA expConsts<>+40(SB)/4, $0xc2ae0000 // -87: below it 2^n would leave the normal range
-DATA expConsts<>+44(SB)/4, $0x42b00000 // 88
-GLOBL expConsts<>(SB), RODATA|NOPTR, $48
+#include "expconsts.h"
 
 // func expShiftKernel(s *float32, n int, shift float32) float32
 //
