@@ -5,9 +5,16 @@
 # prints the table of clients x flows: chat, stream, tools, structured
 # outputs (each parsed object checked against its schema, on every one of
 # PETAL_SCHEMA_TRIES tries, default 5), the Responses API, Ollama's
-# generate and ps. Exits non-zero if any flow fails. Needs node and npm,
-# and the npm registry for the install (about a minute; the packages are
-# kept in $CLIENTS_CACHE, default ~/.cache/petal-clients, between runs).
+# generate and ps. Then the coding-agent CLIs pinned there each complete
+# one turn on their defaults: Codex (`codex exec`, a model provider with
+# wire_api = "responses" at petal serve's /v1) and Claude Code (`claude -p`,
+# ANTHROPIC_BASE_URL at petal serve, its tools and mid-conversation system
+# messages on): exit status 0 and a reply, whatever the small model says.
+# Their system prompts are 10-20k tokens, so on a loaded 2-core machine each
+# turn takes minutes; CLIENTS_AGENTS=0 skips them. Exits non-zero if any flow
+# fails. Needs node and npm, and the npm registry for the install (about a
+# minute; the packages are kept in $CLIENTS_CACHE, default
+# ~/.cache/petal-clients, between runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,4 +41,41 @@ for _ in $(seq 1 100); do
 	sleep 0.2
 done
 head -2 "$work/serve.log"
-(cd "$cache" && PETAL_URL="http://127.0.0.1:$port" node --no-deprecation clients.mjs)
+status=0
+(cd "$cache" && PETAL_URL="http://127.0.0.1:$port" node --no-deprecation clients.mjs) || status=1
+[ "${CLIENTS_AGENTS:-1}" = 0 ] && exit "$status"
+
+# agent NAME REPLY-FILE COMMAND...: runs one CLI turn in an empty folder and
+# prints its outcome; a turn passes with exit status 0 and a non-empty reply.
+agent() {
+	local name=$1 reply=$2 t0=$SECONDS rc=0
+	shift 2
+	mkdir -p "$work/$name.cwd"
+	(cd "$work/$name.cwd" && "$@" </dev/null >"$work/$name.out" 2>"$work/$name.err") || rc=$?
+	if [ "$rc" = 0 ] && [ -s "$reply" ]; then
+		echo "$name: ok ($((SECONDS - t0))s): $(tr '\n' ' ' <"$reply" | cut -c1-160)"
+	else
+		status=1
+		echo "$name: FAIL (exit $rc, $((SECONDS - t0))s)"
+		tail -5 "$work/$name.err" "$work/$name.out"
+	fi
+}
+
+mkdir -p "$work/codex-home"
+cat >"$work/codex-home/config.toml" <<EOF
+model = "petal"
+model_provider = "petal"
+
+[model_providers.petal]
+name = "Petal"
+base_url = "http://127.0.0.1:$port/v1"
+wire_api = "responses"
+EOF
+agent codex "$work/codex.reply" env CODEX_HOME="$work/codex-home" \
+	"$cache/node_modules/.bin/codex" exec --skip-git-repo-check -o "$work/codex.reply" "Say hello."
+# API_TIMEOUT_MS: Claude Code gives up on a request after 10 minutes and
+# sends it again from the start, sooner than its first prompt is read here.
+agent claude "$work/claude.out" env CLAUDE_CONFIG_DIR="$work/claude-home" \
+	ANTHROPIC_BASE_URL="http://127.0.0.1:$port" ANTHROPIC_API_KEY=none API_TIMEOUT_MS=3600000 \
+	"$cache/node_modules/.bin/claude" -p "Say hello."
+exit "$status"
