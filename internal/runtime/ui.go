@@ -75,7 +75,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		Model:      c.live.status,
 		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
 		APIKey:     c.apiKey,
-		Fit:        func(n int) (any, error) { return qwenFit(n, c.budget) },
+		Fit:        func(n int) (any, error) { return qwenFit(n, c.budget, appleGPU()) },
 		Doctor:     doctorForUI,
 		Downloader: c.live.downloads,
 		Settings:   store,
@@ -139,8 +139,9 @@ const (
 )
 
 // qwenFit is the Setup screen's memory verdict: Qwen3.6-35B-A3B at a
-// context length on budget, with the sessions petal fit assumes.
-func qwenFit(contextLen int, budget func() (fit.Budget, error)) (any, error) {
+// context length on budget, with the sessions petal fit assumes; metal says
+// whether this machine's Apple GPU would run it, else the CPU backend.
+func qwenFit(contextLen int, budget func() (fit.Budget, error), metal bool) (any, error) {
 	m, err := fit.Qwen36()
 	if err != nil {
 		return nil, err
@@ -168,7 +169,7 @@ func qwenFit(contextLen int, budget func() (fit.Budget, error)) (any, error) {
 	}
 	out := setupFit{Report: rep, Backend: "metal", DownloadBytes: download,
 		DecodeBytesPerToken: step.WeightBytes + gpumodel.DecodeCacheBytes(m.Config, rep.Context)}
-	if !appleGPU() {
+	if !metal {
 		out.Backend = "cpu"
 		out.CPUDecode = &cpuDecodeFigure{ReadBytesPerSecond: measuredCPURead,
 			TokensPerSecond: measuredCPURead / float64(out.DecodeBytesPerToken),

@@ -7,6 +7,7 @@
 
 import { describe, expect, it } from 'vitest';
 import type {
+  CPUDecodeFigure,
   ChatChunk,
   DoctorCheck,
   DoctorReply,
@@ -15,6 +16,7 @@ import type {
   DownloadRetry,
   DownloadStatus,
   ErrorBody,
+  FitReport,
   ModelInfo,
   ModelList,
   Settings,
@@ -24,16 +26,18 @@ import type {
   Usage,
 } from './types';
 
+import apiChatStream from './contract/api-chat-stream.json';
 import apiError from './contract/api-error.json';
-import chatStream from './contract/chat-stream.json';
-import doctor from './contract/doctor.json';
-import downloadIdle from './contract/download-idle.json';
-import downloadRetrying from './contract/download-retrying.json';
+import apiModels from './contract/api-models.json';
+import manageDownloadIdle from './contract/manage-download-idle.json';
+import manageDownloadRetrying from './contract/manage-download-retrying.json';
 import manageError from './contract/manage-error.json';
-import models from './contract/models.json';
-import settings from './contract/settings.json';
-import status from './contract/status.json';
-import statusFailed from './contract/status-failed.json';
+import manageSettings from './contract/manage-settings.json';
+import manageStatus from './contract/manage-status.json';
+import manageStatusFailed from './contract/manage-status-failed.json';
+import runtimeDoctor from './contract/runtime-doctor.json';
+import runtimeFitCPU from './contract/runtime-fit-cpu.json';
+import runtimeFitMetal from './contract/runtime-fit-metal.json';
 
 /**
  * A runtime check of a value of type V. The phantom _v makes Check<V>
@@ -210,24 +214,43 @@ const doctorReport = obj<DoctorReport>({
 });
 const doctorReply = obj<DoctorReply>({ report: doctorReport, text: str });
 
+const cpuDecodeSpec: Spec<CPUDecodeFigure> = { read_bytes_per_second: num, tokens_per_second: num, machine: str, command: str };
+const fitSpec: Spec<FitReport> = {
+  verdict: oneOf('fits', 'reduced', 'no'),
+  max_context: num,
+  context: num,
+  working_set_bytes: num,
+  weights_bytes: num,
+  kv_bytes_per_token: num,
+  advice: str,
+  working_set_source: str,
+  model: opt(str),
+  backend: opt(oneOf('metal', 'cpu')),
+  decode_bytes_per_token: opt(num),
+  cpu_decode: opt(obj(cpuDecodeSpec)),
+  download_bytes: opt(num),
+};
+
 describe('the JSON the Go servers write matches the UI types', () => {
   it.each([
     ['api-error.json', apiError, errorBody],
     ['manage-error.json', manageError, errorBody],
-    ['models.json', models, modelList],
-    ['status.json', status, obj(statusSpec)],
-    ['status-failed.json', statusFailed, obj(statusSpec)],
-    ['download-retrying.json', downloadRetrying, obj(downloadSpec)],
-    ['download-idle.json', downloadIdle, obj(downloadSpec)],
-    ['settings.json', settings, settingsReply],
-    ['doctor.json', doctor, doctorReply],
+    ['api-models.json', apiModels, modelList],
+    ['manage-status.json', manageStatus, obj(statusSpec)],
+    ['manage-status-failed.json', manageStatusFailed, obj(statusSpec)],
+    ['manage-download-retrying.json', manageDownloadRetrying, obj(downloadSpec)],
+    ['manage-download-idle.json', manageDownloadIdle, obj(downloadSpec)],
+    ['manage-settings.json', manageSettings, settingsReply],
+    ['runtime-doctor.json', runtimeDoctor, doctorReply],
+    ['runtime-fit-metal.json', runtimeFitMetal, obj(fitSpec)],
+    ['runtime-fit-cpu.json', runtimeFitCPU, obj(fitSpec)],
   ] as const)('%s', (name, fixture, check) => {
     expect(check(fixture, name)).toEqual([]);
   });
 
-  it('chat-stream.json: every chunk, with the reply, the reasoning and the usage the chat store reads', () => {
-    expect(chatStream.flatMap((c, i) => chatChunk(c, `chunk ${i}`))).toEqual([]);
-    const chunks = chatStream as unknown as ChatChunk[];
+  it('api-chat-stream.json: every chunk, with the reply, the reasoning and the usage the chat store reads', () => {
+    expect(apiChatStream.flatMap((c, i) => chatChunk(c, `chunk ${i}`))).toEqual([]);
+    const chunks = apiChatStream as unknown as ChatChunk[];
     const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
     const reasoning = chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? '').join('');
     expect(text).toBe('Hello there.');
@@ -237,22 +260,25 @@ describe('the JSON the Go servers write matches the UI types', () => {
   });
 
   it('the fixtures that show every field have every optional field', () => {
-    const st = status as unknown as Status;
+    const st = manageStatus as unknown as Status;
     expect(absentOptional(statusSpec, st).concat(absentOptional(statusModel, st.model).filter((k) => k !== 'error'))).toEqual([]);
-    expect(absentOptional(statusModel, (statusFailed as unknown as Status).model).filter((k) => k !== 'display_name')).toEqual([]);
-    const dl = downloadRetrying as unknown as DownloadStatus;
+    expect(absentOptional(statusModel, (manageStatusFailed as unknown as Status).model).filter((k) => k !== 'display_name')).toEqual([]);
+    const dl = manageDownloadRetrying as unknown as DownloadStatus;
     expect(absentOptional(downloadSpec, dl)).toEqual([]);
     expect(absentOptional(downloadErrorSpec, dl.error)).toEqual([]);
-    const checks = (doctor as unknown as DoctorReply).report.checks;
+    const checks = (runtimeDoctor as unknown as DoctorReply).report.checks;
     expect(absentOptional(doctorCheckSpec, checks.find((c) => c.section === 'kernel'))).toEqual([]);
+    expect(absentOptional(fitSpec, runtimeFitCPU)).toEqual([]);
+    expect(runtimeFitMetal.backend).toBe('metal');
+    expect('cpu_decode' in runtimeFitMetal).toBe(false);
   });
 
   it('a spec refuses what the UI could not read', () => {
-    expect(obj(statusSpec)({ ...status, model: { ...status.model, state: 'sleeping' } }, 's')).toEqual([
+    expect(obj(statusSpec)({ ...manageStatus, model: { ...manageStatus.model, state: 'sleeping' } }, 's')).toEqual([
       's.model.state: "sleeping" is not one of absent, loading, ready, failed',
     ]);
-    const { endpoint: _, ...noEndpoint } = status;
+    const { endpoint: _, ...noEndpoint } = manageStatus;
     expect(obj(statusSpec)(noEndpoint, 's')).toEqual(['s.endpoint is missing']);
-    expect(obj(downloadSpec)({ ...downloadIdle, bytes_done: '5' }, 'd')).toEqual(['d.bytes_done: "5" is not a number']);
+    expect(obj(downloadSpec)({ ...manageDownloadIdle, bytes_done: '5' }, 'd')).toEqual(['d.bytes_done: "5" is not a number']);
   });
 });
