@@ -130,11 +130,12 @@ type cpuDecodeFigure struct {
 }
 
 // measuredCPURead is BenchmarkQMV's rate at the 35B model's largest decode
-// product (8192x2048, 4-bit), twice on 2026-12-01: 436.9 and 438.0 MB/s,
-// 0.46 of the streaming read (0.95 GB/s) measured in the same run.
+// product (8192x2048, 4-bit), twice on 2026-12-02 with the AVX2 kernels
+// while the machine was quiet (load average 0.7): 7,441.9 and 7,411.3
+// MB/s, 0.48 of the streaming read (15.5 GB/s) measured in the same run.
 const (
-	measuredCPURead    = 437e6
-	measuredCPUMachine = "a 2-core AMD EPYC Linux machine shared with other work (streaming read 0.95 GB/s)"
+	measuredCPURead    = 7.43e9
+	measuredCPUMachine = "a 2-core AMD EPYC Linux machine, quiet at the time (streaming read 15.5 GB/s)"
 	measuredCPUCommand = "go test -run '^$' -bench 'BenchmarkQMV/rows=8192' -count 2 ./engine/cpu/"
 )
 
