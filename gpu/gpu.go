@@ -208,10 +208,12 @@ func CheckConstants(cs []Constant) error {
 // enough that hashing a kernel file on every lookup costs little.
 var keySeed = maphash.MakeSeed()
 
-// PipelineKey is the cache key of a pipeline: the source's content hash, the
-// function, and every function constant (order-independent), so two
-// specialisations of one kernel never share a pipeline. Keys are valid
-// within one process.
+// PipelineKey is the cache key of a pipeline: the source's name and a hash
+// of its text, the function, and every function constant
+// (order-independent), so two specialisations of one kernel never share a
+// pipeline. A caller whose names fix their texts (the embedded kernel
+// files) passes the name alone, with Text empty, and looks the text up
+// only on a miss. Keys are valid within one process.
 func PipelineKey(src Source, function string, constants []Constant) string {
 	key := fmt.Sprintf("%s:%016x:%s", src.Name, maphash.String(keySeed, src.Text), function)
 	byIndex := make(map[int]Constant, len(constants))
