@@ -70,7 +70,7 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	rt, err := runtime.Open(runtime.Config{
 		Load: runtime.LoadRequest{Dir: dir, Backend: desktopBackend(), Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes},
 		Addr: net.JoinHostPort(host, strconv.Itoa(s.Port)), APIKey: apiKey, AllowedOrigins: s.AllowedOrigins,
-		Settings: store, OnSettings: onSettings, Pull: setupPull, Log: logger, Notes: logLines{logger},
+		Settings: store, OnSettings: onSettings, Log: logger, Notes: logLines{logger},
 		ShutdownTimeout: appShutdownTimeout,
 	})
 	if le := (*runtime.ListenError)(nil); errors.As(err, &le) {

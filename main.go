@@ -1,59 +1,22 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
-	"sort"
+
+	"petal/internal/cli"
 )
 
-// command is one subcommand: it parses its own flags from args and writes
-// its result to stdout.
-type command struct {
-	summary string
-	run     func(args []string, stdout io.Writer) error
-}
-
-// commands is the table of subcommands; each lives in a cmd_<name>.go file
-// that registers itself here from init.
-var commands = map[string]command{}
-
 func main() {
-	if err := dispatch(os.Args[1:], os.Stdout); err != nil {
+	args := os.Args[1:]
+	var err error
+	if len(args) == 0 && runDesktop != nil {
+		err = runDesktop()
+	} else {
+		err = cli.Run(args, os.Stdout)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "petal:", err)
 		os.Exit(1)
-	}
-}
-
-func dispatch(args []string, stdout io.Writer) error {
-	if len(args) == 0 && runDesktop != nil {
-		return runDesktop()
-	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		return nil
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		return fmt.Errorf("unknown command %q (run 'petal help')", args[0])
-	}
-	err := c.run(args[1:], stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil // the usage asked for is printed
-	}
-	return err
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: petal <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 }

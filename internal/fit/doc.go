@@ -31,10 +31,14 @@
 //
 // # The budget
 //
-// On a Mac the budget is Metal's recommendedMaxWorkingSetSize, never the
-// physical memory. [SimulatedMac] derives it from a memory size with the
-// rule macOS applies (see [WorkingSetFraction]); elsewhere the budget is
-// the memory the OS reports available.
+// The budget is the caller's to give, and this package opens no device
+// for it. A GPU's is what the device that will run the model says it can
+// use ([Device] of its gpu.Info: Metal's recommendedMaxWorkingSetSize,
+// never the physical memory; an NVIDIA card's free memory). Where the
+// model's memory is the host's (the CPU backend, the simulator), [Host]
+// is the memory Linux reports available, or on a Mac the share of its
+// memory Metal grants by default. [SimulatedMac] derives a Mac's from a
+// memory size with the rule macOS applies (see [WorkingSetFraction]).
 //
 // # Before a load
 //

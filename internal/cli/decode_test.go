@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 )
 
 // demoModel is the built-in demo checkpoint, the smallest with a tokenizer.
-const demoModel = "models/demo"
+const demoModel = "../../models/demo"
 
 // demoServer is petal serve on the demo model, and what it logged at
 // start.

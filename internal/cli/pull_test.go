@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -18,14 +18,14 @@ import (
 // TestPull pulls a fixture from a fake Hub whose connection to one shard
 // is cut midway, and loads the result.
 func TestPull(t *testing.T) {
-	h := hubtest.New(t, "engine/testdata/fixtures/tiny-a")
+	h := hubtest.New(t, "../../engine/testdata/fixtures/tiny-a")
 	h.CutAfter("model-00002-of-00003.safetensors", 100<<10)
 	dir := filepath.Join(t.TempDir(), "tiny")
 	if err := os.Mkdir(dir, 0o755); err != nil { // an empty --dir is taken
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err := dispatch([]string{"pull", "--endpoint", h.URL(), "--repo", h.Repo, "--revision", hubtest.SHA, "--dir", dir, "--no-hf-cache"}, &out)
+	err := Run([]string{"pull", "--endpoint", h.URL(), "--repo", h.Repo, "--revision", hubtest.SHA, "--dir", dir, "--no-hf-cache"}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestPull(t *testing.T) {
 // with `petal pull --import`, into an empty folder given with --dir, and
 // checks the result loads and verifies.
 func TestPullImport(t *testing.T) {
-	h := hubtest.New(t, hubtest.MLXLayout(t, "engine/testdata/fixtures/tiny-a", 3))
+	h := hubtest.New(t, hubtest.MLXLayout(t, "../../engine/testdata/fixtures/tiny-a", 3))
 	cache, _ := h.HFCache(t)
 	snap := filepath.Join(cache, "models--petal-test--tiny", "snapshots", hubtest.SHA)
 	dir := filepath.Join(t.TempDir(), "tiny")
@@ -54,7 +54,7 @@ func TestPullImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := dispatch([]string{"pull", "--import", snap, "--dir", dir}, &out); err != nil {
+	if err := Run([]string{"pull", "--import", snap, "--dir", dir}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("is in %s: %d files, 3 shards realigned, %[2]d hashes checked", dir, len(h.Files)); !strings.Contains(out.String(), want) {
@@ -68,7 +68,7 @@ func TestPullImport(t *testing.T) {
 	if err := hub.Verify(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := dispatch([]string{"pull", "--import", snap, "--repo", "a/b"}, &out); err == nil || !strings.Contains(err.Error(), "--repo") {
+	if err := Run([]string{"pull", "--import", snap, "--repo", "a/b"}, &out); err == nil || !strings.Contains(err.Error(), "--repo") {
 		t.Errorf("--import with --repo: %v", err)
 	}
 }
@@ -77,7 +77,7 @@ func TestPullImport(t *testing.T) {
 // a folder under the models folder that is not aligned: `petal pull
 // --import DIR` realigns it where it is.
 func TestPullImportInPlace(t *testing.T) {
-	src := hubtest.MLXLayout(t, "engine/testdata/fixtures/tiny-a", 5)
+	src := hubtest.MLXLayout(t, "../../engine/testdata/fixtures/tiny-a", 5)
 	root := t.TempDir()
 	t.Setenv(hub.EnvModels, root)
 	dir := filepath.Join(root, "tiny")
@@ -89,7 +89,7 @@ func TestPullImportInPlace(t *testing.T) {
 		t.Fatalf("the MLX-layout folder copies %d bytes at load (%v); want some", before, err)
 	}
 	var out bytes.Buffer
-	if err := dispatch([]string{"pull", "--import", dir}, &out); err != nil {
+	if err := Run([]string{"pull", "--import", dir}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "is in "+dir+":") {
@@ -145,7 +145,7 @@ func TestPullRejectsBadFlags(t *testing.T) {
 		{"pull", "stray"},
 	} {
 		var out bytes.Buffer
-		if err := dispatch(args, &out); err == nil {
+		if err := Run(args, &out); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 // --help on any command prints its usage and succeeds.
 func TestHelpSucceeds(t *testing.T) {
 	for name := range commands {
-		if err := dispatch([]string{name, "--help"}, io.Discard); err != nil {
+		if err := Run([]string{name, "--help"}, io.Discard); err != nil {
 			t.Errorf("petal %s --help: %v", name, err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestBenchRunNeedsModel(t *testing.T) {
 		t.Error("an arm ran without a model")
 		return benchArm{}, errors.New("no arm")
 	}
-	err := dispatch([]string{"bench"}, io.Discard)
+	err := Run([]string{"bench"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--model DIR is required") || strings.Contains(err.Error(), "exit status") {
 		t.Errorf("bench without --model: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestMissingModelFolder(t *testing.T) {
 			t.Errorf("%s: %v", backend, err)
 		}
 	}
-	if err := dispatch([]string{"bench", "--model", missing}, io.Discard); err == nil || !strings.Contains(err.Error(), "no such folder") {
+	if err := Run([]string{"bench", "--model", missing}, io.Discard); err == nil || !strings.Contains(err.Error(), "no such folder") {
 		t.Errorf("bench: %v", err)
 	}
 }

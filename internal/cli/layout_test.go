@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -43,7 +43,7 @@ func TestLogitsSimAnyLayout(t *testing.T) {
 			for _, backend := range []string{"cpu", "sim"} {
 				out := filepath.Join(t.TempDir(), backend+".f32")
 				args := []string{"logits", "--model", dir, "--tokens", strings.Join(ids, ","), "--out", out, "--backend", backend}
-				if err := dispatch(args, &bytes.Buffer{}); err != nil {
+				if err := Run(args, &bytes.Buffer{}); err != nil {
 					t.Fatalf("--backend %s refused a valid checkpoint: %v", backend, err)
 				}
 				data, err := os.ReadFile(out)
@@ -90,7 +90,7 @@ func TestFitCountsCopies(t *testing.T) {
 		t.Fatalf("MisalignedBytes = %d, %v", want, err)
 	}
 	var js, text bytes.Buffer
-	if err := dispatch([]string{"fit", "--model", dir, "--memory-gb", "32", "--context", "4096", "--json"}, &js); err != nil {
+	if err := Run([]string{"fit", "--model", dir, "--memory-gb", "32", "--context", "4096", "--json"}, &js); err != nil {
 		t.Fatal(err)
 	}
 	var r struct {
@@ -99,7 +99,7 @@ func TestFitCountsCopies(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &r); err != nil || r.Copied != want {
 		t.Errorf("fit --json: misaligned_copy_bytes %d (%v), want %d", r.Copied, err, want)
 	}
-	if err := dispatch([]string{"fit", "--model", dir, "--memory-gb", "32", "--context", "4096"}, &text); err != nil {
+	if err := Run([]string{"fit", "--model", dir, "--memory-gb", "32", "--context", "4096"}, &text); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(text.String(), "copies of misaligned weights (`petal pull --import DIR` stores them aligned)") {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // text of the tokenizer's golden set and expects the ids the tokenizers
 // library gave.
 func TestTokenize(t *testing.T) {
-	const data = "engine/tokenizer/testdata"
+	const data = "../../engine/tokenizer/testdata"
 	path := filepath.Join(t.TempDir(), "tokenizer.json")
 	if err := os.WriteFile(path, tokenizeGunzip(t, filepath.Join(data, "qwen3-tokenizer.json.gz")), 0o644); err != nil {
 		t.Fatal(err)

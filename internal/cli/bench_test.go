@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-const benchFixture = "engine/testdata/fixtures/tiny-a"
+const benchFixture = "../../engine/testdata/fixtures/tiny-a"
 
 // The synthetic prompt is the reference engine's: a u32 wrapping multiply
 // by 2654435761, then mod vocab.
@@ -47,7 +47,7 @@ func TestBenchDigest(t *testing.T) {
 func TestBenchArms(t *testing.T) {
 	arm := func(backend string) benchArm {
 		var out bytes.Buffer
-		if err := dispatch([]string{"bench", "--arm", "--model", benchFixture, "--backend", backend, "--context", "40", "--steps", "5"}, &out); err != nil {
+		if err := Run([]string{"bench", "--arm", "--model", benchFixture, "--backend", backend, "--context", "40", "--steps", "5"}, &out); err != nil {
 			t.Fatal(err)
 		}
 		var a benchArm
@@ -76,14 +76,14 @@ func TestBenchArms(t *testing.T) {
 	runArmProcess = func(args []string) (benchArm, error) {
 		calls = append(calls, args)
 		var out bytes.Buffer
-		if err := dispatch(args, &out); err != nil {
+		if err := Run(args, &out); err != nil {
 			return benchArm{}, err
 		}
 		var a benchArm
 		return a, json.Unmarshal(out.Bytes(), &a)
 	}
 	var out bytes.Buffer
-	if err := dispatch([]string{"bench", "--model", benchFixture, "--contexts", "5,33", "--steps", "2"}, &out); err != nil {
+	if err := Run([]string{"bench", "--model", benchFixture, "--contexts", "5,33", "--steps", "2"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	var rep benchReport
@@ -99,7 +99,7 @@ func TestBenchArms(t *testing.T) {
 		{"bench", "--backend", "gpu", "--model", benchFixture},
 		{"bench", "--arm", "--contexts", "4,5", "--model", benchFixture},
 	} {
-		if err := dispatch(bad, &out); err == nil {
+		if err := Run(bad, &out); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
@@ -109,7 +109,7 @@ func TestBenchArms(t *testing.T) {
 // chunk, at a bandwidth of choice.
 func TestBenchDryRunPrefill(t *testing.T) {
 	var out bytes.Buffer
-	if err := dispatch([]string{"bench", "--dry-run", "--context", "4096", "--chunk", "64", "--bandwidth", "400"}, &out); err != nil {
+	if err := Run([]string{"bench", "--dry-run", "--context", "4096", "--chunk", "64", "--bandwidth", "400"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"position 4096", "bytes moved:", "bound at 400 GB/s", "moved at 400 GB/s", "prefill chunk of 64 tokens after position 4096", "prompt tokens/s"} {
@@ -126,10 +126,10 @@ func TestBenchDryRunPrefill(t *testing.T) {
 func TestBenchDryRunJSON(t *testing.T) {
 	var text, js bytes.Buffer
 	args := []string{"bench", "--dry-run", "--context", "256", "--chunk", "64"}
-	if err := dispatch(args, &text); err != nil {
+	if err := Run(args, &text); err != nil {
 		t.Fatal(err)
 	}
-	if err := dispatch(append(args, "--json"), &js); err != nil {
+	if err := Run(append(args, "--json"), &js); err != nil {
 		t.Fatal(err)
 	}
 	var rep dryRunReport

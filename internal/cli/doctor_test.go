@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -12,14 +12,14 @@ import (
 
 // Flags doctor cannot act on are refused before anything runs.
 func TestDoctorRefusesBadFlags(t *testing.T) {
-	if err := dispatch([]string{"doctor", "--backend", "cuda"}, io.Discard); !errors.Is(err, doctor.ErrBackend) {
+	if err := Run([]string{"doctor", "--backend", "cuda"}, io.Discard); !errors.Is(err, doctor.ErrBackend) {
 		t.Errorf("--backend cuda: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "nope")
-	if err := dispatch([]string{"doctor", "--shaders", missing}, io.Discard); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if err := Run([]string{"doctor", "--shaders", missing}, io.Discard); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("--shaders %s: %v", missing, err)
 	}
-	if err := dispatch([]string{"doctor", "extra"}, io.Discard); err == nil {
+	if err := Run([]string{"doctor", "extra"}, io.Discard); err == nil {
 		t.Error("accepted a stray argument")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func tinyModel(t *testing.T) string {
 func TestLogitsCommand(t *testing.T) {
 	dir := tinyModel(t)
 	out := filepath.Join(t.TempDir(), "logits.f32")
-	if err := dispatch([]string{"logits", "--model", dir, "--tokens", "1, 2,3", "--out", out}, &bytes.Buffer{}); err != nil {
+	if err := Run([]string{"logits", "--model", dir, "--tokens", "1, 2,3", "--out", out}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(out)
@@ -60,7 +60,7 @@ func TestLogitsCommand(t *testing.T) {
 func TestGenerateCommand(t *testing.T) {
 	dir := tinyModel(t)
 	var out bytes.Buffer
-	if err := dispatch([]string{"generate", "--model", dir, "--tokens", "5,6,7", "--max-tokens", "6"}, &out); err != nil {
+	if err := Run([]string{"generate", "--model", dir, "--tokens", "5,6,7", "--max-tokens", "6"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	var res struct{ Tokens []int }
@@ -92,7 +92,7 @@ func TestCommandErrors(t *testing.T) {
 		"unknown cmd":  {"frobnicate"},
 	}
 	for name, args := range cases {
-		if err := dispatch(args, &bytes.Buffer{}); err == nil {
+		if err := Run(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -101,7 +101,7 @@ func TestCommandErrors(t *testing.T) {
 // generate must stop at the first id of the config's top-level eos list;
 // the fixture's eos ids were chosen to occur inside its greedy runs.
 func TestGenerateStopsAtEOS(t *testing.T) {
-	dir := "engine/testdata/fixtures/tiny-a"
+	dir := "../../engine/testdata/fixtures/tiny-a"
 	ref, err := reftest.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestGenerateStopsAtEOS(t *testing.T) {
 			ids[i] = strconv.Itoa(id)
 		}
 		var out bytes.Buffer
-		if err := dispatch([]string{"generate", "--model", dir, "--tokens", strings.Join(ids, ","), "--max-tokens", "24"}, &out); err != nil {
+		if err := Run([]string{"generate", "--model", dir, "--tokens", strings.Join(ids, ","), "--max-tokens", "24"}, &out); err != nil {
 			t.Fatal(err)
 		}
 		var res struct{ Tokens []int }
@@ -136,13 +136,13 @@ func TestGenerateStopsAtEOS(t *testing.T) {
 // The sim backend runs the GPU path: it must generate what the CPU does on
 // a fixture, through the same command.
 func TestGenerateSimBackend(t *testing.T) {
-	dir := "engine/testdata/fixtures/tiny-a"
+	dir := "../../engine/testdata/fixtures/tiny-a"
 	var cpuOut, simOut bytes.Buffer
 	args := []string{"generate", "--model", dir, "--tokens", "7,8,9,10", "--max-tokens", "5"}
-	if err := dispatch(args, &cpuOut); err != nil {
+	if err := Run(args, &cpuOut); err != nil {
 		t.Fatal(err)
 	}
-	if err := dispatch(append(args, "--backend", "sim"), &simOut); err != nil {
+	if err := Run(append(args, "--backend", "sim"), &simOut); err != nil {
 		t.Fatal(err)
 	}
 	if cpuOut.String() != simOut.String() {
@@ -152,7 +152,7 @@ func TestGenerateSimBackend(t *testing.T) {
 
 func TestBenchDryRun(t *testing.T) {
 	var out bytes.Buffer
-	if err := dispatch([]string{"bench", "--dry-run", "--context", "100"}, &out); err != nil {
+	if err := Run([]string{"bench", "--dry-run", "--context", "100"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Qwen3.6-35B-A3B", "position 100", "dispatches:", "dependency levels:", "weight bytes read:    16", "bound at 546 GB/s", "bound at 614 GB/s"} {
@@ -161,7 +161,7 @@ func TestBenchDryRun(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := dispatch([]string{"bench", "--dry-run", "--model", "engine/testdata/fixtures/real-heads"}, &out); err != nil || !strings.Contains(out.String(), "real-heads") {
+	if err := Run([]string{"bench", "--dry-run", "--model", "../../engine/testdata/fixtures/real-heads"}, &out); err != nil || !strings.Contains(out.String(), "real-heads") {
 		t.Errorf("dry run of a fixture's config: %v\n%s", err, out.String())
 	}
 }

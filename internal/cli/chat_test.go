@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func TestChatCommand(t *testing.T) {
 	stdin = strings.NewReader("hi\n\nhow are you\n/reset\nhi\n")
 	defer func() { stdin = nil }()
 	var out bytes.Buffer
-	if err := dispatch([]string{"chat", "--model", dir, "--backend", "scripted"}, &out); err != nil {
+	if err := Run([]string{"chat", "--model", dir, "--backend", "scripted"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	// Piped lines are echoed, so that each reply starts a line of its own.
@@ -58,7 +58,7 @@ func TestChatCommandNoThink(t *testing.T) {
 	stdin = strings.NewReader("hi\n/exit\nnever read\n")
 	defer func() { stdin = nil }()
 	var out bytes.Buffer
-	if err := dispatch([]string{"chat", "--model", dir, "--backend", "scripted", "--no-think", "--max-tokens", "3"}, &out); err != nil {
+	if err := Run([]string{"chat", "--model", dir, "--backend", "scripted", "--no-think", "--max-tokens", "3"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(prompt, "<think>\n\n</think>\n\n") {
@@ -92,7 +92,7 @@ func TestChatCommandsAndInterrupt(t *testing.T) {
 	stdin = strings.NewReader("tell me\n/help\n/nonsense\n/tmp/x is a path, not a command\n")
 	defer func() { stdin = nil }()
 	var out bytes.Buffer
-	if err := dispatch([]string{"chat", "--model", dir, "--backend", "slow"}, &out); err != nil {
+	if err := Run([]string{"chat", "--model", dir, "--backend", "slow"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 // TestRender runs `petal render` on a golden case of engine/chattemplate
 // and expects transformers' prompt byte for byte, with no added newline.
 func TestRender(t *testing.T) {
-	const data = "engine/chattemplate/testdata"
+	const data = "../../engine/chattemplate/testdata"
 	tmpl, err := os.ReadFile(filepath.Join(data, "templates", "qwen3.5.jinja"))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestRender(t *testing.T) {
 	run := func(extra ...string) (string, error) {
 		var out bytes.Buffer
 		args := append([]string{"render", "--model", dir, "--messages", filepath.Join(dir, "messages.json"), "--tools", filepath.Join(dir, "tools.json")}, extra...)
-		err := dispatch(args, &out)
+		err := Run(args, &out)
 		return out.String(), err
 	}
 
@@ -72,7 +72,7 @@ func TestRender(t *testing.T) {
 	if _, err := run("--template-kwargs", `[1]`); err == nil {
 		t.Fatal("kwargs that are not an object were accepted")
 	}
-	if err := dispatch([]string{"render", "--model", dir}, &bytes.Buffer{}); err == nil {
+	if err := Run([]string{"render", "--model", dir}, &bytes.Buffer{}); err == nil {
 		t.Fatal("missing --messages was accepted")
 	}
 }
