@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -32,6 +31,8 @@ type Device struct {
 	name   string
 	maxY   int
 	maxZ   int
+
+	prof *profile // nil unless $PETAL_CUDA_PROFILE=1
 
 	mu     sync.Mutex
 	mods   map[string]uintptr // module by cubin cache key
@@ -61,7 +62,7 @@ func Open(opts Options) (*Device, error) {
 	if opts.Ordinal < 0 || int(n) <= opts.Ordinal {
 		return nil, fmt.Errorf("%w: device %d asked for, %d present", ErrNoDevice, opts.Ordinal, n)
 	}
-	d := &Device{api: api, mods: map[string]uintptr{}, pipes: map[string]*pipeline{}}
+	d := &Device{api: api, mods: map[string]uintptr{}, pipes: map[string]*pipeline{}, prof: newProfile()}
 	if err := api.check(api.cuDeviceGet(&d.dev, int32(opts.Ordinal)), "cuDeviceGet"); err != nil {
 		return nil, err
 	}
@@ -148,6 +149,9 @@ func (d *Device) Close() error {
 	d.enter()
 	defer runtime.UnlockOSThread()
 	err := d.api.check(d.api.cuStreamSynchronize(d.stream), "closing")
+	if d.prof != nil {
+		d.prof.print(os.Stderr, d)
+	}
 	d.api.cuStreamDestroy(d.stream)
 	d.api.cuStreamDestroy(d.aux)
 	d.api.cuDevicePrimaryCtxRelease(d.dev)
@@ -288,18 +292,12 @@ func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.C
 	return p, nil
 }
 
-// Describe is what NVRTC made of p: registers per thread, local (spilled)
-// bytes per thread and static shared bytes, for reports.
-func (d *Device) Describe(p gpu.Pipeline) string {
-	pp, ok := p.(*pipeline)
-	if !ok {
-		return ""
-	}
-	d.enter()
-	defer runtime.UnlockOSThread()
+// describe is what NVRTC made of fn: registers and local (spilled) bytes
+// per thread, static shared bytes; the context is current.
+func (d *Device) describe(fn uintptr) string {
 	var regs, local, shared int32
-	d.api.cuFuncGetAttribute(&regs, funcAttrNumRegs, pp.fn)
-	d.api.cuFuncGetAttribute(&local, funcAttrLocalBytes, pp.fn)
-	d.api.cuFuncGetAttribute(&shared, funcAttrStaticShmem, pp.fn)
-	return strings.TrimSpace(fmt.Sprintf("%s: %d registers, %d local bytes, %d shared bytes, max %d threads", pp.name, regs, local, shared, pp.maxThreads))
+	d.api.cuFuncGetAttribute(&regs, funcAttrNumRegs, fn)
+	d.api.cuFuncGetAttribute(&local, funcAttrLocalBytes, fn)
+	d.api.cuFuncGetAttribute(&shared, funcAttrStaticShmem, fn)
+	return fmt.Sprintf("%d regs, %d local B, %d shared B", regs, local, shared)
 }

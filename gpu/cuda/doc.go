@@ -32,4 +32,7 @@
 // stream-ordered device memory at commit. Hazards the sim reports (races,
 // divergence, out-of-bounds access) are compute-sanitizer's to find here:
 // tools/cuda/device-tests.sh runs its four tools over the shaders tests.
+//
+// $PETAL_CUDA_PROFILE=1 brackets every launch with timing events and prints
+// per-kernel GPU time and the host's launch time at Close.
 package cuda

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"petal/gpu"
@@ -148,16 +149,43 @@ func (c *commandBuffer) Commit() error {
 	}
 	d.enter()
 	defer runtime.UnlockOSThread()
-	ev, err := c.launchAll()
+	var t *timings
+	if d.prof != nil {
+		t = &timings{}
+	}
+	start := time.Now()
+	ev, err := c.launchAll(t)
+	host := time.Since(start)
 	if err != nil {
 		c.fail(err)
 		return nil
 	}
-	go c.await(ev)
+	go c.await(ev, t, host)
 	return nil
 }
 
-func (c *commandBuffer) launchAll() (uintptr, error) {
+// event records an event on the stream, with timing when t is not nil.
+func (c *commandBuffer) event(t *timings) (uintptr, error) {
+	api := c.dev.api
+	var ev uintptr
+	flags := uint32(eventDisableTiming)
+	if t != nil {
+		flags = 0
+	}
+	if err := api.check(api.cuEventCreate(&ev, flags), "cuEventCreate"); err != nil {
+		return 0, err
+	}
+	if err := api.check(api.cuEventRecord(ev, c.dev.stream), "cuEventRecord"); err != nil {
+		api.cuEventDestroy(ev)
+		return 0, err
+	}
+	if t != nil {
+		t.events = append(t.events, ev)
+	}
+	return ev, nil
+}
+
+func (c *commandBuffer) launchAll(t *timings) (uintptr, error) {
 	d, api := c.dev, c.dev.api
 	if len(c.bytes) > 0 {
 		var arena uintptr
@@ -179,6 +207,11 @@ func (c *commandBuffer) launchAll() (uintptr, error) {
 			}
 		}
 	}
+	if t != nil {
+		if _, err := c.event(t); err != nil {
+			return 0, err
+		}
+	}
 	for i := range c.launches {
 		l := &c.launches[i]
 		args := [1]unsafe.Pointer{unsafe.Pointer(&l.params)}
@@ -186,25 +219,35 @@ func (c *commandBuffer) launchAll() (uintptr, error) {
 		if err := api.check(r, "launching "+l.name); err != nil {
 			return 0, err
 		}
+		if t != nil {
+			t.names, t.fns = append(t.names, l.name), append(t.fns, l.fn)
+			if _, err := c.event(t); err != nil {
+				return 0, err
+			}
+		}
 	}
-	var ev uintptr
-	if err := api.check(api.cuEventCreate(&ev, eventDisableTiming), "cuEventCreate"); err != nil {
-		return 0, err
+	if t != nil {
+		return t.events[len(t.events)-1], nil
 	}
-	if err := api.check(api.cuEventRecord(ev, d.stream), "cuEventRecord"); err != nil {
-		api.cuEventDestroy(ev)
-		return 0, err
-	}
-	return ev, nil
+	return c.event(nil)
 }
 
 // await blocks an OS thread until the GPU passed ev.
-func (c *commandBuffer) await(ev uintptr) {
+func (c *commandBuffer) await(ev uintptr, t *timings, host time.Duration) {
 	d := c.dev
 	d.enter()
 	defer runtime.UnlockOSThread()
 	err := d.api.check(d.api.cuEventSynchronize(ev), "running the command buffer")
-	d.api.cuEventDestroy(ev)
+	if t != nil {
+		if err == nil {
+			d.prof.add(t, d, host)
+		}
+		for _, e := range t.events {
+			d.api.cuEventDestroy(e)
+		}
+	} else {
+		d.api.cuEventDestroy(ev)
+	}
 	if err != nil {
 		c.fail(err)
 		return

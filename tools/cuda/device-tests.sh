@@ -11,6 +11,9 @@
 #   bench     shaders' benchmarks (dispatch overhead, QMV GB/s)
 #   memcheck racecheck synccheck initcheck   compute-sanitizer over the
 #             shaders tests ($SANITIZE_RUN narrows them with -test.run)
+# $UNIT_RUN, $SHADERS_RUN, $FIXTURES_RUN narrow the other phases; *_SECS
+# bound each. Never pipe this script into head: a closed pipe kills the
+# phase that is running.
 set -u -o pipefail
 BIN=$(cd "$1" && pwd)
 OUT=$2
@@ -41,15 +44,15 @@ for phase in $PHASES; do
 	unit)
 		t unit gpu/cuda 120 "$BIN/cuda.test" -test.v -test.count=1 -test.run "${UNIT_RUN:-.}" 2>&1 | tee "$OUT/unit.log" | grep -E '^(--- |ok|FAIL|PASS|==)' ;;
 	shaders)
-		{ t shaders shaders ${SHADERS_SECS:-240} "$BIN/shaders.test" -test.v -test.count=1 -test.timeout 230s
+		{ t shaders shaders ${SHADERS_SECS:-240} "$BIN/shaders.test" -test.v -test.count=1 -test.timeout 230s -test.run "${SHADERS_RUN:-.}"
 		  t selftest shaders/selftest 90 "$BIN/selftest.test" -test.v -test.count=1; } 2>&1 | tee "$OUT/shaders.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)' ;;
 	fixtures)
-		t fixtures engine/gpumodel ${FIXTURES_SECS:-180} "$BIN/gpumodel.test" -test.v -test.count=1 -test.timeout 170s 2>&1 | tee "$OUT/fixtures.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)' ;;
+		t fixtures engine/gpumodel ${FIXTURES_SECS:-180} "$BIN/gpumodel.test" -test.v -test.count=1 -test.timeout 170s -test.run "${FIXTURES_RUN:-.}" 2>&1 | tee "$OUT/fixtures.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)' ;;
 	bench)
 		t bench shaders ${BENCH_SECS:-120} "$BIN/shaders.test" -test.run '^$' -test.bench 'DispatchOverhead|QMV' -test.benchtime 200x 2>&1 | tee "$OUT/bench.log" | grep -E 'Benchmark|==' ;;
 	memcheck | racecheck | synccheck | initcheck)
 		t "$phase" shaders ${SANITIZE_SECS:-150} compute-sanitizer --tool "$phase" --print-limit 20 --error-exitcode 9 \
-			"$BIN/shaders.test" -test.count=1 -test.run "${SANITIZE_RUN:-.}" 2>&1 | tee "$OUT/$phase.log" | grep -E '(ERROR SUMMARY|^ok|^FAIL|^PASS|^==|Error)' | head -40 ;;
+			"$BIN/shaders.test" -test.v -test.count=1 -test.run "${SANITIZE_RUN:-.}" 2>&1 | tee "$OUT/$phase.log" | grep -E '(ERROR SUMMARY|^ok|^FAIL|^PASS|^==)' ;;
 	esac
 	echo "phase $phase: $(( $(date +%s) - start )) s"
 done
