@@ -688,42 +688,29 @@ inline void simdgroup_barrier(mem_flags) { __syncwarp(__activemask()); }
 
 // ---------------------------------------------------------------- simd-group
 
-// shfl moves any trivially copyable value from lane src, 32 bits at a time.
-template <class T> inline T petal_shfl(unsigned m, const T& v, int src) {
+// petal_words applies a 32-bit shuffle f to each word of any trivially
+// copyable value (vectors, half, bfloat), as Metal's simd functions take any
+// scalar or vector type.
+template <class T, class F> inline T petal_words(const T& v, F f) {
 	constexpr int W = (sizeof(T) + 3) / 4;
 	unsigned w[W] = {};
 	memcpy(w, &v, sizeof(T));
-	for (int i = 0; i < W; i++) w[i] = __shfl_sync(m, w[i], src);
+	for (int i = 0; i < W; i++) w[i] = f(w[i]);
 	T r;
 	memcpy(&r, w, sizeof(T));
 	return r;
+}
+template <class T> inline T petal_shfl(unsigned m, const T& v, int src) {
+	return petal_words(v, [=](unsigned x) { return __shfl_sync(m, x, src); });
 }
 template <class T> inline T petal_shfl_xor(unsigned m, const T& v, int mask) {
-	constexpr int W = (sizeof(T) + 3) / 4;
-	unsigned w[W] = {};
-	memcpy(w, &v, sizeof(T));
-	for (int i = 0; i < W; i++) w[i] = __shfl_xor_sync(m, w[i], mask);
-	T r;
-	memcpy(&r, w, sizeof(T));
-	return r;
+	return petal_words(v, [=](unsigned x) { return __shfl_xor_sync(m, x, mask); });
 }
 template <class T> inline T petal_shfl_down(unsigned m, const T& v, unsigned d) {
-	constexpr int W = (sizeof(T) + 3) / 4;
-	unsigned w[W] = {};
-	memcpy(w, &v, sizeof(T));
-	for (int i = 0; i < W; i++) w[i] = __shfl_down_sync(m, w[i], d);
-	T r;
-	memcpy(&r, w, sizeof(T));
-	return r;
+	return petal_words(v, [=](unsigned x) { return __shfl_down_sync(m, x, d); });
 }
 template <class T> inline T petal_shfl_up(unsigned m, const T& v, unsigned d) {
-	constexpr int W = (sizeof(T) + 3) / 4;
-	unsigned w[W] = {};
-	memcpy(w, &v, sizeof(T));
-	for (int i = 0; i < W; i++) w[i] = __shfl_up_sync(m, w[i], d);
-	T r;
-	memcpy(&r, w, sizeof(T));
-	return r;
+	return petal_words(v, [=](unsigned x) { return __shfl_up_sync(m, x, d); });
 }
 
 // A reduction over the active lanes: a butterfly over a full warp (every
