@@ -6,6 +6,7 @@ import (
 	"math"
 	"unsafe"
 
+	"petal/engine/sample"
 	"petal/gpu"
 )
 
@@ -71,11 +72,6 @@ const (
 	// sampleMaxVocab bounds the vocabulary so that ids and counts fit the
 	// kernel's 32-bit arithmetic with room to spare.
 	sampleMaxVocab = 1 << 24
-	// sampleGreedyBelow is engine/sample.GreedyBelow: temperatures under it
-	// are greedy.
-	sampleGreedyBelow = 1e-5
-	// sampleMaxPenalty is engine/sample.MaxPenalty.
-	sampleMaxPenalty = 2
 	// sampleInPrompt marks a prompt id in the state's counts.
 	sampleInPrompt = 1 << 31
 )
@@ -89,44 +85,8 @@ func SampleMaskBytes(n int) int { return 4 * sampleWords(n) }
 // vocabulary of n ids: its header, the touched bitset and the counts.
 func SampleStateBytes(n int) int { return sampleHeaderBytes + 4*sampleWords(n) + 4*n }
 
-// SampleParams are one request's sampling settings, field for field as
-// engine/sample.Params holds them (Seed resolved).
-type SampleParams struct {
-	Temperature       float64 // below 1e-5: greedy
-	TopK              int     // 0: no limit
-	TopP              float64 // 1: no limit
-	MinP              float64 // 0: off
-	PresencePenalty   float64
-	FrequencyPenalty  float64
-	RepetitionPenalty float64 // 1: off
-	Seed              uint64
-}
-
 func sampleInvalid(format string, args ...any) error {
 	return fmt.Errorf("%w: shaders: Sample: "+format, append([]any{gpu.ErrInvalid}, args...)...)
-}
-
-func sampleFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
-// check applies engine/sample's Params.Validate ranges.
-func (p *SampleParams) check() error {
-	switch {
-	case !sampleFinite(p.Temperature) || p.Temperature < 0:
-		return sampleInvalid("temperature %v must be a number >= 0", p.Temperature)
-	case p.TopK < 0 || p.TopK > math.MaxInt32:
-		return sampleInvalid("top_k %d must be in [0, %d]", p.TopK, math.MaxInt32)
-	case !sampleFinite(p.TopP) || p.TopP <= 0 || p.TopP > 1:
-		return sampleInvalid("top_p %v must be in (0, 1]", p.TopP)
-	case !sampleFinite(p.MinP) || p.MinP < 0 || p.MinP > 1:
-		return sampleInvalid("min_p %v must be in [0, 1]", p.MinP)
-	case !sampleFinite(p.PresencePenalty) || math.Abs(p.PresencePenalty) > sampleMaxPenalty:
-		return sampleInvalid("presence_penalty %v must be in [-%d, %d]", p.PresencePenalty, sampleMaxPenalty, sampleMaxPenalty)
-	case !sampleFinite(p.FrequencyPenalty) || math.Abs(p.FrequencyPenalty) > sampleMaxPenalty:
-		return sampleInvalid("frequency_penalty %v must be in [-%d, %d]", p.FrequencyPenalty, sampleMaxPenalty, sampleMaxPenalty)
-	case !sampleFinite(p.RepetitionPenalty) || p.RepetitionPenalty <= 0:
-		return sampleInvalid("repetition_penalty %v must be > 0", p.RepetitionPenalty)
-	}
-	return nil
 }
 
 // WriteSampleState starts a request: it writes p and the prompt's ids into
@@ -134,15 +94,20 @@ func (p *SampleParams) check() error {
 // before the command buffer of the request's first Sample is committed.
 // From then on the kernel keeps the state: the draw counter and the counts
 // of the ids it picks. Out-of-range settings or ids wrap gpu.ErrInvalid.
-func WriteSampleState(state []byte, n int, p SampleParams, prompt []int) error {
+func WriteSampleState(state []byte, n int, p sample.Params, prompt []int) error {
 	if n < 1 || n > sampleMaxVocab {
 		return sampleInvalid("vocabulary of %d ids, want 1..%d", n, sampleMaxVocab)
 	}
 	if len(state) < SampleStateBytes(n) {
 		return sampleInvalid("state of %d bytes, want %d", len(state), SampleStateBytes(n))
 	}
-	if err := p.check(); err != nil {
-		return err
+	switch err := p.Validate(); {
+	case err != nil:
+		return sampleInvalid("%v", err)
+	case p.TopK > math.MaxInt32:
+		return sampleInvalid("top_k %d must be at most %d", p.TopK, math.MaxInt32)
+	case p.Seed == nil:
+		return sampleInvalid("the seed must be resolved")
 	}
 	for _, id := range prompt {
 		if id < 0 || id >= n {
@@ -153,9 +118,9 @@ func WriteSampleState(state []byte, n int, p SampleParams, prompt []int) error {
 		TopP: float32(p.TopP), MinP: float32(p.MinP),
 		Presence: float32(p.PresencePenalty), Frequency: float32(p.FrequencyPenalty),
 		Repetition: float32(p.RepetitionPenalty), TopK: int32(p.TopK),
-		SeedLo: uint32(p.Seed), SeedHi: uint32(p.Seed >> 32),
+		SeedLo: uint32(*p.Seed), SeedHi: uint32(*p.Seed >> 32),
 	}
-	if p.Temperature >= sampleGreedyBelow {
+	if p.Temperature >= sample.GreedyBelow {
 		h.InvTemperature = float32(1 / p.Temperature)
 	}
 	if p.RepetitionPenalty != 1 || p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {

@@ -42,9 +42,9 @@ func newSampleRig(t testing.TB, k *shaders.Kernels, logits []float32, allowed in
 }
 
 // start begins a request.
-func (r *sampleRig) start(t testing.TB, p shaders.SampleParams, prompt []int) {
+func (r *sampleRig) start(t testing.TB, p sample.Params, prompt []int) {
 	t.Helper()
-	if err := shaders.WriteSampleState(r.views.State.Buf.Contents(), r.n, p, prompt); err != nil {
+	if err := shaders.WriteSampleState(r.views.State.Buf.Contents(), r.n, seeded(p), prompt); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -87,19 +87,19 @@ func (r *sampleRig) steps(t testing.TB, count, top int) ([]uint32, []shaders.Sam
 	return denseReadU32(slots, count), out
 }
 
-func sampleParams(p shaders.SampleParams) sample.Params {
-	seed := p.Seed
-	return sample.Params{
-		Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, MinP: p.MinP,
-		PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty,
-		RepetitionPenalty: p.RepetitionPenalty, Seed: &seed,
+// seeded is p with seed 0 when it has none, as the GPU needs one and the
+// CPU reference must draw from the same.
+func seeded(p sample.Params) sample.Params {
+	if p.Seed == nil {
+		p.Seed = new(uint64(0))
 	}
+	return p
 }
 
 // cpuSteps runs the CPU reference for count steps over the same row.
-func (r *sampleRig) cpuSteps(t testing.TB, p shaders.SampleParams, prompt []int, count, top int) ([]int, []sample.Logprobs) {
+func (r *sampleRig) cpuSteps(t testing.TB, p sample.Params, prompt []int, count, top int) ([]int, []sample.Logprobs) {
 	t.Helper()
-	s, err := sample.New(sampleParams(p), sample.Vocab{Size: r.n, TokenizerSize: r.allowed}, prompt)
+	s, err := sample.New(seeded(p), sample.Vocab{Size: r.n, TokenizerSize: r.allowed}, prompt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,19 +121,19 @@ func (r *sampleRig) cpuSteps(t testing.TB, p shaders.SampleParams, prompt []int,
 // by mass, min-p alone, no filter at all), with and without penalties.
 var sampleCases = []struct {
 	name string
-	p    shaders.SampleParams
+	p    sample.Params
 }{
-	{"greedy", shaders.SampleParams{TopP: 1, RepetitionPenalty: 1}},
-	{"top_k=1", shaders.SampleParams{Temperature: 1, TopK: 1, TopP: 1, RepetitionPenalty: 1}},
-	{"T=0.7/top_p=0.9", shaders.SampleParams{Temperature: 0.7, TopP: 0.9, RepetitionPenalty: 1}},
-	{"card_thinking", shaders.SampleParams{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1}},
-	{"card_coding/min_p", shaders.SampleParams{Temperature: 0.6, TopK: 20, TopP: 0.95, MinP: 0.05, RepetitionPenalty: 1}},
-	{"top_k=1000/min_p", shaders.SampleParams{Temperature: 0.8, TopK: 1000, TopP: 1, MinP: 0.001, RepetitionPenalty: 1}},
-	{"top_k=300/top_p=0.8", shaders.SampleParams{Temperature: 1.5, TopK: 300, TopP: 0.8, RepetitionPenalty: 1}},
-	{"min_p=0.01", shaders.SampleParams{Temperature: 1, TopP: 1, MinP: 0.01, RepetitionPenalty: 1}},
-	{"no_filter", shaders.SampleParams{Temperature: 1, TopP: 1, RepetitionPenalty: 1}},
-	{"T=3/top_p=0.5", shaders.SampleParams{Temperature: 3, TopP: 0.5, RepetitionPenalty: 1}},
-	{"penalties", shaders.SampleParams{Temperature: 0.9, TopK: 40, TopP: 0.9, RepetitionPenalty: 1.3, FrequencyPenalty: 0.5, PresencePenalty: -0.5}},
+	{"greedy", sample.Params{TopP: 1, RepetitionPenalty: 1}},
+	{"top_k=1", sample.Params{Temperature: 1, TopK: 1, TopP: 1, RepetitionPenalty: 1}},
+	{"T=0.7/top_p=0.9", sample.Params{Temperature: 0.7, TopP: 0.9, RepetitionPenalty: 1}},
+	{"card_thinking", sample.Params{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1}},
+	{"card_coding/min_p", sample.Params{Temperature: 0.6, TopK: 20, TopP: 0.95, MinP: 0.05, RepetitionPenalty: 1}},
+	{"top_k=1000/min_p", sample.Params{Temperature: 0.8, TopK: 1000, TopP: 1, MinP: 0.001, RepetitionPenalty: 1}},
+	{"top_k=300/top_p=0.8", sample.Params{Temperature: 1.5, TopK: 300, TopP: 0.8, RepetitionPenalty: 1}},
+	{"min_p=0.01", sample.Params{Temperature: 1, TopP: 1, MinP: 0.01, RepetitionPenalty: 1}},
+	{"no_filter", sample.Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1}},
+	{"T=3/top_p=0.5", sample.Params{Temperature: 3, TopP: 0.5, RepetitionPenalty: 1}},
+	{"penalties", sample.Params{Temperature: 0.9, TopK: 40, TopP: 0.9, RepetitionPenalty: 1.3, FrequencyPenalty: 0.5, PresencePenalty: -0.5}},
 }
 
 // TestSampleMatchesCPU runs every case on the GPU and through
@@ -162,7 +162,7 @@ func TestSampleMatchesCPU(t *testing.T) {
 			t.Run(fmt.Sprintf("n=%d/%s", row.n, c.name), func(t *testing.T) {
 				k, _ := densePick(race, fast, row.raced)
 				rig := newSampleRig(t, k, logits, row.allowed)
-				c.p.Seed = uint64(100*ri + ci)
+				c.p.Seed = new(uint64(100*ri + ci))
 				rig.start(t, c.p, prompt)
 				got, recs := rig.steps(t, row.steps, 5)
 				want, lps := rig.cpuSteps(t, c.p, prompt, row.steps, 5)
@@ -229,26 +229,28 @@ func TestSampleInvalid(t *testing.T) {
 	d := k.Device()
 	const n = 100
 	state := make([]byte, shaders.SampleStateBytes(n))
-	ok := shaders.SampleParams{Temperature: 1, TopP: 1, RepetitionPenalty: 1}
+	ok := sample.Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1, Seed: new(uint64(1))}
 	for _, c := range []struct {
 		name   string
-		edit   func(p *shaders.SampleParams)
+		edit   func(p *sample.Params)
 		n      int
 		prompt []int
 	}{
-		{"temperature<0", func(p *shaders.SampleParams) { p.Temperature = -1 }, n, nil},
-		{"temperature NaN", func(p *shaders.SampleParams) { p.Temperature = math.NaN() }, n, nil},
-		{"top_k<0", func(p *shaders.SampleParams) { p.TopK = -1 }, n, nil},
-		{"top_p=0", func(p *shaders.SampleParams) { p.TopP = 0 }, n, nil},
-		{"top_p>1", func(p *shaders.SampleParams) { p.TopP = 1.5 }, n, nil},
-		{"min_p>1", func(p *shaders.SampleParams) { p.MinP = 2 }, n, nil},
-		{"presence>2", func(p *shaders.SampleParams) { p.PresencePenalty = 2.5 }, n, nil},
-		{"frequency Inf", func(p *shaders.SampleParams) { p.FrequencyPenalty = math.Inf(-1) }, n, nil},
-		{"repetition=0", func(p *shaders.SampleParams) { p.RepetitionPenalty = 0 }, n, nil},
-		{"prompt id", func(p *shaders.SampleParams) {}, n, []int{3, n}},
-		{"negative prompt id", func(p *shaders.SampleParams) {}, n, []int{-1}},
-		{"vocabulary 0", func(p *shaders.SampleParams) {}, 0, nil},
-		{"state too small", func(p *shaders.SampleParams) {}, n + 1, nil},
+		{"temperature<0", func(p *sample.Params) { p.Temperature = -1 }, n, nil},
+		{"temperature NaN", func(p *sample.Params) { p.Temperature = math.NaN() }, n, nil},
+		{"top_k<0", func(p *sample.Params) { p.TopK = -1 }, n, nil},
+		{"top_p=0", func(p *sample.Params) { p.TopP = 0 }, n, nil},
+		{"top_p>1", func(p *sample.Params) { p.TopP = 1.5 }, n, nil},
+		{"min_p>1", func(p *sample.Params) { p.MinP = 2 }, n, nil},
+		{"presence>2", func(p *sample.Params) { p.PresencePenalty = 2.5 }, n, nil},
+		{"frequency Inf", func(p *sample.Params) { p.FrequencyPenalty = math.Inf(-1) }, n, nil},
+		{"repetition=0", func(p *sample.Params) { p.RepetitionPenalty = 0 }, n, nil},
+		{"top_k past int32", func(p *sample.Params) { p.TopK = math.MaxInt32 + 1 }, n, nil},
+		{"no seed", func(p *sample.Params) { p.Seed = nil }, n, nil},
+		{"prompt id", func(p *sample.Params) {}, n, []int{3, n}},
+		{"negative prompt id", func(p *sample.Params) {}, n, []int{-1}},
+		{"vocabulary 0", func(p *sample.Params) {}, 0, nil},
+		{"state too small", func(p *sample.Params) {}, n + 1, nil},
 	} {
 		p := ok
 		c.edit(&p)
@@ -373,13 +375,13 @@ kernel void philox_probe(device const uint* in [[buffer(0)]], device uint* out [
 func TestSampleGreedyEdges(t *testing.T) {
 	race, _ := denseDevices(t)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	greedy := shaders.SampleParams{TopP: 1, RepetitionPenalty: 1}
-	hot := shaders.SampleParams{Temperature: 1, TopP: 1, RepetitionPenalty: 1, Seed: 3}
+	greedy := sample.Params{TopP: 1, RepetitionPenalty: 1}
+	hot := sample.Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1, Seed: new(uint64(3))}
 	cases := []struct {
 		name    string
 		logits  []float32
 		allowed int
-		p       shaders.SampleParams
+		p       sample.Params
 		want    uint32
 	}{
 		{"tie: lowest id", []float32{0.5, 3, -1, 3, 2.9}, 5, greedy, 1},
@@ -393,8 +395,8 @@ func TestSampleGreedyEdges(t *testing.T) {
 		{"+Inf: broken", []float32{1, inf, 2, inf}, 4, greedy, shaders.SampleBadLogits},
 		{"+Inf sampled: broken", []float32{1, inf, 2, inf}, 4, hot, shaders.SampleBadLogits},
 		{"a masked +Inf is no matter", []float32{1, 2, inf}, 2, greedy, 1},
-		{"temperature under 1e-5", []float32{1, 2, 1.9}, 3, shaders.SampleParams{Temperature: 9e-6, TopP: 1, RepetitionPenalty: 1, Seed: 1}, 1},
-		{"top_k=1", []float32{1, 2, 1.9}, 3, shaders.SampleParams{Temperature: 2, TopK: 1, TopP: 1, RepetitionPenalty: 1, Seed: 1}, 1},
+		{"temperature under 1e-5", []float32{1, 2, 1.9}, 3, sample.Params{Temperature: 9e-6, TopP: 1, RepetitionPenalty: 1, Seed: new(uint64(1))}, 1},
+		{"top_k=1", []float32{1, 2, 1.9}, 3, sample.Params{Temperature: 2, TopK: 1, TopP: 1, RepetitionPenalty: 1, Seed: new(uint64(1))}, 1},
 		{"-0 ties +0", []float32{-1, float32(math.Copysign(0, -1)), 0}, 3, greedy, 1},
 	}
 	for _, c := range cases {
@@ -412,13 +414,13 @@ func TestSampleGreedyEdges(t *testing.T) {
 	// Penalties over the generated ids move greedy off a repeated token:
 	// presence 0.8 > the margin 0.5 (1, 0.5, 0 -> 0.2, 0.5, 0 -> 0.2, -0.3, 0).
 	r := newSampleRig(t, race, []float32{1, 0.5, 0}, 3)
-	r.start(t, shaders.SampleParams{TopP: 1, RepetitionPenalty: 1, PresencePenalty: 0.8}, nil)
+	r.start(t, sample.Params{TopP: 1, RepetitionPenalty: 1, PresencePenalty: 0.8}, nil)
 	if got, _ := r.steps(t, 3, -1); !slices.Equal(got, []uint32{0, 1, 0}) {
 		t.Fatalf("presence penalty: picked %v, want [0 1 0]", got)
 	}
 	// Repetition over the prompt: id 0 (in the prompt) drops to 1/2.
 	r = newSampleRig(t, race, []float32{1, 0.6, 0}, 3)
-	r.start(t, shaders.SampleParams{TopP: 1, RepetitionPenalty: 2}, []int{0})
+	r.start(t, sample.Params{TopP: 1, RepetitionPenalty: 2}, []int{0})
 	if got, _ := r.steps(t, 1, -1); got[0] != 1 {
 		t.Fatalf("repetition penalty over the prompt: picked %d, want 1", got[0])
 	}
@@ -430,10 +432,10 @@ func TestSampleSeedReproducible(t *testing.T) {
 	_, fast := denseDevices(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	r := newSampleRig(t, fast, denseRand(rng, 600, 1), 600) // a nucleus past the list
-	p := shaders.SampleParams{Temperature: 0.7, TopP: 0.9, RepetitionPenalty: 1, PresencePenalty: 0.5, Seed: 7}
+	p := sample.Params{Temperature: 0.7, TopP: 0.9, RepetitionPenalty: 1, PresencePenalty: 0.5, Seed: new(uint64(7))}
 	var runs [][]uint32
 	for _, seed := range []uint64{7, 7, 8} {
-		p.Seed = seed
+		p.Seed = new(seed)
 		r.start(t, p, nil)
 		got, _ := r.steps(t, 20, -1)
 		runs = append(runs, got)
@@ -463,7 +465,7 @@ func TestSampleDistributions(t *testing.T) {
 	long[150], long[155] = 20, 30 // masked
 	type named struct {
 		name string
-		p    shaders.SampleParams
+		p    sample.Params
 	}
 	rows := []struct {
 		logits  []float32
@@ -472,22 +474,22 @@ func TestSampleDistributions(t *testing.T) {
 		cases   []named
 	}{
 		{short, 10, 10000, []named{
-			{"T=1", shaders.SampleParams{Temperature: 1, TopP: 1}},
-			{"T=0.5", shaders.SampleParams{Temperature: 0.5, TopP: 1}},
-			{"T=2", shaders.SampleParams{Temperature: 2, TopP: 1}},
-			{"top_k=4", shaders.SampleParams{Temperature: 1, TopK: 4, TopP: 1}},
-			{"top_p=0.8", shaders.SampleParams{Temperature: 1, TopP: 0.8}},
-			{"min_p=0.2", shaders.SampleParams{Temperature: 1, TopP: 1, MinP: 0.2}},
-			{"top_k=6/top_p=0.9/min_p=0.1/T=0.7", shaders.SampleParams{Temperature: 0.7, TopK: 6, TopP: 0.9, MinP: 0.1}},
-			{"card_thinking", shaders.SampleParams{Temperature: 1, TopK: 20, TopP: 0.95}},
+			{"T=1", sample.Params{Temperature: 1, TopP: 1}},
+			{"T=0.5", sample.Params{Temperature: 0.5, TopP: 1}},
+			{"T=2", sample.Params{Temperature: 2, TopP: 1}},
+			{"top_k=4", sample.Params{Temperature: 1, TopK: 4, TopP: 1}},
+			{"top_p=0.8", sample.Params{Temperature: 1, TopP: 0.8}},
+			{"min_p=0.2", sample.Params{Temperature: 1, TopP: 1, MinP: 0.2}},
+			{"top_k=6/top_p=0.9/min_p=0.1/T=0.7", sample.Params{Temperature: 0.7, TopK: 6, TopP: 0.9, MinP: 0.1}},
+			{"card_thinking", sample.Params{Temperature: 1, TopK: 20, TopP: 0.95}},
 		}},
 		// Every cut here lies past the SampleList best.
 		{long, 150, 4000, []named{
-			{"top_p=0.9", shaders.SampleParams{Temperature: 1, TopP: 0.9}},
-			{"top_k=100/top_p=0.95/T=0.8", shaders.SampleParams{Temperature: 0.8, TopK: 100, TopP: 0.95}},
-			{"top_k=60/T=0.6", shaders.SampleParams{Temperature: 0.6, TopK: 60, TopP: 1}},
-			{"min_p=0.15", shaders.SampleParams{Temperature: 1, TopP: 1, MinP: 0.15}},
-			{"no_filter/T=1.2", shaders.SampleParams{Temperature: 1.2, TopP: 1}},
+			{"top_p=0.9", sample.Params{Temperature: 1, TopP: 0.9}},
+			{"top_k=100/top_p=0.95/T=0.8", sample.Params{Temperature: 0.8, TopK: 100, TopP: 0.95}},
+			{"top_k=60/T=0.6", sample.Params{Temperature: 0.6, TopK: 60, TopP: 1}},
+			{"min_p=0.15", sample.Params{Temperature: 1, TopP: 1, MinP: 0.15}},
+			{"no_filter/T=1.2", sample.Params{Temperature: 1.2, TopP: 1}},
 		}},
 	}
 	const perBuffer = 1000
@@ -495,7 +497,7 @@ func TestSampleDistributions(t *testing.T) {
 		for ci, c := range row.cases {
 			p := c.p
 			t.Run(fmt.Sprintf("n=%d/%s", len(row.logits), c.name), func(t *testing.T) {
-				p.RepetitionPenalty, p.Seed = 1, uint64(1000*ri+ci)
+				p.RepetitionPenalty, p.Seed = 1, new(uint64(1000*ri+ci))
 				r := newSampleRig(t, fast, row.logits, row.allowed)
 				r.start(t, p, nil)
 				counts := make([]int, len(row.logits))
@@ -508,8 +510,8 @@ func TestSampleDistributions(t *testing.T) {
 						counts[id]++
 					}
 				}
-				probs := func(p shaders.SampleParams) []float64 {
-					s, err := sample.New(sampleParams(p), sample.Vocab{Size: len(row.logits), TokenizerSize: row.allowed}, nil)
+				probs := func(p sample.Params) []float64 {
+					s, err := sample.New(seeded(p), sample.Vocab{Size: len(row.logits), TokenizerSize: row.allowed}, nil)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -550,10 +552,10 @@ func BenchmarkSample(b *testing.B) {
 		logits := denseRand(rng, n, 2)
 		for _, c := range []struct {
 			name string
-			p    shaders.SampleParams
+			p    sample.Params
 		}{
-			{"card", shaders.SampleParams{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1}},
-			{"top_p=0.9", shaders.SampleParams{Temperature: 1, TopP: 0.9, RepetitionPenalty: 1}},
+			{"card", sample.Params{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1}},
+			{"top_p=0.9", sample.Params{Temperature: 1, TopP: 0.9, RepetitionPenalty: 1}},
 		} {
 			b.Run(fmt.Sprintf("n=%d/%s", n, c.name), func(b *testing.B) {
 				r := newSampleRig(b, fast, logits, n)

@@ -304,13 +304,7 @@ func (s *Sequence) startSampling(d *engine.Decode) error {
 		}
 		sm.maskLimit = limit
 	}
-	p := &d.Sampling.Params
-	sp := shaders.SampleParams{
-		Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, MinP: p.MinP,
-		PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty, RepetitionPenalty: p.RepetitionPenalty,
-		Seed: *p.Seed,
-	}
-	if err := shaders.WriteSampleState(sm.state.Buf.Contents(), v, sp, d.Sampling.Prompt); err != nil {
+	if err := shaders.WriteSampleState(sm.state.Buf.Contents(), v, d.Sampling.Params, d.Sampling.Prompt); err != nil {
 		return err
 	}
 	if d.Logprobs != nil {

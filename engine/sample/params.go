@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"strconv"
 )
 
 // Params are the sampling settings of one request.
@@ -19,6 +21,77 @@ type Params struct {
 	// Seed makes the draws reproducible; nil picks a random seed, which
 	// Sampler.Seed reports.
 	Seed *uint64
+}
+
+// Overrides are one request's sampling settings as clients send them (the
+// OpenAI API's fields with vLLM's and llama.cpp's extensions, decoded from
+// their JSON as they are): each field set replaces the default's.
+type Overrides struct {
+	Temperature       *float64 `json:"temperature"`
+	TopP              *float64 `json:"top_p"`
+	TopK              *int     `json:"top_k"`
+	MinP              *float64 `json:"min_p"`
+	PresencePenalty   *float64 `json:"presence_penalty"`
+	FrequencyPenalty  *float64 `json:"frequency_penalty"`
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	Seed              *Seed    `json:"seed"`
+}
+
+// Apply returns p with the fields o sets replaced.
+func (o Overrides) Apply(p Params) Params {
+	set := func(dst *float64, src *float64) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&p.Temperature, o.Temperature)
+	set(&p.TopP, o.TopP)
+	set(&p.MinP, o.MinP)
+	set(&p.PresencePenalty, o.PresencePenalty)
+	set(&p.FrequencyPenalty, o.FrequencyPenalty)
+	set(&p.RepetitionPenalty, o.RepetitionPenalty)
+	if o.TopK != nil {
+		p.TopK = *o.TopK
+	}
+	if o.Seed != nil {
+		seed := uint64(*o.Seed)
+		p.Seed = &seed
+	}
+	return p
+}
+
+// Seed is a request's seed. In JSON it is any 64-bit integer, a negative
+// one standing for its two's complement, as clients send them (a number
+// or a string holding one).
+type Seed uint64
+
+// UnmarshalJSON reads a seed; anything else is a *json.UnmarshalTypeError,
+// which names the field.
+func (s *Seed) UnmarshalJSON(b []byte) error {
+	text := string(b)
+	if uq, err := strconv.Unquote(text); err == nil {
+		text = uq
+	}
+	if u, err := strconv.ParseUint(text, 10, 64); err == nil {
+		*s = Seed(u)
+		return nil
+	}
+	if i, err := strconv.ParseInt(text, 10, 64); err == nil {
+		*s = Seed(uint64(i))
+		return nil
+	}
+	kind := "number " + string(b)
+	switch b[0] {
+	case '"':
+		kind = "string"
+	case 't', 'f':
+		kind = "bool"
+	case '[':
+		kind = "array"
+	case '{':
+		kind = "object"
+	}
+	return &json.UnmarshalTypeError{Value: kind, Type: reflect.TypeFor[int64]()}
 }
 
 // MaxPenalty bounds the presence and frequency penalties, as the OpenAI API
@@ -85,34 +158,28 @@ func (p Preset) Card() Params {
 // GenerationConfig is what a checkpoint's generation_config.json says about
 // sampling; nil fields were absent.
 type GenerationConfig struct {
-	Temperature       *float64
-	TopP              *float64
-	TopK              *int
-	MinP              *float64
-	RepetitionPenalty *float64
-	DoSample          *bool
-	EOS               []int // eos_token_id, a number or a list in the file
+	// Overrides holds the file's temperature, top_p, top_k, min_p and
+	// repetition_penalty (it has no other penalty, and a seed there would
+	// fix every request's draws).
+	Overrides
+	DoSample *bool
+	EOS      []int // eos_token_id, a number or a list in the file
 }
 
 // ReadGenerationConfig parses generation_config.json. Fields other than the
 // sampling ones are ignored.
 func ReadGenerationConfig(data []byte) (GenerationConfig, error) {
 	var raw struct {
-		Temperature       *float64        `json:"temperature"`
-		TopP              *float64        `json:"top_p"`
-		TopK              *int            `json:"top_k"`
-		MinP              *float64        `json:"min_p"`
-		RepetitionPenalty *float64        `json:"repetition_penalty"`
-		DoSample          *bool           `json:"do_sample"`
-		EOS               json.RawMessage `json:"eos_token_id"`
+		Overrides
+		DoSample *bool           `json:"do_sample"`
+		EOS      json.RawMessage `json:"eos_token_id"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return GenerationConfig{}, fmt.Errorf("sample: reading generation_config.json: %w", err)
 	}
-	gc := GenerationConfig{
-		Temperature: raw.Temperature, TopP: raw.TopP, TopK: raw.TopK, MinP: raw.MinP,
-		RepetitionPenalty: raw.RepetitionPenalty, DoSample: raw.DoSample,
-	}
+	gc := GenerationConfig{Overrides: Overrides{
+		Temperature: raw.Temperature, TopP: raw.TopP, TopK: raw.TopK, MinP: raw.MinP, RepetitionPenalty: raw.RepetitionPenalty,
+	}, DoSample: raw.DoSample}
 	if len(raw.EOS) > 0 && string(raw.EOS) != "null" {
 		var one int
 		if err := json.Unmarshal(raw.EOS, &one); err == nil {
@@ -138,18 +205,7 @@ func ReadGenerationConfig(data []byte) (GenerationConfig, error) {
 func Defaults(gc GenerationConfig, preset Preset) Params {
 	p := preset.Card()
 	if preset == PresetThinking {
-		set := func(dst *float64, src *float64) {
-			if src != nil {
-				*dst = *src
-			}
-		}
-		set(&p.Temperature, gc.Temperature)
-		set(&p.TopP, gc.TopP)
-		set(&p.MinP, gc.MinP)
-		set(&p.RepetitionPenalty, gc.RepetitionPenalty)
-		if gc.TopK != nil {
-			p.TopK = *gc.TopK
-		}
+		p = gc.Overrides.Apply(p)
 	}
 	if gc.DoSample != nil && !*gc.DoSample {
 		p.Temperature = 0

@@ -1,6 +1,7 @@
 package sample
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -89,7 +90,7 @@ func TestDefaults(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
 	k := 40
 	no := false
-	gc := GenerationConfig{Temperature: f(0.8), TopP: f(0.9), TopK: &k, MinP: f(0.02)}
+	gc := GenerationConfig{Overrides: Overrides{Temperature: f(0.8), TopP: f(0.9), TopK: &k, MinP: f(0.02)}}
 
 	got := Defaults(gc, PresetThinking)
 	want := Params{Temperature: 0.8, TopP: 0.9, TopK: 40, MinP: 0.02, PresencePenalty: 1.5, RepetitionPenalty: 1}
@@ -115,6 +116,39 @@ func TestDefaults(t *testing.T) {
 	for p, want := range card {
 		if got := p.Card(); got != want || got.Validate() != nil {
 			t.Errorf("preset %d: got %+v, want %+v (MODEL.md)", p, got, want)
+		}
+	}
+}
+
+// Overrides decode a request's fields as clients send them and replace
+// only what they set.
+func TestOverrides(t *testing.T) {
+	var o Overrides
+	if err := json.Unmarshal([]byte(`{"temperature":0.5,"top_k":3,"seed":-1,"min_p":null,"other":1}`), &o); err != nil {
+		t.Fatal(err)
+	}
+	base := PresetCoding.Card()
+	got := o.Apply(base)
+	want := base
+	want.Temperature, want.TopK = 0.5, 3
+	if got.Seed == nil || *got.Seed != math.MaxUint64 {
+		t.Fatalf("seed -1 gave %v, want 2^64-1", got.Seed)
+	}
+	got.Seed = nil
+	if got != want {
+		t.Errorf("applied %+v, want %+v", got, want)
+	}
+	for _, s := range []string{`"7"`, `18446744073709551615`, `-9223372036854775808`} {
+		var seed Seed
+		if err := json.Unmarshal([]byte(s), &seed); err != nil {
+			t.Errorf("seed %s: %v", s, err)
+		}
+	}
+	for _, s := range []string{`1.5`, `1e400`, `18446744073709551616`, `true`, `"x"`, `[]`} {
+		var seed Seed
+		var typeErr *json.UnmarshalTypeError
+		if err := json.Unmarshal([]byte(s), &seed); !errors.As(err, &typeErr) {
+			t.Errorf("seed %s: %v, want a type error", s, err)
 		}
 	}
 }

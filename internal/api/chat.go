@@ -9,6 +9,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/engine/sample"
 	"petal/internal/httpgate"
 	"petal/internal/service"
 )
@@ -27,7 +28,7 @@ type chatRequest struct {
 	MaxTokens           *int `json:"max_tokens"`
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
 	N                   *int `json:"n"`
-	sampling
+	sample.Overrides
 	Stop stopList `json:"stop"`
 
 	Tools      []chattemplate.Tool `json:"tools"`
@@ -63,11 +64,7 @@ func (c *chatRequest) toService() (*service.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	samp, err := c.sampling.toService()
-	if err != nil {
-		return nil, err
-	}
-	req := &service.Request{Messages: c.Messages, Tools: c.Tools, MaxTokens: limit, Stop: c.Stop, Sampling: samp}
+	req := &service.Request{Messages: c.Messages, Tools: c.Tools, MaxTokens: limit, Stop: c.Stop, Sampling: c.Overrides}
 	if req.Logprobs, req.TopLogprobs, err = logprobsParams(c.Logprobs != nil && *c.Logprobs, c.TopLogprobs); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ type completionRequest struct {
 	// Logprobs is how many alternatives to report per token; set (0
 	// too) it asks for the tokens' logprobs.
 	Logprobs *int `json:"logprobs"`
-	sampling
+	sample.Overrides
 	Stop stopList `json:"stop"`
 }
 
@@ -82,11 +82,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if limit == 0 {
 		limit = DefaultCompletionTokens
 	}
-	samp, err := body.sampling.toService()
-	if err != nil {
-		return err
-	}
-	req := &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: body.Stop, Sampling: samp, Client: clientOf(r)}
+	req := &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: body.Stop, Sampling: body.Overrides, Client: clientOf(r)}
 	if n := body.Logprobs; n != nil {
 		if *n < 0 || *n > sample.MaxTopLogprobs {
 			return badParam("logprobs", "logprobs %d must be in [0, %d]", *n, sample.MaxTopLogprobs)

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 
 	"petal/internal/service"
@@ -65,7 +64,7 @@ func decodeBody(r *http.Request, v any) error {
 	if errors.As(err, &typeErr) && typeErr.Field != "" {
 		// The path names embedded structs by their Go type; the client
 		// knows only the JSON field.
-		field := strings.TrimPrefix(typeErr.Field, "sampling.")
+		field := strings.ReplaceAll(typeErr.Field, "Overrides.", "")
 		return badParam(field, "field %q: %s cannot be %s", field, typeErr.Value, typeErr.Type)
 	}
 	return badRequest("the request body is not valid JSON: %v", err)
@@ -153,40 +152,6 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 	}
 	*s = many
 	return nil
-}
-
-// sampling are the sampling fields the OpenAI API and its extensions
-// (vLLM, llama.cpp) share.
-type sampling struct {
-	Temperature       *float64     `json:"temperature"`
-	TopP              *float64     `json:"top_p"`
-	TopK              *int         `json:"top_k"`
-	MinP              *float64     `json:"min_p"`
-	PresencePenalty   *float64     `json:"presence_penalty"`
-	FrequencyPenalty  *float64     `json:"frequency_penalty"`
-	RepetitionPenalty *float64     `json:"repetition_penalty"`
-	Seed              *json.Number `json:"seed"`
-}
-
-// toService converts the fields; a seed may be any 64-bit integer, negative
-// ones included, as clients send them.
-func (f sampling) toService() (service.Sampling, error) {
-	out := service.Sampling{
-		Temperature: f.Temperature, TopP: f.TopP, TopK: f.TopK, MinP: f.MinP,
-		PresencePenalty: f.PresencePenalty, FrequencyPenalty: f.FrequencyPenalty, RepetitionPenalty: f.RepetitionPenalty,
-	}
-	if f.Seed != nil {
-		s := f.Seed.String()
-		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
-			out.Seed = &u
-		} else if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-			u := uint64(i)
-			out.Seed = &u
-		} else {
-			return out, badParam("seed", "seed %s must be a 64-bit integer", s)
-		}
-	}
-	return out, nil
 }
 
 // maxTokens picks the reply limit from the fields that may carry it; 0

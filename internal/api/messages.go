@@ -10,6 +10,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/engine/sample"
 	"petal/internal/httpgate"
 	"petal/internal/service"
 )
@@ -121,11 +122,7 @@ func (m *messagesRequest) toService() (*service.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	samp, err := sampling{Temperature: m.Temperature, TopP: m.TopP, TopK: m.TopK}.toService()
-	if err != nil {
-		return nil, err
-	}
-	req := &service.Request{MaxTokens: limit, Stop: m.StopSequences, Sampling: samp}
+	req := &service.Request{MaxTokens: limit, Stop: m.StopSequences, Sampling: sample.Overrides{Temperature: m.Temperature, TopP: m.TopP, TopK: m.TopK}}
 	if req.Grammar, err = anthropicFormat(m.OutputFormat, m.OutputConfig); err != nil {
 		return nil, err
 	}

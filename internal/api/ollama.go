@@ -12,6 +12,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/engine/sample"
 	"petal/internal/httpgate"
 	"petal/internal/service"
 )
@@ -42,16 +43,11 @@ type ollamaToolCall struct {
 }
 
 type ollamaOptions struct {
-	Temperature      *float64     `json:"temperature"`
-	TopP             *float64     `json:"top_p"`
-	TopK             *int         `json:"top_k"`
-	MinP             *float64     `json:"min_p"`
-	RepeatPenalty    *float64     `json:"repeat_penalty"`
-	PresencePenalty  *float64     `json:"presence_penalty"`
-	FrequencyPenalty *float64     `json:"frequency_penalty"`
-	Seed             *json.Number `json:"seed"`
-	NumPredict       *int         `json:"num_predict"`
-	Stop             stopList     `json:"stop"`
+	sample.Overrides
+	// RepeatPenalty is Ollama's name of the repetition penalty.
+	RepeatPenalty *float64 `json:"repeat_penalty"`
+	NumPredict    *int     `json:"num_predict"`
+	Stop          stopList `json:"stop"`
 }
 
 type ollamaChatRequest struct {
@@ -103,11 +99,9 @@ func (o *ollamaChatRequest) toService() (*service.Request, error) {
 
 // request maps the options to a request's sampling, stop and length.
 func (opt ollamaOptions) request() (*service.Request, error) {
-	samp, err := sampling{Temperature: opt.Temperature, TopP: opt.TopP, TopK: opt.TopK, MinP: opt.MinP,
-		PresencePenalty: opt.PresencePenalty, FrequencyPenalty: opt.FrequencyPenalty,
-		RepetitionPenalty: opt.RepeatPenalty, Seed: opt.Seed}.toService()
-	if err != nil {
-		return nil, err
+	samp := opt.Overrides
+	if opt.RepeatPenalty != nil {
+		samp.RepetitionPenalty = opt.RepeatPenalty
 	}
 	req := &service.Request{Stop: opt.Stop, Sampling: samp}
 	if opt.NumPredict != nil && *opt.NumPredict > 0 { // -1 and -2 mean no limit

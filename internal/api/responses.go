@@ -8,6 +8,7 @@ import (
 
 	"petal/engine/chattemplate"
 	"petal/engine/reply"
+	"petal/engine/sample"
 	"petal/internal/httpgate"
 	"petal/internal/service"
 )
@@ -36,7 +37,7 @@ type responsesRequest struct {
 	Text *struct {
 		Format json.RawMessage `json:"format"`
 	} `json:"text"`
-	sampling
+	sample.Overrides
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
 
@@ -91,11 +92,7 @@ func (q *responsesRequest) toService() (*service.Request, error) {
 	if err != nil {
 		return nil, badParam("max_output_tokens", "max_output_tokens must be at least 1, not %d", *q.MaxOutputTokens)
 	}
-	samp, err := q.sampling.toService()
-	if err != nil {
-		return nil, err
-	}
-	req := &service.Request{Messages: msgs, MaxTokens: limit, Sampling: samp}
+	req := &service.Request{Messages: msgs, MaxTokens: limit, Sampling: q.Overrides}
 	if q.Text != nil {
 		if req.Grammar, err = textFormat(q.Text.Format); err != nil {
 			return nil, err

@@ -24,7 +24,7 @@ type Request struct {
 	// conversation (the completions API); the reply is all content.
 	Prompt *string
 	// Sampling overrides the checkpoint's defaults field by field.
-	Sampling Sampling
+	Sampling sample.Overrides
 	// MaxTokens bounds the reply; 0 means up to the end of the context.
 	// More than the room the prompt leaves is a *ContextError.
 	MaxTokens int
@@ -40,15 +40,6 @@ type Request struct {
 	// Client names who asks, for the queue's fairness: requests of
 	// different clients take turns. "" is a client like any other.
 	Client string
-}
-
-// Sampling holds the request's sampling settings; nil fields keep the
-// defaults of the checkpoint and the model card.
-type Sampling struct {
-	Temperature, TopP, MinP                              *float64
-	PresencePenalty, FrequencyPenalty, RepetitionPenalty *float64
-	TopK                                                 *int
-	Seed                                                 *uint64
 }
 
 // Thinking reports whether the request leaves thinking on: the template's
@@ -197,23 +188,5 @@ func (s *Service) params(req *Request) sample.Params {
 	if req.Prompt == nil && !req.Thinking() {
 		preset = sample.PresetNonThinking
 	}
-	p := sample.Defaults(s.gen, preset)
-	r := req.Sampling
-	for _, f := range []struct {
-		dst *float64
-		src *float64
-	}{
-		{&p.Temperature, r.Temperature}, {&p.TopP, r.TopP}, {&p.MinP, r.MinP},
-		{&p.PresencePenalty, r.PresencePenalty}, {&p.FrequencyPenalty, r.FrequencyPenalty},
-		{&p.RepetitionPenalty, r.RepetitionPenalty},
-	} {
-		if f.src != nil {
-			*f.dst = *f.src
-		}
-	}
-	if r.TopK != nil {
-		p.TopK = *r.TopK
-	}
-	p.Seed = r.Seed
-	return p
+	return req.Sampling.Apply(sample.Defaults(s.gen, preset))
 }

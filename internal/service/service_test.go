@@ -13,6 +13,7 @@ import (
 	"petal/engine/chattemplate"
 	"petal/engine/cpu"
 	"petal/engine/reply"
+	"petal/engine/sample"
 	"petal/internal/service/servicetest"
 )
 
@@ -142,7 +143,7 @@ func TestBadRequests(t *testing.T) {
 	cases := map[string]*Request{
 		"no messages":     {},
 		"template raises": {Messages: []chattemplate.Message{{Role: "assistant", Content: chattemplate.TextContent("x")}}},
-		"temperature":     {Messages: user("x"), Sampling: Sampling{Temperature: &bad}},
+		"temperature":     {Messages: user("x"), Sampling: sample.Overrides{Temperature: &bad}},
 		"max tokens":      {Messages: user("x"), MaxTokens: -3},
 		"stop too long":   {Messages: user("x"), Stop: []string{strings.Repeat("s", 600)}},
 		"context":         {Messages: user(long)},
@@ -231,7 +232,7 @@ func TestPrefixCacheMatchesFresh(t *testing.T) {
 		var cached []int
 		for turn := range 3 {
 			var b strings.Builder
-			sum, err := s.Generate(context.Background(), &Request{Messages: msgs, MaxTokens: 6, Sampling: Sampling{Temperature: &zero}},
+			sum, err := s.Generate(context.Background(), &Request{Messages: msgs, MaxTokens: 6, Sampling: sample.Overrides{Temperature: &zero}},
 				func(e reply.Event) error { b.WriteString(e.Kind.String() + ":" + e.Text + "|"); return nil })
 			if err != nil {
 				t.Fatal(err)

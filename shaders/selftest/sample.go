@@ -17,7 +17,7 @@ func sampleCase() Case {
 	return Case{Name: "sample", Kernels: []string{"sample_f32"}, seed: 31,
 		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
 			const n, allowed, steps, top = 3000, 2900, 4, 5
-			p := shaders.SampleParams{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1, Seed: 7}
+			p := sample.Params{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1, Seed: new(uint64(7))}
 			prompt := []int{3, 5, 7}
 			logits := e.rand(n, 2)
 			s := shaders.Sampling{Logits: e.f32(logits), N: n, Mask: e.buf(shaders.SampleMaskBytes(n)), State: e.buf(shaders.SampleStateBytes(n)), TopLogprobs: top}
@@ -39,10 +39,7 @@ func sampleCase() Case {
 					}
 					return nil
 				}, func() error {
-					seed := p.Seed
-					ref, err := sample.New(sample.Params{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP,
-						PresencePenalty: p.PresencePenalty, RepetitionPenalty: p.RepetitionPenalty, Seed: &seed},
-						sample.Vocab{Size: n, TokenizerSize: allowed}, prompt)
+					ref, err := sample.New(p, sample.Vocab{Size: n, TokenizerSize: allowed}, prompt)
 					if err != nil {
 						return err
 					}
