@@ -205,8 +205,16 @@ func BenchmarkEncodeStep35B(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
 }
 
+// cpuLogprobTol bounds a logprob of the sim against the CPU backend's on
+// tiny-a: a log-softmax moves by at most twice the largest logit move, and
+// the two backends' logits of these decode steps differ by up to 1.5e-3
+// (the third step, since the CPU's products changed summation order in
+// 4aa9c45; 3.7e-4 elsewhere). The sampler itself is held to 1e-4 against
+// the CPU sampler on the sim's own logits.
+const cpuLogprobTol = 3e-3
+
 // Logprobs from the GPU sampler's records, greedy and sampled, against the
-// CPU backend's sampler on its own logits (within 1e-3) and against the
+// CPU backend's sampler on its own logits (within cpuLogprobTol) and against the
 // CPU sampler on this device's logits read back; asking for them reads no
 // logits back and keeps the tokens.
 func TestDecodeLogprobs(t *testing.T) {
@@ -247,7 +255,7 @@ func TestDecodeLogprobs(t *testing.T) {
 			name string
 			lps  []sample.Logprobs
 			tol  float64
-		}{{"CPU backend", cpuLP, 1e-3}, {"CPU sampler on GPU logits", hostLP, 1e-4}} {
+		}{{"CPU backend", cpuLP, cpuLogprobTol}, {"CPU sampler on GPU logits", hostLP, 1e-4}} {
 			if len(gpuLP) != steps || len(ref.lps) != steps {
 				t.Fatalf("%d GPU logprobs, %d %s, want %d", len(gpuLP), len(ref.lps), ref.name, steps)
 			}
@@ -358,7 +366,7 @@ func TestDecodeConstrained(t *testing.T) {
 		}
 		for _, ref := range refs {
 			for i := range min(len(ref), len(gpuLP)) {
-				if math.Abs(gpuLP[i].Logprob-ref[i].Logprob) > 1e-3 || len(gpuLP[i].Top) != 3 || len(ref[i].Top) != 3 {
+				if math.Abs(gpuLP[i].Logprob-ref[i].Logprob) > cpuLogprobTol || len(gpuLP[i].Top) != 3 || len(ref[i].Top) != 3 {
 					t.Errorf("%s step %d: GPU logprobs %+v, CPU %+v", tc.name, i, gpuLP[i], ref[i])
 				}
 			}
