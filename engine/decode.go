@@ -56,11 +56,11 @@ type Decode struct {
 	// Limit bounds the ids picked on the device (the ids the tokenizer can
 	// produce); 0 means the whole vocabulary.
 	Limit int
-	// Split, when inside the prompt (0 < Split < len(Prompt)), is where
-	// AtSplit sees the sequence holding the prompt up to it (the prefix
-	// cache takes a snapshot there).
-	Split   int
-	AtSplit func(Sequence)
+	// Splits, ascending, are points inside the prompt (0 < n < len(Prompt))
+	// where AtSplit sees the sequence holding the prompt up to n (the prefix
+	// cache takes snapshots there); points outside are ignored.
+	Splits  []int
+	AtSplit func(n int, seq Sequence)
 	// Token receives every picked token in order, as soon as the host has
 	// it (on the GPU the step after it is already submitted); stop ends
 	// the generation after it and the step in flight is discarded. An
@@ -155,10 +155,14 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 	}
 	var st DecodeStats
 	pos := 0
+	splits := d.Splits
 	for {
 		end := min(pos+PrefillPiece, len(d.Prompt))
-		if d.Split > pos && d.Split < end {
-			end = d.Split
+		for len(splits) > 0 && splits[0] <= pos {
+			splits = splits[1:]
+		}
+		if len(splits) > 0 && splits[0] < end {
+			end = splits[0]
 		}
 		if end == len(d.Prompt) {
 			break
@@ -170,8 +174,8 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 			return st, fmt.Errorf("engine: prefill: %w", err)
 		}
 		pos = end
-		if pos == d.Split && d.AtSplit != nil {
-			d.AtSplit(seq)
+		if len(splits) > 0 && pos == splits[0] && d.AtSplit != nil {
+			d.AtSplit(pos, seq)
 		}
 	}
 	if ctx.Err() != nil {

@@ -49,12 +49,18 @@ func TestRunHostLoop(t *testing.T) {
 	}
 	c := &chain{vocab: vocab}
 	var got []int
-	split := PrefillPiece + 9
-	var atSplit int
+	first, split := 7, PrefillPiece+9
+	var atSplit []int
 	st, err := Run(t.Context(), c, vocab, &Decode{
-		Prompt: prompt, MaxTokens: 4, Split: split,
-		AtSplit: func(s Sequence) { atSplit = s.Len() },
-		Token:   collect(&got, -1),
+		// 0 and len(prompt) are not inside the prompt: no snapshot there.
+		Prompt: prompt, MaxTokens: 4, Splits: []int{0, first, split, len(prompt)},
+		AtSplit: func(n int, s Sequence) {
+			if n != s.Len() {
+				t.Errorf("AtSplit(%d) with a sequence of %d tokens", n, s.Len())
+			}
+			atSplit = append(atSplit, n)
+		},
+		Token: collect(&got, -1),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +76,13 @@ func TestRunHostLoop(t *testing.T) {
 	for _, r := range c.runs {
 		lens = append(lens, len(r))
 	}
-	// Pieces of PrefillPiece, cut at the split; the last piece gives the
+	// Pieces of PrefillPiece, cut at the splits; the last piece gives the
 	// first token's logits; the last token is never fed.
-	if w := []int{PrefillPiece, 9, len(prompt) - split, 1, 1, 1}; !slices.Equal(lens, w) {
+	if w := []int{first, PrefillPiece, split - first - PrefillPiece, len(prompt) - split, 1, 1, 1}; !slices.Equal(lens, w) {
 		t.Errorf("Forward runs of %v tokens, want %v", lens, w)
 	}
-	if atSplit != split {
-		t.Errorf("AtSplit saw %d tokens, want %d", atSplit, split)
+	if !slices.Equal(atSplit, []int{first, split}) {
+		t.Errorf("AtSplit saw %v, want %v", atSplit, []int{first, split})
 	}
 
 	// A stop ends it after that token, with the token never fed; a limit

@@ -32,7 +32,9 @@
 //
 // Chats and agents resend their whole history every turn. A DeltaNet state
 // cannot be rewound, so the cache keeps forks of sequences at boundaries
-// that the next request is likely to share: the end of the conversation
-// before the assistant's turn opener, and the end of each generation. The
+// that the next request is likely to share: the end of the first message
+// (an agent's system prompt, the same at the head of each new conversation),
+// the end of the conversation before the assistant's turn opener, and the
+// end of each generation. The
 // cache is bounded in bytes and evicts the least recently used entry.
 package service

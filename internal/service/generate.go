@@ -239,10 +239,12 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		params.Seed = &seed
 		d.Picker, d.Sampling = sampler, &engine.Sampling{Params: params, Prompt: p.tokens}
 	}
-	if b := s.snapshotPoint(p.tokens); b > cached {
-		d.Split = b - cached
-		d.AtSplit = func(seq engine.Sequence) { s.snapshot(p.tokens[:b], seq) }
+	for _, b := range s.snapshotPoints(p.tokens) {
+		if b > cached {
+			d.Splits = append(d.Splits, b-cached)
+		}
 	}
+	d.AtSplit = func(n int, seq engine.Sequence) { s.snapshot(p.tokens[:cached+n], seq) }
 	st, err := engine.Run(ctx, seq, s.vocab.Size, d)
 	s.stats.observeLoop(st)
 	if err != nil {
@@ -278,19 +280,31 @@ func deviceGreedy(p sample.Params) bool {
 	return greedy && p.RepetitionPenalty == 1 && p.PresencePenalty == 0 && p.FrequencyPenalty == 0
 }
 
-// snapshotPoint is where the next request of the same conversation will
-// most likely differ: the start of the last turn (the assistant's opener
-// that a following turn renders differently), or -1.
-func (s *Service) snapshotPoint(tokens []int) int {
+// snapshotPoints are where later requests will most likely differ from
+// this one, ascending: the end of the first message (the system prompt,
+// which an agent sends unchanged at the head of every new conversation),
+// and the start of the last turn (the assistant's opener, which the next
+// turn of this conversation renders differently).
+func (s *Service) snapshotPoints(tokens []int) []int {
 	if s.turnStart < 0 {
-		return -1
+		return nil
+	}
+	var points []int
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] == s.turnStart {
+			points = append(points, i)
+			break
+		}
 	}
 	for i := len(tokens) - 1; i > 0; i-- {
 		if tokens[i] == s.turnStart {
-			return i
+			if len(points) == 0 || points[0] != i {
+				points = append(points, i)
+			}
+			break
 		}
 	}
-	return -1
+	return points
 }
 
 // snapshot caches a copy of seq as the state after tokens.

@@ -211,6 +211,34 @@ func TestPrefixCacheAcrossTurns(t *testing.T) {
 	}
 }
 
+// TestPrefixCacheSharesSystemPrompt: a new conversation behind the same
+// system prompt (an agent's every new session) reads it from the cache.
+func TestPrefixCacheSharesSystemPrompt(t *testing.T) {
+	s, m := scripted(t, Options{}, constant("Thinking.</think>\n\nDone."))
+	prompt := strings.Repeat("You are a careful coding agent. ", 8) + "Be brief."
+	system := chattemplate.Message{Role: "system", Content: chattemplate.TextContent(prompt)}
+	ask := func(question string) Summary {
+		t.Helper()
+		_, sum, err := collect(t, s, &Request{Messages: []chattemplate.Message{system, user(question)[0]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	if sum := ask("first task"); sum.CachedTokens != 0 {
+		t.Errorf("first request used %d cached tokens", sum.CachedTokens)
+	}
+	before := m.Forwarded()
+	sum := ask("a different task")
+	shared := len(s.tok.Encode("<|im_start|>system\n" + prompt + "<|im_end|>\n"))
+	if sum.CachedTokens != shared {
+		t.Errorf("second conversation reused %d tokens, want the system prompt's %d", sum.CachedTokens, shared)
+	}
+	if ran := m.Forwarded() - before; ran != int64(sum.PromptTokens-shared+sum.CompletionTokens) {
+		t.Errorf("model ran %d tokens for %d prompt (%d cached) and %d generated", ran, sum.PromptTokens, shared, sum.CompletionTokens)
+	}
+}
+
 // TestPrefixCacheMatchesFresh runs a two-turn chat on the CPU backend with
 // and without the cache: greedy replies must be identical.
 func TestPrefixCacheMatchesFresh(t *testing.T) {
