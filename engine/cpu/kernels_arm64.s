@@ -498,6 +498,27 @@ deltadone:
 	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R6)
 	RET
 
+// SCALE_CODES16 widens 16 codes, bytes in code order in V4, to floats,
+// multiplies them by the group's scale (V0 lane 0) and stores them at R2:
+// the part of scaledCodes4Kernel and scaledCodes8Kernel after each has
+// its codes in V4.
+#define SCALE_CODES16 \
+	VUXTL V4.B8, V5.H8; \
+	VUXTL2 V4.B16, V6.H8; \
+	VUXTL V5.H4, V16.S4; \
+	VUXTL2 V5.H8, V17.S4; \
+	VUXTL V6.H4, V18.S4; \
+	VUXTL2 V6.H8, V19.S4; \
+	WORD $0x6e21da10 /* ucvtf v16.4s, v16.4s */; \
+	WORD $0x6e21da31 /* ucvtf v17.4s, v17.4s */; \
+	WORD $0x6e21da52 /* ucvtf v18.4s, v18.4s */; \
+	WORD $0x6e21da73 /* ucvtf v19.4s, v19.4s */; \
+	WORD $0x4f809210 /* fmul v16.4s, v16.4s, v0.s[0] */; \
+	WORD $0x4f809231 /* fmul v17.4s, v17.4s, v0.s[0] */; \
+	WORD $0x4f809252 /* fmul v18.4s, v18.4s, v0.s[0] */; \
+	WORD $0x4f809273 /* fmul v19.4s, v19.4s, v0.s[0] */; \
+	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R2)
+
 // func scaledCodes4Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
 //
 // dst = scale*code for every 4-bit code of groups groups (the tiles of
@@ -522,21 +543,7 @@ sword4:
 	VAND V31.B16, V1.B16, V2.B16
 	VUSHR $4, V1.B16, V3.B16
 	VZIP1 V3.B16, V2.B16, V4.B16 // codes 0..15
-	VUXTL V4.B8, V5.H8
-	VUXTL2 V4.B16, V6.H8
-	VUXTL V5.H4, V16.S4
-	VUXTL2 V5.H8, V17.S4
-	VUXTL V6.H4, V18.S4
-	VUXTL2 V6.H8, V19.S4
-	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
-	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
-	WORD $0x6e21da52 // ucvtf v18.4s, v18.4s
-	WORD $0x6e21da73 // ucvtf v19.4s, v19.4s
-	WORD $0x4f809210 // fmul v16.4s, v16.4s, v0.s[0]
-	WORD $0x4f809231 // fmul v17.4s, v17.4s, v0.s[0]
-	WORD $0x4f809252 // fmul v18.4s, v18.4s, v0.s[0]
-	WORD $0x4f809273 // fmul v19.4s, v19.4s, v0.s[0]
-	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R2)
+	SCALE_CODES16
 	SUBS $2, R5, R5
 	BNE sword4
 
@@ -562,21 +569,7 @@ sgroup8:
 
 sword8:
 	VLD1.P 16(R0), [V4.B16]
-	VUXTL V4.B8, V5.H8
-	VUXTL2 V4.B16, V6.H8
-	VUXTL V5.H4, V16.S4
-	VUXTL2 V5.H8, V17.S4
-	VUXTL V6.H4, V18.S4
-	VUXTL2 V6.H8, V19.S4
-	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
-	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
-	WORD $0x6e21da52 // ucvtf v18.4s, v18.4s
-	WORD $0x6e21da73 // ucvtf v19.4s, v19.4s
-	WORD $0x4f809210 // fmul v16.4s, v16.4s, v0.s[0]
-	WORD $0x4f809231 // fmul v17.4s, v17.4s, v0.s[0]
-	WORD $0x4f809252 // fmul v18.4s, v18.4s, v0.s[0]
-	WORD $0x4f809273 // fmul v19.4s, v19.4s, v0.s[0]
-	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R2)
+	SCALE_CODES16
 	SUBS $4, R5, R5
 	BNE sword8
 
