@@ -10,7 +10,7 @@ type RMSNormArgs struct {
 	N            int32
 	Eps          float32
 	WeightOffset float32
-	_            int32
+	Threads      int32
 	RowStride    uint64
 	_            uint64
 }
@@ -29,6 +29,16 @@ type QMVArgs struct {
 	K       int32
 	XStride int32
 	Experts int32
+}
+
+// MoEDownArgs mirrors struct MoEDownArgs.
+type MoEDownArgs struct {
+	Rows    int32
+	K       int32
+	Experts int32
+	TopK    int32
+	SharedK int32
+	_       [3]int32
 }
 
 // QMVMultiArgs mirrors struct QMVMultiArgs.
@@ -91,7 +101,8 @@ type DeltaStepArgs struct {
 	ValueDim   int32
 	QScale     float32
 	Eps        float32
-	_          [3]int32
+	Taps       int32
+	_          [2]int32
 }
 
 // QMMArgs mirrors struct QMMArgs.
@@ -174,6 +185,6 @@ const (
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | MoENormArgs | QMVArgs | QMVMultiArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs | SampleArgs | SampleHeader](a *T) []byte {
+func Bytes[T RMSNormArgs | MoENormArgs | QMVArgs | MoEDownArgs | QMVMultiArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs | SampleArgs | SampleHeader](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

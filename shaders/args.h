@@ -21,7 +21,8 @@ struct RMSNormArgs {
     int32_t n;              // elements per row
     float eps;              // added to the mean square
     float weight_offset;    // gain = weight_offset + w (1 for zero-centred norms)
-    int32_t _pad;
+    int32_t threads;        // a norm folded into a product (qmv.metal): the
+                            // rmsnorm_f32 threadgroup whose summation order it keeps
     uint64_t row_stride;    // elements between rows of x and y
     uint64_t _pad2;
 };
@@ -52,6 +53,17 @@ struct QMVArgs {
     int32_t k;              // inputs per row; a multiple of QMV_GROUP_SIZE
     int32_t x_stride;       // qmv_experts: floats between the slots' inputs (0: shared)
     int32_t experts;        // qmv_experts: expert ids below this are valid
+};
+
+// moe_down_combine: the routed experts' down projections and the shared
+// expert's, combined and added to the residual stream.
+struct MoEDownArgs {
+    int32_t rows;           // hidden size: output rows of every matrix
+    int32_t k;              // inputs per row of a routed expert (its intermediate size)
+    int32_t experts;        // expert ids below this are valid
+    int32_t top_k;          // routed experts combined
+    int32_t shared_k;       // inputs per row of the shared expert's down projection
+    int32_t _pad[3];
 };
 
 // qmv_multi: up to QMV_MULTI_MAX matrices of one width and bit width that
@@ -150,7 +162,8 @@ struct DeltaStepArgs {
     int32_t value_dim;
     float q_scale;          // 1/sqrt(key_dim), rounded to fp32 by the host
     float eps;              // of the gated output RMSNorm
-    int32_t _pad[3];
+    int32_t taps;           // delta_step_conv_f32: the conv kernel size
+    int32_t _pad[2];
 };
 
 // ---- qmm.metal

@@ -85,35 +85,108 @@ func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
 // output, q | k | v); b, a, negA, dtBias [ValueHeads]; state
 // [ValueHeads][KeyDim][ValueDim]; norm [ValueDim].
 func (k *Kernels) DeltaStep(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm View, d DeltaShape) error {
-	const op = "DeltaStep"
+	d2, err := k.deltaStep("DeltaStep", "delta_step_f32", DeltaStepConvIO{
+		O: o, U: qkv, Z: z, B: b, A: a, State: state, NegA: negA, DtBias: dtBias, Norm: norm, Shape: d,
+	})
+	if err != nil {
+		return err
+	}
+	return cb.Dispatch(d2)
+}
+
+// DeltaStepConvIO is DeltaStepConv's operands (and, without the conv's,
+// DeltaStep's); float32 throughout.
+type DeltaStepConvIO struct {
+	O         View // [ValueHeads][ValueDim]: the gated output
+	U         View // [Channels()]: the conv's input, the qkv projection
+	ConvState View // [Channels()][ConvKernel-1], read only
+	ConvW     View // [Channels()][ConvKernel]
+	Z         View // [ValueHeads][ValueDim]
+	B, A      View // [ValueHeads]
+	State     View // [ValueHeads][KeyDim][ValueDim]
+	NegA      View // [ValueHeads]
+	DtBias    View // [ValueHeads]
+	Norm      View // [ValueDim]
+	Shape     DeltaShape
+}
+
+// DeltaStepConv is DeltaConv and DeltaStep in one dispatch: the step's
+// threadgroups compute the conv outputs they read themselves, bit for bit
+// DeltaConv's, from U and the conv state, which they leave as it was:
+// DeltaConvShift must then shift U into it, in a later level (every value
+// head sharing a key head reads that head's channels of the old state).
+func (k *Kernels) DeltaStepConv(cb gpu.CommandBuffer, io DeltaStepConvIO) error {
+	const op = "DeltaStepConv"
+	d, err := k.deltaStep(op, "delta_step_conv_f32", io)
+	if err != nil {
+		return err
+	}
+	c, kern := io.Shape.Channels(), io.Shape.ConvKernel
+	if kern < 2 || c > math.MaxInt32/kern {
+		return fmt.Errorf("%w: shaders: %s: %d channels of %d taps (want at least 2 taps)", gpu.ErrInvalid, op, c, kern)
+	}
+	if err := requireViews(op, []viewBytes{{"conv state", io.ConvState, 4 * c * (kern - 1)}, {"conv w", io.ConvW, 4 * c * kern}}); err != nil {
+		return err
+	}
+	d.Args = append(d.Args, io.ConvState.Arg(10), io.ConvW.Arg(11))
+	return cb.Dispatch(d)
+}
+
+// deltaStep checks io's step operands and builds the dispatch of kernel fn.
+func (k *Kernels) deltaStep(op, fn string, io DeltaStepConvIO) (*gpu.Dispatch, error) {
+	d := io.Shape
 	slices, tg, err := deltaCheck(op, d)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hv := d.ValueHeads * d.ValueDim
-	if err := mixerViews(op, []viewFloats{
-		{"o", o, hv}, {"qkv", qkv, d.Channels()}, {"z", z, hv}, {"b", b, d.ValueHeads}, {"a", a, d.ValueHeads},
-		{"state", state, d.ValueHeads * d.KeyDim * d.ValueDim}, {"negA", negA, d.ValueHeads},
-		{"dtBias", dtBias, d.ValueHeads}, {"norm", norm, d.ValueDim},
+	if err := requireViews(op, []viewBytes{
+		{"o", io.O, 4 * hv}, {"qkv", io.U, 4 * d.Channels()}, {"z", io.Z, 4 * hv}, {"b", io.B, 4 * d.ValueHeads}, {"a", io.A, 4 * d.ValueHeads},
+		{"state", io.State, 4 * d.ValueHeads * d.KeyDim * d.ValueDim}, {"negA", io.NegA, 4 * d.ValueHeads},
+		{"dtBias", io.DtBias, 4 * d.ValueHeads}, {"norm", io.Norm, 4 * d.ValueDim},
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	p, err := k.Pipeline(deltaNetFile, "delta_step_f32", gpu.IntConstant(FCDelta, int32(d.KeyDim)))
+	p, err := k.Pipeline(deltaNetFile, fn, gpu.IntConstant(FCDelta, int32(d.KeyDim)))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args := DeltaStepArgs{
 		KeyHeads: int32(d.KeyHeads), ValueHeads: int32(d.ValueHeads), ValueDim: int32(d.ValueDim),
-		QScale: float32(1 / math.Sqrt(float64(d.KeyDim))), Eps: d.Eps,
+		QScale: float32(1 / math.Sqrt(float64(d.KeyDim))), Eps: d.Eps, Taps: int32(d.ConvKernel),
 	}
-	return cb.Dispatch(&gpu.Dispatch{
+	return &gpu.Dispatch{
 		Pipeline: p,
 		Groups:   gpu.Size{X: d.ValueHeads, Y: 1, Z: 1},
 		Threads:  gpu.Size{X: slices * d.ValueDim, Y: 1, Z: 1},
 		Args: []gpu.Arg{
-			gpu.BytesArg(0, Bytes(&args)), qkv.Arg(1), z.Arg(2), b.Arg(3), a.Arg(4), state.Arg(5),
-			negA.Arg(6), dtBias.Arg(7), norm.Arg(8), o.Arg(9),
+			gpu.BytesArg(0, Bytes(&args)), io.U.Arg(1), io.Z.Arg(2), io.B.Arg(3), io.A.Arg(4), io.State.Arg(5),
+			io.NegA.Arg(6), io.DtBias.Arg(7), io.Norm.Arg(8), io.O.Arg(9),
 		},
 		ThreadgroupMemory: []int{tg},
+	}, nil
+}
+
+// DeltaConvShift is DeltaConv's state update alone: the state of c
+// channels of kern taps shifts u in. It follows DeltaStepConv, in a level
+// of its own or beside the layer's output projection.
+func (k *Kernels) DeltaConvShift(cb gpu.CommandBuffer, u, state View, c, kern int) error {
+	const op = "DeltaConvShift"
+	if c < 1 || kern < 2 || c > math.MaxInt32/kern {
+		return fmt.Errorf("%w: shaders: %s: %d channels of %d taps (want at least 1 channel and 2 taps)", gpu.ErrInvalid, op, c, kern)
+	}
+	if err := requireViews(op, []viewBytes{{"u", u, 4 * c}, {"state", state, 4 * c * (kern - 1)}}); err != nil {
+		return err
+	}
+	p, err := k.Pipeline(deltaNetFile, "delta_conv_shift_f32")
+	if err != nil {
+		return err
+	}
+	args := DeltaConvArgs{Channels: int32(c), Taps: int32(kern)}
+	return cb.Dispatch(&gpu.Dispatch{
+		Pipeline: p,
+		Groups:   gpu.Size{X: (c + DeltaConvThreads - 1) / DeltaConvThreads, Y: 1, Z: 1},
+		Threads:  gpu.Size{X: DeltaConvThreads, Y: 1, Z: 1},
+		Args:     []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), u.Arg(1), state.Arg(2)},
 	})
 }

@@ -7,7 +7,15 @@
 //                   beta = sigmoid(b[h]), alpha = exp(neg_a[h] * softplus(a[h] + dt_bias[h])),
 //                   S = alpha S; kv = S^T k; S += k (x) beta (v - kv); o = S^T q;
 //                   out = RMSNorm(o) * norm * silu(z)
+//   delta_step_conv_f32: delta_step_f32 over delta_conv_f32's output, which
+//                   it computes itself from the conv's input and state;
+//                   the state is left as it was
+//   delta_conv_shift_f32: delta_conv_f32's state update alone
 //
+// The conv folded into the step saves the decode step a level: the step's
+// threadgroups read the conv state (a key head's q and k channels are
+// read by every value head sharing it), so none of them may write it; the
+// shift runs in the next level, beside the output projection.
 // Layout: u, out: float[C]; state (conv): float[C][K-1], oldest first;
 // w: float[C][K]. qkv: float[C] = [q: key_heads][KEY_DIM] | [k: key_heads][KEY_DIM]
 // | [v: value_heads][value_dim]; z and out: float[value_heads][value_dim];
@@ -16,8 +24,10 @@
 // row = key dim, column = value dim; it stays fp32 in device memory.
 //
 // Mapping:
-//   delta_conv_f32: one thread per channel, DELTA_CONV_THREADS per
-//   threadgroup.
+//   delta_conv_f32, delta_conv_shift_f32: one thread per channel,
+//   DELTA_CONV_THREADS per threadgroup. delta_step_conv_f32 as
+//   delta_step_f32; the conv of a v channel is computed by each of its
+//   column's row slices (four taps: cheaper than sharing it).
 //   delta_step_f32: one threadgroup per value head; thread (r, j), tid =
 //   r * value_dim + j, owns column j of S over the key rows r*rows ..
 //   (r+1)*rows - 1, rows = min(KEY_DIM, DELTA_ROWS_PER_THREAD), in registers:
@@ -45,6 +55,30 @@ constant float DELTA_L2_EPS = 1e-6f;
 // softplus(x) is x above this, as torch computes it.
 constant float DELTA_SOFTPLUS_THRESHOLD = 20.0f;
 
+// delta_conv_out is the conv's output for channel c, from the state
+// before this token.
+METAL_FUNC float delta_conv_out(device const float* u, device const float* state, device const float* w, int taps, int c)
+{
+    device const float* hist = state + ulong(c) * (taps - 1);
+    device const float* wc = w + ulong(c) * taps;
+    const float cur = u[c];
+    float acc = wc[taps - 1] * cur;
+    for (int j = 0; j < taps - 1; j++) {
+        acc += wc[j] * hist[j];
+    }
+    return acc / (1.0f + exp(-acc));
+}
+
+// delta_conv_shift shifts channel c's state left and appends u[c].
+METAL_FUNC void delta_conv_shift(device const float* u, device float* state, int taps, int c)
+{
+    device float* hist = state + ulong(c) * (taps - 1);
+    for (int j = 0; j + 1 < taps - 1; j++) {
+        hist[j] = hist[j + 1];
+    }
+    hist[taps - 2] = u[c];
+}
+
 kernel void delta_conv_f32(
     constant DeltaConvArgs& args [[buffer(0)]],
     device const float* u [[buffer(1)]],
@@ -56,39 +90,42 @@ kernel void delta_conv_f32(
     if (int(c) >= args.channels) {
         return;
     }
-    const int taps = args.taps;
-    device float* hist = state + ulong(c) * (taps - 1);
-    device const float* wc = w + ulong(c) * taps;
-    const float cur = u[c];
-    float acc = wc[taps - 1] * cur;
-    for (int j = 0; j < taps - 1; j++) {
-        acc += wc[j] * hist[j];
-    }
-    for (int j = 0; j + 1 < taps - 1; j++) {
-        hist[j] = hist[j + 1];
-    }
-    hist[taps - 2] = cur;
-    out[c] = acc / (1.0f + exp(-acc));
+    // out may be u: read it before writing.
+    const float y = delta_conv_out(u, state, w, args.taps, int(c));
+    delta_conv_shift(u, state, args.taps, int(c));
+    out[c] = y;
 }
 
-kernel void delta_step_f32(
-    constant DeltaStepArgs& args [[buffer(0)]],
-    device const float* qkv [[buffer(1)]],
-    device const float* z [[buffer(2)]],
-    device const float* b [[buffer(3)]],
-    device const float* a [[buffer(4)]],
-    device float* state [[buffer(5)]],
-    device const float* neg_a [[buffer(6)]],
-    device const float* dt_bias [[buffer(7)]],
-    device const float* norm [[buffer(8)]],
-    device float* o [[buffer(9)]],
-    threadgroup float* tg_mem [[threadgroup(0)]],
-    uint h [[threadgroup_position_in_grid]],
-    uint tid [[thread_index_in_threadgroup]],
-    uint threads [[threads_per_threadgroup]],
-    uint sg [[simdgroup_index_in_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]],
-    uint simdgroups [[simdgroups_per_threadgroup]])
+kernel void delta_conv_shift_f32(
+    constant DeltaConvArgs& args [[buffer(0)]],
+    device const float* u [[buffer(1)]],
+    device float* state [[buffer(2)]],
+    uint c [[thread_position_in_grid]])
+{
+    if (int(c) >= args.channels) {
+        return;
+    }
+    delta_conv_shift(u, state, args.taps, int(c));
+}
+
+// delta_step reads qkv as it is, or with CONV as the conv's input, whose
+// output it computes with the conv state cs and taps cw.
+template <bool CONV>
+METAL_FUNC void delta_step(
+    constant DeltaStepArgs& args,
+    device const float* qkv,
+    device const float* z,
+    device const float* b,
+    device const float* a,
+    device float* state,
+    device const float* neg_a,
+    device const float* dt_bias,
+    device const float* norm,
+    device float* o,
+    device const float* cs,
+    device const float* cw,
+    threadgroup float* tg_mem,
+    uint h, uint tid, uint threads, uint sg, uint lane, uint simdgroups)
 {
     threadgroup float part_q[DELTA_MAX_SIMDGROUPS];
     threadgroup float part_k[DELTA_MAX_SIMDGROUPS];
@@ -104,15 +141,15 @@ kernel void delta_step_f32(
     threadgroup float* o_part = kv_part + slices * vd;
 
     const int kh = int(h) / (args.value_heads / args.key_heads);
-    device const float* q_in = qkv + ulong(kh) * KEY_DIM;
-    device const float* k_in = qkv + ulong(args.key_heads + kh) * KEY_DIM;
-    device const float* v_in = qkv + ulong(2 * args.key_heads) * KEY_DIM + ulong(h) * vd;
+    const int q_at = kh * KEY_DIM;
+    const int k_at = (args.key_heads + kh) * KEY_DIM;
+    const int v_at = 2 * args.key_heads * KEY_DIM + int(h) * vd;
 
     float sq = 0.0f;
     float sk = 0.0f;
     for (int t = int(tid); t < KEY_DIM; t += int(threads)) {
-        const float x = q_in[t];
-        const float y = k_in[t];
+        const float x = CONV ? delta_conv_out(qkv, cs, cw, args.taps, q_at + t) : qkv[q_at + t];
+        const float y = CONV ? delta_conv_out(qkv, cs, cw, args.taps, k_at + t) : qkv[k_at + t];
         qs[t] = x;
         ks[t] = y;
         sq += x * x;
@@ -155,7 +192,8 @@ kernel void delta_step_f32(
     for (int t = 0; t < slices; t++) {
         kv += kv_part[t * vd + j];
     }
-    const float delta = beta * (v_in[j] - kv);
+    const float vj = CONV ? delta_conv_out(qkv, cs, cw, args.taps, v_at + j) : qkv[v_at + j];
+    const float delta = beta * (vj - kv);
     float oj = 0.0f;
     for (int i = 0; i < rows; i++) {
         const float sv = alpha * s[i] + (kr[i] * inv_k) * delta;
@@ -186,4 +224,52 @@ kernel void delta_step_f32(
     const ulong at = ulong(h) * vd + j;
     const float zj = z[at];
     o[at] = oj * inv * norm[j] * (zj / (1.0f + exp(-zj)));
+}
+
+kernel void delta_step_f32(
+    constant DeltaStepArgs& args [[buffer(0)]],
+    device const float* qkv [[buffer(1)]],
+    device const float* z [[buffer(2)]],
+    device const float* b [[buffer(3)]],
+    device const float* a [[buffer(4)]],
+    device float* state [[buffer(5)]],
+    device const float* neg_a [[buffer(6)]],
+    device const float* dt_bias [[buffer(7)]],
+    device const float* norm [[buffer(8)]],
+    device float* o [[buffer(9)]],
+    threadgroup float* tg_mem [[threadgroup(0)]],
+    uint h [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint threads [[threads_per_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]],
+    uint simdgroups [[simdgroups_per_threadgroup]])
+{
+    delta_step<false>(args, qkv, z, b, a, state, neg_a, dt_bias, norm, o, qkv, qkv, tg_mem,
+                      h, tid, threads, sg, lane, simdgroups);
+}
+
+kernel void delta_step_conv_f32(
+    constant DeltaStepArgs& args [[buffer(0)]],
+    device const float* u [[buffer(1)]],
+    device const float* z [[buffer(2)]],
+    device const float* b [[buffer(3)]],
+    device const float* a [[buffer(4)]],
+    device float* state [[buffer(5)]],
+    device const float* neg_a [[buffer(6)]],
+    device const float* dt_bias [[buffer(7)]],
+    device const float* norm [[buffer(8)]],
+    device float* o [[buffer(9)]],
+    device const float* conv_state [[buffer(10)]],
+    device const float* conv_w [[buffer(11)]],
+    threadgroup float* tg_mem [[threadgroup(0)]],
+    uint h [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint threads [[threads_per_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]],
+    uint simdgroups [[simdgroups_per_threadgroup]])
+{
+    delta_step<true>(args, u, z, b, a, state, neg_a, dt_bias, norm, o, conv_state, conv_w, tg_mem,
+                     h, tid, threads, sg, lane, simdgroups);
 }

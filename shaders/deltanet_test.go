@@ -208,17 +208,38 @@ func TestDeltaErrors(t *testing.T) {
 		f(&d)
 		return d
 	}
+	stepConv := func(d shaders.DeltaShape, convState shaders.View) error {
+		n, hs := d.ValueHeads*d.ValueDim, d.ValueHeads
+		_, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
+			return k.DeltaStepConv(cb, shaders.DeltaStepConvIO{
+				O: buf(n), U: buf(d.Channels()), ConvState: convState, ConvW: buf(d.Channels() * max(1, d.ConvKernel)),
+				Z: buf(n), B: buf(hs), A: buf(hs), State: buf(hs * d.KeyDim * d.ValueDim), NegA: buf(hs), DtBias: buf(hs), Norm: buf(d.ValueDim), Shape: d,
+			})
+		})
+		return err
+	}
+	shift := func(c, kern int, state shaders.View) error {
+		_, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error { return k.DeltaConvShift(cb, buf(max(1, c)), state, c, kern) })
+		return err
+	}
+	withConv := with(func(d *shaders.DeltaShape) { d.ConvKernel = 4 })
+	ch := withConv.Channels()
 	cases := map[string]error{
-		"uneven heads":        step(with(func(d *shaders.DeltaShape) { d.ValueHeads = 3 }), buf(3*32*32)),
-		"no key heads":        step(with(func(d *shaders.DeltaShape) { d.KeyHeads = 0 }), buf(4*32*32)),
-		"key dim 48":          step(with(func(d *shaders.DeltaShape) { d.KeyDim = 48 }), buf(4*48*32)),
-		"too many threads":    step(with(func(d *shaders.DeltaShape) { d.KeyDim, d.ValueDim = 256, 256 }), buf(4*256*256)),
-		"negative eps":        step(with(func(d *shaders.DeltaShape) { d.Eps = -1 }), buf(4*32*32)),
-		"short state":         step(good, buf(4*32*32-1)),
-		"state without data":  step(good, shaders.View{}),
-		"conv without taps":   conv(8, 1, buf(8)),
-		"conv short state":    conv(8, 4, buf(8*3-1)),
-		"conv of no channels": conv(0, 4, buf(1)),
+		"step conv without taps":       stepConv(good, buf(ch)),
+		"step conv short conv state":   stepConv(withConv, buf(3*ch-1)),
+		"step conv conv state no data": stepConv(withConv, shaders.View{}),
+		"shift without taps":           shift(8, 1, buf(8)),
+		"shift short state":            shift(8, 4, buf(8*3-1)),
+		"uneven heads":                 step(with(func(d *shaders.DeltaShape) { d.ValueHeads = 3 }), buf(3*32*32)),
+		"no key heads":                 step(with(func(d *shaders.DeltaShape) { d.KeyHeads = 0 }), buf(4*32*32)),
+		"key dim 48":                   step(with(func(d *shaders.DeltaShape) { d.KeyDim = 48 }), buf(4*48*32)),
+		"too many threads":             step(with(func(d *shaders.DeltaShape) { d.KeyDim, d.ValueDim = 256, 256 }), buf(4*256*256)),
+		"negative eps":                 step(with(func(d *shaders.DeltaShape) { d.Eps = -1 }), buf(4*32*32)),
+		"short state":                  step(good, buf(4*32*32-1)),
+		"state without data":           step(good, shaders.View{}),
+		"conv without taps":            conv(8, 1, buf(8)),
+		"conv short state":             conv(8, 4, buf(8*3-1)),
+		"conv of no channels":          conv(0, 4, buf(1)),
 	}
 	for name, err := range cases {
 		if !errors.Is(err, gpu.ErrInvalid) {
@@ -227,5 +248,97 @@ func TestDeltaErrors(t *testing.T) {
 	}
 	if err := step(good, buf(4*32*32)); err != nil {
 		t.Errorf("good shape: %v", err)
+	}
+	if err := stepConv(withConv, buf(3*ch)); err != nil {
+		t.Errorf("good shape, conv folded in: %v", err)
+	}
+	if err := shift(8, 4, buf(8*3)); err != nil {
+		t.Errorf("good conv shift: %v", err)
+	}
+}
+
+// DeltaStepConv and DeltaConvShift over several tokens write what DeltaConv
+// then DeltaStep write, bit for bit: the outputs, the recurrent state and
+// the conv state (TestDeltaConv and TestDeltaStep hold those to the
+// reference).
+func TestDeltaStepConv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	cases := []struct {
+		d    shaders.DeltaShape
+		race bool
+	}{
+		{shaders.DeltaShape{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 32, ConvKernel: 4, Eps: 1e-6}, true}, // two value heads read each key head's channels
+		{shaders.DeltaShape{KeyHeads: 1, ValueHeads: 2, KeyDim: 64, ValueDim: 48, ConvKernel: 2, Eps: 1e-5}, true},
+		{shaders.DeltaShape{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4, Eps: 1e-6}, false}, // the model's layer
+	}
+	const steps = 5 // more tokens than the conv window
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("hk=%d/hv=%d/dk=%d/dv=%d/kern=%d", c.d.KeyHeads, c.d.ValueHeads, c.d.KeyDim, c.d.ValueDim, c.d.ConvKernel), func(t *testing.T) {
+			dev, k := mixerKernels(t, !c.race)
+			d := c.d
+			hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
+			in := newDeltaInputs(rng, d, steps)
+			bufs := in.upload(t, dev)
+			w := floats(t, dev, randFloats(rng, ch*d.ConvKernel, 0.5))
+			hist := randFloats(rng, ch*(d.ConvKernel-1), 1)
+			fusedConv, conv := floats(t, dev, hist), floats(t, dev, hist)
+			fusedState, state := floats(t, dev, in.state), floats(t, dev, in.state)
+			fusedO, o := floats(t, dev, make([]float32, steps*hv)), floats(t, dev, make([]float32, steps*hv))
+			convOut := floats(t, dev, make([]float32, ch))
+			tr, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
+				for s := range steps {
+					u := view(bufs.qkv).At(4 * s * ch)
+					err := k.DeltaStepConv(cb, shaders.DeltaStepConvIO{
+						O: view(fusedO).At(4 * s * hv), U: u, ConvState: view(fusedConv), ConvW: view(w),
+						Z: view(bufs.z).At(4 * s * hv), B: view(bufs.b).At(4 * s * d.ValueHeads), A: view(bufs.a).At(4 * s * d.ValueHeads),
+						State: view(fusedState), NegA: view(bufs.negA), DtBias: view(bufs.dtBias), Norm: view(bufs.norm), Shape: d,
+					})
+					if err != nil {
+						return err
+					}
+					cb.Barrier()
+					if err := k.DeltaConvShift(cb, u, view(fusedConv), ch, d.ConvKernel); err != nil {
+						return err
+					}
+					cb.Barrier()
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Dispatches() != 2*steps || tr.Levels() != 2*steps {
+				t.Errorf("%d dispatches in %d levels for %d steps", tr.Dispatches(), tr.Levels(), steps)
+			}
+			_, err = mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
+				for s := range steps {
+					if err := k.DeltaConv(cb, view(convOut), view(bufs.qkv).At(4*s*ch), view(conv), view(w), ch, d.ConvKernel); err != nil {
+						return err
+					}
+					cb.Barrier()
+					if err := k.DeltaStep(cb, view(o).At(4*s*hv), view(convOut), view(bufs.z).At(4*s*hv), view(bufs.b).At(4*s*d.ValueHeads),
+						view(bufs.a).At(4*s*d.ValueHeads), view(state), view(bufs.negA), view(bufs.dtBias), view(bufs.norm), d); err != nil {
+						return err
+					}
+					cb.Barrier()
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range []struct {
+				what      string
+				got, want gpu.Buffer
+				n         int
+			}{{"o", fusedO, o, steps * hv}, {"state", fusedState, state, len(in.state)}, {"conv state", fusedConv, conv, len(hist)}} {
+				got, want := readFloats(b.got, b.n), readFloats(b.want, b.n)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s[%d] = %v, unfused %v", b.what, i, got[i], want[i])
+					}
+				}
+			}
+		})
 	}
 }

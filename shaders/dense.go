@@ -239,7 +239,11 @@ const qmvRowsPerGroup = QMVRows * QMVSimdgroups
 // QMV writes out = m · x (float32[m.Rows] from float32[m.Cols]) for 4- and
 // 8-bit m. x must start on 16 bytes.
 func (k *Kernels) QMV(cb gpu.CommandBuffer, out View, m QMatrix, x View) error {
-	const op = "QMV"
+	return k.qmv(cb, "QMV", "qmv", out, m, x)
+}
+
+// qmv serves QMV and QMVAdd (kernel fn) under op's name.
+func (k *Kernels) qmv(cb gpu.CommandBuffer, op, fn string, out View, m QMatrix, x View) error {
 	if err := requireQMatrix(op, &m, 1); err != nil {
 		return err
 	}
@@ -253,7 +257,7 @@ func (k *Kernels) QMV(cb gpu.CommandBuffer, out View, m QMatrix, x View) error {
 	if err != nil {
 		return err
 	}
-	p, err := k.Pipeline(qmvFile, fmt.Sprintf("qmv_bf16_gs64_b%d", m.Bits))
+	p, err := k.Pipeline(qmvFile, fmt.Sprintf("%s_bf16_gs64_b%d", fn, m.Bits))
 	if err != nil {
 		return err
 	}
@@ -270,36 +274,44 @@ func (k *Kernels) QMV(cb gpu.CommandBuffer, out View, m QMatrix, x View) error {
 // one dispatch: its simd-groups cover the matrices' rows end to end. x
 // must start on 16 bytes.
 func (k *Kernels) QMVMulti(cb gpu.CommandBuffer, outs []View, ms []QMatrix, x View) error {
-	const op = "QMVMulti"
+	d, err := k.qmvMulti("QMVMulti", "qmv_multi", outs, ms, x)
+	if err != nil {
+		return err
+	}
+	return cb.Dispatch(d)
+}
+
+// qmvMulti checks and builds the dispatch of QMVMulti's kernel fn.
+func (k *Kernels) qmvMulti(op, fn string, outs []View, ms []QMatrix, x View) (*gpu.Dispatch, error) {
 	if len(ms) < 1 || len(ms) > QMVMultiMax || len(outs) != len(ms) {
-		return fmt.Errorf("%w: shaders: %s: %d matrices and %d outputs: want 1..%d of each, as many outputs as matrices", gpu.ErrInvalid, op, len(ms), len(outs), QMVMultiMax)
+		return nil, fmt.Errorf("%w: shaders: %s: %d matrices and %d outputs: want 1..%d of each, as many outputs as matrices", gpu.ErrInvalid, op, len(ms), len(outs), QMVMultiMax)
 	}
 	args := QMVMultiArgs{K: int32(ms[0].Cols), Matrices: int32(len(ms))}
 	blocks := 0
 	for i := range ms {
 		m := &ms[i]
 		if err := requireQMatrix(fmt.Sprintf("%s matrix %d", op, i), m, 1); err != nil {
-			return err
+			return nil, err
 		}
 		if m.Cols != ms[0].Cols || m.Bits != ms[0].Bits {
-			return fmt.Errorf("%w: shaders: %s: matrix %d is %d columns at %d bits, matrix 0 %d at %d: want one width and bit width", gpu.ErrInvalid, op, i, m.Cols, m.Bits, ms[0].Cols, ms[0].Bits)
+			return nil, fmt.Errorf("%w: shaders: %s: matrix %d is %d columns at %d bits, matrix 0 %d at %d: want one width and bit width", gpu.ErrInvalid, op, i, m.Cols, m.Bits, ms[0].Cols, ms[0].Bits)
 		}
 		if err := requireView(op, fmt.Sprintf("out %d", i), outs[i], 4*m.Rows, offsetAlign); err != nil {
-			return err
+			return nil, err
 		}
 		blocks += (m.Rows + QMVRows - 1) / QMVRows
 		args.Rows[i], args.BlockEnd[i] = int32(m.Rows), int32(blocks)
 	}
 	if err := requireView(op, "x", x, 4*ms[0].Cols, vectorAlign); err != nil {
-		return err
+		return nil, err
 	}
 	groups, err := denseGroups(op, blocks, QMVSimdgroups)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p, err := k.Pipeline(qmvFile, fmt.Sprintf("qmv_multi_bf16_gs64_b%d", ms[0].Bits))
+	p, err := k.Pipeline(qmvFile, fmt.Sprintf("%s_bf16_gs64_b%d", fn, ms[0].Bits))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bind := []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1)}
 	for slot := range QMVMultiMax {
@@ -312,9 +324,9 @@ func (k *Kernels) QMVMulti(cb gpu.CommandBuffer, outs []View, ms []QMatrix, x Vi
 		bind = append(bind, ms[i].Codes.Arg(2+slot), ms[i].Scales.Arg(2+QMVMultiMax+slot),
 			ms[i].Biases.Arg(2+2*QMVMultiMax+slot), outs[i].Arg(2+3*QMVMultiMax+slot))
 	}
-	return cb.Dispatch(&gpu.Dispatch{
+	return &gpu.Dispatch{
 		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups), Args: bind,
-	})
+	}, nil
 }
 
 // requireSwiGLU checks that gate and up are 4-bit matrices (stacks) of one
@@ -339,30 +351,38 @@ func requireSwiGLU(op string, gate, up *QMatrix) error {
 // for 4-bit gate and up of one shape, in one dispatch whose simd-groups
 // compute the same rows of both. x must start on 16 bytes.
 func (k *Kernels) QMVSwiGLU(cb gpu.CommandBuffer, out View, gate, up QMatrix, x View) error {
-	const op = "QMVSwiGLU"
-	if err := requireSwiGLU(op, &gate, &up); err != nil {
+	d, err := k.qmvSwiGLU("QMVSwiGLU", "qmv_swiglu_bf16_gs64_b4", out, gate, up, x)
+	if err != nil {
 		return err
+	}
+	return cb.Dispatch(d)
+}
+
+// qmvSwiGLU checks and builds the dispatch of QMVSwiGLU's kernel fn.
+func (k *Kernels) qmvSwiGLU(op, fn string, out View, gate, up QMatrix, x View) (*gpu.Dispatch, error) {
+	if err := requireSwiGLU(op, &gate, &up); err != nil {
+		return nil, err
 	}
 	if err := requireView(op, "x", x, 4*gate.Cols, vectorAlign); err != nil {
-		return err
+		return nil, err
 	}
 	if err := requireView(op, "out", out, 4*gate.Rows, offsetAlign); err != nil {
-		return err
+		return nil, err
 	}
 	groups, err := denseGroups(op, gate.Rows, qmvRowsPerGroup)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p, err := k.Pipeline(qmvFile, "qmv_swiglu_bf16_gs64_b4")
+	p, err := k.Pipeline(qmvFile, fn)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args := QMVArgs{Rows: int32(gate.Rows), K: int32(gate.Cols)}
-	return cb.Dispatch(&gpu.Dispatch{
+	return &gpu.Dispatch{
 		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), gate.Codes.Arg(1), gate.Scales.Arg(2), gate.Biases.Arg(3),
 			up.Codes.Arg(4), up.Scales.Arg(5), up.Biases.Arg(6), x.Arg(7), out.Arg(8)},
-	})
+	}, nil
 }
 
 // heldExperts is how many experts of m's shape its views hold: ids past

@@ -145,6 +145,8 @@ func TestArgsLayout(t *testing.T) {
         DELTA_CONV_THREADS, DELTA_ROWS_PER_THREAD, DELTA_MAX_SIMDGROUPS, FC_DELTA,
         sizeof(QMVMultiArgs), OFF(QMVMultiArgs, k), OFF(QMVMultiArgs, matrices), OFF(QMVMultiArgs, rows), OFF(QMVMultiArgs, block_end), QMV_MULTI_MAX,
         sizeof(MoENormArgs), OFF(MoENormArgs, n), OFF(MoENormArgs, k), OFF(MoENormArgs, eps),
+        OFF(RMSNormArgs, threads), OFF(DeltaStepArgs, taps),
+        sizeof(MoEDownArgs), OFF(MoEDownArgs, rows), OFF(MoEDownArgs, k), OFF(MoEDownArgs, experts), OFF(MoEDownArgs, top_k), OFF(MoEDownArgs, shared_k),
 `
 	var (
 		r   shaders.RMSNormArgs
@@ -161,6 +163,7 @@ func TestArgsLayout(t *testing.T) {
 	var (
 		qm shaders.QMVMultiArgs
 		mn shaders.MoENormArgs
+		md shaders.MoEDownArgs
 	)
 	want := []uintptr{
 		unsafe.Sizeof(r), unsafe.Offsetof(r.N), unsafe.Offsetof(r.Eps), unsafe.Offsetof(r.WeightOffset), unsafe.Offsetof(r.RowStride),
@@ -177,6 +180,8 @@ func TestArgsLayout(t *testing.T) {
 		shaders.DeltaConvThreads, shaders.DeltaRowsPerThread, shaders.DeltaMaxSimdgroups, shaders.FCDelta,
 		unsafe.Sizeof(qm), unsafe.Offsetof(qm.K), unsafe.Offsetof(qm.Matrices), unsafe.Offsetof(qm.Rows), unsafe.Offsetof(qm.BlockEnd), shaders.QMVMultiMax,
 		unsafe.Sizeof(mn), unsafe.Offsetof(mn.N), unsafe.Offsetof(mn.K), unsafe.Offsetof(mn.Eps),
+		unsafe.Offsetof(r.Threads), unsafe.Offsetof(ds.Taps),
+		unsafe.Sizeof(md), unsafe.Offsetof(md.Rows), unsafe.Offsetof(md.K), unsafe.Offsetof(md.Experts), unsafe.Offsetof(md.TopK), unsafe.Offsetof(md.SharedK),
 	}
 	checkLayout(t, d, values, want)
 }

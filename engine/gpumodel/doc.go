@@ -7,11 +7,14 @@
 //
 // One token is one command buffer holding one concurrent compute pass:
 // embedding gather (the token id read on the GPU from a slot), then per
-// layer the mixer, the post-attention norm, the MoE block, and finally the
-// lm_head product and an argmax that writes the next token id into the slot
-// the next step reads. Barriers sit only between dependent ops, so
+// layer the mixer and the MoE block, and finally the final norm, the
+// lm_head product and an argmax that writes the next token id into the
+// slot the next step reads. Barriers sit only between dependent ops, so
 // independent products (q/k/v, the router and the shared expert, ...)
-// share a dependency level. In greedy generation two steps are in flight:
+// share a dependency level. Only the residual stream passes between
+// blocks: each block's first products compute the RMSNorm before them
+// themselves, its last product adds into the stream (the MoE's ends in
+// the combine), so norms and residual adds take no level of their own. In greedy generation two steps are in flight:
 // the CPU encodes step n+1 while the GPU runs step n, and never reads a
 // token back before deciding to stop.
 //

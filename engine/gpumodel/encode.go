@@ -20,7 +20,9 @@ type step struct {
 
 // encodeOps records one step into cb through the ops. Barriers sit only
 // between dependent ops; the ops listed together between two barriers read
-// only what earlier levels wrote.
+// only what earlier levels wrote. The residual stream act.x is the only
+// vector between blocks: the norms before a block's products are folded
+// into them, the residual adds into the products that end a block.
 func (s *Sequence) encodeOps(cb gpu.CommandBuffer, st step) error {
 	m, k, act := s.m, s.m.k, &s.act
 	c := m.cfg
@@ -28,8 +30,6 @@ func (s *Sequence) encodeOps(cb gpu.CommandBuffer, st step) error {
 	do := func(err error) { errs = append(errs, err) }
 
 	do(k.Embed(cb, act.x, m.embed, st.token))
-	cb.Barrier()
-	do(k.RMSNorm(cb, act.xn, act.x, m.layers[0].inNorm, c.Hidden, 1, c.RMSNormEps))
 	cb.Barrier()
 	for i := range m.layers {
 		l, ls := &m.layers[i], &s.layers[i]
@@ -39,16 +39,12 @@ func (s *Sequence) encodeOps(cb gpu.CommandBuffer, st step) error {
 			do(s.deltaNet(cb, l, ls))
 		}
 		cb.Barrier()
-		do(k.AddRMSNorm(cb, act.x, act.delta, act.xn, l.postNorm, c.Hidden, c.RMSNormEps))
-		cb.Barrier()
-		next := m.finalNorm
-		if i+1 < len(m.layers) {
-			next = m.layers[i+1].inNorm
-		}
-		do(s.moe(cb, l, next))
+		do(s.moe(cb, l))
 		cb.Barrier()
 	}
 	if st.logits || st.next.Buf != nil {
+		do(k.RMSNorm(cb, act.xn, act.x, m.finalNorm, c.Hidden, 1, c.RMSNormEps))
+		cb.Barrier()
 		do(k.QMV(cb, act.logits, m.lmHead, act.xn))
 		if st.next.Buf != nil {
 			cb.Barrier()
@@ -62,13 +58,13 @@ func (s *Sequence) attention(cb gpu.CommandBuffer, l *layer, ls *layerState, pos
 	k, act, a := s.m.k, &s.act, s.m.attn
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
-	do(s.qmvs(cb, []shaders.View{act.qg, act.k, act.v}, []shaders.QMatrix{l.q, l.kp, l.v}, act.xn))
+	do(s.qmvs(cb, []shaders.View{act.qg, act.k, act.v}, []shaders.QMatrix{l.q, l.kp, l.v}, l.inNorm))
 	cb.Barrier()
 	do(k.AttnPrep(cb, act.q, act.gate, act.qg, act.k, act.v, ls.kCache, ls.vCache, l.qNorm, l.kNorm, a, pos))
 	cb.Barrier()
 	do(k.AttnDecode(cb, act.o, act.q, act.gate, ls.kCache, ls.vCache, act.attnScratch, a, pos+1))
 	cb.Barrier()
-	do(k.QMV(cb, act.delta, l.o, act.o))
+	do(k.QMVAdd(cb, act.x, l.o, act.o))
 	return errors.Join(errs...)
 }
 
@@ -76,40 +72,48 @@ func (s *Sequence) deltaNet(cb gpu.CommandBuffer, l *layer, ls *layerState) erro
 	k, act, d := s.m.k, &s.act, s.m.delta
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
-	do(s.qmvs(cb, []shaders.View{act.u, act.z, act.b, act.a}, []shaders.QMatrix{l.qkv, l.z, l.b, l.a}, act.xn))
+	do(s.qmvs(cb, []shaders.View{act.u, act.z, act.b, act.a}, []shaders.QMatrix{l.qkv, l.z, l.b, l.a}, l.inNorm))
 	cb.Barrier()
-	do(k.DeltaConv(cb, act.convOut, act.u, ls.conv, l.conv, d.Channels(), d.ConvKernel))
+	do(k.DeltaStepConv(cb, shaders.DeltaStepConvIO{
+		O: act.dOut, U: act.u, ConvState: ls.conv, ConvW: l.conv, Z: act.z, B: act.b, A: act.a,
+		State: ls.state, NegA: l.negA, DtBias: l.dtBias, Norm: l.gnNorm, Shape: d,
+	}))
 	cb.Barrier()
-	do(k.DeltaStep(cb, act.dOut, act.convOut, act.z, act.b, act.a, ls.state, l.negA, l.dtBias, l.gnNorm, d))
-	cb.Barrier()
-	do(k.QMV(cb, act.delta, l.out, act.dOut))
+	do(k.QMVAdd(cb, act.x, l.out, act.dOut))
+	// The step read the conv state; only now may this token shift in.
+	do(k.DeltaConvShift(cb, act.u, ls.conv, d.Channels(), d.ConvKernel))
 	return errors.Join(errs...)
 }
 
-// moe runs the MoE block on act.xn, adds its output to the residual
-// stream act.x, and leaves RMSNorm(x) * next in act.xn for what follows.
-func (s *Sequence) moe(cb gpu.CommandBuffer, l *layer, next shaders.View) error {
+// moe runs the MoE block on RMSNorm(act.x) * l.postNorm and adds its
+// output to the residual stream act.x.
+func (s *Sequence) moe(cb gpu.CommandBuffer, l *layer) error {
 	k, act, c := s.m.k, &s.act, s.m.cfg
+	norm := shaders.Norm{W: l.postNorm, Eps: c.RMSNormEps}
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
-	do(s.qmvs(cb, []shaders.View{act.routerLogits, act.shGate}, []shaders.QMatrix{l.router, l.shExpertGate}, act.xn))
-	do(k.QMVSwiGLU(cb, act.shH, l.shGate, l.shUp, act.xn))
+	do(s.qmvs(cb, []shaders.View{act.routerLogits, act.shGate}, []shaders.QMatrix{l.router, l.shExpertGate}, l.postNorm))
+	do(k.NormQMVSwiGLU(cb, shaders.NormQMVSwiGLUIO{Out: act.shH, Gate: l.shGate, Up: l.shUp, X: act.x, Norm: norm}))
 	cb.Barrier()
 	// The expert SwiGLU routes for itself (no level of its own for the
-	// top-k), beside the shared expert's down projection.
-	do(k.QMVExpertsSwiGLURouted(cb, act.eh, l.gate, l.up, act.xn, act.ids, act.weights, act.routerLogits, c.Experts, c.TopK, c.NormTopK))
-	do(k.QMV(cb, act.shOut, l.shDown, act.shH))
+	// top-k).
+	do(k.NormQMVExpertsSwiGLURouted(cb, shaders.RoutedSwiGLUIO{
+		Out: act.eh, Gate: l.gate, Up: l.up, X: act.x, Norm: norm,
+		IDs: act.ids, Weights: act.weights, Logits: act.routerLogits, Experts: c.Experts, TopK: c.TopK, NormalizeTopK: c.NormTopK,
+	}))
 	cb.Barrier()
-	do(k.QMVExperts(cb, act.ys, l.down, act.eh, c.ExpertIntermediate, act.ids, c.TopK))
-	cb.Barrier()
-	do(k.MoECombineAddRMSNorm(cb, act.x, act.ys, act.weights, act.shOut, act.shGate, act.xn, next, c.Hidden, c.TopK, c.RMSNormEps))
+	do(k.MoEDownCombine(cb, shaders.MoEDownIO{
+		X: act.x, Down: l.down, H: act.eh, IDs: act.ids, Weights: act.weights, TopK: c.TopK,
+		SharedDown: l.shDown, SharedH: act.shH, SharedGate: act.shGate,
+	}))
 	return errors.Join(errs...)
 }
 
-// qmvs writes outs[i] = ms[i] · x in as few dispatches as QMVMulti allows:
-// matrices of one width and bit width share one, up to its limit (a
-// checkpoint may quantize the projections of one input differently).
-func (s *Sequence) qmvs(cb gpu.CommandBuffer, outs []shaders.View, ms []shaders.QMatrix, x shaders.View) error {
+// qmvs writes outs[i] = ms[i] · RMSNorm(act.x) * norm in as few dispatches
+// as NormQMVMulti allows: matrices of one width and bit width share one,
+// up to its limit (a checkpoint may quantize the projections of one input
+// differently).
+func (s *Sequence) qmvs(cb gpu.CommandBuffer, outs []shaders.View, ms []shaders.QMatrix, norm shaders.View) error {
 	var errs []error
 	done := make([]bool, len(ms))
 	for i := range ms {
@@ -124,7 +128,9 @@ func (s *Sequence) qmvs(cb gpu.CommandBuffer, outs []shaders.View, ms []shaders.
 				o, g = append(o, outs[j]), append(g, ms[j])
 			}
 		}
-		errs = append(errs, s.m.k.QMVMulti(cb, o, g, x))
+		errs = append(errs, s.m.k.NormQMVMulti(cb, shaders.NormQMVMultiIO{
+			Outs: o, Ms: g, X: s.act.x, Norm: shaders.Norm{W: norm, Eps: s.m.cfg.RMSNormEps},
+		}))
 	}
 	return errors.Join(errs...)
 }

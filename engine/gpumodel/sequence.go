@@ -44,15 +44,15 @@ type layerState struct {
 // activations are the per-step scratch buffers, reused by every layer and
 // step: layers run in order and command buffers run in commit order.
 type activations struct {
-	x, xn, delta          shaders.View
+	x, xn                 shaders.View
 	qg, k, v, q, gate, o  shaders.View
 	attnScratch           shaders.View
-	u, convOut, z, b, a   shaders.View
+	u, z, b, a            shaders.View
 	dOut                  shaders.View
 	routerLogits, weights shaders.View
 	ids                   shaders.View
-	eh, ys                shaders.View
-	shH, shOut, shGate    shaders.View
+	eh                    shaders.View
+	shH, shGate           shaders.View
 	logits                shaders.View
 	tokens                shaders.View // u32 token slots: step inputs and argmax outputs
 	tokenCap              int
@@ -98,16 +98,16 @@ func (s *Sequence) allocate() error {
 	}
 	act := &s.act
 	h, nh, kvh, hd := c.Hidden, c.Heads, c.KVHeads, c.HeadDim
-	act.x, act.xn, act.delta = a(h*f), a(h*f), a(h*f)
+	act.x, act.xn = a(h*f), a(h*f)
 	act.qg, act.k, act.v = a(nh*2*hd*f), a(kvh*hd*f), a(kvh*hd*f)
 	act.q, act.gate, act.o = a(nh*hd*f), a(nh*hd*f), a(nh*hd*f)
 	ch, vd := d.Channels(), d.ValueHeads*d.ValueDim
-	act.u, act.convOut, act.z = a(ch*f), a(ch*f), a(vd*f)
+	act.u, act.z = a(ch*f), a(vd*f)
 	act.b, act.a, act.dOut = a(d.ValueHeads*f), a(d.ValueHeads*f), a(vd*f)
 	ek, ei := c.TopK, c.ExpertIntermediate
 	act.routerLogits, act.weights, act.ids = a(c.Experts*f), a(ek*f), a(ek*4)
-	act.eh, act.ys = a(ek*ei*f), a(ek*h*f)
-	act.shH, act.shOut, act.shGate = a(c.SharedIntermediate*f), a(h*f), a(f)
+	act.eh = a(ek * ei * f)
+	act.shH, act.shGate = a(c.SharedIntermediate*f), a(f)
 	act.logits = a(c.Vocab * f)
 	act.logitsBuf = act.logits.Buf
 	for i, l := range s.m.layers {
