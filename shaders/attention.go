@@ -52,36 +52,6 @@ func attnCheckPrep(op string, a AttnShape) error {
 	return nil
 }
 
-// mixerFloats reports why v cannot hold n floats.
-func mixerFloats(op, what string, v View, n int) error {
-	switch {
-	case v.Buf == nil:
-		return fmt.Errorf("%w: shaders: %s: %s has no buffer", gpu.ErrInvalid, op, what)
-	case v.Off < 0 || v.Off%4 != 0:
-		return fmt.Errorf("%w: shaders: %s: %s offset %d is not a multiple of 4", gpu.ErrInvalid, op, what, v.Off)
-	case n < 0 || v.Off > v.Buf.Len() || n > (v.Buf.Len()-v.Off)/4:
-		return fmt.Errorf("%w: shaders: %s: %s needs %d floats at offset %d of a %d-byte buffer", gpu.ErrInvalid, op, what, n, v.Off, v.Buf.Len())
-	}
-	return nil
-}
-
-// viewFloats names a view and the floats an op needs of it.
-type viewFloats struct {
-	what string
-	v    View
-	n    int
-}
-
-// mixerViews checks views in order with mixerFloats.
-func mixerViews(op string, views []viewFloats) error {
-	for _, v := range views {
-		if err := mixerFloats(op, v.what, v.v, v.n); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // attnCheckCache reports why a cache view cannot hold rows positions of
 // fp16 elements.
 func attnCheckCache(op, what string, v View, a AttnShape, rows int) error {
@@ -101,14 +71,24 @@ func attnCheckCache(op, what string, v View, a AttnShape, rows int) error {
 	return nil
 }
 
-// AttnPrep readies one token's attention inputs: for each query head, q =
-// RoPE(RMSNorm(query) * qNorm) and gate copied out of qg's [query | gate]
-// halves; for each KV head, RoPE(RMSNorm(k) * kNorm) and v written to row
-// pos of the caches, rounded to fp16. Views are f32 but for the caches:
-// q, gate [Heads][HeadDim]; qg [Heads][2*HeadDim]; k, v [KVHeads][HeadDim];
-// qNorm, kNorm [HeadDim]; kCache, vCache f16 [capacity][KVHeads][HeadDim].
-func (k *Kernels) AttnPrep(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos int) error {
-	return k.attnPrepRows(cb, "AttnPrep", q, gate, qg, key, v, kCache, vCache, qNorm, kNorm, a, pos, 1)
+// AttnPrepIO is AttnPrep's and AttnPrepRows' operands, for rows tokens at
+// positions Pos, Pos+1, ... (one for AttnPrep); float32 but for the caches.
+type AttnPrepIO struct {
+	Q, Gate        View // written: [rows][Heads][HeadDim]
+	QG             View // [rows][Heads][2*HeadDim]: each head's query | gate halves
+	K, V           View // [rows][KVHeads][HeadDim]
+	KCache, VCache View // f16 [capacity][KVHeads][HeadDim]: rows Pos .. Pos+rows-1 written
+	QNorm, KNorm   View // [HeadDim]
+	Shape          AttnShape
+	Pos            int
+}
+
+// AttnPrep readies one token's attention inputs: for each query head, Q =
+// RoPE(RMSNorm(query) * QNorm) and Gate copied out of QG's [query | gate]
+// halves; for each KV head, RoPE(RMSNorm(K) * KNorm) and V written to row
+// Pos of the caches, rounded to fp16.
+func (k *Kernels) AttnPrep(cb gpu.CommandBuffer, io AttnPrepIO) error {
+	return k.attnPrepRows(cb, "AttnPrep", io, 1)
 }
 
 // attnBlocks is how many ATTN_BLOCK blocks n positions take.
@@ -148,7 +128,7 @@ func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, o, q, gate, kCache, vCache, s
 		return fmt.Errorf("%w: shaders: %s: attending %d positions", gpu.ErrInvalid, op, n)
 	}
 	hd := a.Heads * a.HeadDim
-	if err := mixerViews(op, []viewFloats{{"o", o, hd}, {"q", q, hd}, {"gate", gate, hd}}); err != nil {
+	if err := requireViews(op, []viewBytes{f32("o", o, hd), f32("q", q, hd), f32("gate", gate, hd)}); err != nil {
 		return err
 	}
 	if err := attnCheckCache(op, "k cache", kCache, a, n); err != nil {
@@ -159,7 +139,7 @@ func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, o, q, gate, kCache, vCache, s
 	}
 	blocks := attnBlocks(n)
 	if blocks > 1 {
-		if err := mixerFloats(op, "scratch", scratch, AttnScratchBytes(a, n)/4); err != nil {
+		if err := requireView(op, "scratch", scratch, AttnScratchBytes(a, n), offsetAlign); err != nil {
 			return err
 		}
 	} else {

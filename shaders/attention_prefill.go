@@ -72,7 +72,7 @@ func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, o, q, gate, kCache, vCache V
 		return fmt.Errorf("%w: shaders: %s: %d tokens after position %d", gpu.ErrInvalid, op, tokens, pos0)
 	}
 	rows := AttnPrefillRows(tokens)
-	if err := mixerViews(op, []viewFloats{{"o", o, rows * hd}, {"q", q, rows * hd}, {"gate", gate, tokens * hd}}); err != nil {
+	if err := requireViews(op, []viewBytes{f32("o", o, rows*hd), f32("q", q, rows*hd), f32("gate", gate, tokens*hd)}); err != nil {
 		return err
 	}
 	if err := attnCheckCache(op, "k cache", kCache, a, pos0+tokens); err != nil {

@@ -156,8 +156,7 @@ func TestAttnPrep(t *testing.T) {
 			qb, gb := floats(t, d, make([]float32, hd)), floats(t, d, make([]float32, hd))
 			kc, vc := halves(t, d, sentinel), halves(t, d, sentinel)
 			_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
-				return k.AttnPrep(cb, view(qb), view(gb), view(floats(t, d, qg)), view(floats(t, d, kin)), view(floats(t, d, vin)),
-					view(kc), view(vc), view(floats(t, d, qn)), view(floats(t, d, kn)), a, c.pos)
+				return k.AttnPrep(cb, shaders.AttnPrepIO{Q: view(qb), Gate: view(gb), QG: view(floats(t, d, qg)), K: view(floats(t, d, kin)), V: view(floats(t, d, vin)), KCache: view(kc), VCache: view(vc), QNorm: view(floats(t, d, qn)), KNorm: view(floats(t, d, kn)), Shape: a, Pos: c.pos})
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -340,8 +339,7 @@ func TestAttnSequence(t *testing.T) {
 	scratch := view(floats(t, d, make([]float32, shaders.AttnScratchBytes(a, steps)/4)))
 	_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
 		for p := range steps {
-			if err := k.AttnPrep(cb, view(qb), view(gb), view(qgb).At(4*p*2*hd), view(kb).At(4*p*kd), view(vb).At(4*p*kd),
-				view(kc), view(vc), view(floats(t, d, qn)), view(floats(t, d, kn)), a, p); err != nil {
+			if err := k.AttnPrep(cb, shaders.AttnPrepIO{Q: view(qb), Gate: view(gb), QG: view(qgb).At(4 * p * 2 * hd), K: view(kb).At(4 * p * kd), V: view(vb).At(4 * p * kd), KCache: view(kc), VCache: view(vc), QNorm: view(floats(t, d, qn)), KNorm: view(floats(t, d, kn)), Shape: a, Pos: p}); err != nil {
 				return err
 			}
 			cb.Barrier()
@@ -406,7 +404,7 @@ func TestAttnErrors(t *testing.T) {
 	kc, vc := view(halves(t, d, make([]float32, capacity*kd))), view(halves(t, d, make([]float32, capacity*kd)))
 	prep := func(a shaders.AttnShape, qg shaders.View, pos int) error {
 		_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
-			return k.AttnPrep(cb, buf(hd), buf(hd), qg, buf(kd), buf(kd), kc, vc, buf(a.HeadDim), buf(a.HeadDim), a, pos)
+			return k.AttnPrep(cb, shaders.AttnPrepIO{Q: buf(hd), Gate: buf(hd), QG: qg, K: buf(kd), V: buf(kd), KCache: kc, VCache: vc, QNorm: buf(a.HeadDim), KNorm: buf(a.HeadDim), Shape: a, Pos: pos})
 		})
 		return err
 	}

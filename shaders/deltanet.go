@@ -19,7 +19,7 @@ func (k *Kernels) DeltaConv(cb gpu.CommandBuffer, out, u, state, w View, c, kern
 	if c < 1 || kern < 2 || c > math.MaxInt32/kern {
 		return fmt.Errorf("%w: shaders: %s: %d channels of %d taps (want at least 1 channel and 2 taps)", gpu.ErrInvalid, op, c, kern)
 	}
-	if err := mixerViews(op, []viewFloats{{"out", out, c}, {"u", u, c}, {"state", state, c * (kern - 1)}, {"w", w, c * kern}}); err != nil {
+	if err := requireViews(op, []viewBytes{f32("out", out, c), f32("u", u, c), f32("state", state, c*(kern-1)), f32("w", w, c*kern)}); err != nil {
 		return err
 	}
 	p, err := k.Pipeline(deltaNetFile, "delta_conv_f32")
@@ -77,47 +77,48 @@ func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
 	return slices, tg, nil
 }
 
+// DeltaStepIO is DeltaStep's operands, float32 throughout; DeltaScan's
+// hold rows of its per-token ones (O, QKV, Z, B, A).
+type DeltaStepIO struct {
+	O            View // written: [ValueHeads][ValueDim], the gated output
+	QKV          View // [Channels()]: q | k | v, DeltaConv's output (its input for DeltaStepConv)
+	Z            View // [ValueHeads][ValueDim]
+	B, A         View // [ValueHeads]
+	State        View // [ValueHeads][KeyDim][ValueDim], updated
+	NegA, DtBias View // [ValueHeads]
+	Norm         View // [ValueDim]
+	Shape        DeltaShape
+}
+
 // DeltaStep advances each value head's recurrent state by one token and
 // writes its gated output: q, k l2-normalised (q also by 1/sqrt(KeyDim)),
-// beta = sigmoid(b), alpha = exp(negA * softplus(a + dtBias)); S = alpha S;
-// S += k (x) beta (v - S^T k); o = RMSNorm(S^T q) * norm * silu(z). Views
-// are f32: o, z [ValueHeads][ValueDim]; qkv [d.Channels()] (DeltaConv's
-// output, q | k | v); b, a, negA, dtBias [ValueHeads]; state
-// [ValueHeads][KeyDim][ValueDim]; norm [ValueDim].
-func (k *Kernels) DeltaStep(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm View, d DeltaShape) error {
-	d2, err := k.deltaStep("DeltaStep", "delta_step_f32", DeltaStepConvIO{
-		O: o, U: qkv, Z: z, B: b, A: a, State: state, NegA: negA, DtBias: dtBias, Norm: norm, Shape: d,
-	})
+// beta = sigmoid(B), alpha = exp(NegA * softplus(A + DtBias)); S = alpha S;
+// S += k (x) beta (v - S^T k); O = RMSNorm(S^T q) * Norm * silu(Z).
+func (k *Kernels) DeltaStep(cb gpu.CommandBuffer, io DeltaStepIO) error {
+	d, err := k.deltaStep("DeltaStep", "delta_step_f32", io)
 	if err != nil {
 		return err
 	}
-	return cb.Dispatch(d2)
+	return cb.Dispatch(d)
 }
 
-// DeltaStepConvIO is DeltaStepConv's operands (and, without the conv's,
-// DeltaStep's); float32 throughout.
+// DeltaStepConvIO is DeltaStepConv's operands: DeltaStep's, QKV being the
+// conv's input (the qkv projection), and the conv's.
 type DeltaStepConvIO struct {
-	O         View // [ValueHeads][ValueDim]: the gated output
-	U         View // [Channels()]: the conv's input, the qkv projection
+	DeltaStepIO
 	ConvState View // [Channels()][ConvKernel-1], read only
 	ConvW     View // [Channels()][ConvKernel]
-	Z         View // [ValueHeads][ValueDim]
-	B, A      View // [ValueHeads]
-	State     View // [ValueHeads][KeyDim][ValueDim]
-	NegA      View // [ValueHeads]
-	DtBias    View // [ValueHeads]
-	Norm      View // [ValueDim]
-	Shape     DeltaShape
 }
 
 // DeltaStepConv is DeltaConv and DeltaStep in one dispatch: the step's
 // threadgroups compute the conv outputs they read themselves, bit for bit
-// DeltaConv's, from U and the conv state, which they leave as it was:
-// DeltaConvShift must then shift U into it, in a later level (every value
-// head sharing a key head reads that head's channels of the old state).
+// DeltaConv's, from QKV and the conv state, which they leave as it was:
+// DeltaConvShift must then shift QKV into it, in a later level (every
+// value head sharing a key head reads that head's channels of the old
+// state).
 func (k *Kernels) DeltaStepConv(cb gpu.CommandBuffer, io DeltaStepConvIO) error {
 	const op = "DeltaStepConv"
-	d, err := k.deltaStep(op, "delta_step_conv_f32", io)
+	d, err := k.deltaStep(op, "delta_step_conv_f32", io.DeltaStepIO)
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func (k *Kernels) DeltaStepConv(cb gpu.CommandBuffer, io DeltaStepConvIO) error 
 	if kern < 2 || c > math.MaxInt32/kern {
 		return fmt.Errorf("%w: shaders: %s: %d channels of %d taps (want at least 2 taps)", gpu.ErrInvalid, op, c, kern)
 	}
-	if err := requireViews(op, []viewBytes{{"conv state", io.ConvState, 4 * c * (kern - 1)}, {"conv w", io.ConvW, 4 * c * kern}}); err != nil {
+	if err := requireViews(op, []viewBytes{f32("conv state", io.ConvState, c*(kern-1)), f32("conv w", io.ConvW, c*kern)}); err != nil {
 		return err
 	}
 	d.Args = append(d.Args, io.ConvState.Arg(10), io.ConvW.Arg(11))
@@ -133,7 +134,7 @@ func (k *Kernels) DeltaStepConv(cb gpu.CommandBuffer, io DeltaStepConvIO) error 
 }
 
 // deltaStep checks io's step operands and builds the dispatch of kernel fn.
-func (k *Kernels) deltaStep(op, fn string, io DeltaStepConvIO) (*gpu.Dispatch, error) {
+func (k *Kernels) deltaStep(op, fn string, io DeltaStepIO) (*gpu.Dispatch, error) {
 	d := io.Shape
 	slices, tg, err := deltaCheck(op, d)
 	if err != nil {
@@ -141,9 +142,9 @@ func (k *Kernels) deltaStep(op, fn string, io DeltaStepConvIO) (*gpu.Dispatch, e
 	}
 	hv := d.ValueHeads * d.ValueDim
 	if err := requireViews(op, []viewBytes{
-		{"o", io.O, 4 * hv}, {"qkv", io.U, 4 * d.Channels()}, {"z", io.Z, 4 * hv}, {"b", io.B, 4 * d.ValueHeads}, {"a", io.A, 4 * d.ValueHeads},
-		{"state", io.State, 4 * d.ValueHeads * d.KeyDim * d.ValueDim}, {"negA", io.NegA, 4 * d.ValueHeads},
-		{"dtBias", io.DtBias, 4 * d.ValueHeads}, {"norm", io.Norm, 4 * d.ValueDim},
+		f32("o", io.O, hv), f32("qkv", io.QKV, d.Channels()), f32("z", io.Z, hv), f32("b", io.B, d.ValueHeads), f32("a", io.A, d.ValueHeads),
+		f32("state", io.State, d.ValueHeads*d.KeyDim*d.ValueDim), f32("negA", io.NegA, d.ValueHeads),
+		f32("dtBias", io.DtBias, d.ValueHeads), f32("norm", io.Norm, d.ValueDim),
 	}); err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func (k *Kernels) deltaStep(op, fn string, io DeltaStepConvIO) (*gpu.Dispatch, e
 		Groups:   gpu.Size{X: d.ValueHeads, Y: 1, Z: 1},
 		Threads:  gpu.Size{X: slices * d.ValueDim, Y: 1, Z: 1},
 		Args: []gpu.Arg{
-			gpu.BytesArg(0, Bytes(&args)), io.U.Arg(1), io.Z.Arg(2), io.B.Arg(3), io.A.Arg(4), io.State.Arg(5),
+			gpu.BytesArg(0, Bytes(&args)), io.QKV.Arg(1), io.Z.Arg(2), io.B.Arg(3), io.A.Arg(4), io.State.Arg(5),
 			io.NegA.Arg(6), io.DtBias.Arg(7), io.Norm.Arg(8), io.O.Arg(9),
 		},
 		ThreadgroupMemory: []int{tg},
@@ -175,7 +176,7 @@ func (k *Kernels) DeltaConvShift(cb gpu.CommandBuffer, u, state View, c, kern in
 	if c < 1 || kern < 2 || c > math.MaxInt32/kern {
 		return fmt.Errorf("%w: shaders: %s: %d channels of %d taps (want at least 1 channel and 2 taps)", gpu.ErrInvalid, op, c, kern)
 	}
-	if err := requireViews(op, []viewBytes{{"u", u, 4 * c}, {"state", state, 4 * c * (kern - 1)}}); err != nil {
+	if err := requireViews(op, []viewBytes{f32("u", u, c), f32("state", state, c*(kern-1))}); err != nil {
 		return err
 	}
 	p, err := k.Pipeline(deltaNetFile, "delta_conv_shift_f32")

@@ -24,7 +24,7 @@ func (k *Kernels) DeltaConvRows(cb gpu.CommandBuffer, out, u, state, w View, c, 
 	if tokens < 1 || int64(tokens)*int64(c) > math.MaxInt32 {
 		return fmt.Errorf("%w: shaders: %s: %d tokens of %d channels", gpu.ErrInvalid, op, tokens, c)
 	}
-	if err := mixerViews(op, []viewFloats{{"out", out, tokens * c}, {"u", u, tokens * c}, {"state", state, c * (kern - 1)}, {"w", w, c * kern}}); err != nil {
+	if err := requireViews(op, []viewBytes{f32("out", out, tokens*c), f32("u", u, tokens*c), f32("state", state, c*(kern-1)), f32("w", w, c*kern)}); err != nil {
 		return err
 	}
 	p, err := k.Pipeline(deltaChunkFile, "delta_conv_rows_f32")
@@ -62,18 +62,24 @@ func DeltaScanScratch(d DeltaShape, tokens int) int {
 	return d.ValueHeads * blocks * (3*DeltaChunk*d.KeyDim + 2*DeltaChunk*DeltaChunk + 1)
 }
 
-// DeltaScan runs tokens rows through DeltaStep's recurrence and gated
+// DeltaScanIO is DeltaScan's operands: DeltaStep's, O, QKV (DeltaConvRows'
+// output), Z, B and A holding Tokens rows, and DeltaScanScratch(Shape,
+// Tokens) floats of scratch.
+type DeltaScanIO struct {
+	DeltaStepIO
+	Scratch View
+	Tokens  int
+}
+
+// DeltaScan runs io.Tokens rows through DeltaStep's recurrence and gated
 // output in the chunked form: blocks of DeltaChunk tokens, each from the
 // state the block starts with, the fp32 state carried across blocks and
-// held in registers for the whole run (loaded and stored once). o, z
-// float32[tokens][ValueHeads][ValueDim]; qkv float32[tokens][d.Channels()]
-// (DeltaConvRows' output); b, a float32[tokens][ValueHeads]; state, negA,
-// dtBias and norm as for DeltaStep; scratch DeltaScanScratch(d, tokens)
-// floats. It encodes three dispatches with barriers between them. The key
-// and value dims must be multiples of 8 (the simdgroup matrices), the key
-// dim at most 128.
-func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, dtBias, norm, scratch View, d DeltaShape, tokens int) error {
+// held in registers for the whole run (loaded and stored once). It encodes
+// three dispatches with barriers between them. The key and value dims must
+// be multiples of 8 (the simdgroup matrices), the key dim at most 128.
+func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, io DeltaScanIO) error {
 	const op = "DeltaScan"
+	d, tokens := io.Shape, io.Tokens
 	if err := deltaScanCheck(op, d); err != nil {
 		return err
 	}
@@ -84,12 +90,12 @@ func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		return fmt.Errorf("%w: shaders: %s: %d tokens of %d value heads is too large", gpu.ErrInvalid, op, tokens, d.ValueHeads)
 	}
 	hv := d.ValueHeads * d.ValueDim
-	if err := mixerViews(op, []viewFloats{
-		{"o", o, tokens * hv}, {"qkv", qkv, tokens * d.Channels()}, {"z", z, tokens * hv},
-		{"b", b, tokens * d.ValueHeads}, {"a", a, tokens * d.ValueHeads},
-		{"state", state, d.ValueHeads * d.KeyDim * d.ValueDim}, {"negA", negA, d.ValueHeads},
-		{"dtBias", dtBias, d.ValueHeads}, {"norm", norm, d.ValueDim},
-		{"scratch", scratch, DeltaScanScratch(d, tokens)},
+	if err := requireViews(op, []viewBytes{
+		f32("o", io.O, tokens*hv), f32("qkv", io.QKV, tokens*d.Channels()), f32("z", io.Z, tokens*hv),
+		f32("b", io.B, tokens*d.ValueHeads), f32("a", io.A, tokens*d.ValueHeads),
+		f32("state", io.State, d.ValueHeads*d.KeyDim*d.ValueDim), f32("negA", io.NegA, d.ValueHeads),
+		f32("dtBias", io.DtBias, d.ValueHeads), f32("norm", io.Norm, d.ValueDim),
+		f32("scratch", io.Scratch, DeltaScanScratch(d, tokens)),
 	}); err != nil {
 		return err
 	}
@@ -116,7 +122,7 @@ func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		Pipeline: prep,
 		Groups:   gpu.Size{X: d.ValueHeads, Y: blocks, Z: 1},
 		Threads:  gpu.Size{X: DeltaChunkPrepThreads, Y: 1, Z: 1},
-		Args:     []gpu.Arg{argBytes, qkv.Arg(1), b.Arg(2), a.Arg(3), negA.Arg(4), dtBias.Arg(5), scratch.Arg(6)},
+		Args:     []gpu.Arg{argBytes, io.QKV.Arg(1), io.B.Arg(2), io.A.Arg(3), io.NegA.Arg(4), io.DtBias.Arg(5), io.Scratch.Arg(6)},
 	}); err != nil {
 		return err
 	}
@@ -131,7 +137,7 @@ func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		Pipeline: scan,
 		Groups:   gpu.Size{X: d.ValueHeads, Y: d.ValueDim / 8 / sgs, Z: 1},
 		Threads:  gpu.Size{X: 32 * sgs, Y: 1, Z: 1},
-		Args:     []gpu.Arg{argBytes, qkv.Arg(1), scratch.Arg(2), state.Arg(3), o.Arg(4)},
+		Args:     []gpu.Arg{argBytes, io.QKV.Arg(1), io.Scratch.Arg(2), io.State.Arg(3), io.O.Arg(4)},
 	}); err != nil {
 		return err
 	}
@@ -140,7 +146,7 @@ func (k *Kernels) DeltaScan(cb gpu.CommandBuffer, o, qkv, z, b, a, state, negA, 
 		Pipeline: gated,
 		Groups:   gpu.Size{X: d.ValueHeads, Y: tokens, Z: 1},
 		Threads:  gpu.Size{X: (d.ValueDim + 31) / 32 * 32, Y: 1, Z: 1},
-		Args:     []gpu.Arg{argBytes, o.Arg(1), z.Arg(2), norm.Arg(3)},
+		Args:     []gpu.Arg{argBytes, io.O.Arg(1), io.Z.Arg(2), io.Norm.Arg(3)},
 	})
 }
 

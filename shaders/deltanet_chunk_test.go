@@ -84,7 +84,7 @@ func TestDeltaScan(t *testing.T) {
 			scanOut, stepOut := floats(t, dev, make([]float32, n*hv)), floats(t, dev, make([]float32, n*hv))
 			scratch := floats(t, dev, make([]float32, shaders.DeltaScanScratch(d, n)))
 			tr, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
-				if err := k.DeltaScan(cb, view(scanOut), view(b.qkv), view(b.z), view(b.b), view(b.a), view(scanState), view(b.negA), view(b.dtBias), view(b.norm), view(scratch), d, n); err != nil {
+				if err := k.DeltaScan(cb, shaders.DeltaScanIO{DeltaStepIO: shaders.DeltaStepIO{O: view(scanOut), QKV: view(b.qkv), Z: view(b.z), B: view(b.b), A: view(b.a), State: view(scanState), NegA: view(b.negA), DtBias: view(b.dtBias), Norm: view(b.norm), Shape: d}, Scratch: view(scratch), Tokens: n}); err != nil {
 					return err
 				}
 				cb.Barrier()
@@ -135,7 +135,7 @@ func TestDeltaScanRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	scan := func(d shaders.DeltaShape, tokens int, scratch shaders.View) error {
-		return k.DeltaScan(cb, v, v, v, v, v, v, v, v, v, scratch, d, tokens)
+		return k.DeltaScan(cb, shaders.DeltaScanIO{DeltaStepIO: shaders.DeltaStepIO{O: v, QKV: v, Z: v, B: v, A: v, State: v, NegA: v, DtBias: v, Norm: v, Shape: d}, Scratch: scratch, Tokens: tokens})
 	}
 	short := floats(t, dev, make([]float32, shaders.DeltaScanScratch(good, 65)-1))
 	for name, err := range map[string]error{

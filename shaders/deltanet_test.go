@@ -118,8 +118,7 @@ func (in deltaInputs) upload(t testing.TB, dev gpu.Device) deltaBufs {
 func (b deltaBufs) steps(cb gpu.CommandBuffer, k *shaders.Kernels, d shaders.DeltaShape, o, state gpu.Buffer, tokens int) error {
 	hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
 	for s := range tokens {
-		if err := k.DeltaStep(cb, view(o).At(4*s*hv), view(b.qkv).At(4*s*ch), view(b.z).At(4*s*hv), view(b.b).At(4*s*d.ValueHeads),
-			view(b.a).At(4*s*d.ValueHeads), view(state), view(b.negA), view(b.dtBias), view(b.norm), d); err != nil {
+		if err := k.DeltaStep(cb, shaders.DeltaStepIO{O: view(o).At(4 * s * hv), QKV: view(b.qkv).At(4 * s * ch), Z: view(b.z).At(4 * s * hv), B: view(b.b).At(4 * s * d.ValueHeads), A: view(b.a).At(4 * s * d.ValueHeads), State: view(state), NegA: view(b.negA), DtBias: view(b.dtBias), Norm: view(b.norm), Shape: d}); err != nil {
 			return err
 		}
 		cb.Barrier()
@@ -192,8 +191,7 @@ func TestDeltaErrors(t *testing.T) {
 	step := func(d shaders.DeltaShape, state shaders.View) error {
 		n := max(1, d.ValueHeads*d.ValueDim)
 		_, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
-			return k.DeltaStep(cb, buf(n), buf(max(1, d.Channels())), buf(n), buf(max(1, d.ValueHeads)), buf(max(1, d.ValueHeads)), state,
-				buf(max(1, d.ValueHeads)), buf(max(1, d.ValueHeads)), buf(max(1, d.ValueDim)), d)
+			return k.DeltaStep(cb, shaders.DeltaStepIO{O: buf(n), QKV: buf(max(1, d.Channels())), Z: buf(n), B: buf(max(1, d.ValueHeads)), A: buf(max(1, d.ValueHeads)), State: state, NegA: buf(max(1, d.ValueHeads)), DtBias: buf(max(1, d.ValueHeads)), Norm: buf(max(1, d.ValueDim)), Shape: d})
 		})
 		return err
 	}
@@ -212,8 +210,11 @@ func TestDeltaErrors(t *testing.T) {
 		n, hs := d.ValueHeads*d.ValueDim, d.ValueHeads
 		_, err := mixerRun(t, dev, func(cb gpu.CommandBuffer) error {
 			return k.DeltaStepConv(cb, shaders.DeltaStepConvIO{
-				O: buf(n), U: buf(d.Channels()), ConvState: convState, ConvW: buf(d.Channels() * max(1, d.ConvKernel)),
-				Z: buf(n), B: buf(hs), A: buf(hs), State: buf(hs * d.KeyDim * d.ValueDim), NegA: buf(hs), DtBias: buf(hs), Norm: buf(d.ValueDim), Shape: d,
+				DeltaStepIO: shaders.DeltaStepIO{
+					O: buf(n), QKV: buf(d.Channels()), Z: buf(n), B: buf(hs), A: buf(hs), State: buf(hs * d.KeyDim * d.ValueDim),
+					NegA: buf(hs), DtBias: buf(hs), Norm: buf(d.ValueDim), Shape: d,
+				},
+				ConvState: convState, ConvW: buf(d.Channels() * max(1, d.ConvKernel)),
 			})
 		})
 		return err
@@ -289,9 +290,12 @@ func TestDeltaStepConv(t *testing.T) {
 				for s := range steps {
 					u := view(bufs.qkv).At(4 * s * ch)
 					err := k.DeltaStepConv(cb, shaders.DeltaStepConvIO{
-						O: view(fusedO).At(4 * s * hv), U: u, ConvState: view(fusedConv), ConvW: view(w),
-						Z: view(bufs.z).At(4 * s * hv), B: view(bufs.b).At(4 * s * d.ValueHeads), A: view(bufs.a).At(4 * s * d.ValueHeads),
-						State: view(fusedState), NegA: view(bufs.negA), DtBias: view(bufs.dtBias), Norm: view(bufs.norm), Shape: d,
+						DeltaStepIO: shaders.DeltaStepIO{
+							O: view(fusedO).At(4 * s * hv), QKV: u,
+							Z: view(bufs.z).At(4 * s * hv), B: view(bufs.b).At(4 * s * d.ValueHeads), A: view(bufs.a).At(4 * s * d.ValueHeads),
+							State: view(fusedState), NegA: view(bufs.negA), DtBias: view(bufs.dtBias), Norm: view(bufs.norm), Shape: d,
+						},
+						ConvState: view(fusedConv), ConvW: view(w),
 					})
 					if err != nil {
 						return err
@@ -316,8 +320,7 @@ func TestDeltaStepConv(t *testing.T) {
 						return err
 					}
 					cb.Barrier()
-					if err := k.DeltaStep(cb, view(o).At(4*s*hv), view(convOut), view(bufs.z).At(4*s*hv), view(bufs.b).At(4*s*d.ValueHeads),
-						view(bufs.a).At(4*s*d.ValueHeads), view(state), view(bufs.negA), view(bufs.dtBias), view(bufs.norm), d); err != nil {
+					if err := k.DeltaStep(cb, shaders.DeltaStepIO{O: view(o).At(4 * s * hv), QKV: view(convOut), Z: view(bufs.z).At(4 * s * hv), B: view(bufs.b).At(4 * s * d.ValueHeads), A: view(bufs.a).At(4 * s * d.ValueHeads), State: view(state), NegA: view(bufs.negA), DtBias: view(bufs.dtBias), Norm: view(bufs.norm), Shape: d}); err != nil {
 						return err
 					}
 					cb.Barrier()

@@ -69,11 +69,12 @@ struct qmv_norm {
     float offset;
 };
 
-// qmv_norm_scale is rsqrt(mean(x^2) + eps) over the args.n values of x,
-// summed as rmsnorm_f32 sums them with args.threads threads (each thread's
-// elements in order, simd_sum per simd-group, then the simd-groups' sums
-// in order), so the normalised values are rmsnorm_f32's bit for bit.
-// Every lane of the simd-group must call it.
+// qmv_norm_of is the norm with gains w of the args.n values of x. Its
+// scale rsqrt(mean(x^2) + eps) sums the squares as rmsnorm_f32 does with
+// args.threads threads (each thread's elements in order, simd_sum per
+// simd-group, then the simd-groups' sums in order), so the normalised
+// values are rmsnorm_f32's bit for bit. Every lane of the simd-group must
+// call it.
 METAL_FUNC qmv_norm qmv_norm_of(constant RMSNormArgs& args, device const float* x, device const float* w, uint lane)
 {
     float total = 0.0f;

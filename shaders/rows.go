@@ -55,15 +55,15 @@ func (k *Kernels) embedRows(cb gpu.CommandBuffer, op string, out View, m QMatrix
 	})
 }
 
-// AttnPrepRows is AttnPrep for rows tokens at positions pos, pos+1, ...:
-// q, gate [rows][Heads][HeadDim]; qg [rows][Heads][2*HeadDim]; key, v
-// [rows][KVHeads][HeadDim]; the f16 caches get rows pos .. pos+rows-1.
-func (k *Kernels) AttnPrepRows(cb gpu.CommandBuffer, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos, rows int) error {
-	return k.attnPrepRows(cb, "AttnPrepRows", q, gate, qg, key, v, kCache, vCache, qNorm, kNorm, a, pos, rows)
+// AttnPrepRows is AttnPrep for rows tokens at positions io.Pos, io.Pos+1,
+// ...
+func (k *Kernels) AttnPrepRows(cb gpu.CommandBuffer, io AttnPrepIO, rows int) error {
+	return k.attnPrepRows(cb, "AttnPrepRows", io, rows)
 }
 
 // attnPrepRows serves AttnPrep (one row) and AttnPrepRows under op's name.
-func (k *Kernels) attnPrepRows(cb gpu.CommandBuffer, op string, q, gate, qg, key, v, kCache, vCache, qNorm, kNorm View, a AttnShape, pos, rows int) error {
+func (k *Kernels) attnPrepRows(cb gpu.CommandBuffer, op string, io AttnPrepIO, rows int) error {
+	a, pos := io.Shape, io.Pos
 	if err := attnCheckPrep(op, a); err != nil {
 		return err
 	}
@@ -75,17 +75,17 @@ func (k *Kernels) attnPrepRows(cb gpu.CommandBuffer, op string, q, gate, qg, key
 	if pos < 0 || int64(rows)*int64(2*hd) > math.MaxInt32 {
 		return fmt.Errorf("%w: shaders: %s: %d rows at position %d", gpu.ErrInvalid, op, rows, pos)
 	}
-	if err := mixerViews(op, []viewFloats{
-		{"q", q, rows * hd}, {"gate", gate, rows * hd}, {"qg", qg, rows * 2 * hd},
-		{"k", key, rows * kd}, {"v", v, rows * kd},
-		{"q norm", qNorm, a.HeadDim}, {"k norm", kNorm, a.HeadDim},
+	if err := requireViews(op, []viewBytes{
+		f32("q", io.Q, rows*hd), f32("gate", io.Gate, rows*hd), f32("qg", io.QG, rows*2*hd),
+		f32("k", io.K, rows*kd), f32("v", io.V, rows*kd),
+		f32("q norm", io.QNorm, a.HeadDim), f32("k norm", io.KNorm, a.HeadDim),
 	}); err != nil {
 		return err
 	}
-	if err := attnCheckCache(op, "k cache", kCache, a, pos+rows); err != nil {
+	if err := attnCheckCache(op, "k cache", io.KCache, a, pos+rows); err != nil {
 		return err
 	}
-	if err := attnCheckCache(op, "v cache", vCache, a, pos+rows); err != nil {
+	if err := attnCheckCache(op, "v cache", io.VCache, a, pos+rows); err != nil {
 		return err
 	}
 	p, err := k.Pipeline(attentionFile, "attn_prep_f16kv")
@@ -105,8 +105,8 @@ func (k *Kernels) attnPrepRows(cb gpu.CommandBuffer, op string, q, gate, qg, key
 		Groups:   gpu.Size{X: a.Heads + a.KVHeads, Y: rows, Z: 1},
 		Threads:  gpu.Size{X: min(a.HeadDim, AttnPrepMaxThreads), Y: 1, Z: 1},
 		Args: []gpu.Arg{
-			gpu.BytesArg(0, Bytes(&args)), qg.Arg(1), key.Arg(2), v.Arg(3), qNorm.Arg(4), kNorm.Arg(5),
-			q.Arg(6), gate.Arg(7), kCache.Arg(8), vCache.Arg(9),
+			gpu.BytesArg(0, Bytes(&args)), io.QG.Arg(1), io.K.Arg(2), io.V.Arg(3), io.QNorm.Arg(4), io.KNorm.Arg(5),
+			io.Q.Arg(6), io.Gate.Arg(7), io.KCache.Arg(8), io.VCache.Arg(9),
 		},
 	})
 }

@@ -82,12 +82,11 @@ func TestRowsMatchSingle(t *testing.T) {
 	}
 	bo, so := mk(), mk()
 	denseRun(t, k, func(cb gpu.CommandBuffer) error {
-		if err := k.AttnPrepRows(cb, view(bo.q), view(bo.gate), view(qgb), view(kb), view(vb), view(bo.kc), view(bo.vc), view(qnb), view(knb), a, pos, rows); err != nil {
+		if err := k.AttnPrepRows(cb, shaders.AttnPrepIO{Q: view(bo.q), Gate: view(bo.gate), QG: view(qgb), K: view(kb), V: view(vb), KCache: view(bo.kc), VCache: view(bo.vc), QNorm: view(qnb), KNorm: view(knb), Shape: a, Pos: pos}, rows); err != nil {
 			return err
 		}
 		for r := range rows {
-			if err := k.AttnPrep(cb, view(so.q).At(4*r*hd), view(so.gate).At(4*r*hd), view(qgb).At(4*r*2*hd), view(kb).At(4*r*kd), view(vb).At(4*r*kd),
-				view(so.kc), view(so.vc), view(qnb), view(knb), a, pos+r); err != nil {
+			if err := k.AttnPrep(cb, shaders.AttnPrepIO{Q: view(so.q).At(4 * r * hd), Gate: view(so.gate).At(4 * r * hd), QG: view(qgb).At(4 * r * 2 * hd), K: view(kb).At(4 * r * kd), V: view(vb).At(4 * r * kd), KCache: view(so.kc), VCache: view(so.vc), QNorm: view(qnb), KNorm: view(knb), Shape: a, Pos: pos + r}); err != nil {
 				return err
 			}
 		}
@@ -105,7 +104,7 @@ func TestRowsMatchSingle(t *testing.T) {
 	if err := k.RouterTopKRows(cb, bi, bw, lv, experts, topK, true, rows+1); err == nil {
 		t.Error("RouterTopKRows read past its logits")
 	}
-	if err := k.AttnPrepRows(cb, view(bo.q), view(bo.gate), view(qgb), view(kb), view(vb), view(bo.kc), view(bo.vc), view(qnb), view(knb), a, capacity-2, rows); err == nil {
+	if err := k.AttnPrepRows(cb, shaders.AttnPrepIO{Q: view(bo.q), Gate: view(bo.gate), QG: view(qgb), K: view(kb), V: view(vb), KCache: view(bo.kc), VCache: view(bo.vc), QNorm: view(qnb), KNorm: view(knb), Shape: a, Pos: capacity - 2}, rows); err == nil {
 		t.Error("AttnPrepRows wrote past the caches")
 	}
 }

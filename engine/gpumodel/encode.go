@@ -60,7 +60,10 @@ func (s *Sequence) attention(cb gpu.CommandBuffer, l *layer, ls *layerState, pos
 	do := func(err error) { errs = append(errs, err) }
 	do(s.qmvs(cb, []shaders.View{act.qg, act.k, act.v}, []shaders.QMatrix{l.q, l.kp, l.v}, l.inNorm))
 	cb.Barrier()
-	do(k.AttnPrep(cb, act.q, act.gate, act.qg, act.k, act.v, ls.kCache, ls.vCache, l.qNorm, l.kNorm, a, pos))
+	do(k.AttnPrep(cb, shaders.AttnPrepIO{
+		Q: act.q, Gate: act.gate, QG: act.qg, K: act.k, V: act.v, KCache: ls.kCache, VCache: ls.vCache,
+		QNorm: l.qNorm, KNorm: l.kNorm, Shape: a, Pos: pos,
+	}))
 	cb.Barrier()
 	do(k.AttnDecode(cb, act.o, act.q, act.gate, ls.kCache, ls.vCache, act.attnScratch, a, pos+1))
 	cb.Barrier()
@@ -75,8 +78,11 @@ func (s *Sequence) deltaNet(cb gpu.CommandBuffer, l *layer, ls *layerState) erro
 	do(s.qmvs(cb, []shaders.View{act.u, act.z, act.b, act.a}, []shaders.QMatrix{l.qkv, l.z, l.b, l.a}, l.inNorm))
 	cb.Barrier()
 	do(k.DeltaStepConv(cb, shaders.DeltaStepConvIO{
-		O: act.dOut, U: act.u, ConvState: ls.conv, ConvW: l.conv, Z: act.z, B: act.b, A: act.a,
-		State: ls.state, NegA: l.negA, DtBias: l.dtBias, Norm: l.gnNorm, Shape: d,
+		DeltaStepIO: shaders.DeltaStepIO{
+			O: act.dOut, QKV: act.u, Z: act.z, B: act.b, A: act.a,
+			State: ls.state, NegA: l.negA, DtBias: l.dtBias, Norm: l.gnNorm, Shape: d,
+		},
+		ConvState: ls.conv, ConvW: l.conv,
 	}))
 	cb.Barrier()
 	do(k.QMVAdd(cb, act.x, l.out, act.dOut))

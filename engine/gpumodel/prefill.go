@@ -234,7 +234,10 @@ func (s *Sequence) attentionChunk(cb gpu.CommandBuffer, l *layer, ls *layerState
 	do(k.QMM(cb, ca.k, l.kp, ca.xn, n))
 	do(k.QMM(cb, ca.v, l.v, ca.xn, n))
 	cb.Barrier()
-	do(k.AttnPrepRows(cb, ca.q, ca.gate, ca.qg, ca.k, ca.v, ls.kCache, ls.vCache, l.qNorm, l.kNorm, a, ch.pos, n))
+	do(k.AttnPrepRows(cb, shaders.AttnPrepIO{
+		Q: ca.q, Gate: ca.gate, QG: ca.qg, K: ca.k, V: ca.v, KCache: ls.kCache, VCache: ls.vCache,
+		QNorm: l.qNorm, KNorm: l.kNorm, Shape: a, Pos: ch.pos,
+	}, n))
 	cb.Barrier()
 	do(k.AttnPrefill(cb, ca.o, ca.q, ca.gate, ls.kCache, ls.vCache, a, ch.pos, n))
 	cb.Barrier()
@@ -253,7 +256,13 @@ func (s *Sequence) deltaNetChunk(cb gpu.CommandBuffer, l *layer, ls *layerState,
 	cb.Barrier()
 	do(k.DeltaConvRows(cb, ca.conv, ca.u, ls.conv, l.conv, d.Channels(), d.ConvKernel, n))
 	cb.Barrier()
-	do(k.DeltaScan(cb, ca.dOut, ca.conv, ca.z, ca.b, ca.a, ls.state, l.negA, l.dtBias, l.gnNorm, ca.dScratch, d, n))
+	do(k.DeltaScan(cb, shaders.DeltaScanIO{
+		DeltaStepIO: shaders.DeltaStepIO{
+			O: ca.dOut, QKV: ca.conv, Z: ca.z, B: ca.b, A: ca.a,
+			State: ls.state, NegA: l.negA, DtBias: l.dtBias, Norm: l.gnNorm, Shape: d,
+		},
+		Scratch: ca.dScratch, Tokens: n,
+	}))
 	cb.Barrier()
 	do(k.QMM(cb, ca.delta, l.out, ca.dOut, n))
 	return errors.Join(errs...)

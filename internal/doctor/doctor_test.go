@@ -128,7 +128,7 @@ var breaks = []struct {
 	// vector position input beside a scalar size, a pointer without an
 	// address space, a double.
 	{"rmsnorm.metal", "    uint threads [[threads_per_threadgroup]],\n", "    uint threads [[threads_per_threadgroup]],\n    uint2 tpos [[thread_position_in_threadgroup]],\n", "rmsnorm.metal/rmsnorm_f32"},
-	{"deltanet.metal", "device const float* wc = w + ulong(c) * taps;", "const float* wc = w + ulong(c) * taps;", "deltanet.metal/delta_conv_f32"},
+	{"deltanet.metal", "device float* hist = state + ulong(c) * (taps - 1);", "float* hist = state + ulong(c) * (taps - 1);", "deltanet.metal/delta_conv_shift_f32"},
 	{"qmm.metal", "const float s = float(scales[si]);", "const double s = float(scales[si]);", "qmm.metal/qmm_bf16_gs64_b4"},
 }
 

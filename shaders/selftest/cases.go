@@ -10,5 +10,7 @@ func Cases() []Case {
 		attnPrepCase(), attnDecodeCase(), attnPrefillCase(),
 		deltaConvCase(false), deltaConvCase(true), deltaStepCase(), deltaScanCase(),
 		sampleCase(),
+		qmvAddCase(4), qmvAddCase(8), normQMVMultiCase(4), normQMVMultiCase(8), normQMVSwiGLUCase(),
+		normQMVExpertsRoutedCase(), moeDownCombineCase(), deltaStepConvCase(),
 	}
 }

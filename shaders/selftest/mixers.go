@@ -48,7 +48,10 @@ func attnPrepCase() Case {
 			kc, vc := e.half(make([]float32, capacity*kd)), e.half(make([]float32, capacity*kd))
 			in := []shaders.View{e.f32(qg), e.f32(kin), e.f32(vin), e.f32(qn), e.f32(kn)}
 			return func(cb gpu.CommandBuffer) error {
-					return e.k.AttnPrepRows(cb, qv, gv, in[0], in[1], in[2], kc, vc, in[3], in[4], a, pos, rows)
+					return e.k.AttnPrepRows(cb, shaders.AttnPrepIO{
+						Q: qv, Gate: gv, QG: in[0], K: in[1], V: in[2], KCache: kc, VCache: vc,
+						QNorm: in[3], KNorm: in[4], Shape: a, Pos: pos,
+					}, rows)
 				}, func() error {
 					var wantQ, wantG, wantK []float64
 					for r := range rows {
@@ -237,8 +240,7 @@ func deltaStepCase() Case {
 			v := in.v
 			return func(cb gpu.CommandBuffer) error {
 				for s := range tokens {
-					if err := e.k.DeltaStep(cb, o.At(4*s*hv), v.qkv.At(4*s*ch), v.z.At(4*s*hv), v.b.At(4*s*d.ValueHeads),
-						v.a.At(4*s*d.ValueHeads), v.state, v.negA, v.dtBias, v.norm, d); err != nil {
+					if err := e.k.DeltaStep(cb, shaders.DeltaStepIO{O: o.At(4 * s * hv), QKV: v.qkv.At(4 * s * ch), Z: v.z.At(4 * s * hv), B: v.b.At(4 * s * d.ValueHeads), A: v.a.At(4 * s * d.ValueHeads), State: v.state, NegA: v.negA, DtBias: v.dtBias, Norm: v.norm, Shape: d}); err != nil {
 						return err
 					}
 					cb.Barrier()
@@ -252,7 +254,7 @@ func deltaStepCase() Case {
 			v := e.deltaInputs(d, 1).v
 			o := e.buf(4 * d.ValueHeads * d.ValueDim)
 			return func(cb gpu.CommandBuffer) error {
-				return e.k.DeltaStep(cb, o, v.qkv, v.z, v.b, v.a, v.state, v.negA, v.dtBias, v.norm, d)
+				return e.k.DeltaStep(cb, shaders.DeltaStepIO{O: o, QKV: v.qkv, Z: v.z, B: v.b, A: v.a, State: v.state, NegA: v.negA, DtBias: v.dtBias, Norm: v.norm, Shape: d})
 			}
 		}}
 }
@@ -266,7 +268,7 @@ func deltaScanCase() Case {
 			o, scratch := e.buf(4*tokens*d.ValueHeads*d.ValueDim), e.buf(4*shaders.DeltaScanScratch(d, tokens))
 			v := in.v
 			return func(cb gpu.CommandBuffer) error {
-				return e.k.DeltaScan(cb, o, v.qkv, v.z, v.b, v.a, v.state, v.negA, v.dtBias, v.norm, scratch, d, tokens)
+				return e.k.DeltaScan(cb, shaders.DeltaScanIO{DeltaStepIO: shaders.DeltaStepIO{O: o, QKV: v.qkv, Z: v.z, B: v.b, A: v.a, State: v.state, NegA: v.negA, DtBias: v.dtBias, Norm: v.norm, Shape: d}, Scratch: scratch, Tokens: tokens})
 			}, func() error { return in.check(o, tokens) }
 		}}
 }
