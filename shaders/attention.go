@@ -111,16 +111,32 @@ func attnGeometry(group int) (columns, stripes int) {
 	return columns, AttnSimdgroups / columns
 }
 
+// AttnIO is the operands AttnDecode and AttnPrefill share: float32 but
+// for the caches, rows the tokens attending.
+type AttnIO struct {
+	O              View // written: [rows][Heads][HeadDim], the gated output
+	Q, Gate        View // [rows][Heads][HeadDim]
+	KCache, VCache View // f16 [capacity][KVHeads][HeadDim]
+	Shape          AttnShape
+}
+
+// AttnDecodeIO is AttnDecode's operands: one row, the first N cached
+// positions, and Scratch of at least AttnScratchBytes (unused, and may be
+// empty, when that is 0).
+type AttnDecodeIO struct {
+	AttnIO
+	Scratch View
+	N       int
+}
+
 // AttnDecode attends each query head's one new query to cached positions
-// 0..n-1 of its KV head (causal softmax, scale 1/sqrt(HeadDim), fp32),
-// then gates the result: o = attn * sigmoid(gate). Views are f32 but for
-// the caches: o, q, gate [Heads][HeadDim]; the caches f16
-// [capacity][KVHeads][HeadDim]; scratch
-// at least [AttnScratchBytes] bytes (unused, and may be empty, when that
-// is 0). Past AttnBlock positions it encodes two dispatches, blocks then
-// merge, with a barrier between.
-func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, o, q, gate, kCache, vCache, scratch View, a AttnShape, n int) error {
+// 0..N-1 of its KV head (causal softmax, scale 1/sqrt(HeadDim), fp32),
+// then gates the result: O = attn * sigmoid(Gate). Past AttnBlock
+// positions it encodes two dispatches, blocks then merge, with a barrier
+// between.
+func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, io AttnDecodeIO) error {
 	const op = "AttnDecode"
+	o, q, gate, kCache, vCache, scratch, a, n := io.O, io.Q, io.Gate, io.KCache, io.VCache, io.Scratch, io.Shape, io.N
 	if err := attnCheck(op, a); err != nil {
 		return err
 	}

@@ -54,16 +54,23 @@ func (k *Kernels) attnPrefillPipeline(a AttnShape) (gpu.Pipeline, int, error) {
 	return p, blocks, nil
 }
 
-// AttnPrefill attends each of tokens query rows of a chunk, at positions
-// pos0 .. pos0+tokens-1, causally to the cached positions up to its own
-// (softmax scale 1/sqrt(HeadDim), fp32), then gates the result: o =
-// attn * sigmoid(gate). AttnPrep must already have written the chunk's K/V
-// rows. Views are f32 but for the caches: gate [tokens][Heads][HeadDim],
-// o and q the same with AttnPrefillRows(tokens) rows (q's rows past tokens
-// are read and may hold anything; o's are overwritten); the caches f16
-// [capacity][KVHeads][HeadDim] holding at least pos0+tokens rows.
-func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, o, q, gate, kCache, vCache View, a AttnShape, pos0, tokens int) error {
+// AttnPrefillIO is AttnPrefill's operands: Tokens rows of Gate, O and Q
+// with AttnPrefillRows(Tokens) rows (Q's rows past Tokens are read and may
+// hold anything; O's are overwritten), caches holding at least
+// Pos0+Tokens rows.
+type AttnPrefillIO struct {
+	AttnIO
+	Pos0, Tokens int
+}
+
+// AttnPrefill attends each of Tokens query rows of a chunk, at positions
+// Pos0 .. Pos0+Tokens-1, causally to the cached positions up to its own
+// (softmax scale 1/sqrt(HeadDim), fp32), then gates the result: O =
+// attn * sigmoid(Gate). AttnPrep must already have written the chunk's K/V
+// rows.
+func (k *Kernels) AttnPrefill(cb gpu.CommandBuffer, io AttnPrefillIO) error {
 	const op = "AttnPrefill"
+	o, q, gate, kCache, vCache, a, pos0, tokens := io.O, io.Q, io.Gate, io.KCache, io.VCache, io.Shape, io.Pos0, io.Tokens
 	if err := attnCheck(op, a); err != nil {
 		return err
 	}

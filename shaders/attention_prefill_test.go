@@ -54,7 +54,7 @@ func TestAttnPrefill(t *testing.T) {
 			}
 			ob := floats(t, d, randFloats(rng, rows*hd, 1e30))
 			tr, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
-				return k.AttnPrefill(cb, view(ob), view(floats(t, d, qp)), view(floats(t, d, gate)), view(halves(t, d, kc)), view(halves(t, d, vc)), a, c.pos0, c.tokens)
+				return k.AttnPrefill(cb, shaders.AttnPrefillIO{AttnIO: shaders.AttnIO{O: view(ob), Q: view(floats(t, d, qp)), Gate: view(floats(t, d, gate)), KCache: view(halves(t, d, kc)), VCache: view(halves(t, d, vc)), Shape: a}, Pos0: c.pos0, Tokens: c.tokens})
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -82,17 +82,17 @@ func TestAttnPrefill(t *testing.T) {
 	b := floats(t, k.Device(), make([]float32, shaders.AttnPrefillTokens*a.Heads*a.HeadDim))
 	row := halves(t, k.Device(), make([]float32, a.KVHeads*a.HeadDim)) // one position
 	cb, _ := k.Device().NewCommandBuffer()
-	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(row), view(row), a, 0, 2); err == nil {
+	if err := k.AttnPrefill(cb, shaders.AttnPrefillIO{AttnIO: shaders.AttnIO{O: view(b), Q: view(b), Gate: view(b), KCache: view(row), VCache: view(row), Shape: a}, Pos0: 0, Tokens: 2}); err == nil {
 		t.Error("accepted caches too short for the chunk")
 	}
-	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(row), view(row), a, -1, 1); err == nil {
+	if err := k.AttnPrefill(cb, shaders.AttnPrefillIO{AttnIO: shaders.AttnIO{O: view(b), Q: view(b), Gate: view(b), KCache: view(row), VCache: view(row), Shape: a}, Pos0: -1, Tokens: 1}); err == nil {
 		t.Error("accepted a negative position")
 	}
-	if err := k.AttnPrefill(cb, view(b), view(b), view(b), view(row).At(1), view(row), a, 0, 1); err == nil {
+	if err := k.AttnPrefill(cb, shaders.AttnPrefillIO{AttnIO: shaders.AttnIO{O: view(b), Q: view(b), Gate: view(b), KCache: view(row).At(1), VCache: view(row), Shape: a}, Pos0: 0, Tokens: 1}); err == nil {
 		t.Error("accepted a misaligned cache")
 	}
 	short := floats(t, k.Device(), make([]float32, 3*a.Heads*a.HeadDim)) // 3 rows, not a whole block
-	if err := k.AttnPrefill(cb, view(b), view(short), view(b), view(row), view(row), a, 0, 1); err == nil {
+	if err := k.AttnPrefill(cb, shaders.AttnPrefillIO{AttnIO: shaders.AttnIO{O: view(b), Q: view(short), Gate: view(b), KCache: view(row), VCache: view(row), Shape: a}, Pos0: 0, Tokens: 1}); err == nil {
 		t.Error("accepted a q view without a whole token block")
 	}
 }

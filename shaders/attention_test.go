@@ -282,7 +282,7 @@ func testAttnDecode(t *testing.T, rng *rand.Rand, a shaders.AttnShape, n, capaci
 	ob := floats(t, d, make([]float32, hd))
 	scratch := view(floats(t, d, make([]float32, max(1, shaders.AttnScratchBytes(a, n)/4))))
 	tr, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
-		return k.AttnDecode(cb, view(ob), view(floats(t, d, q)), view(floats(t, d, gate)), view(halves(t, d, kc)), view(halves(t, d, vc)), scratch, a, n)
+		return k.AttnDecode(cb, shaders.AttnDecodeIO{AttnIO: shaders.AttnIO{O: view(ob), Q: view(floats(t, d, q)), Gate: view(floats(t, d, gate)), KCache: view(halves(t, d, kc)), VCache: view(halves(t, d, vc)), Shape: a}, Scratch: scratch, N: n})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +343,7 @@ func TestAttnSequence(t *testing.T) {
 				return err
 			}
 			cb.Barrier()
-			if err := k.AttnDecode(cb, view(ob).At(4*p*hd), view(qb), view(gb), view(kc), view(vc), scratch, a, p+1); err != nil {
+			if err := k.AttnDecode(cb, shaders.AttnDecodeIO{AttnIO: shaders.AttnIO{O: view(ob).At(4 * p * hd), Q: view(qb), Gate: view(gb), KCache: view(kc), VCache: view(vc), Shape: a}, Scratch: scratch, N: p + 1}); err != nil {
 				return err
 			}
 			cb.Barrier()
@@ -410,7 +410,7 @@ func TestAttnErrors(t *testing.T) {
 	}
 	decodeIn := func(a shaders.AttnShape, kc, vc, scratch shaders.View, n int) error {
 		_, err := mixerRun(t, d, func(cb gpu.CommandBuffer) error {
-			return k.AttnDecode(cb, buf(hd), buf(hd), buf(hd), kc, vc, scratch, a, n)
+			return k.AttnDecode(cb, shaders.AttnDecodeIO{AttnIO: shaders.AttnIO{O: buf(hd), Q: buf(hd), Gate: buf(hd), KCache: kc, VCache: vc, Shape: a}, Scratch: scratch, N: n})
 		})
 		return err
 	}

@@ -65,7 +65,10 @@ func (s *Sequence) attention(cb gpu.CommandBuffer, l *layer, ls *layerState, pos
 		QNorm: l.qNorm, KNorm: l.kNorm, Shape: a, Pos: pos,
 	}))
 	cb.Barrier()
-	do(k.AttnDecode(cb, act.o, act.q, act.gate, ls.kCache, ls.vCache, act.attnScratch, a, pos+1))
+	do(k.AttnDecode(cb, shaders.AttnDecodeIO{
+		AttnIO:  shaders.AttnIO{O: act.o, Q: act.q, Gate: act.gate, KCache: ls.kCache, VCache: ls.vCache, Shape: a},
+		Scratch: act.attnScratch, N: pos + 1,
+	}))
 	cb.Barrier()
 	do(k.QMVAdd(cb, act.x, l.o, act.o))
 	return errors.Join(errs...)

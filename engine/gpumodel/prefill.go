@@ -239,7 +239,10 @@ func (s *Sequence) attentionChunk(cb gpu.CommandBuffer, l *layer, ls *layerState
 		QNorm: l.qNorm, KNorm: l.kNorm, Shape: a, Pos: ch.pos,
 	}, n))
 	cb.Barrier()
-	do(k.AttnPrefill(cb, ca.o, ca.q, ca.gate, ls.kCache, ls.vCache, a, ch.pos, n))
+	do(k.AttnPrefill(cb, shaders.AttnPrefillIO{
+		AttnIO: shaders.AttnIO{O: ca.o, Q: ca.q, Gate: ca.gate, KCache: ls.kCache, VCache: ls.vCache, Shape: a},
+		Pos0:   ch.pos, Tokens: n,
+	}))
 	cb.Barrier()
 	do(k.QMM(cb, ca.delta, l.o, ca.o, n))
 	return errors.Join(errs...)

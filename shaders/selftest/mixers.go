@@ -107,7 +107,9 @@ func attnDecodeCase() Case {
 			kc, vc := e.attnCaches(a, n)
 			ov, qv, gv, kv, vv := e.buf(4*hd), e.f32(q), e.f32(gate), e.half(kc), e.half(vc)
 			scratch := e.buf(shaders.AttnScratchBytes(a, n))
-			return func(cb gpu.CommandBuffer) error { return e.k.AttnDecode(cb, ov, qv, gv, kv, vv, scratch, a, n) },
+			return func(cb gpu.CommandBuffer) error {
+					return e.k.AttnDecode(cb, shaders.AttnDecodeIO{AttnIO: shaders.AttnIO{O: ov, Q: qv, Gate: gv, KCache: kv, VCache: vv, Shape: a}, Scratch: scratch, N: n})
+				},
 				func() error {
 					var want []float64
 					for h := range a.Heads {
@@ -122,7 +124,9 @@ func attnDecodeCase() Case {
 			hd, kd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 			ov, qv, gv := e.buf(4*hd), e.f32(e.rand(hd, 0.3)), e.f32(e.rand(hd, 1))
 			kv, vv, scratch := e.half(e.rand(n*kd, 0.5)), e.half(e.rand(n*kd, 1)), e.buf(shaders.AttnScratchBytes(a, n))
-			return func(cb gpu.CommandBuffer) error { return e.k.AttnDecode(cb, ov, qv, gv, kv, vv, scratch, a, n) }
+			return func(cb gpu.CommandBuffer) error {
+				return e.k.AttnDecode(cb, shaders.AttnDecodeIO{AttnIO: shaders.AttnIO{O: ov, Q: qv, Gate: gv, KCache: kv, VCache: vv, Shape: a}, Scratch: scratch, N: n})
+			}
 		}}
 }
 
@@ -141,7 +145,9 @@ func attnPrefillCase() Case {
 				qp[i] = float32(math.NaN())
 			}
 			ov, qv, gv, kv, vv := e.buf(4*rows*hd), e.f32(qp), e.f32(gate), e.half(kc), e.half(vc)
-			return func(cb gpu.CommandBuffer) error { return e.k.AttnPrefill(cb, ov, qv, gv, kv, vv, a, pos0, tokens) },
+			return func(cb gpu.CommandBuffer) error {
+					return e.k.AttnPrefill(cb, shaders.AttnPrefillIO{AttnIO: shaders.AttnIO{O: ov, Q: qv, Gate: gv, KCache: kv, VCache: vv, Shape: a}, Pos0: pos0, Tokens: tokens})
+				},
 				func() error {
 					var want []float64
 					for t := range tokens {
