@@ -15,20 +15,12 @@ type RMSNormArgs struct {
 	_            uint64
 }
 
-// MoENormArgs mirrors struct MoENormArgs.
-type MoENormArgs struct {
-	N   int32
-	K   int32
-	Eps float32
-	_   int32
-}
-
 // QMVArgs mirrors struct QMVArgs.
 type QMVArgs struct {
 	Rows    int32
 	K       int32
-	XStride int32
 	Experts int32
+	_       int32
 }
 
 // MoEDownArgs mirrors struct MoEDownArgs.
@@ -185,6 +177,6 @@ const (
 // Bytes is the in-memory image of an args struct, for gpu.BytesArg. The
 // structs hold only fixed-width numbers, so their Go layout is the C one
 // (checked by TestArgsLayout).
-func Bytes[T RMSNormArgs | MoENormArgs | QMVArgs | MoEDownArgs | QMVMultiArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs | SampleArgs | SampleHeader](a *T) []byte {
+func Bytes[T RMSNormArgs | QMVArgs | MoEDownArgs | QMVMultiArgs | ArgmaxArgs | MoEArgs | AttnPrepArgs | AttnDecodeArgs | DeltaConvArgs | DeltaStepArgs | QMMArgs | MoERouteArgs | DeltaChunkArgs | DeltaScanArgs | AttnPrefillArgs | SampleArgs | SampleHeader](a *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 }

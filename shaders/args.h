@@ -27,15 +27,6 @@ struct RMSNormArgs {
     uint64_t _pad2;
 };
 
-// moe_combine_add_rmsnorm_f32: the MoE combine, the residual add and the
-// next RMSNorm of one row (gain = w).
-struct MoENormArgs {
-    int32_t n;              // hidden size
-    int32_t k;              // routed experts combined
-    float eps;              // added to the mean square
-    int32_t _pad;
-};
-
 // ---- qmv.metal
 // One simd-group computes QMV_ROWS rows; QMV_SIMDGROUPS simd-groups share a
 // threadgroup. The host sizes the grid with the same numbers (dense.go).
@@ -51,8 +42,8 @@ struct MoENormArgs {
 struct QMVArgs {
     int32_t rows;           // output rows (per expert); embed: rows of the table
     int32_t k;              // inputs per row; a multiple of QMV_GROUP_SIZE
-    int32_t x_stride;       // qmv_experts: floats between the slots' inputs (0: shared)
-    int32_t experts;        // qmv_experts: expert ids below this are valid
+    int32_t experts;        // qmv_experts_swiglu: expert ids below this are valid
+    int32_t _pad;
 };
 
 // moe_down_combine: the routed experts' down projections and the shared

@@ -61,28 +61,6 @@ func BenchmarkQMV(b *testing.B) {
 	}
 }
 
-// BenchmarkQMVExperts times the routed experts' gate (shared input) and
-// down (per-slot inputs) products of the 35B shape at top-8 in the sim.
-func BenchmarkQMVExperts(b *testing.B) {
-	const experts, topK = 16, 8
-	for _, shape := range []struct{ rows, k, stride int }{{512, 2048, 0}, {2048, 512, 512}} {
-		b.Run(fmt.Sprintf("rows=%d/k=%d/slots=%d", shape.rows, shape.k, topK), func(b *testing.B) {
-			d := gputest.Open(b, true)
-			k := shaders.NewKernels(d)
-			q := newDenseQ(b, d, rand.New(rand.NewPCG(9, 10)), experts, shape.rows, shape.k, 4)
-			x := denseBuf(b, d, 0, make([]byte, 4*((topK-1)*shape.stride+shape.k)))
-			ids := denseBuf(b, d, 0, denseU32s([]uint32{3, 1, 4, 15, 9, 2, 6, 5}))
-			y := denseBuf(b, d, 0, make([]byte, 4*topK*shape.rows))
-			run := func(cb gpu.CommandBuffer) error { return k.QMVExperts(cb, y, q.m, x, shape.stride, ids, topK) }
-			denseRun(b, k, run) // compiles the pipeline off the clock
-			b.SetBytes(int64(topK * (q.m.ExpertCodeBytes() + 2*q.m.ExpertScaleBytes())))
-			for b.Loop() {
-				denseRun(b, k, run)
-			}
-		})
-	}
-}
-
 // BenchmarkQMVFused times the decode step's fused products at the 35B
 // shape in the sim: DeltaNet's four input projections in one QMVMulti, the
 // shared expert's gate and up in one QMVSwiGLU, and the routed experts'

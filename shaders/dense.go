@@ -165,44 +165,6 @@ func (k *Kernels) RMSNorm(cb gpu.CommandBuffer, out, x, w View, n, rows int, eps
 	})
 }
 
-// AddRMSNorm adds delta to the residual stream x in place (n floats), then
-// writes out = RMSNorm(x) * w. out must not be x (it may be delta).
-func (k *Kernels) AddRMSNorm(cb gpu.CommandBuffer, x, delta, out, w View, n int, eps float32) error {
-	return k.addRMSNormRows(cb, "AddRMSNorm", x, delta, out, w, n, 1, eps)
-}
-
-// MoECombineAddRMSNorm ends a MoE block in one dispatch: it adds
-// sum_j weights[j]*ys[j] + sigmoid(sharedGate)*shared to the residual
-// stream x in place (h floats), then writes out = RMSNorm(x) * w. ys is
-// float32[topK][h], weights float32[topK], sharedGate one float32 logit.
-// out must not be x.
-func (k *Kernels) MoECombineAddRMSNorm(cb gpu.CommandBuffer, x, ys, weights, shared, sharedGate, out, w View, h, topK int, eps float32) error {
-	const op = "MoECombineAddRMSNorm"
-	if topK < 1 || topK > MoEMaxTopK || h < 1 || int64(h)*int64(topK) > maxElements {
-		return fmt.Errorf("%w: shaders: %s: %d experts of %d: want 1..%d experts", gpu.ErrInvalid, op, topK, h, MoEMaxTopK)
-	}
-	if _, err := normArgs(op, h, 1, eps); err != nil {
-		return err
-	}
-	if x.Buf == out.Buf && x.Off == out.Off {
-		return fmt.Errorf("%w: shaders: %s: out is x", gpu.ErrInvalid, op)
-	}
-	if err := requireViews(op, []viewBytes{{"x", x, 4 * h}, {"ys", ys, 4 * h * topK}, {"weights", weights, 4 * topK}, {"shared", shared, 4 * h},
-		{"sharedGate", sharedGate, 4}, {"out", out, 4 * h}, {"w", w, 4 * h}}); err != nil {
-		return err
-	}
-	p, err := k.Pipeline(rmsnormFile, "moe_combine_add_rmsnorm_f32")
-	if err != nil {
-		return err
-	}
-	args := MoENormArgs{N: int32(h), K: int32(topK), Eps: eps}
-	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(1), Threads: denseSize(denseThreads(p, normThreads(h))),
-		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), x.Arg(1), ys.Arg(2), weights.Arg(3), shared.Arg(4),
-			sharedGate.Arg(5), w.Arg(6), out.Arg(7)},
-	})
-}
-
 // qmvRowsPerGroup is how many rows one QMV threadgroup computes.
 const qmvRowsPerGroup = QMVRows * QMVSimdgroups
 
@@ -364,51 +326,9 @@ func heldExperts(m *QMatrix) int32 {
 	return int32(min(n, math.MaxInt32))
 }
 
-// QMVExperts writes out[j] = W[ids[j]] · x_j for j < slots, one dispatch
-// for all slots: W is the stack of 4-bit experts of m's shape (expert e's
-// codes at m.Codes + e*m.ExpertCodeBytes(), its scales and biases at
-// + e*m.ExpertScaleBytes()), out is float32[slots][m.Rows], x_j starts
-// xStride floats after x_{j-1} (0: all slots share x; a multiple of 4 so
-// every x_j starts on 16 bytes), ids is uint32[slots], read on the GPU. An
-// id at or past the number of experts the views hold yields NaNs.
-func (k *Kernels) QMVExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, xStride int, ids View, slots int) error {
-	const op = "QMVExperts"
-	if slots < 1 || slots > maxGridGroups {
-		return fmt.Errorf("%w: shaders: %s: %d slots", gpu.ErrInvalid, op, slots)
-	}
-	if err := requireQMatrix(op, &m, 1); err != nil {
-		return err
-	}
-	if m.Bits != 4 {
-		return fmt.Errorf("%w: shaders: %s: %d-bit experts, want 4", gpu.ErrInvalid, op, m.Bits)
-	}
-	if xStride < 0 || xStride%4 != 0 || (xStride > 0 && xStride < m.Cols) || xStride > maxElements {
-		return fmt.Errorf("%w: shaders: %s: input stride %d for %d columns: want 0 or a multiple of 4 no less than the columns", gpu.ErrInvalid, op, xStride, m.Cols)
-	}
-	if err := requireView(op, "x", x, 4*((slots-1)*xStride+m.Cols), vectorAlign); err != nil {
-		return err
-	}
-	if err := requireViews(op, []viewBytes{{"out", out, 4 * slots * m.Rows}, {"ids", ids, 4 * slots}}); err != nil {
-		return err
-	}
-	groups, err := denseGroups(op, m.Rows, qmvRowsPerGroup)
-	if err != nil {
-		return err
-	}
-	p, err := k.Pipeline(qmvFile, "qmv_experts_bf16_gs64_b4")
-	if err != nil {
-		return err
-	}
-	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols), XStride: int32(xStride), Experts: heldExperts(&m)}
-	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: gpu.Size{X: groups, Y: slots, Z: 1}, Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
-		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), x.Arg(4), out.Arg(5), ids.Arg(6)},
-	})
-}
-
 // QMVExpertsSwiGLU writes out[j] = silu(G[ids[j]] · x) * (U[ids[j]] · x)
 // for j < slots in one dispatch, where G and U are the stacks of 4-bit
-// experts of gate's and up's (one) shape laid out as for QMVExperts; out is
+// experts of gate's and up's (one) shape laid out as for QMMExperts; out is
 // float32[slots][gate.Rows], x (shared by all slots) starts on 16 bytes,
 // ids is uint32[slots], read on the GPU. An id at or past the number of
 // experts both stacks' views hold yields NaNs.
@@ -417,25 +337,6 @@ func (k *Kernels) QMVExpertsSwiGLU(cb gpu.CommandBuffer, out View, gate, up QMat
 	if err != nil {
 		return err
 	}
-	return cb.Dispatch(d)
-}
-
-// QMVExpertsSwiGLURouted is RouterTopK followed by QMVExpertsSwiGLU over
-// its topK choices in one dispatch: every simd-group picks the experts from
-// the router logits itself (as RouterTopK does, bit for bit), so the step
-// saves a dependency level; ids and weights are written as RouterTopK
-// writes them, for the down projection and the combine after.
-func (k *Kernels) QMVExpertsSwiGLURouted(cb gpu.CommandBuffer, out View, gate, up QMatrix, x, ids, weights, logits View, experts, topK int, normalize bool) error {
-	const op = "QMVExpertsSwiGLURouted"
-	route, err := routerArgs(op, ids, weights, logits, experts, topK, normalize, 1)
-	if err != nil {
-		return err
-	}
-	d, err := k.expertsSwiGLU(op, "qmv_experts_swiglu_routed_bf16_gs64_b4", out, gate, up, x, ids, topK)
-	if err != nil {
-		return err
-	}
-	d.Args = append(d.Args, gpu.BytesArg(10, Bytes(&route)), logits.Arg(11), weights.Arg(12))
 	return cb.Dispatch(d)
 }
 

@@ -185,52 +185,6 @@ func TestQMV(t *testing.T) {
 	}
 }
 
-func TestQMVExperts(t *testing.T) {
-	race, fast := denseDevices(t)
-	rng := rand.New(rand.NewPCG(5, 6))
-	const experts = 6
-	cases := []struct {
-		rows, cols, xStride int
-		ids                 []uint32
-	}{
-		{13, 192, 0, []uint32{4, 0, 5}},            // shared input, rows not a multiple of 8
-		{1, 64, 0, []uint32{2}},                    // one slot, one row
-		{11, 128, 132, []uint32{5, 5, 1, 3}},       // per-slot inputs with a gap; a repeated expert
-		{40, 256, 256, []uint32{0, experts, 2}},    // an id past the stack: NaNs for that slot only
-		{64, 512, 512, []uint32{1, 2, 3, 4, 0, 5}}, // the down projection's shape, several slots
-	}
-	for i, c := range cases {
-		t.Run(fmt.Sprintf("rows=%d/cols=%d/stride=%d/slots=%d", c.rows, c.cols, c.xStride, len(c.ids)), func(t *testing.T) {
-			k, d := densePick(race, fast, i == 0)
-			q := newDenseQ(t, d, rng, experts, c.rows, c.cols, 4)
-			slots := len(c.ids)
-			x := denseRand(rng, (slots-1)*c.xStride+c.cols, 1)
-			xv := denseBuf(t, d, 0, denseF32s(x))
-			ids := denseBuf(t, d, 4, denseU32s(c.ids))
-			out := denseBuf(t, d, 0, make([]byte, 4*slots*c.rows))
-			denseRun(t, k, func(cb gpu.CommandBuffer) error {
-				return k.QMVExperts(cb, out, q.m, xv, c.xStride, ids, slots)
-			})
-			got := denseReadF32(out, slots*c.rows)
-			for j, e := range c.ids {
-				for r := range c.rows {
-					g := got[j*c.rows+r]
-					if int(e) >= experts {
-						if !math.IsNaN(float64(g)) {
-							t.Fatalf("slot %d (expert %d out of range): y[%d] = %v, want NaN", j, e, r, g)
-						}
-						continue
-					}
-					want, mag := q.Mul(int(e), r, x[j*c.xStride:])
-					if tol := denseQMVTol(c.cols, mag); math.Abs(float64(g)-want) > tol {
-						t.Fatalf("slot %d expert %d: y[%d] = %v, want %v (tol %.3g)", j, e, r, g, want, tol)
-					}
-				}
-			}
-		})
-	}
-}
-
 func TestQMVMulti(t *testing.T) {
 	race, fast := denseDevices(t)
 	rng := rand.New(rand.NewPCG(23, 24))
@@ -445,7 +399,9 @@ func TestRMSNorm(t *testing.T) {
 	}
 }
 
-func TestAddRMSNorm(t *testing.T) {
+// TestAddRMSNormOneRow is AddRMSNormRows over one row of widths that do
+// and do not fill a threadgroup.
+func TestAddRMSNormOneRow(t *testing.T) {
 	race, fast := denseDevices(t)
 	rng := rand.New(rand.NewPCG(9, 10))
 	for i, n := range []int{2048, 1, 77, 1000, 5000} {
@@ -454,7 +410,7 @@ func TestAddRMSNorm(t *testing.T) {
 			x, delta, w := denseRand(rng, n, 2), denseRand(rng, n, 1), denseRand(rng, n, 1)
 			xv, dv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 8, denseF32s(delta)), denseBuf(t, d, 0, denseF32s(w))
 			out := denseBuf(t, d, 0, make([]byte, 4*n))
-			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.AddRMSNorm(cb, xv, dv, out, wv, n, 1e-6) })
+			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.AddRMSNormRows(cb, xv, dv, out, wv, n, 1, 1e-6) })
 			sum := make([]float32, n)
 			for j := range sum {
 				sum[j] = x[j] + delta[j] // engine/cpu's add, in fp32
@@ -534,55 +490,6 @@ func TestRouterTopKSkipsNaN(t *testing.T) {
 	denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.RouterTopK(cb, ids, ws, lv, len(lg), 3, true) })
 	if got := denseReadU32(ids, 3); fmt.Sprint(got) != "[2 3 0]" {
 		t.Fatalf("ids = %v, want [2 3 0] (NaN below every number)", got)
-	}
-}
-
-func TestMoECombineAddRMSNorm(t *testing.T) {
-	race, fast := denseDevices(t)
-	rng := rand.New(rand.NewPCG(15, 16))
-	cases := []struct{ h, k int }{
-		{300, 8},  // not a multiple of the threadgroup
-		{1, 1},    // one element, one expert
-		{2048, 8}, // the model
-		{100, 16}, // the most experts
-		{5000, 3}, // more elements than 1024 threads hold at 8 each
-	}
-	for i, c := range cases {
-		t.Run(fmt.Sprintf("h=%d/k=%d", c.h, c.k), func(t *testing.T) {
-			k, d := densePick(race, fast, i == 0)
-			x, w := denseRand(rng, c.h, 2), denseRand(rng, c.h, 1)
-			ys, ws, sh := denseRand(rng, c.k*c.h, 1), denseRand(rng, c.k, 0.3), denseRand(rng, c.h, 1)
-			gate := []float32{float32(rng.NormFloat64())}
-			xv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 8, denseF32s(w))
-			yv, wsv, sv, gv := denseBuf(t, d, 0, denseF32s(ys)), denseBuf(t, d, 0, denseF32s(ws)), denseBuf(t, d, 0, denseF32s(sh)), denseBuf(t, d, 4, denseF32s(gate))
-			out := denseBuf(t, d, 0, make([]byte, 4*c.h))
-			denseRun(t, k, func(cb gpu.CommandBuffer) error {
-				return k.MoECombineAddRMSNorm(cb, xv, yv, wsv, sv, gv, out, wv, c.h, c.k, 1e-6)
-			})
-			sg := denseSigmoid(gate[0])
-			gotX := denseReadF32(xv, c.h)
-			for i, g := range gotX {
-				want, mag := float64(x[i]), math.Abs(float64(x[i]))
-				for j := range c.k {
-					want += float64(ws[j]) * float64(ys[j*c.h+i])
-					mag += math.Abs(float64(ws[j]) * float64(ys[j*c.h+i]))
-				}
-				want += sg * float64(sh[i])
-				mag += math.Abs(sg * float64(sh[i]))
-				// k multiply-adds in sequence, the gate (exp within 4 ulp,
-				// an add, a divide) times shared, and two last adds.
-				if tol := float64(2*c.k+18) * denseU * mag; math.Abs(float64(g)-want) > tol {
-					t.Fatalf("x[%d] = %v, want %v (tol %.3g)", i, g, want, tol)
-				}
-			}
-			// The norm of the residual the kernel wrote.
-			want := selftest.RMSNorm(gotX, w, 1e-6)
-			for j, g := range denseReadF32(out, c.h) {
-				if math.Abs(float64(g)-want[j]) > denseNormTol(c.h)*math.Abs(want[j])+1e-30 {
-					t.Fatalf("out[%d] = %v, want %v", j, g, want[j])
-				}
-			}
-		})
 	}
 }
 
@@ -666,7 +573,7 @@ func TestDenseChain(t *testing.T) {
 	xv, wv, wNextV := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 0, denseF32s(w)), denseBuf(t, d, 0, denseF32s(wNext))
 	buf := func(n int) shaders.View { return denseBuf(t, d, 0, make([]byte, 4*n)) }
 	xn, logits, sg, ids, ws := buf(h), buf(experts), buf(1), buf(topK), buf(topK)
-	shH, shOut, eh, ys, out := buf(shInter), buf(h), buf(topK*inter), buf(topK*h), buf(h)
+	shH, eh, out := buf(shInter), buf(topK*inter), buf(h)
 	cb, err := d.NewCommandBuffer()
 	if err != nil {
 		t.Fatal(err)
@@ -679,13 +586,14 @@ func TestDenseChain(t *testing.T) {
 			},
 			func() error { return k.QMVSwiGLU(cb, shH, shGate.m, shUp.m, xn) },
 		},
-		{
-			func() error { return k.RouterTopK(cb, ids, ws, logits, experts, topK, true) },
-			func() error { return k.QMV(cb, shOut, shDown.m, shH) },
-		},
+		{func() error { return k.RouterTopK(cb, ids, ws, logits, experts, topK, true) }},
 		{func() error { return k.QMVExpertsSwiGLU(cb, eh, gate.m, up.m, xn, ids, topK) }},
-		{func() error { return k.QMVExperts(cb, ys, down.m, eh, inter, ids, topK) }},
-		{func() error { return k.MoECombineAddRMSNorm(cb, xv, ys, ws, shOut, sg, out, wNextV, h, topK, 1e-6) }},
+		{func() error {
+			return k.MoEDownCombine(cb, shaders.MoEDownIO{
+				X: xv, Down: down.m, H: eh, IDs: ids, Weights: ws, TopK: topK, SharedDown: shDown.m, SharedH: shH, SharedGate: sg,
+			})
+		}},
+		{func() error { return k.RMSNorm(cb, out, xv, wNextV, h, 1, 1e-6) }},
 	}
 	for i, level := range levels {
 		if i > 0 {
@@ -797,16 +705,12 @@ func TestDenseRejectsBadInput(t *testing.T) {
 		{"QMV x misaligned", k.QMV(cb, out, q.m, x.At(4))},
 		{"QMV x short", k.QMV(cb, out, q.m, buf(64))},
 		{"QMV out short", k.QMV(cb, buf(8), q.m, x)},
-		{"QMVExperts 8-bit", k.QMVExperts(cb, out, q8.m, x, 0, ids, 2)},
-		{"QMVExperts stride", k.QMVExperts(cb, out, q.m, x, 130, ids, 2)},
-		{"QMVExperts no slots", k.QMVExperts(cb, out, q.m, x, 0, ids, 0)},
-		{"QMVExperts ids short", k.QMVExperts(cb, buf(4*16), q.m, x, 0, ids, 5)},
 		{"Embed 8-bit", k.Embed(cb, buf(128), q8.m, ids)},
 		{"Embed out short", k.Embed(cb, buf(100), q.m, ids)},
 		{"RMSNorm n", k.RMSNorm(cb, out, out, out, 0, 1, 1e-6)},
 		{"RMSNorm rows", k.RMSNorm(cb, out, out, out, 64, 2, 1e-6)},
 		{"RMSNorm eps", k.RMSNorm(cb, out, out, out, 64, 1, float32(math.NaN()))},
-		{"AddRMSNorm out is x", k.AddRMSNorm(cb, out, x, out, x, 64, 1e-6)},
+		{"AddRMSNormRows out is x", k.AddRMSNormRows(cb, out, x, out, x, 64, 1, 1e-6)},
 		{"RouterTopK k > experts", k.RouterTopK(cb, ids, ids, out, 2, 3, true)},
 		{"RouterTopK experts", k.RouterTopK(cb, ids, ids, buf(1024), 513, 8, true)},
 		{"RouterTopK k", k.RouterTopK(cb, buf(32), buf(32), out, 64, 17, true)},
@@ -824,10 +728,6 @@ func TestDenseRejectsBadInput(t *testing.T) {
 		{"QMVExpertsSwiGLU no slots", k.QMVExpertsSwiGLU(cb, out, q.m, q.m, x, ids, 0)},
 		{"QMVExpertsSwiGLU ids short", k.QMVExpertsSwiGLU(cb, buf(4*16), q.m, q.m, x, ids, 5)},
 		{"QMVExpertsSwiGLU bad up", k.QMVExpertsSwiGLU(cb, out, q.m, noBuf, x, ids, 2)},
-		{"MoECombineAddRMSNorm ys short", k.MoECombineAddRMSNorm(cb, out, out, ids, out, ids, buf(64), out, 64, 2, 1e-6)},
-		{"MoECombineAddRMSNorm out is x", k.MoECombineAddRMSNorm(cb, out, buf(128), ids, out, ids, out, out, 64, 2, 1e-6)},
-		{"MoECombineAddRMSNorm k", k.MoECombineAddRMSNorm(cb, out, buf(64*17), buf(17), out, ids, buf(64), out, 64, 17, 1e-6)},
-		{"MoECombineAddRMSNorm eps", k.MoECombineAddRMSNorm(cb, out, buf(128), ids, out, ids, buf(64), out, 64, 2, -1)},
 		{"Argmax n", k.Argmax(cb, ids, out, 0)},
 		{"Argmax short", k.Argmax(cb, ids, out, 65)},
 	}

@@ -108,8 +108,12 @@ type RoutedSwiGLUIO struct {
 	NormalizeTopK bool
 }
 
-// NormQMVExpertsSwiGLURouted is QMVExpertsSwiGLURouted over RMSNorm(X) *
-// Norm.W.
+// NormQMVExpertsSwiGLURouted is RouterTopK followed by QMVExpertsSwiGLU
+// over its TopK choices of RMSNorm(X) * Norm.W in one dispatch: every
+// simd-group picks the experts from the router logits itself (as
+// RouterTopK does, bit for bit), so the step saves a dependency level; IDs
+// and Weights are written as RouterTopK writes them, for the down
+// projection and the combine after.
 func (k *Kernels) NormQMVExpertsSwiGLURouted(cb gpu.CommandBuffer, io RoutedSwiGLUIO) error {
 	const op = "NormQMVExpertsSwiGLURouted"
 	route, err := routerArgs(op, io.IDs, io.Weights, io.Logits, io.Experts, io.TopK, io.NormalizeTopK, 1)
@@ -152,9 +156,8 @@ type MoEDownIO struct {
 }
 
 // MoEDownCombine ends a MoE block in one dispatch: the routed experts' down
-// projections (QMVExperts), the shared expert's (QMV) and the combine with
-// the residual add (MoECombineAddRMSNorm without its norm, which the next
-// layer's products fold in). Every simd-group computes its rows of all
+// projections, the shared expert's (QMV) and the combine with the residual
+// add (without the next layer's norm, which its products fold in). Every simd-group computes its rows of all
 // TopK experts and of the shared expert, so no output of a projection goes
 // through memory. An id at or past the experts Down's views hold yields
 // NaNs.

@@ -9,25 +9,26 @@ import (
 
 	"petal/gpu"
 	"petal/shaders"
-	"petal/shaders/selftest"
 )
 
-// Each fused op writes what the ops it replaces write in sequence, bit for
-// bit, and the reference's values within those ops' tolerances (taken over
-// the unfused norm's output where a norm is folded in, which TestRMSNorm
-// holds to the reference).
+// Each fused op writes what a sequence of the ops the model still runs
+// writes, bit for bit (for MoEDownCombine: QMV's products combined in the
+// kernel's fp32 order on the host), and the reference's values within
+// those ops' tolerances (taken over RMSNorm's output where a norm is
+// folded in, which TestRMSNorm holds to the reference). The routed form is
+// in routed_test.go.
 
 // fusedSame fails unless got and want hold the same float32 bits.
 func fusedSame(t *testing.T, what string, got, want []float32) {
 	t.Helper()
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s[%d] = %v, unfused %v", what, i, got[i], want[i])
+			t.Fatalf("%s[%d] = %v, composed %v", what, i, got[i], want[i])
 		}
 	}
 }
 
-// fusedNormed runs the unfused RMSNorm of x and returns its output.
+// fusedNormed runs RMSNorm of x and returns its output.
 func fusedNormed(t *testing.T, k *shaders.Kernels, d gpu.Device, xv, wv shaders.View, n int) (shaders.View, []float32) {
 	t.Helper()
 	xn := denseBuf(t, d, 0, make([]byte, 4*n))
@@ -107,53 +108,6 @@ func TestNormQMVSwiGLU(t *testing.T) {
 	}
 }
 
-func TestNormQMVExpertsSwiGLURouted(t *testing.T) {
-	race, fast := denseDevices(t)
-	rng := rand.New(rand.NewPCG(55, 56))
-	for i, c := range []struct{ experts, topK, rows, cols int }{{6, 3, 13, 192}, {64, 8, 24, 2048}} {
-		t.Run(fmt.Sprintf("experts=%d/k=%d/rows=%d/cols=%d", c.experts, c.topK, c.rows, c.cols), func(t *testing.T) {
-			k, d := densePick(race, fast, i == 0)
-			gate, up := newDenseQ(t, d, rng, c.experts, c.rows, c.cols, 4), newDenseQ(t, d, rng, c.experts, c.rows, c.cols, 4)
-			x, w := denseRand(rng, c.cols, 2), denseRand(rng, c.cols, 1)
-			xv, wv := denseBuf(t, d, 0, denseF32s(x)), denseBuf(t, d, 0, denseF32s(w))
-			lg := denseRand(rng, c.experts, 2)
-			lv := denseBuf(t, d, 0, denseF32s(lg))
-			buf := func(n int) shaders.View { return denseBuf(t, d, 0, make([]byte, n)) }
-			ids, ids2, ws, ws2 := buf(4*c.topK), buf(4*c.topK), buf(4*c.topK), buf(4*c.topK)
-			out, sep := buf(4*c.topK*c.rows), buf(4*c.topK*c.rows)
-			denseRun(t, k, func(cb gpu.CommandBuffer) error {
-				return k.NormQMVExpertsSwiGLURouted(cb, shaders.RoutedSwiGLUIO{
-					Out: out, Gate: gate.m, Up: up.m, X: xv, Norm: shaders.Norm{W: wv, Eps: 1e-6},
-					IDs: ids, Weights: ws, Logits: lv, Experts: c.experts, TopK: c.topK, NormalizeTopK: true,
-				})
-			})
-			xnv, xn := fusedNormed(t, k, d, xv, wv, c.cols)
-			denseRun(t, k, func(cb gpu.CommandBuffer) error {
-				return k.QMVExpertsSwiGLURouted(cb, sep, gate.m, up.m, xnv, ids2, ws2, lv, c.experts, c.topK, true)
-			})
-			gotIDs := denseReadU32(ids, c.topK)
-			wantIDs, _ := selftest.Router(lg, c.topK, true)
-			for j := range c.topK {
-				if gotIDs[j] != wantIDs[j] {
-					t.Fatalf("ids %v, reference %v", gotIDs, wantIDs)
-				}
-			}
-			fusedSame(t, "weights", denseReadF32(ws, c.topK), denseReadF32(ws2, c.topK))
-			got := denseReadF32(out, c.topK*c.rows)
-			fusedSame(t, "y", got, denseReadF32(sep, c.topK*c.rows))
-			for j, e := range wantIDs {
-				for r := range c.rows {
-					g, gmag := gate.Mul(int(e), r, xn)
-					u, umag := up.Mul(int(e), r, xn)
-					if want, tol := denseSwiGLU(g, gmag, u, umag, c.cols); math.Abs(float64(got[j*c.rows+r])-want) > tol {
-						t.Fatalf("slot %d expert %d: y[%d] = %v, want %v (tol %.3g)", j, e, r, got[j*c.rows+r], want, tol)
-					}
-				}
-			}
-		})
-	}
-}
-
 func TestQMVAdd(t *testing.T) {
 	race, fast := denseDevices(t)
 	rng := rand.New(rand.NewPCG(57, 58))
@@ -180,6 +134,46 @@ func TestQMVAdd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fusedCombineSame runs MoEDownCombine under io, its shared gate's logit 0
+// (so the sigmoid is 0.5 exactly on any exp), on a copy x0 of the residual
+// and requires the result bit for bit of QMV's products of each chosen
+// expert and of the shared expert, combined in the kernel's fp32 order:
+// x + (sum_j w_j y_j + 0.5 s), each product and sum rounded.
+func fusedCombineSame(t *testing.T, k *shaders.Kernels, d gpu.Device, down, shDown *denseQ, io shaders.MoEDownIO, x0 []float32, ids []int, ws []float32) {
+	t.Helper()
+	rows, cols := down.m.Rows, down.m.Cols
+	ys := make([]shaders.View, len(ids))
+	shOut := denseBuf(t, d, 0, make([]byte, 4*rows))
+	denseRun(t, k, func(cb gpu.CommandBuffer) error {
+		for j, e := range ids {
+			m := down.m
+			m.Codes, m.Scales, m.Biases = m.Codes.At(e*m.ExpertCodeBytes()), m.Scales.At(e*m.ExpertScaleBytes()), m.Biases.At(e*m.ExpertScaleBytes())
+			ys[j] = denseBuf(t, d, 0, make([]byte, 4*rows))
+			if err := k.QMV(cb, ys[j], m, io.H.At(4*j*cols)); err != nil {
+				return err
+			}
+		}
+		if err := k.QMV(cb, shOut, shDown.m, io.SharedH); err != nil {
+			return err
+		}
+		return k.MoEDownCombine(cb, io)
+	})
+	y := make([][]float32, len(ids))
+	for j := range ids {
+		y[j] = denseReadF32(ys[j], rows)
+	}
+	s := denseReadF32(shOut, rows)
+	want := make([]float32, rows)
+	for r := range rows {
+		var acc float32
+		for j := range ids {
+			acc += float32(ws[j] * y[j][r]) // rounded before the add: no fused multiply-add
+		}
+		want[r] = x0[r] + (acc + float32(0.5*s[r]))
+	}
+	fusedSame(t, "x", denseReadF32(io.X, rows), want)
 }
 
 func TestMoEDownCombine(t *testing.T) {
@@ -218,20 +212,13 @@ func TestMoEDownCombine(t *testing.T) {
 					SharedDown: shDown.m, SharedH: shv, SharedGate: gv,
 				})
 			})
-			ys, shOut := denseBuf(t, d, 0, make([]byte, 4*c.topK*c.rows)), denseBuf(t, d, 0, make([]byte, 4*c.rows))
-			xn, nw := denseBuf(t, d, 0, make([]byte, 4*c.rows)), denseBuf(t, d, 0, denseF32s(denseRand(rng, c.rows, 1)))
-			denseRun(t, k, func(cb gpu.CommandBuffer) error {
-				if err := k.QMVExperts(cb, ys, down.m, hv, c.k, iv, c.topK); err != nil {
-					return err
-				}
-				if err := k.QMV(cb, shOut, shDown.m, shv); err != nil {
-					return err
-				}
-				cb.Barrier()
-				return k.MoECombineAddRMSNorm(cb, x2, ys, wsv, shOut, gv, xn, nw, c.rows, c.topK, 1e-6)
-			})
+			if !c.badID {
+				fusedCombineSame(t, k, d, down, shDown, shaders.MoEDownIO{
+					X: x2, Down: down.m, H: hv, IDs: iv, Weights: wsv, TopK: c.topK,
+					SharedDown: shDown.m, SharedH: shv, SharedGate: denseBuf(t, d, 0, denseF32s([]float32{0})),
+				}, x, ids, ws)
+			}
 			got := denseReadF32(xv, c.rows)
-			fusedSame(t, "x", got, denseReadF32(x2, c.rows))
 			sg := denseSigmoid(gate[0])
 			for r, g := range got {
 				if c.badID {
@@ -251,7 +238,9 @@ func TestMoEDownCombine(t *testing.T) {
 				s, smag := shDown.Mul(0, r, sh)
 				want += sg * s
 				mag += math.Abs(sg * s)
-				// MoECombineAddRMSNorm's bound over the products' own.
+				// The combine's fp32 bound (k multiply-adds in sequence,
+				// the gate: exp within 4 ulp, an add, a divide, times
+				// shared, two last adds) over the products' own.
 				tol += float64(2*c.topK+18)*denseU*mag + sg*denseQMVTol(c.sharedK, smag)
 				if math.Abs(float64(g)-want) > tol {
 					t.Fatalf("x[%d] = %v, want %v (tol %.3g)", r, g, want, tol)

@@ -116,7 +116,8 @@ func (k *Kernels) MoERoute(cb gpu.CommandBuffer, mapping, slotOf, blocks, ids Vi
 // QMMExperts runs the grouped expert GEMM over MoERoute's block map: for
 // each block (e, m0, m1) and slot s in [m0, m1), out[s] = W_e · x_r with r =
 // mapping[s] / xDiv (xDiv 0: r = s). m is one expert's 4-bit shape, the
-// stack of experts following one another as for QMVExperts; out is
+// stack of experts following one another (expert e's codes at m.Codes +
+// e*m.ExpertCodeBytes(), its scales and biases at + e*m.ExpertScaleBytes()); out is
 // float32[pairs][m.Rows]; x float32[.][m.Cols] on 16 bytes, xRows rows of
 // it; blocks holds RouteCapacity(pairs, experts) entries. Sentinel entries
 // cost one early-exiting threadgroup each.
@@ -235,16 +236,11 @@ func (k *Kernels) SwiGLU(cb gpu.CommandBuffer, out, gate, up View, n int) error 
 	})
 }
 
-// AddRMSNormRows is AddRMSNorm over rows packed rows of n floats, one
-// threadgroup per row: x[r] += delta[r]; out[r] = RMSNorm(x[r]) * w. out
-// must not be x.
+// AddRMSNormRows adds delta to the residual stream x in place over rows
+// packed rows of n floats, one threadgroup per row: x[r] += delta[r];
+// out[r] = RMSNorm(x[r]) * w. out must not be x (it may be delta).
 func (k *Kernels) AddRMSNormRows(cb gpu.CommandBuffer, x, delta, out, w View, n, rows int, eps float32) error {
-	return k.addRMSNormRows(cb, "AddRMSNormRows", x, delta, out, w, n, rows, eps)
-}
-
-// addRMSNormRows serves AddRMSNorm (one row) and AddRMSNormRows under op's
-// name.
-func (k *Kernels) addRMSNormRows(cb gpu.CommandBuffer, op string, x, delta, out, w View, n, rows int, eps float32) error {
+	const op = "AddRMSNormRows"
 	args, err := normArgs(op, n, rows, eps)
 	if err != nil {
 		return err

@@ -6,11 +6,9 @@
 //   qmv_multi:   y_i[r]  = the same for up to QMV_MULTI_MAX matrices i of one
 //                          width that read one x
 //   qmv_swiglu:  y[r]    = silu(gate[r] · x) * (up[r] · x), silu(g) = g / (1 + e^-g)
-//   qmv_experts: y[j][r] = qmv with expert ids[j]'s matrix and the input
-//                          x + j*x_stride (x_stride 0: one shared input)
 //   qmv_experts_swiglu: y[j][r] = qmv_swiglu with expert ids[j]'s gate and up
 //                          and one shared x
-//   qmv_experts_swiglu_routed: the same with ids[j] the router's j-th choice
+//   qmv_experts_swiglu_routed (a _norm form only): the same with ids[j] the router's j-th choice
 //                          from the router logits (router.h), which every
 //                          simd-group computes for itself; the first one also
 //                          writes ids and the weights for the kernels after
@@ -487,37 +485,6 @@ kernel void qmv_swiglu_norm_bf16_gs64_b4(
     qmv_swiglu<true>(args, gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, nm, y, group, sg, lane);
 }
 
-kernel void qmv_experts_bf16_gs64_b4(
-    constant QMVArgs& args [[buffer(0)]],
-    device const uint* codes [[buffer(1)]],
-    device const bfloat* scales [[buffer(2)]],
-    device const bfloat* biases [[buffer(3)]],
-    device const float* x [[buffer(4)]],
-    device float* y [[buffer(5)]],
-    device const uint* ids [[buffer(6)]],
-    uint2 group [[threadgroup_position_in_grid]],
-    uint sg [[simdgroup_index_in_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]])
-{
-    const int row0 = (int(group.x) * QMV_SIMDGROUPS + int(sg)) * QMV_ROWS;
-    if (row0 >= args.rows) {
-        return;
-    }
-    const uint slot = group.y;
-    device float* yj = y + ulong(slot) * ulong(args.rows);
-    const uint e = ids[slot];
-    if (e >= uint(args.experts)) {
-        for (int r = int(lane); r < QMV_ROWS && row0 + r < args.rows; r += 32) {
-            yj[row0 + r] = NAN;
-        }
-        return;
-    }
-    const ulong expert_words = ulong(args.rows) * ulong(args.k / 8);
-    const ulong expert_groups = ulong(args.rows) * ulong(args.k / QMV_GROUP_SIZE);
-    qmv_rows<4, false, false>(codes + e * expert_words, scales + e * expert_groups, biases + e * expert_groups,
-                              x + ulong(slot) * ulong(args.x_stride), qmv_no_norm(), yj, args.rows, args.k, row0, lane);
-}
-
 kernel void qmv_experts_swiglu_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
@@ -553,7 +520,6 @@ kernel void qmv_experts_swiglu_bf16_gs64_b4(
                               x, qmv_no_norm(), yj, args.rows, args.k, row0, lane);
 }
 
-template <bool NORM>
 METAL_FUNC void qmv_experts_swiglu_routed(
     constant QMVArgs& args,
     device const uint* gcodes, device const bfloat* gscales, device const bfloat* gbiases,
@@ -584,31 +550,9 @@ METAL_FUNC void qmv_experts_swiglu_routed(
     }
     const ulong words = ulong(e) * ulong(args.rows) * ulong(args.k / 8);
     const ulong groups = ulong(e) * ulong(args.rows) * ulong(args.k / QMV_GROUP_SIZE);
-    qmv_swiglu_rows<4, NORM>(gcodes + words, gscales + groups, gbiases + groups,
+    qmv_swiglu_rows<4, true>(gcodes + words, gscales + groups, gbiases + groups,
                              ucodes + words, uscales + groups, ubiases + groups,
                              x, nm, yj, args.rows, args.k, row0, lane);
-}
-
-kernel void qmv_experts_swiglu_routed_bf16_gs64_b4(
-    constant QMVArgs& args [[buffer(0)]],
-    device const uint* gcodes [[buffer(1)]],
-    device const bfloat* gscales [[buffer(2)]],
-    device const bfloat* gbiases [[buffer(3)]],
-    device const uint* ucodes [[buffer(4)]],
-    device const bfloat* uscales [[buffer(5)]],
-    device const bfloat* ubiases [[buffer(6)]],
-    device const float* x [[buffer(7)]],
-    device float* y [[buffer(8)]],
-    device uint* ids [[buffer(9)]],
-    constant MoEArgs& route [[buffer(10)]],
-    device const float* logits [[buffer(11)]],
-    device float* weights [[buffer(12)]],
-    uint2 group [[threadgroup_position_in_grid]],
-    uint sg [[simdgroup_index_in_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]])
-{
-    qmv_experts_swiglu_routed<false>(args, gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, qmv_no_norm(), y, ids,
-                                     route, logits, weights, group, sg, lane);
 }
 
 kernel void qmv_experts_swiglu_routed_norm_bf16_gs64_b4(
@@ -632,8 +576,8 @@ kernel void qmv_experts_swiglu_routed_norm_bf16_gs64_b4(
     uint lane [[thread_index_in_simdgroup]])
 {
     const qmv_norm nm = qmv_norm_of(norm, x, w, lane);
-    qmv_experts_swiglu_routed<true>(args, gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, nm, y, ids,
-                                    route, logits, weights, group, sg, lane);
+    qmv_experts_swiglu_routed(args, gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, nm, y, ids,
+                              route, logits, weights, group, sg, lane);
 }
 
 kernel void moe_down_combine_bf16_gs64_b4(

@@ -1,27 +1,20 @@
 // rmsnorm.metal: RMS normalisation of rows, alone or fused with the
-// residual add that precedes it (and with the MoE combine that makes the
-// added value).
+// residual add that precedes it.
 //
 //   rmsnorm_f32:     y[r][i] = x[r][i] * rsqrt(mean_i(x[r][i]^2) + eps) * (weight_offset + w[i])
 //   add_rmsnorm_f32: x[i] += d[i]; y[i] = x[i] * rsqrt(mean_i(x[i]^2) + eps) * (weight_offset + w[i])
-//   moe_combine_add_rmsnorm_f32:
-//                    x[i] += sum_j weights[j] * ys[j][i] + sigmoid(sg[0]) * shared[i];
-//                    y[i] = x[i] * rsqrt(mean_i(x[i]^2) + eps) * w[i]
 //
 // Layout: x, d and y are float rows args.row_stride elements apart (for
 // rmsnorm_f32 y may alias x; for add_rmsnorm_f32 y may alias d but not x);
 // w is float[n]. The checkpoint's gains already hold the 1 that
-// transformers adds, so the host passes weight_offset 0. For the combine,
-// ys is float[k][n], weights float[k], shared float[n], sg one float (the
-// shared expert gate's logit); y must not alias x.
+// transformers adds, so the host passes weight_offset 0.
 // Mapping: one threadgroup per row (threadgroup_position_in_grid.x); thread t
 // handles elements t, t + threads, ...; any threadgroup size up to 1024.
-// add_rmsnorm_f32 and the combine reread the sums they wrote themselves
-// (same thread, same element), so they need no device barrier.
+// add_rmsnorm_f32 rereads the sums it wrote itself
+// (same thread, same element), so it needs no device barrier.
 // Threadgroup memory: one float per simd-group for the partial sums.
 // CPU reference: engine/cpu rmsNorm (fp32 values, the sum of squares in
-// float64 there, fp32 here), the residual add of Sequence.chunk and the
-// combine of Sequence.moe (sigmoid as engine/cpu's).
+// float64 there, fp32 here) and the residual add of Sequence.chunk.
 #include <metal_stdlib>
 #include "args.h"
 using namespace metal;
@@ -98,38 +91,5 @@ kernel void add_rmsnorm_f32(
     const float scale = row_scale(ss, args.n, args.eps, partial, sg, lane, simdgroups);
     for (int i = int(tid); i < args.n; i += int(threads)) {
         yr[i] = xr[i] * scale * (args.weight_offset + w[i]);
-    }
-}
-
-kernel void moe_combine_add_rmsnorm_f32(
-    constant MoENormArgs& args [[buffer(0)]],
-    device float* x [[buffer(1)]],
-    device const float* ys [[buffer(2)]],
-    device const float* weights [[buffer(3)]],
-    device const float* shared [[buffer(4)]],
-    device const float* shared_gate [[buffer(5)]],
-    device const float* w [[buffer(6)]],
-    device float* y [[buffer(7)]],
-    uint tid [[thread_index_in_threadgroup]],
-    uint threads [[threads_per_threadgroup]],
-    uint sg [[simdgroup_index_in_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]],
-    uint simdgroups [[simdgroups_per_threadgroup]])
-{
-    threadgroup float partial[RMSNORM_MAX_SIMDGROUPS];
-    const float g = 1.0f / (1.0f + exp(-shared_gate[0]));
-    float ss = 0.0f;
-    for (int i = int(tid); i < args.n; i += int(threads)) {
-        float acc = 0.0f;
-        for (int j = 0; j < args.k; j++) {
-            acc += weights[j] * ys[ulong(j) * ulong(args.n) + ulong(i)];
-        }
-        const float v = x[i] + (acc + g * shared[i]);
-        x[i] = v;
-        ss += v * v;
-    }
-    const float scale = row_scale(ss, args.n, args.eps, partial, sg, lane, simdgroups);
-    for (int i = int(tid); i < args.n; i += int(threads)) {
-        y[i] = x[i] * scale * w[i];
     }
 }

@@ -11,11 +11,12 @@ import (
 	"petal/shaders/selftest"
 )
 
-// The routed expert SwiGLU picks the router's experts itself: its ids and
-// weights are RouterTopK's (and the Go reference's), its outputs those of
-// QMVExpertsSwiGLU over those ids bit for bit, against the Go reference
+// The routed expert SwiGLU picks the router's experts itself and folds in
+// the norm before it: its ids and weights are RouterTopK's (and the Go
+// reference's), its outputs those of QMVExpertsSwiGLU over those ids and
+// RMSNorm's output bit for bit, against the Go reference over that output
 // within QMVExpertsSwiGLU's tolerance.
-func TestQMVExpertsSwiGLURouted(t *testing.T) {
+func TestNormQMVExpertsSwiGLURouted(t *testing.T) {
 	race, fast := denseDevices(t)
 	rng := rand.New(rand.NewPCG(41, 42))
 	cases := []struct {
@@ -30,8 +31,7 @@ func TestQMVExpertsSwiGLURouted(t *testing.T) {
 		t.Run(fmt.Sprintf("experts=%d/k=%d/rows=%d/cols=%d", c.experts, c.topK, c.rows, c.cols), func(t *testing.T) {
 			k, d := densePick(race, fast, i == 0)
 			gate, up := newDenseQ(t, d, rng, c.experts, c.rows, c.cols, 4), newDenseQ(t, d, rng, c.experts, c.rows, c.cols, 4)
-			x := denseRand(rng, c.cols, 1)
-			xv := denseBuf(t, d, 0, denseF32s(x))
+			xv, wv := denseBuf(t, d, 0, denseF32s(denseRand(rng, c.cols, 2))), denseBuf(t, d, 0, denseF32s(denseRand(rng, c.cols, 1)))
 			lg := denseRand(rng, c.experts, 2)
 			lv := denseBuf(t, d, 0, denseF32s(lg))
 			buf := func(n int) (a, b shaders.View) {
@@ -41,14 +41,18 @@ func TestQMVExpertsSwiGLURouted(t *testing.T) {
 			ws, ws2 := buf(4 * c.topK)
 			out, out2 := buf(4 * c.topK * c.rows)
 			denseRun(t, k, func(cb gpu.CommandBuffer) error {
-				return k.QMVExpertsSwiGLURouted(cb, out, gate.m, up.m, xv, ids, ws, lv, c.experts, c.topK, c.normalize)
+				return k.NormQMVExpertsSwiGLURouted(cb, shaders.RoutedSwiGLUIO{
+					Out: out, Gate: gate.m, Up: up.m, X: xv, Norm: shaders.Norm{W: wv, Eps: 1e-6},
+					IDs: ids, Weights: ws, Logits: lv, Experts: c.experts, TopK: c.topK, NormalizeTopK: c.normalize,
+				})
 			})
+			xnv, x := fusedNormed(t, k, d, xv, wv, c.cols)
 			denseRun(t, k, func(cb gpu.CommandBuffer) error {
 				if err := k.RouterTopK(cb, ids2, ws2, lv, c.experts, c.topK, c.normalize); err != nil {
 					return err
 				}
 				cb.Barrier()
-				return k.QMVExpertsSwiGLU(cb, out2, gate.m, up.m, xv, ids2, c.topK)
+				return k.QMVExpertsSwiGLU(cb, out2, gate.m, up.m, xnv, ids2, c.topK)
 			})
 			wantIDs, wantWs := selftest.Router(lg, c.topK, c.normalize)
 			gotIDs, gotWs := denseReadU32(ids, c.topK), denseReadF32(ws, c.topK)
@@ -66,7 +70,7 @@ func TestQMVExpertsSwiGLURouted(t *testing.T) {
 				for r := range c.rows {
 					o := got[j*c.rows+r]
 					if math.Float32bits(o) != math.Float32bits(sep[j*c.rows+r]) {
-						t.Fatalf("slot %d: y[%d] = %v, unfused %v", j, r, o, sep[j*c.rows+r])
+						t.Fatalf("slot %d: y[%d] = %v, composed %v", j, r, o, sep[j*c.rows+r])
 					}
 					g, gmag := gate.Mul(int(e), r, x)
 					u, umag := up.Mul(int(e), r, x)

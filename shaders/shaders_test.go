@@ -132,7 +132,7 @@ func TestArgsLayout(t *testing.T) {
 	d := device(t)
 	const values = `
         sizeof(RMSNormArgs), OFF(RMSNormArgs, n), OFF(RMSNormArgs, eps), OFF(RMSNormArgs, weight_offset), OFF(RMSNormArgs, row_stride),
-        sizeof(QMVArgs), OFF(QMVArgs, rows), OFF(QMVArgs, k), OFF(QMVArgs, x_stride), OFF(QMVArgs, experts),
+        sizeof(QMVArgs), OFF(QMVArgs, rows), OFF(QMVArgs, k), OFF(QMVArgs, experts),
         sizeof(MoEArgs), OFF(MoEArgs, n), OFF(MoEArgs, k), OFF(MoEArgs, normalize),
         sizeof(ArgmaxArgs), OFF(ArgmaxArgs, n), OFF(ArgmaxArgs, out_index),
         RMSNORM_MAX_SIMDGROUPS, QMV_ROWS, QMV_SIMDGROUPS, QMV_GROUP_SIZE, QMV_WORDS_PER_LANE, ARGMAX_MAX_SIMDGROUPS,
@@ -144,7 +144,6 @@ func TestArgsLayout(t *testing.T) {
         ATTN_BLOCK, ATTN_SIMDGROUPS, ATTN_HEADS_PER_SIMDGROUP, ATTN_MAX_HEAD_DIM, ATTN_MAX_GROUP, ATTN_PREP_MAX_THREADS, FC_ATTN,
         DELTA_CONV_THREADS, DELTA_ROWS_PER_THREAD, DELTA_MAX_SIMDGROUPS, FC_DELTA,
         sizeof(QMVMultiArgs), OFF(QMVMultiArgs, k), OFF(QMVMultiArgs, matrices), OFF(QMVMultiArgs, rows), OFF(QMVMultiArgs, block_end), QMV_MULTI_MAX,
-        sizeof(MoENormArgs), OFF(MoENormArgs, n), OFF(MoENormArgs, k), OFF(MoENormArgs, eps),
         OFF(RMSNormArgs, threads), OFF(DeltaStepArgs, taps),
         sizeof(MoEDownArgs), OFF(MoEDownArgs, rows), OFF(MoEDownArgs, k), OFF(MoEDownArgs, experts), OFF(MoEDownArgs, top_k), OFF(MoEDownArgs, shared_k),
 `
@@ -162,12 +161,11 @@ func TestArgsLayout(t *testing.T) {
 	)
 	var (
 		qm shaders.QMVMultiArgs
-		mn shaders.MoENormArgs
 		md shaders.MoEDownArgs
 	)
 	want := []uintptr{
 		unsafe.Sizeof(r), unsafe.Offsetof(r.N), unsafe.Offsetof(r.Eps), unsafe.Offsetof(r.WeightOffset), unsafe.Offsetof(r.RowStride),
-		unsafe.Sizeof(q), unsafe.Offsetof(q.Rows), unsafe.Offsetof(q.K), unsafe.Offsetof(q.XStride), unsafe.Offsetof(q.Experts),
+		unsafe.Sizeof(q), unsafe.Offsetof(q.Rows), unsafe.Offsetof(q.K), unsafe.Offsetof(q.Experts),
 		unsafe.Sizeof(moe), unsafe.Offsetof(moe.N), unsafe.Offsetof(moe.K), unsafe.Offsetof(moe.Normalize),
 		unsafe.Sizeof(a), unsafe.Offsetof(a.N), unsafe.Offsetof(a.OutIndex),
 		shaders.RMSNormMaxSimdgroups, shaders.QMVRows, shaders.QMVSimdgroups, shaders.QMVGroupSize, shaders.QMVWordsPerLane, shaders.ArgmaxMaxSimdgroups,
@@ -179,7 +177,6 @@ func TestArgsLayout(t *testing.T) {
 		shaders.AttnBlock, shaders.AttnSimdgroups, shaders.AttnHeadsPerSimdgroup, shaders.AttnMaxHeadDim, shaders.AttnMaxGroup, shaders.AttnPrepMaxThreads, shaders.FCAttn,
 		shaders.DeltaConvThreads, shaders.DeltaRowsPerThread, shaders.DeltaMaxSimdgroups, shaders.FCDelta,
 		unsafe.Sizeof(qm), unsafe.Offsetof(qm.K), unsafe.Offsetof(qm.Matrices), unsafe.Offsetof(qm.Rows), unsafe.Offsetof(qm.BlockEnd), shaders.QMVMultiMax,
-		unsafe.Sizeof(mn), unsafe.Offsetof(mn.N), unsafe.Offsetof(mn.K), unsafe.Offsetof(mn.Eps),
 		unsafe.Offsetof(r.Threads), unsafe.Offsetof(ds.Taps),
 		unsafe.Sizeof(md), unsafe.Offsetof(md.Rows), unsafe.Offsetof(md.K), unsafe.Offsetof(md.Experts), unsafe.Offsetof(md.TopK), unsafe.Offsetof(md.SharedK),
 	}

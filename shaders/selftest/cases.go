@@ -4,8 +4,8 @@ package selftest
 func Cases() []Case {
 	return []Case{
 		qmvCase(4), qmvCase(8), qmvMultiCase(4), qmvMultiCase(8), qmvSwiGLUCase(),
-		qmvExpertsCase(false), qmvExpertsCase(true), qmvExpertsRoutedCase(), embedCase(),
-		rmsnormCase(), addRMSNormCase(), moeCombineNormCase(), routerCase(), argmaxCase(),
+		qmvExpertsSwiGLUCase(), embedCase(),
+		rmsnormCase(), addRMSNormCase(), routerCase(), argmaxCase(),
 		qmmCase(4), qmmCase(8), moeGroupedCase(), swigluCase(),
 		attnPrepCase(), attnDecodeCase(), attnPrefillCase(),
 		deltaConvCase(false), deltaConvCase(true), deltaStepCase(), deltaScanCase(),

@@ -94,35 +94,19 @@ func qmvSwiGLUCase() Case {
 		}}
 }
 
-func qmvExpertsCase(swi bool) Case {
-	name, fn := "qmv_experts", "qmv_experts_bf16_gs64_b4"
-	if swi {
-		name, fn = "qmv_experts_swiglu", "qmv_experts_swiglu_bf16_gs64_b4"
-	}
-	return Case{Name: name, Kernels: []string{fn}, seed: 4,
+func qmvExpertsSwiGLUCase() Case {
+	return Case{Name: "qmv_experts_swiglu", Kernels: []string{"qmv_experts_swiglu_bf16_gs64_b4"}, seed: 4,
 		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
 			const experts, rows, cols, slots = 3, 12, 128, 2
 			ids := []uint32{2, 0}
 			g, up := e.qmatrix(experts, rows, cols, 4), e.qmatrix(experts, rows, cols, 4)
-			xs := 1
-			if !swi {
-				xs = slots // each slot its own input row
-			}
-			x := e.rand(xs*cols, 1)
+			x := e.rand(cols, 1)
 			xv, idv, out := e.f32(x), e.u32(ids), e.buf(4*slots*rows)
 			return func(cb gpu.CommandBuffer) error {
-					if swi {
-						return e.k.QMVExpertsSwiGLU(cb, out, g.m, up.m, xv, idv, slots)
-					}
-					return e.k.QMVExperts(cb, out, g.m, xv, cols, idv, slots)
+					return e.k.QMVExpertsSwiGLU(cb, out, g.m, up.m, xv, idv, slots)
 				}, func() error {
 					var want, tol []float64
-					for j, id := range ids {
-						if !swi {
-							w, t := g.product(int(id), x[j*cols:])
-							want, tol = append(want, w...), append(tol, t...)
-							continue
-						}
+					for _, id := range ids {
 						gw, gt := g.product(int(id), x)
 						uw, ut := up.product(int(id), x)
 						for r := range rows {
@@ -131,42 +115,6 @@ func qmvExpertsCase(swi bool) Case {
 						}
 					}
 					return compare("y", readF32(out, slots*rows), want, at(tol))
-				}
-		}}
-}
-
-// qmvExpertsRoutedCase is the expert SwiGLU that runs the router's top-k
-// itself: the ids and weights it writes against Router, its outputs
-// against the SwiGLU reference over those experts.
-func qmvExpertsRoutedCase() Case {
-	return Case{Name: "qmv_experts_swiglu_routed", Kernels: []string{"qmv_experts_swiglu_routed_bf16_gs64_b4"}, seed: 11,
-		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
-			const experts, topK, rows, cols = 40, 3, 12, 128
-			g, up := e.qmatrix(experts, rows, cols, 4), e.qmatrix(experts, rows, cols, 4)
-			x, lg := e.rand(cols, 1), e.rand(experts, 2)
-			xv, lv, out := e.f32(x), e.f32(lg), e.buf(4*topK*rows)
-			ids, ws := e.buf(4*topK), e.buf(4*topK)
-			return func(cb gpu.CommandBuffer) error {
-					return e.k.QMVExpertsSwiGLURouted(cb, out, g.m, up.m, xv, ids, ws, lv, experts, topK, true)
-				}, func() error {
-					wantIDs, wantW := Router(lg, topK, true)
-					gotIDs := readU32(ids, topK)
-					var want, tol []float64
-					for j, id := range wantIDs {
-						if gotIDs[j] != id {
-							return fmt.Errorf("%w: expert %d = %d, want %d", ErrMismatch, j, gotIDs[j], id)
-						}
-						gw, gt := g.product(int(id), x)
-						uw, ut := up.product(int(id), x)
-						for r := range rows {
-							w, t := swiglu(gw[r], gt[r], uw[r], ut[r])
-							want, tol = append(want, w), append(tol, t)
-						}
-					}
-					if err := compare("weight", readF32(ws, topK), wantW, relTol(wantW, 1e-6)); err != nil {
-						return err
-					}
-					return compare("y", readF32(out, topK*rows), want, at(tol))
 				}
 		}}
 }
@@ -233,34 +181,6 @@ func addRMSNormCase() Case {
 						want = append(want, RMSNorm(sum[r*n:(r+1)*n], w, 1e-6)...)
 					}
 					return compare("out", readF32(out, rows*n), want, relTol(want, normTol))
-				}
-		}}
-}
-
-func moeCombineNormCase() Case {
-	return Case{Name: "moe_combine_add_rmsnorm", Kernels: []string{"moe_combine_add_rmsnorm_f32"}, seed: 8,
-		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
-			const h, topK = 384, 4
-			x, ys, ws, shared, gate, w := e.rand(h, 1), e.rand(topK*h, 1), e.rand(topK, 0.5), e.rand(h, 1), e.rand(1, 1), e.rand(h, 1)
-			xv, out := e.f32(x), e.buf(4*h)
-			yv, wv, sv, gv, nv := e.f32(ys), e.f32(ws), e.f32(shared), e.f32(gate), e.f32(w)
-			return func(cb gpu.CommandBuffer) error {
-					return e.k.MoECombineAddRMSNorm(cb, xv, yv, wv, sv, gv, out, nv, h, topK, 1e-6)
-				}, func() error {
-					sum := make([]float64, h)
-					res := make([]float32, h)
-					for i := range sum {
-						sum[i] = float64(x[i]) + Sigmoid(float64(gate[0]))*float64(shared[i])
-						for j := range topK {
-							sum[i] += float64(ws[j]) * float64(ys[j*h+i])
-						}
-						res[i] = float32(sum[i])
-					}
-					if err := compare("x", readF32(xv, h), sum, relTol(sum, 1e-6)); err != nil {
-						return err
-					}
-					want := RMSNorm(res, w, 1e-6)
-					return compare("out", readF32(out, h), want, relTol(want, normTol))
 				}
 		}}
 }
