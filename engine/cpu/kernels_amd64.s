@@ -17,8 +17,12 @@ GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
 // func qdot4Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
 // Sum over groups g of scale_g * (codes of group g . x of group g) +
-// bias_g * xsum_g (xsum_g the sum of x over group g), codes 4-bit, 8 a word. wordsPerGroup is a multiple of 4: four accumulators of
-// 8 lanes each take a word at a time, so FMA latency is hidden.
+// bias_g * xsum_g (xsum_g the sum of x over group g), codes 4-bit, 8 a
+// word, x in qdot4Lanes' order: each 8 bytes of codes widen to 8 lanes
+// whose low nibbles multiply the next 8 floats of x and whose high
+// nibbles the 8 after. wordsPerGroup is a multiple of 4. A group's two
+// accumulators start at zero, so the FMA chains of successive groups
+// overlap; the bias terms are a pass of their own, 8 groups a vector.
 TEXT ·qdot4Kernel(SB), NOSPLIT, $0-60
 	MOVQ words+0(FP), SI
 	MOVQ x+8(FP), DI
@@ -27,72 +31,82 @@ TEXT ·qdot4Kernel(SB), NOSPLIT, $0-60
 	MOVQ xsum+32(FP), R10
 	MOVQ groups+40(FP), CX
 	MOVQ wordsPerGroup+48(FP), R8
-	VXORPS Y13, Y13, Y13
-	VMOVDQU nibbleShifts<>(SB), Y15
 	MOVL $15, AX
 	VMOVD AX, X14
 	VPBROADCASTD X14, Y14
 	VXORPS Y0, Y0, Y0
+	XORQ R11, R11
 
 group4:
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
 	MOVQ R8, R9
 
 word4:
-	VPBROADCASTD 0(SI), Y6
-	VPBROADCASTD 4(SI), Y7
-	VPBROADCASTD 8(SI), Y8
-	VPBROADCASTD 12(SI), Y9
-	VPSRLVD Y15, Y6, Y6
-	VPSRLVD Y15, Y7, Y7
-	VPSRLVD Y15, Y8, Y8
-	VPSRLVD Y15, Y9, Y9
+	VPMOVZXBD 0(SI), Y6
+	VPMOVZXBD 8(SI), Y8
+	VPSRLD $4, Y6, Y7
+	VPSRLD $4, Y8, Y9
 	VPAND Y14, Y6, Y6
-	VPAND Y14, Y7, Y7
 	VPAND Y14, Y8, Y8
-	VPAND Y14, Y9, Y9
 	VCVTDQ2PS Y6, Y6
 	VCVTDQ2PS Y7, Y7
 	VCVTDQ2PS Y8, Y8
 	VCVTDQ2PS Y9, Y9
 	VFMADD231PS 0(DI), Y6, Y2
 	VFMADD231PS 32(DI), Y7, Y3
-	VFMADD231PS 64(DI), Y8, Y4
-	VFMADD231PS 96(DI), Y9, Y5
+	VFMADD231PS 64(DI), Y8, Y2
+	VFMADD231PS 96(DI), Y9, Y3
 	ADDQ $16, SI
 	ADDQ $128, DI
 	SUBQ $4, R9
 	JNZ word4
 
+	// The group's bf16 scale in every lane (the word broadcast, shifted
+	// into each lane's high half) times its dot.
 	VADDPS Y3, Y2, Y2
-	VADDPS Y5, Y4, Y4
-	VADDPS Y4, Y2, Y2
-	// The group's bf16 scale, widened, times its dot.
-	MOVWLZX 0(DX), AX
-	SHLL $16, AX
-	VMOVD AX, X1
-	VBROADCASTSS X1, Y1
+	VPBROADCASTW (DX)(R11*2), Y1
+	VPSLLD $16, Y1, Y1
 	VFMADD231PS Y2, Y1, Y0
-	// Its bias times the group's input sum, in a scalar apart.
-	MOVWLZX 0(BX), AX
-	SHLL $16, AX
-	VMOVD AX, X1
-	VMULSS (R10), X1, X1
-	VADDSS X1, X13, X13
-	ADDQ $2, DX
-	ADDQ $2, BX
-	ADDQ $4, R10
-	DECQ CX
-	JNZ group4
+	INCQ R11
+	CMPQ R11, CX
+	JNE group4
 
+	// bias_g * xsum_g, 8 groups at a time.
+	MOVQ CX, R9
+	SHRQ $3, R9
+	JZ bias4tail
+
+bias4:
+	VPMOVZXWD (BX), Y1
+	VPSLLD $16, Y1, Y1
+	VFMADD231PS (R10), Y1, Y0
+	ADDQ $16, BX
+	ADDQ $32, R10
+	DECQ R9
+	JNZ bias4
+
+bias4tail:
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS X1, X0, X0
 	VHADDPS X0, X0, X0
 	VHADDPS X0, X0, X0
-	VADDSS X13, X0, X0
+	// The groups short of 8, one at a time (the scalar adds clear the
+	// upper lanes, so they come after the reduction).
+	ANDQ $7, CX
+	JZ done4
+
+bias4one:
+	MOVWLZX 0(BX), AX
+	SHLL $16, AX
+	VMOVD AX, X1
+	VFMADD231SS (R10), X1, X0
+	ADDQ $2, BX
+	ADDQ $4, R10
+	DECQ CX
+	JNZ bias4one
+
+done4:
 	VZEROUPPER
 	MOVSS X0, ret+56(FP)
 	RET
@@ -500,7 +514,8 @@ deltadone:
 // func scaledCodes4Kernel(words *uint32, scales *uint16, dst *float32, groups, wordsPerGroup int)
 //
 // dst = scale*code for every 4-bit code of groups groups (the tiles of
-// prompt chunks), a word (8 codes) at a time as in qdot4Kernel.
+// prompt chunks), a word (8 codes) at a time, each code shifted into
+// its lane by nibbleShifts.
 TEXT ·scaledCodes4Kernel(SB), NOSPLIT, $0-40
 	MOVQ words+0(FP), SI
 	MOVQ scales+8(FP), DX

@@ -9,6 +9,8 @@ func qdotRowVec(int, []uint32, []float32, []uint16, []uint16, []float32, int) (f
 	return 0, false
 }
 
+func qdot4Lanes(_ *[]float32, x []float32) []float32 { return x }
+
 func dotVec(_, _ []float32) (float32, int) { return 0, 0 }
 
 func dot4RowsVec([]float32, int, []float32, int, *[4]float32) bool { return false }

@@ -51,7 +51,7 @@ func TestQdotRowVec(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, bits := range []int{4, 8} {
 		for _, group := range []int{32, 64, 128} {
-			for _, groups := range []int{1, 2, 3, 7, 32} {
+			for _, groups := range []int{1, 2, 3, 7, 11, 32} {
 				cols := group * groups
 				m := randomQuant(r, 3, cols, bits, group)
 				x := randomFloats(r, cols)
@@ -62,7 +62,11 @@ func TestQdotRowVec(t *testing.T) {
 					sc := m.scales[row*groups : (row+1)*groups]
 					bi := m.biases[row*groups : (row+1)*groups]
 					xsum := randomFloats(r, groups)
-					got, ok := qdotRowVec(bits, words, x, sc, bi, xsum, wpg)
+					xk := x
+					if bits == 4 {
+						xk = qdot4Lanes(new([]float32), x)
+					}
+					got, ok := qdotRowVec(bits, words, xk, sc, bi, xsum, wpg)
 					if ok != vectorKernels {
 						t.Fatalf("bits %d group %d: kernel served %v, vector kernels %v", bits, group, ok, vectorKernels)
 					}

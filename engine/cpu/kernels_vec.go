@@ -43,7 +43,8 @@ func expShiftKernel(s *float32, n int, shift float32) float32
 // qdotRowVec is the product of a quantized row with x by the vector
 // kernels: sum over groups of scale*(codes.x) + bias*xsum, xsum holding
 // x's group sums; or false where they do not serve the shape (the caller
-// then runs the Go loop).
+// then runs the Go loop). For 4-bit codes x is in the kernel's lane order,
+// as qdot4Lanes returns it.
 func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, xsum []float32, wordsPerGroup int) (float32, bool) {
 	groups := len(scales)
 	if !vectorKernels || groups == 0 || len(biases) != groups || len(xsum) < groups || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
@@ -56,6 +57,26 @@ func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, 
 		return qdot8Kernel(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
 	}
 	return 0, false
+}
+
+// qdot4Lanes returns x in the lane order of the 4-bit row kernel, in
+// dst's storage where that is not x's own. With splitNibbles each 16
+// floats become their 8 even lanes then their 8 odd: 8 bytes of codes
+// widened to 32-bit lanes then hold those even lanes' codes in their low
+// nibbles and the odd lanes' in their high, so the kernel multiplies
+// contiguous x without shuffling the codes of each word apart.
+func qdot4Lanes(dst *[]float32, x []float32) []float32 {
+	if !vectorKernels || !splitNibbles || len(x)%16 != 0 {
+		return x
+	}
+	d := grow(dst, len(x))
+	for b := 0; b < len(x); b += 16 {
+		src, out := x[b:b+16:b+16], d[b:b+16:b+16]
+		for k := range 8 {
+			out[k], out[8+k] = src[2*k], src[2*k+1]
+		}
+	}
+	return d
 }
 
 // dotVec is a . b over the longest prefix the vector kernel takes, and

@@ -62,6 +62,10 @@ func (m *matrix) mul(sc *scratch, e int, x []float32, t int, out []float32) {
 				p.xsum[i*groups+g] = s
 			}
 		}
+		p.xk = p.x
+		if m.bits == 4 {
+			p.xk = qdot4Lanes(&sc.xlanes, x[:t*m.cols])
+		}
 		if t >= tileMinTokens && vectorKernels {
 			p.stride = tileStride(m.cols, groups)
 			p.xext = take(&sc.xext, t*p.stride)
@@ -85,8 +89,10 @@ type product struct {
 	m       *matrix
 	e       int
 	x, xsum []float32
-	t       int
-	out     []float32
+	// xk is x as the row kernel takes it (qdotRowVec).
+	xk  []float32
+	t   int
+	out []float32
 	// xext holds the input rows for mulQuantTiles, each followed by its
 	// group sums and padded to stride; nil where the tiles do not run.
 	xext   []float32
@@ -101,10 +107,12 @@ func (p *product) run(pt *part, lo, hi int) {
 	if p.xext != nil {
 		lo = p.m.mulQuantTiles(pt, p.e, p.xext, p.stride, p.t, p.out, lo, hi)
 	}
-	p.m.mulQuant(pt, p.e, p.x, p.xsum, p.t, p.out, lo, hi)
+	p.m.mulQuant(pt, p.e, p.x, p.xk, p.xsum, p.t, p.out, lo, hi)
 }
 
-func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float32, lo, hi int) {
+// mulQuant does rows [lo, hi) of a quantized product: xk is x in the
+// row kernel's order, x itself is what the Go loops take.
+func (m *matrix) mulQuant(pt *part, e int, x, xk, xsum []float32, t int, out []float32, lo, hi int) {
 	groups := m.cols / m.group
 	perWord := 32 / m.bits
 	wordsPerRow := m.cols / perWord
@@ -122,7 +130,7 @@ func (m *matrix) mulQuant(pt *part, e int, x, xsum []float32, t int, out []float
 		// tiles leave) where widening a tile does not pay.
 		served := true
 		for i := 0; i < t && served; i++ {
-			out[i*m.rows+r], served = qdotRowVec(m.bits, words, x[i*m.cols:(i+1)*m.cols], sc, bi, xsum[i*groups:(i+1)*groups], wordsPerGroup)
+			out[i*m.rows+r], served = qdotRowVec(m.bits, words, xk[i*m.cols:(i+1)*m.cols], sc, bi, xsum[i*groups:(i+1)*groups], wordsPerGroup)
 		}
 		if served {
 			continue

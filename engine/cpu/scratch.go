@@ -18,6 +18,7 @@ type scratch struct {
 	idx                         []int
 	uses                        []use
 	xsum                        []float32 // mul's sums of input groups
+	xlanes                      []float32 // mul's input rows in the 4-bit row kernel's order
 	xext                        []float32 // mul's input rows for the tiles
 	act                         []float32 // siluMul's sigmoids
 
