@@ -135,7 +135,7 @@ struct AttnDecodeArgs {
 
 // ---- deltanet.metal
 #define DELTA_CONV_THREADS 256
-// delta_step_f32: a thread holds this many key rows of one state column.
+// delta_step_conv_f32: a thread holds this many key rows of one state column.
 #define DELTA_ROWS_PER_THREAD 32
 #define DELTA_MAX_SIMDGROUPS 32
 // Function constants: FC_DELTA + 0 = key head dim.

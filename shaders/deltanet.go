@@ -9,33 +9,7 @@ import (
 
 const deltaNetFile = "deltanet.metal"
 
-// DeltaConv runs one token through the causal depthwise conv of c channels
-// with kern taps, then SiLU: out[ch] = silu(sum_{j<kern-1} w[ch][j] *
-// state[ch][j] + w[ch][kern-1] * u[ch]); the state (the last kern-1 inputs
-// per channel, oldest first) then shifts u in. Views are f32: out, u [c];
-// state [c][kern-1]; w [c][kern]. out may be u.
-func (k *Kernels) DeltaConv(cb gpu.CommandBuffer, out, u, state, w View, c, kern int) error {
-	const op = "DeltaConv"
-	if c < 1 || kern < 2 || c > math.MaxInt32/kern {
-		return fmt.Errorf("%w: shaders: %s: %d channels of %d taps (want at least 1 channel and 2 taps)", gpu.ErrInvalid, op, c, kern)
-	}
-	if err := requireViews(op, []viewBytes{f32("out", out, c), f32("u", u, c), f32("state", state, c*(kern-1)), f32("w", w, c*kern)}); err != nil {
-		return err
-	}
-	p, err := k.Pipeline(deltaNetFile, "delta_conv_f32")
-	if err != nil {
-		return err
-	}
-	args := DeltaConvArgs{Channels: int32(c), Taps: int32(kern)}
-	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p,
-		Groups:   gpu.Size{X: (c + DeltaConvThreads - 1) / DeltaConvThreads, Y: 1, Z: 1},
-		Threads:  gpu.Size{X: DeltaConvThreads, Y: 1, Z: 1},
-		Args:     []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), u.Arg(1), state.Arg(2), w.Arg(3), out.Arg(4)},
-	})
-}
-
-// deltaSlices is how many row slices delta_step_f32 splits a state column
+// deltaSlices is how many row slices delta_step_conv_f32 splits a state column
 // into: one thread each.
 func deltaSlices(keyDim int) int {
 	return keyDim / min(keyDim, DeltaRowsPerThread)
@@ -53,7 +27,7 @@ func deltaHeadsEps(op string, d DeltaShape) error {
 	return nil
 }
 
-// deltaCheck reports why d is not a shape delta_step_f32 takes; else it
+// deltaCheck reports why d is not a shape delta_step_conv_f32 takes; else it
 // gives its row slices per state column and threadgroup memory in bytes.
 func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
 	if err := deltaHeadsEps(op, d); err != nil {
@@ -77,11 +51,11 @@ func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
 	return slices, tg, nil
 }
 
-// DeltaStepIO is DeltaStep's operands, float32 throughout; DeltaScan's
-// hold rows of its per-token ones (O, QKV, Z, B, A).
+// DeltaStepIO is the operands of one DeltaNet token's step, float32
+// throughout; DeltaScan's hold rows of its per-token ones (O, QKV, Z, B, A).
 type DeltaStepIO struct {
 	O            View // written: [ValueHeads][ValueDim], the gated output
-	QKV          View // [Channels()]: q | k | v, DeltaConv's output (its input for DeltaStepConv)
+	QKV          View // [Channels()]: q | k | v, the conv's input for DeltaStepConv (DeltaConvRows' output for DeltaScan)
 	Z            View // [ValueHeads][ValueDim]
 	B, A         View // [ValueHeads]
 	State        View // [ValueHeads][KeyDim][ValueDim], updated
@@ -90,19 +64,7 @@ type DeltaStepIO struct {
 	Shape        DeltaShape
 }
 
-// DeltaStep advances each value head's recurrent state by one token and
-// writes its gated output: q, k l2-normalised (q also by 1/sqrt(KeyDim)),
-// beta = sigmoid(B), alpha = exp(NegA * softplus(A + DtBias)); S = alpha S;
-// S += k (x) beta (v - S^T k); O = RMSNorm(S^T q) * Norm * silu(Z).
-func (k *Kernels) DeltaStep(cb gpu.CommandBuffer, io DeltaStepIO) error {
-	d, err := k.deltaStep("DeltaStep", "delta_step_f32", io)
-	if err != nil {
-		return err
-	}
-	return cb.Dispatch(d)
-}
-
-// DeltaStepConvIO is DeltaStepConv's operands: DeltaStep's, QKV being the
+// DeltaStepConvIO is DeltaStepConv's operands: the step's, QKV being the
 // conv's input (the qkv projection), and the conv's.
 type DeltaStepConvIO struct {
 	DeltaStepIO
@@ -110,15 +72,20 @@ type DeltaStepConvIO struct {
 	ConvW     View // [Channels()][ConvKernel]
 }
 
-// DeltaStepConv is DeltaConv and DeltaStep in one dispatch: the step's
-// threadgroups compute the conv outputs they read themselves, bit for bit
-// DeltaConv's, from QKV and the conv state, which they leave as it was:
+// DeltaStepConv runs one token through the causal depthwise conv with
+// SiLU, qkv[c] = silu(sum_{j<kern-1} ConvW[c][j] * ConvState[c][j] +
+// ConvW[c][kern-1] * QKV[c]), then advances each value head's recurrent
+// state by one token and writes its gated output: q, k l2-normalised (q
+// also by 1/sqrt(KeyDim)), beta = sigmoid(B), alpha = exp(NegA *
+// softplus(A + DtBias)); S = alpha S; S += k (x) beta (v - S^T k); O =
+// RMSNorm(S^T q) * Norm * silu(Z). The step's threadgroups compute the
+// conv outputs they read themselves and leave the conv state as it was:
 // DeltaConvShift must then shift QKV into it, in a later level (every
 // value head sharing a key head reads that head's channels of the old
 // state).
 func (k *Kernels) DeltaStepConv(cb gpu.CommandBuffer, io DeltaStepConvIO) error {
 	const op = "DeltaStepConv"
-	d, err := k.deltaStep(op, "delta_step_conv_f32", io.DeltaStepIO)
+	d, err := k.deltaStep(op, io.DeltaStepIO)
 	if err != nil {
 		return err
 	}
@@ -133,8 +100,9 @@ func (k *Kernels) DeltaStepConv(cb gpu.CommandBuffer, io DeltaStepConvIO) error 
 	return cb.Dispatch(d)
 }
 
-// deltaStep checks io's step operands and builds the dispatch of kernel fn.
-func (k *Kernels) deltaStep(op, fn string, io DeltaStepIO) (*gpu.Dispatch, error) {
+// deltaStep checks io's step operands and builds the dispatch of
+// delta_step_conv_f32 without the conv's.
+func (k *Kernels) deltaStep(op string, io DeltaStepIO) (*gpu.Dispatch, error) {
 	d := io.Shape
 	slices, tg, err := deltaCheck(op, d)
 	if err != nil {
@@ -148,7 +116,7 @@ func (k *Kernels) deltaStep(op, fn string, io DeltaStepIO) (*gpu.Dispatch, error
 	}); err != nil {
 		return nil, err
 	}
-	p, err := k.Pipeline(deltaNetFile, fn, gpu.IntConstant(FCDelta, int32(d.KeyDim)))
+	p, err := k.Pipeline(deltaNetFile, "delta_step_conv_f32", gpu.IntConstant(FCDelta, int32(d.KeyDim)))
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +136,8 @@ func (k *Kernels) deltaStep(op, fn string, io DeltaStepIO) (*gpu.Dispatch, error
 	}, nil
 }
 
-// DeltaConvShift is DeltaConv's state update alone: the state of c
-// channels of kern taps shifts u in. It follows DeltaStepConv, in a level
+// DeltaConvShift is the conv's state update: the state of c channels of
+// kern taps (the last kern-1 inputs per channel, oldest first) shifts u in. It follows DeltaStepConv, in a level
 // of its own or beside the layer's output projection.
 func (k *Kernels) DeltaConvShift(cb gpu.CommandBuffer, u, state View, c, kern int) error {
 	const op = "DeltaConvShift"

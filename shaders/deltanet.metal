@@ -1,34 +1,31 @@
 // deltanet.metal: one decode token of a Gated DeltaNet mixer.
 //
-//   delta_conv_f32: out[c] = silu(sum_{j<K-1} w[c][j] * state[c][j] + w[c][K-1] * u[c]),
-//                   then state[c] shifts left and takes u[c] last
-//   delta_step_f32: per value head h (key head h / (value_heads/key_heads)):
+//   delta_step_conv_f32: the conv, qkv[c] = silu(sum_{j<K-1} w[c][j] *
+//                   state[c][j] + w[c][K-1] * u[c]) (the conv state left as
+//                   it was), then per value head h (key head h /
+//                   (value_heads/key_heads)):
 //                   q = l2norm(q) / sqrt(KEY_DIM), k = l2norm(k),
 //                   beta = sigmoid(b[h]), alpha = exp(neg_a[h] * softplus(a[h] + dt_bias[h])),
 //                   S = alpha S; kv = S^T k; S += k (x) beta (v - kv); o = S^T q;
 //                   out = RMSNorm(o) * norm * silu(z)
-//   delta_step_conv_f32: delta_step_f32 over delta_conv_f32's output, which
-//                   it computes itself from the conv's input and state;
-//                   the state is left as it was
-//   delta_conv_shift_f32: delta_conv_f32's state update alone
+//   delta_conv_shift_f32: the conv state update: state[c] shifts left and
+//                   takes u[c] last
 //
 // The conv folded into the step saves the decode step a level: the step's
 // threadgroups read the conv state (a key head's q and k channels are
 // read by every value head sharing it), so none of them may write it; the
 // shift runs in the next level, beside the output projection.
-// Layout: u, out: float[C]; state (conv): float[C][K-1], oldest first;
-// w: float[C][K]. qkv: float[C] = [q: key_heads][KEY_DIM] | [k: key_heads][KEY_DIM]
+// Layout: u: float[C]; state (conv): float[C][K-1], oldest first;
+// w: float[C][K]. qkv (the conv's output): float[C] = [q: key_heads][KEY_DIM] | [k: key_heads][KEY_DIM]
 // | [v: value_heads][value_dim]; z and out: float[value_heads][value_dim];
 // b, a, neg_a (= -exp(A_log)), dt_bias: float[value_heads]; norm:
 // float[value_dim]; state (recurrent): float[value_heads][KEY_DIM][value_dim],
 // row = key dim, column = value dim; it stays fp32 in device memory.
 //
 // Mapping:
-//   delta_conv_f32, delta_conv_shift_f32: one thread per channel,
-//   DELTA_CONV_THREADS per threadgroup. delta_step_conv_f32 as
-//   delta_step_f32; the conv of a v channel is computed by each of its
-//   column's row slices (four taps: cheaper than sharing it).
-//   delta_step_f32: one threadgroup per value head; thread (r, j), tid =
+//   delta_conv_shift_f32: one thread per channel, DELTA_CONV_THREADS per
+//   threadgroup.
+//   delta_step_conv_f32: one threadgroup per value head; thread (r, j), tid =
 //   r * value_dim + j, owns column j of S over the key rows r*rows ..
 //   (r+1)*rows - 1, rows = min(KEY_DIM, DELTA_ROWS_PER_THREAD), in registers:
 //   the state is read once and written once, a row by consecutive threads
@@ -37,8 +34,10 @@
 //   output RMSNorm reduce with simd_sum and one float per simd-group.
 //   Splitting the rows keeps a thread's state to 32 registers and gives the
 //   GPU value_heads * value_dim * KEY_DIM/32 threads (16K for the model).
+//   The conv of a v channel is computed by each of its column's row
+//   slices (four taps: cheaper than sharing it).
 //
-// Threadgroup memory: delta_step_f32, the head's q and k (2 * KEY_DIM floats)
+// Threadgroup memory: delta_step_conv_f32, the head's q and k (2 * KEY_DIM floats)
 // and the kv and o slices (2 * KEY_DIM/rows * value_dim floats), plus three
 // floats per simd-group for the reductions.
 //
@@ -79,23 +78,6 @@ METAL_FUNC void delta_conv_shift(device const float* u, device float* state, int
     hist[taps - 2] = u[c];
 }
 
-kernel void delta_conv_f32(
-    constant DeltaConvArgs& args [[buffer(0)]],
-    device const float* u [[buffer(1)]],
-    device float* state [[buffer(2)]],
-    device const float* w [[buffer(3)]],
-    device float* out [[buffer(4)]],
-    uint c [[thread_position_in_grid]])
-{
-    if (int(c) >= args.channels) {
-        return;
-    }
-    // out may be u: read it before writing.
-    const float y = delta_conv_out(u, state, w, args.taps, int(c));
-    delta_conv_shift(u, state, args.taps, int(c));
-    out[c] = y;
-}
-
 kernel void delta_conv_shift_f32(
     constant DeltaConvArgs& args [[buffer(0)]],
     device const float* u [[buffer(1)]],
@@ -108,9 +90,8 @@ kernel void delta_conv_shift_f32(
     delta_conv_shift(u, state, args.taps, int(c));
 }
 
-// delta_step reads qkv as it is, or with CONV as the conv's input, whose
-// output it computes with the conv state cs and taps cw.
-template <bool CONV>
+// delta_step reads qkv as the conv's input, whose output it computes with
+// the conv state cs and taps cw.
 METAL_FUNC void delta_step(
     constant DeltaStepArgs& args,
     device const float* qkv,
@@ -148,8 +129,8 @@ METAL_FUNC void delta_step(
     float sq = 0.0f;
     float sk = 0.0f;
     for (int t = int(tid); t < KEY_DIM; t += int(threads)) {
-        const float x = CONV ? delta_conv_out(qkv, cs, cw, args.taps, q_at + t) : qkv[q_at + t];
-        const float y = CONV ? delta_conv_out(qkv, cs, cw, args.taps, k_at + t) : qkv[k_at + t];
+        const float x = delta_conv_out(qkv, cs, cw, args.taps, q_at + t);
+        const float y = delta_conv_out(qkv, cs, cw, args.taps, k_at + t);
         qs[t] = x;
         ks[t] = y;
         sq += x * x;
@@ -192,7 +173,7 @@ METAL_FUNC void delta_step(
     for (int t = 0; t < slices; t++) {
         kv += kv_part[t * vd + j];
     }
-    const float vj = CONV ? delta_conv_out(qkv, cs, cw, args.taps, v_at + j) : qkv[v_at + j];
+    const float vj = delta_conv_out(qkv, cs, cw, args.taps, v_at + j);
     const float delta = beta * (vj - kv);
     float oj = 0.0f;
     for (int i = 0; i < rows; i++) {
@@ -226,29 +207,6 @@ METAL_FUNC void delta_step(
     o[at] = oj * inv * norm[j] * (zj / (1.0f + exp(-zj)));
 }
 
-kernel void delta_step_f32(
-    constant DeltaStepArgs& args [[buffer(0)]],
-    device const float* qkv [[buffer(1)]],
-    device const float* z [[buffer(2)]],
-    device const float* b [[buffer(3)]],
-    device const float* a [[buffer(4)]],
-    device float* state [[buffer(5)]],
-    device const float* neg_a [[buffer(6)]],
-    device const float* dt_bias [[buffer(7)]],
-    device const float* norm [[buffer(8)]],
-    device float* o [[buffer(9)]],
-    threadgroup float* tg_mem [[threadgroup(0)]],
-    uint h [[threadgroup_position_in_grid]],
-    uint tid [[thread_index_in_threadgroup]],
-    uint threads [[threads_per_threadgroup]],
-    uint sg [[simdgroup_index_in_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]],
-    uint simdgroups [[simdgroups_per_threadgroup]])
-{
-    delta_step<false>(args, qkv, z, b, a, state, neg_a, dt_bias, norm, o, qkv, qkv, tg_mem,
-                      h, tid, threads, sg, lane, simdgroups);
-}
-
 kernel void delta_step_conv_f32(
     constant DeltaStepArgs& args [[buffer(0)]],
     device const float* u [[buffer(1)]],
@@ -270,6 +228,6 @@ kernel void delta_step_conv_f32(
     uint lane [[thread_index_in_simdgroup]],
     uint simdgroups [[simdgroups_per_threadgroup]])
 {
-    delta_step<true>(args, u, z, b, a, state, neg_a, dt_bias, norm, o, conv_state, conv_w, tg_mem,
-                     h, tid, threads, sg, lane, simdgroups);
+    delta_step(args, u, z, b, a, state, neg_a, dt_bias, norm, o, conv_state, conv_w, tg_mem,
+               h, tid, threads, sg, lane, simdgroups);
 }

@@ -13,9 +13,10 @@ const deltaChunkFile = "deltanet_chunk.metal"
 // registers (args.h DELTA_MAX_TAPS).
 const DeltaMaxTaps = 8
 
-// DeltaConvRows runs tokens rows through DeltaConv's conv and SiLU in
-// order, in one dispatch: out and u are float32[tokens][c], the state and w
-// as for DeltaConv. out may be u.
+// DeltaConvRows runs tokens rows through DeltaStepConv's conv and SiLU in
+// order, shifting each into the state, in one dispatch: out and u are
+// float32[tokens][c], the state float32[c][kern-1] (the last kern-1 inputs
+// per channel, oldest first), w float32[c][kern]. out may be u.
 func (k *Kernels) DeltaConvRows(cb gpu.CommandBuffer, out, u, state, w View, c, kern, tokens int) error {
 	const op = "DeltaConvRows"
 	if c < 1 || kern < 2 || kern > DeltaMaxTaps {
@@ -62,8 +63,8 @@ func DeltaScanScratch(d DeltaShape, tokens int) int {
 	return d.ValueHeads * blocks * (3*DeltaChunk*d.KeyDim + 2*DeltaChunk*DeltaChunk + 1)
 }
 
-// DeltaScanIO is DeltaScan's operands: DeltaStep's, O, QKV (DeltaConvRows'
-// output), Z, B and A holding Tokens rows, and DeltaScanScratch(Shape,
+// DeltaScanIO is DeltaScan's operands: DeltaStepConv's step's, O, QKV
+// (DeltaConvRows' output), Z, B and A holding Tokens rows, and DeltaScanScratch(Shape,
 // Tokens) floats of scratch.
 type DeltaScanIO struct {
 	DeltaStepIO
@@ -71,7 +72,7 @@ type DeltaScanIO struct {
 	Tokens  int
 }
 
-// DeltaScan runs io.Tokens rows through DeltaStep's recurrence and gated
+// DeltaScan runs io.Tokens rows through DeltaStepConv's recurrence and gated
 // output in the chunked form: blocks of DeltaChunk tokens, each from the
 // state the block starts with, the fp32 state carried across blocks and
 // held in registers for the whole run (loaded and stored once). It encodes
@@ -164,8 +165,8 @@ func deltaScanCheck(op string, d DeltaShape) error {
 	return nil
 }
 
-// Check reports why the DeltaNet kernels cannot run shape d: DeltaConv
-// and DeltaStep for decode, DeltaConvRows and DeltaScan for prefill.
+// Check reports why the DeltaNet kernels cannot run shape d: DeltaStepConv
+// and DeltaConvShift for decode, DeltaConvRows and DeltaScan for prefill.
 func (d DeltaShape) Check() error {
 	const op = "DeltaNet"
 	if d.ConvKernel < 2 || d.ConvKernel > DeltaMaxTaps {

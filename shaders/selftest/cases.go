@@ -8,7 +8,7 @@ func Cases() []Case {
 		rmsnormCase(), addRMSNormCase(), routerCase(), argmaxCase(),
 		qmmCase(4), qmmCase(8), moeGroupedCase(), swigluCase(),
 		attnPrepCase(), attnDecodeCase(), attnPrefillCase(),
-		deltaConvCase(false), deltaConvCase(true), deltaStepCase(), deltaScanCase(),
+		deltaConvRowsCase(), deltaScanCase(),
 		sampleCase(),
 		qmvAddCase(4), qmvAddCase(8), normQMVMultiCase(4), normQMVMultiCase(8), normQMVSwiGLUCase(),
 		normQMVExpertsRoutedCase(), moeDownCombineCase(), deltaStepConvCase(),

@@ -219,5 +219,16 @@ func deltaStepConvCase() Case {
 					}
 					return compare("conv state", readF32(cs, len(h)), widen(h), func(int) float64 { return 0 })
 				}
+		},
+		bench: func(e *env) func(gpu.CommandBuffer) error {
+			// The model's layer: 2 MB of fp32 state read and written.
+			d := shaders.DeltaShape{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4, Eps: 1e-6}
+			ch := d.Channels()
+			v := e.deltaInputs(d, 1).v
+			cs, cw, o := e.f32(e.rand(ch*(d.ConvKernel-1), 1)), e.f32(e.rand(ch*d.ConvKernel, 0.5)), e.buf(4*d.ValueHeads*d.ValueDim)
+			step := shaders.DeltaStepIO{O: o, QKV: v.qkv, Z: v.z, B: v.b, A: v.a, State: v.state, NegA: v.negA, DtBias: v.dtBias, Norm: v.norm, Shape: d}
+			return func(cb gpu.CommandBuffer) error {
+				return e.k.DeltaStepConv(cb, shaders.DeltaStepConvIO{DeltaStepIO: step, ConvState: cs, ConvW: cw})
+			}
 		}}
 }

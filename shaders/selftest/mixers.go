@@ -160,23 +160,17 @@ func attnPrefillCase() Case {
 		}}
 }
 
-// deltaConvCase runs tokens tokens through the conv: one DeltaConv per
-// token, or one DeltaConvRows for all.
-func deltaConvCase(rows bool) Case {
-	name, fn, tokens := "delta_conv", "delta_conv_f32", 1
-	if rows {
-		name, fn, tokens = "delta_conv_rows", "delta_conv_rows_f32", 3
-	}
-	return Case{Name: name, Kernels: []string{fn}, seed: 24,
+// deltaConvRowsCase runs three tokens through the conv in one
+// DeltaConvRows.
+func deltaConvRowsCase() Case {
+	const tokens = 3
+	return Case{Name: "delta_conv_rows", Kernels: []string{"delta_conv_rows_f32"}, seed: 24,
 		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
 			c, kern := deltaShape.Channels(), deltaShape.ConvKernel
 			in, hist, w := e.rand(tokens*c, 1), e.rand(c*(kern-1), 1), e.rand(c*kern, 0.5)
 			uv, sv, wv, out := e.f32(in), e.f32(hist), e.f32(w), e.buf(4*tokens*c)
 			return func(cb gpu.CommandBuffer) error {
-					if rows {
-						return e.k.DeltaConvRows(cb, out, uv, sv, wv, c, kern, tokens)
-					}
-					return e.k.DeltaConv(cb, out, uv, sv, wv, c, kern)
+					return e.k.DeltaConvRows(cb, out, uv, sv, wv, c, kern, tokens)
 				}, func() error {
 					h := append([]float32(nil), hist...)
 					want := make([]float64, tokens*c)
@@ -233,36 +227,6 @@ func (in *deltaInputs) check(o shaders.View, tokens int) error {
 		}
 	}
 	return compare("state", readF32(in.v.state, len(in.state)), in.ref.State, relTol(in.ref.State, 5e-5*float64(1+tokens/8)))
-}
-
-func deltaStepCase() Case {
-	return Case{Name: "delta_step", Kernels: []string{"delta_step_f32"}, seed: 25,
-		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
-			d := deltaShape
-			const tokens = 2
-			hv, ch := d.ValueHeads*d.ValueDim, d.Channels()
-			in := e.deltaInputs(d, tokens)
-			o := e.buf(4 * tokens * hv)
-			v := in.v
-			return func(cb gpu.CommandBuffer) error {
-				for s := range tokens {
-					if err := e.k.DeltaStep(cb, shaders.DeltaStepIO{O: o.At(4 * s * hv), QKV: v.qkv.At(4 * s * ch), Z: v.z.At(4 * s * hv), B: v.b.At(4 * s * d.ValueHeads), A: v.a.At(4 * s * d.ValueHeads), State: v.state, NegA: v.negA, DtBias: v.dtBias, Norm: v.norm, Shape: d}); err != nil {
-						return err
-					}
-					cb.Barrier()
-				}
-				return nil
-			}, func() error { return in.check(o, tokens) }
-		},
-		bench: func(e *env) func(gpu.CommandBuffer) error {
-			// The model's layer: 2 MB of fp32 state read and written.
-			d := shaders.DeltaShape{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4, Eps: 1e-6}
-			v := e.deltaInputs(d, 1).v
-			o := e.buf(4 * d.ValueHeads * d.ValueDim)
-			return func(cb gpu.CommandBuffer) error {
-				return e.k.DeltaStep(cb, shaders.DeltaStepIO{O: o, QKV: v.qkv, Z: v.z, B: v.b, A: v.a, State: v.state, NegA: v.negA, DtBias: v.dtBias, Norm: v.norm, Shape: d})
-			}
-		}}
 }
 
 func deltaScanCase() Case {
