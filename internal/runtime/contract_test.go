@@ -14,14 +14,14 @@ import (
 
 // TestUIContractFixtures adds the replies composed here to the UI's
 // contract fixtures (see frontend/contracttest): the Setup screen's fit
-// verdict as a Mac and as another machine would give it, and the doctor's.
+// verdict as a Mac, an NVIDIA machine and another machine would give it, and the doctor's.
 func TestUIContractFixtures(t *testing.T) {
 	// No installed checkpoint: the verdict is for the published model's sizes.
 	t.Setenv(hub.EnvModels, t.TempDir())
 	budget := func() (fit.Budget, error) { return fit.Budget{Bytes: 24 << 30, Source: "a test's 24 GiB"}, nil }
 	bodies := map[string][]byte{}
-	for name, metal := range map[string]bool{"runtime-fit-metal.json": true, "runtime-fit-cpu.json": false} {
-		v, err := qwenFit(32768, budget, metal)
+	for name, backend := range map[string]string{"runtime-fit-metal.json": "metal", "runtime-fit-cpu.json": "cpu", "runtime-fit-cuda.json": "cuda"} {
+		v, err := qwenFit(32768, budget, backend)
 		if err != nil {
 			t.Fatal(err)
 		}

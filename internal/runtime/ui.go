@@ -39,6 +39,8 @@ type uiConfig struct {
 	// budget is this machine's memory for the Setup screen's verdict: the
 	// served GPU's own working set, else the host's.
 	budget func() (fit.Budget, error)
+	// backend is the one the served model runs on.
+	backend string
 }
 
 // webUI serves what the API leaves over: /manage/ and the UI at every
@@ -75,7 +77,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		Model:      c.live.status,
 		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
 		APIKey:     c.apiKey,
-		Fit:        func(n int) (any, error) { return qwenFit(n, c.budget, appleGPU()) },
+		Fit:        func(n int) (any, error) { return qwenFit(n, c.budget, setupBackend(c.backend)) },
 		Doctor:     doctorForUI,
 		Downloader: c.live.downloads,
 		Settings:   store,
@@ -102,8 +104,9 @@ func webUI(c uiConfig) (http.Handler, error) {
 // much a download is before it starts.
 type setupFit struct {
 	fit.Report
-	// Backend is what would run the model on this machine: "metal" on an
-	// Apple silicon Mac, "cpu" anywhere else.
+	// Backend is what would run the model on this machine: "cuda" where the
+	// server runs on an NVIDIA GPU, "metal" on an Apple silicon Mac, "cpu"
+	// anywhere else.
 	Backend string `json:"backend"`
 	// DecodeBytesPerToken is what one decode step reads (weights, KV rows,
 	// DeltaNet state) at the asked context, as petal bench --dry-run counts it.
@@ -140,9 +143,9 @@ const (
 )
 
 // qwenFit is the Setup screen's memory verdict: Qwen3.6-35B-A3B at a
-// context length on budget, with the sessions petal fit assumes; metal says
-// whether this machine's Apple GPU would run it, else the CPU backend.
-func qwenFit(contextLen int, budget func() (fit.Budget, error), metal bool) (any, error) {
+// context length on budget, with the sessions petal fit assumes, run by
+// backend (setupBackend's); for the CPU backend, with its measured speed.
+func qwenFit(contextLen int, budget func() (fit.Budget, error), backend string) (any, error) {
 	m, err := fit.Qwen36()
 	if err != nil {
 		return nil, err
@@ -168,15 +171,27 @@ func qwenFit(contextLen int, budget func() (fit.Budget, error), metal bool) (any
 	if err != nil {
 		return nil, err
 	}
-	out := setupFit{Report: rep, Backend: "metal", DownloadBytes: download,
+	out := setupFit{Report: rep, Backend: backend, DownloadBytes: download,
 		DecodeBytesPerToken: step.WeightBytes + gpumodel.DecodeCacheBytes(m.Config, rep.Context)}
-	if !metal {
-		out.Backend = "cpu"
+	if backend == "cpu" {
 		out.CPUDecode = &cpuDecodeFigure{ReadBytesPerSecond: measuredCPURead,
 			TokensPerSecond: measuredCPURead / float64(out.DecodeBytesPerToken),
 			Machine:         measuredCPUMachine, Command: measuredCPUCommand}
 	}
 	return out, nil
+}
+
+// setupBackend is what would run the 35B model here, given the backend the
+// server runs on: an NVIDIA GPU it already uses, else this Mac's GPU, else
+// the CPU.
+func setupBackend(served string) string {
+	switch {
+	case served == "cuda":
+		return "cuda"
+	case appleGPU():
+		return "metal"
+	}
+	return "cpu"
 }
 
 // appleGPU reports whether this machine has the GPU Petal's Metal backend

@@ -37,6 +37,7 @@ import manageStatus from './contract/manage-status.json';
 import manageStatusFailed from './contract/manage-status-failed.json';
 import runtimeDoctor from './contract/runtime-doctor.json';
 import runtimeFitCPU from './contract/runtime-fit-cpu.json';
+import runtimeFitCUDA from './contract/runtime-fit-cuda.json';
 import runtimeFitMetal from './contract/runtime-fit-metal.json';
 
 /**
@@ -225,7 +226,7 @@ const fitSpec: Spec<FitReport> = {
   advice: str,
   working_set_source: str,
   model: opt(str),
-  backend: opt(oneOf('metal', 'cpu')),
+  backend: opt(oneOf('metal', 'cpu', 'cuda')),
   decode_bytes_per_token: opt(num),
   cpu_decode: opt(obj(cpuDecodeSpec)),
   download_bytes: opt(num),
@@ -244,6 +245,7 @@ describe('the JSON the Go servers write matches the UI types', () => {
     ['runtime-doctor.json', runtimeDoctor, doctorReply],
     ['runtime-fit-metal.json', runtimeFitMetal, obj(fitSpec)],
     ['runtime-fit-cpu.json', runtimeFitCPU, obj(fitSpec)],
+    ['runtime-fit-cuda.json', runtimeFitCUDA, obj(fitSpec)],
   ] as const)('%s', (name, fixture, check) => {
     expect(check(fixture, name)).toEqual([]);
   });
@@ -271,6 +273,8 @@ describe('the JSON the Go servers write matches the UI types', () => {
     expect(absentOptional(fitSpec, runtimeFitCPU)).toEqual([]);
     expect(runtimeFitMetal.backend).toBe('metal');
     expect('cpu_decode' in runtimeFitMetal).toBe(false);
+    expect(runtimeFitCUDA.backend).toBe('cuda');
+    expect('cpu_decode' in runtimeFitCUDA).toBe(false);
   });
 
   it('a spec refuses what the UI could not read', () => {

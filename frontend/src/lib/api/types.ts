@@ -160,8 +160,8 @@ export interface FitReport {
   working_set_source: string;
   /** The model the verdict is for. */
   model?: string;
-  /** What would run the model on this machine: Metal on an Apple silicon Mac, the CPU backend elsewhere. */
-  backend?: 'metal' | 'cpu';
+  /** What would run the model on this machine: the NVIDIA GPU a cuda server runs on, Metal on an Apple silicon Mac, the CPU backend elsewhere. */
+  backend?: 'metal' | 'cpu' | 'cuda';
   /** Bytes one decode step reads at this context (petal bench --dry-run's count). */
   decode_bytes_per_token?: number;
   /** The CPU backend's measured rate at this model's shape; sent where backend is cpu. */
