@@ -132,20 +132,17 @@ func (c *commandBuffer) encode(d *gpu.Dispatch) (launch, error) {
 // stream after the last launch), and records an event that a goroutine
 // waits for.
 func (c *commandBuffer) Commit() error {
-	if c.err != nil {
-		c.status.Store(int32(gpu.Failed))
-		c.runErr = c.err
-		close(c.done)
-		return c.err
-	}
 	if !c.status.CompareAndSwap(int32(gpu.Encoding), int32(gpu.Committed)) {
 		return fmt.Errorf("%w: command buffer committed twice", gpu.ErrInvalid)
+	}
+	if c.err != nil {
+		return c.refuse(c.err)
 	}
 	d := c.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return gpu.ErrClosed
+		return c.refuse(gpu.ErrClosed)
 	}
 	d.enter()
 	defer runtime.UnlockOSThread()
@@ -260,6 +257,15 @@ func (c *commandBuffer) fail(err error) {
 	c.runErr = fmt.Errorf("%w: %w", gpu.ErrExecution, err)
 	c.status.Store(int32(gpu.Failed))
 	close(c.done)
+}
+
+// refuse fails a command buffer that Commit will not launch, so that Wait
+// returns err instead of blocking.
+func (c *commandBuffer) refuse(err error) error {
+	c.runErr = err
+	c.status.Store(int32(gpu.Failed))
+	close(c.done)
+	return err
 }
 
 func (c *commandBuffer) Wait() error {

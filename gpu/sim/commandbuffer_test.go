@@ -5,6 +5,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"petal/gpu"
 	"petal/gpu/sim"
@@ -141,6 +142,48 @@ func TestCommandBufferMisuse(t *testing.T) {
 	cb4, _ := d.NewCommandBuffer()
 	if err := cb4.Dispatch(good); !errors.Is(err, gpu.ErrInvalid) {
 		t.Errorf("released buffer: %v", err)
+	}
+}
+
+// TestRefusedCommitEndsWait commits a command buffer that cannot run (an
+// encoding error, a closed device): Commit says why, Wait returns the same
+// error instead of blocking, and a second Commit is refused, not a panic.
+func TestRefusedCommitEndsWait(t *testing.T) {
+	d := openSim(t, sim.Options{})
+	in := buffer(t, d, []uint32{1})
+	out, _ := d.NewBuffer(4)
+	bad := *scaleDispatch(t, d, 1, in, out)
+	bad.Threads = size(2048, 1)
+
+	encoded, _ := d.NewCommandBuffer()
+	if err := encoded.Dispatch(&bad); !errors.Is(err, gpu.ErrInvalid) {
+		t.Fatalf("2048 threads: %v", err)
+	}
+	closed, _ := d.NewCommandBuffer()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		cb   gpu.CommandBuffer
+		want error
+	}{{"encoding error", encoded, gpu.ErrInvalid}, {"closed device", closed, gpu.ErrClosed}} {
+		if err := c.cb.Commit(); !errors.Is(err, c.want) {
+			t.Errorf("%s: Commit = %v, want %v", c.name, err, c.want)
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- c.cb.Wait() }()
+		select {
+		case err := <-waited:
+			if !errors.Is(err, c.want) || c.cb.Status() != gpu.Failed {
+				t.Errorf("%s: Wait = %v, status %v", c.name, err, c.cb.Status())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: Wait still blocked 10s after a refused Commit", c.name)
+		}
+		if err := c.cb.Commit(); !errors.Is(err, gpu.ErrInvalid) {
+			t.Errorf("%s: second Commit = %v", c.name, err)
+		}
 	}
 }
 

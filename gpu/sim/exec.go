@@ -179,20 +179,17 @@ func (c *commandBuffer) encode(d *gpu.Dispatch) (op, error) {
 
 // Commit queues the command buffer behind the ones committed before it.
 func (c *commandBuffer) Commit() error {
-	if c.err != nil {
-		c.status.Store(int32(gpu.Failed))
-		c.runErr = c.err
-		close(c.done)
-		return c.err
-	}
 	if !c.status.CompareAndSwap(int32(gpu.Encoding), int32(gpu.Committed)) {
 		return fmt.Errorf("%w: command buffer committed twice", gpu.ErrInvalid)
+	}
+	if c.err != nil {
+		return c.refuse(c.err)
 	}
 	d := c.dev
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return gpu.ErrClosed
+		return c.refuse(gpu.ErrClosed)
 	}
 	prev := d.tail
 	d.tail = c.done
@@ -209,6 +206,15 @@ func (c *commandBuffer) Commit() error {
 		close(c.done)
 	}()
 	return nil
+}
+
+// refuse fails a command buffer that Commit will not run, so that Wait
+// returns err instead of blocking.
+func (c *commandBuffer) refuse(err error) error {
+	c.runErr = err
+	c.status.Store(int32(gpu.Failed))
+	close(c.done)
+	return err
 }
 
 func (c *commandBuffer) Wait() error {
