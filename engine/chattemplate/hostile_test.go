@@ -38,10 +38,12 @@ func TestHostile(t *testing.T) {
 			}
 			peak := watchHeap(t)
 			elapsed := workClock(t)
+			wallStart := time.Now()
 			tp, err := Parse(string(src))
 			if err == nil {
 				_, err = tp.Render(t.Context(), in)
 			}
+			wall := time.Since(wallStart)
 			heap := peak()
 			switch want := string(m[1]); want {
 			case "limit":
@@ -62,6 +64,13 @@ func TestHostile(t *testing.T) {
 			if elapsed() > MaxRenderTime+clockTick {
 				t.Errorf("ran for %v of the render's clock, past MaxRenderTime and its next check", elapsed())
 			}
+			// The render's clock counts only the steps that read it; one step
+			// that runs long between reads (a filter over a huge value) shows
+			// only on the wall clock. The bound is far above any machine's
+			// load, so it fails only on such a step.
+			if wall > hostileWallBound {
+				t.Errorf("took %v of wall time, more than %v: some step runs long between the render's checks", wall, hostileWallBound)
+			}
 			if heap > hostileHeapBound {
 				t.Errorf("heap reached %d bytes, more than %d", heap, hostileHeapBound)
 			}
@@ -69,6 +78,9 @@ func TestHostile(t *testing.T) {
 		})
 	}
 }
+
+// hostileWallBound is ten times MaxRenderTime.
+const hostileWallBound = 10 * MaxRenderTime
 
 // clockTick is how far workClock advances at each read: the render reads
 // its clock every stepCheckEvery steps, so MaxRenderTime is 50 reads (3,200
