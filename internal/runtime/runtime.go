@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"petal/engine"
@@ -109,7 +110,7 @@ func Open(cfg Config) (*Runtime, error) {
 		live.slot.Close()
 		return nil, &ListenError{Addr: cfg.Addr, Err: err}
 	}
-	opts := api.Options{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts, Logger: logger}
+	opts := api.Options{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: slices.Clone(cfg.AllowedHosts), Logger: logger}
 	if host, _, err := net.SplitHostPort(r.ln.Addr().String()); err == nil {
 		switch ip := net.ParseIP(host); {
 		case ip != nil && ip.IsUnspecified():
