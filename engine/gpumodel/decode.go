@@ -40,6 +40,9 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 	if d.Logprobs != nil && d.Sampling == nil {
 		return engine.DecodeStats{}, errors.New("gpumodel: logprobs are drawn by the sampler; the decode needs Sampling")
 	}
+	if d.Constraint != nil && d.Sampling == nil {
+		return engine.DecodeStats{}, errors.New("gpumodel: a constraint masks the sampler's draw; the decode needs Sampling")
+	}
 	s.limit = d.Limit
 	defer func() { s.limit = 0 }()
 	var st engine.DecodeStats
