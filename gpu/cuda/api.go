@@ -22,20 +22,15 @@ type result = uint32
 
 // CUDA driver errors Petal names.
 const (
-	cudaSuccess       = 0
-	cudaNotReady      = 600
-	cudaNoDevice      = 100
-	cudaNotInitalized = 3
+	cudaSuccess  = 0
+	cudaNoDevice = 100
 )
 
 // Device attributes (CUdevice_attribute).
 const (
-	attrMaxThreadsPerBlock     = 1
 	attrMaxGridDimY            = 6
 	attrMaxGridDimZ            = 7
 	attrMultiprocessors        = 16
-	attrMemoryClockKHz         = 36
-	attrMemoryBusWidth         = 37
 	attrComputeMajor           = 75
 	attrComputeMinor           = 76
 	attrManagedMemory          = 83
@@ -78,7 +73,6 @@ type driverAPI struct {
 	cuEventCreate             func(e *uintptr, flags uint32) result
 	cuEventRecord             func(e, s uintptr) result
 	cuEventSynchronize        func(e uintptr) result
-	cuEventQuery              func(e uintptr) result
 	cuEventDestroy            func(e uintptr) result
 	cuEventElapsedTime        func(ms *float32, start, end uintptr) result
 	cuModuleLoadData          func(m *uintptr, image unsafe.Pointer) result
@@ -180,7 +174,7 @@ func loadDriver() (*driverAPI, error) {
 		"cuMemAllocAsync": &a.cuMemAllocAsync, "cuMemFreeAsync": &a.cuMemFreeAsync,
 		"cuStreamCreate": &a.cuStreamCreate, "cuStreamSynchronize": &a.cuStreamSynchronize, "cuStreamDestroy": &a.cuStreamDestroy,
 		"cuEventCreate": &a.cuEventCreate, "cuEventRecord": &a.cuEventRecord, "cuEventSynchronize": &a.cuEventSynchronize,
-		"cuEventQuery": &a.cuEventQuery, "cuEventDestroy": &a.cuEventDestroy, "cuEventElapsedTime": &a.cuEventElapsedTime,
+		"cuEventDestroy": &a.cuEventDestroy, "cuEventElapsedTime": &a.cuEventElapsedTime,
 		"cuModuleLoadData": &a.cuModuleLoadData, "cuModuleGetFunction": &a.cuModuleGetFunction,
 		"cuFuncGetAttribute": &a.cuFuncGetAttribute, "cuLaunchKernel": &a.cuLaunchKernel, "cuGetErrorName": &a.cuGetErrorName,
 	})

@@ -164,12 +164,11 @@ func (d *Device) Close() error {
 // place and the driver migrates to the GPU when a kernel touches it, or
 // device memory holding a copy of a wrapped region that kernels only read.
 type buffer struct {
-	dev     *Device
-	ptr     uintptr
-	n       int
-	host    []byte // Contents
-	wrapped bool
-	once    sync.Once
+	dev  *Device
+	ptr  uintptr
+	n    int
+	host []byte // Contents
+	once sync.Once
 }
 
 func (b *buffer) Len() int            { return b.n }
@@ -232,7 +231,7 @@ func (d *Device) WrapNoCopy(mem []byte) (gpu.Buffer, error) {
 		d.api.cuMemFree(p)
 		return nil, err
 	}
-	return &buffer{dev: d, ptr: p, n: len(mem), host: mem, wrapped: true}, nil
+	return &buffer{dev: d, ptr: p, n: len(mem), host: mem}, nil
 }
 
 // ---------------------------------------------------------------- pipelines
