@@ -61,10 +61,13 @@ type Device interface {
 	Info() Info
 	// NewBuffer returns a zeroed shared buffer of length bytes.
 	NewBuffer(length int) (Buffer, error)
-	// WrapNoCopy returns a buffer over mem without copying it. mem must start
-	// on a page boundary (an mmapped region); it must stay mapped until the
-	// buffer is released, and kernels must only read it. The checkpoint
-	// loader wraps each mmapped shard this way, so weights are used in place.
+	// WrapNoCopy returns a buffer that kernels only read, whose Contents is
+	// mem itself. mem must start on a page boundary (an mmapped region) and
+	// stay mapped and unchanged until the buffer is released. The driver
+	// may copy mem once, at wrap, and never writes it: Metal and the sim
+	// use it in place, the CUDA driver copies it to device memory, which
+	// its kernels read. The checkpoint loader wraps each mmapped shard
+	// this way.
 	WrapNoCopy(mem []byte) (Buffer, error)
 	// NewPipeline compiles function from src with the given function
 	// constants, or returns the pipeline compiled before for the same
@@ -85,8 +88,8 @@ type Buffer interface {
 	// Contents is the buffer's memory. Read it only after the command
 	// buffers writing it have completed.
 	Contents() []byte
-	// Release frees the buffer (for a wrapped one: drops the GPU's view;
-	// the caller still owns the mapping). Releasing twice is a no-op.
+	// Release frees the buffer (for a wrapped one: drops the GPU's view or
+	// copy; the caller still owns the mapping). Releasing twice is a no-op.
 	Release()
 }
 

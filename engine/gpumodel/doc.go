@@ -20,10 +20,10 @@
 //
 // # Weights
 //
-// Every safetensors shard is wrapped, not copied (gpu.Device.WrapNoCopy of
-// the mmapped file); quantized matrices are views into those buffers. Only
-// the small vectors (norm gains, conv taps, gates) are converted to float32
-// buffers at load.
+// Every safetensors shard is wrapped (gpu.Device.WrapNoCopy of the mmapped
+// file: used in place on Metal, copied once to device memory on CUDA);
+// quantized matrices are views into those buffers. Only the small vectors
+// (norm gains, conv taps, gates) are converted to float32 buffers at load.
 //
 // # Prefill
 //
