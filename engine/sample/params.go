@@ -169,10 +169,16 @@ type GenerationConfig struct {
 // ReadGenerationConfig parses generation_config.json. Fields other than the
 // sampling ones are ignored.
 func ReadGenerationConfig(data []byte) (GenerationConfig, error) {
+	// Only the fields kept are decoded: a seed or penalty of any type in the
+	// file must not stop the model loading.
 	var raw struct {
-		Overrides
-		DoSample *bool           `json:"do_sample"`
-		EOS      json.RawMessage `json:"eos_token_id"`
+		Temperature       *float64        `json:"temperature"`
+		TopP              *float64        `json:"top_p"`
+		TopK              *int            `json:"top_k"`
+		MinP              *float64        `json:"min_p"`
+		RepetitionPenalty *float64        `json:"repetition_penalty"`
+		DoSample          *bool           `json:"do_sample"`
+		EOS               json.RawMessage `json:"eos_token_id"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return GenerationConfig{}, fmt.Errorf("sample: reading generation_config.json: %w", err)

@@ -79,6 +79,14 @@ func TestReadGenerationConfig(t *testing.T) {
 	if err != nil || len(one.EOS) != 1 || one.EOS[0] != 7 || *one.MinP != 0.05 || *one.RepetitionPenalty != 1.1 {
 		t.Fatalf("scalar eos: %+v %v", one, err)
 	}
+	// Fields Petal does not read from the file, of types a request would be
+	// refused for, must not stop the model loading.
+	for _, odd := range []string{`{"temperature": 0.7, "seed": "random"}`, `{"temperature": 0.7, "seed": 1.5}`, `{"temperature": 0.7, "presence_penalty": "1.5"}`} {
+		gc, err := ReadGenerationConfig([]byte(odd))
+		if err != nil || gc.Temperature == nil || *gc.Temperature != 0.7 || gc.Seed != nil || gc.PresencePenalty != nil {
+			t.Errorf("%s: got %+v, %v; want temperature 0.7 and nothing else", odd, gc, err)
+		}
+	}
 	for _, bad := range []string{`{`, `{"eos_token_id": "x"}`, `{"eos_token_id": [-1]}`, `{"top_k": "many"}`} {
 		if _, err := ReadGenerationConfig([]byte(bad)); err == nil || !strings.Contains(err.Error(), "generation_config.json") {
 			t.Errorf("%s: got %v, want an error naming the file", bad, err)
