@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -105,7 +106,12 @@ func decodeJSON(ctx context.Context, data []byte, v any) error {
 	select {
 	case decoding <- struct{}{}:
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		// Both: callers map ctx.Err() to the cancelled answer, the cause
+		// says why.
+		if cause := context.Cause(ctx); cause != ctx.Err() {
+			return fmt.Errorf("%w: %w", ctx.Err(), cause)
+		}
+		return ctx.Err()
 	}
 	defer func() { <-decoding }()
 	err := json.Unmarshal(data, v)

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -45,6 +48,11 @@ func TestDecodingPlacesAreBounded(t *testing.T) {
 	cancel(gone)
 	if err := <-done; !errors.Is(err, gone) {
 		t.Errorf("waiting for a place: %v, want the request's cause", err)
+	}
+	// The whole body path answers as a cancelled request, not as bad JSON.
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"a":1}`))
+	if e := errorFor(decodeBody(r, new(any)), log.New(io.Discard, "", 0)); e.Status != statusClientClosed {
+		t.Errorf("a body cut off by its request's cause: %d %q, want %d", e.Status, e.Message, statusClientClosed)
 	}
 	for range MaxDecoding {
 		<-decoding
