@@ -346,8 +346,13 @@ func TestQueueFullAndCancel(t *testing.T) {
 		_, err := s.Generate(waitCtx, &Request{Messages: user("b")}, func(reply.Event) error { return nil })
 		waitErr <- err
 	}()
+	timeout := time.After(5 * time.Second)
 	for changed := s.QueueChanged(); s.Metrics().Waiting != 1; changed = s.QueueChanged() {
-		<-changed
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the second request never queued: %+v", s.Metrics())
+		}
 	}
 	if _, _, err := collect(t, s, &Request{Messages: user("c")}); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("third request: %v, want ErrQueueFull", err)
