@@ -1,6 +1,8 @@
 package fit
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -230,19 +232,16 @@ func measure(cfg *checkpoint.Config, ctx int) ([]gpumodel.Footprint, []int, erro
 		contexts = append(contexts, c)
 	}
 	contexts = append(contexts, maxPos, ctx)
-	var fps []gpumodel.Footprint
-	if q, err := qwen36(); err == nil && cfg == q.Config {
-		fps, err = qwenFootprints.get(cfg, contexts)
-		return fps, contexts, err
-	}
-	fps, err = gpumodel.MeasureFootprints(cfg, contexts)
+	fps, err := footprints.get(cfg, contexts)
 	return fps, contexts, err
 }
 
-// qwenFootprints keeps the 35B shape's footprints, which the Setup screen
-// asks for on every GET /manage/fit: each context is recorded once (a
-// whole model on the recording driver) instead of on every request.
-var qwenFootprints = &footprintCache{measure: gpumodel.MeasureFootprints, byContext: map[int]gpumodel.Footprint{}}
+// footprints keeps the footprints measured, which the Setup screen asks for
+// on every GET /manage/fit: each context of a shape is recorded once (a
+// whole model on the recording driver) instead of on every request. They
+// are keyed on the config's contents, as the screen reads a new Config
+// from the installed checkpoint each time.
+var footprints = &footprintCache{measure: gpumodel.MeasureFootprints, byKey: map[footprintKey]gpumodel.Footprint{}}
 
 // maxCachedFootprints bounds the contexts footprintCache keeps, so that
 // requests for ever new contexts cannot grow it without end; past it, the
@@ -250,19 +249,29 @@ var qwenFootprints = &footprintCache{measure: gpumodel.MeasureFootprints, byCont
 const maxCachedFootprints = 256
 
 type footprintCache struct {
-	measure   func(*checkpoint.Config, []int) ([]gpumodel.Footprint, error)
-	mu        sync.Mutex
-	byContext map[int]gpumodel.Footprint
+	measure func(*checkpoint.Config, []int) ([]gpumodel.Footprint, error)
+	mu      sync.Mutex
+	byKey   map[footprintKey]gpumodel.Footprint
 }
 
-// get is c.measure(cfg, contexts) for the one cfg the cache is for,
-// measuring only the contexts it does not hold.
+type footprintKey struct {
+	config  [sha256.Size]byte // of the Config's JSON
+	context int
+}
+
+// get is c.measure(cfg, contexts), measuring only the contexts it does not
+// hold for cfg's contents.
 func (c *footprintCache) get(cfg *checkpoint.Config, contexts []int) ([]gpumodel.Footprint, error) {
+	text, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fit: keying the config: %w", err)
+	}
+	shape := sha256.Sum256(text)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var missing []int
 	for _, ctx := range contexts {
-		if _, ok := c.byContext[ctx]; !ok && !slices.Contains(missing, ctx) {
+		if _, ok := c.byKey[footprintKey{shape, ctx}]; !ok && !slices.Contains(missing, ctx) {
 			missing = append(missing, ctx)
 		}
 	}
@@ -274,14 +283,14 @@ func (c *footprintCache) get(cfg *checkpoint.Config, contexts []int) ([]gpumodel
 		}
 		for i, ctx := range missing {
 			measured[ctx] = fps[i]
-			if len(c.byContext) < maxCachedFootprints {
-				c.byContext[ctx] = fps[i]
+			if len(c.byKey) < maxCachedFootprints {
+				c.byKey[footprintKey{shape, ctx}] = fps[i]
 			}
 		}
 	}
 	out := make([]gpumodel.Footprint, len(contexts))
 	for i, ctx := range contexts {
-		f, ok := c.byContext[ctx]
+		f, ok := c.byKey[footprintKey{shape, ctx}]
 		if !ok {
 			f = measured[ctx]
 		}

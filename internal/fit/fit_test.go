@@ -290,14 +290,7 @@ func TestHost(t *testing.T) {
 // runs one per request, record each context's footprint once, and answer
 // as a fresh measurement does.
 func TestQwenFootprintsOnce(t *testing.T) {
-	var asked [][]int
-	c := &footprintCache{byContext: map[int]gpumodel.Footprint{}, measure: func(cfg *checkpoint.Config, contexts []int) ([]gpumodel.Footprint, error) {
-		asked = append(asked, contexts)
-		return gpumodel.MeasureFootprints(cfg, contexts)
-	}}
-	old := qwenFootprints
-	qwenFootprints = c
-	t.Cleanup(func() { qwenFootprints = old })
+	asked := countMeasures(t)
 	m, err := Qwen36()
 	if err != nil {
 		t.Fatal(err)
@@ -311,23 +304,71 @@ func TestQwenFootprintsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(asked) != 1 || first != again {
-		t.Fatalf("a second check measured again (%v) or answered otherwise: %+v, %+v", asked, first, again)
+	if len(*asked) != 1 || first != again {
+		t.Fatalf("a second check measured again (%v) or answered otherwise: %+v, %+v", *asked, first, again)
 	}
 	other, err := Check(m, budget, Request{Context: 3000, CachedSessions: DefaultCachedSessions})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(asked) != 2 || !slices.Equal(asked[1], []int{3000}) {
-		t.Errorf("a new context measured %v, want [3000] alone", asked[1:])
+	if len(*asked) != 2 || !slices.Equal((*asked)[1], []int{3000}) {
+		t.Errorf("a new context measured %v, want [3000] alone", (*asked)[1:])
 	}
-	fresh := m
-	fresh.Config = checkpoint.Qwen36() // not the shared config: measured as any model is
-	want, err := Check(fresh, budget, Request{Context: 3000, CachedSessions: DefaultCachedSessions})
+	asked = countMeasures(t) // empty: measured afresh
+	want, err := Check(m, budget, Request{Context: 3000, CachedSessions: DefaultCachedSessions})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other != want || len(asked) != 2 {
-		t.Errorf("from the cache %+v, measured %+v (measurements %v)", other, want, asked)
+	if other != want || len(*asked) != 1 {
+		t.Errorf("from the cache %+v, measured %+v (measurements %v)", other, want, *asked)
 	}
+}
+
+// TestFootprintsKeyedOnContents: the Setup screen reads the installed
+// checkpoint's config anew on every GET /manage/fit; the second check of
+// the same folder records nothing, and another shape is measured.
+func TestFootprintsKeyedOnContents(t *testing.T) {
+	asked := countMeasures(t)
+	dir := filepath.Join("..", "..", "engine", "testdata", "fixtures", "tiny-a")
+	budget := Budget{Bytes: 64 << 30, Source: "a test's budget"}
+	var reports []Report
+	for range 2 {
+		m, err := FromCheckpoint(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Check(m, budget, Request{Context: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports = append(reports, r)
+	}
+	if len(*asked) != 1 || reports[0] != reports[1] {
+		t.Fatalf("the second check of %s measured %v, answered %+v then %+v", dir, *asked, reports[0], reports[1])
+	}
+	m, err := FromCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Config.Experts *= 2
+	if _, err := Check(m, budget, Request{Context: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	if len(*asked) != 2 {
+		t.Errorf("a config with twice the experts measured %d times in all, want 2", len(*asked))
+	}
+}
+
+// countMeasures makes the footprint cache an empty one for the test and
+// returns the contexts each measurement it makes asks for.
+func countMeasures(t *testing.T) *[][]int {
+	asked := new([][]int)
+	c := &footprintCache{byKey: map[footprintKey]gpumodel.Footprint{}, measure: func(cfg *checkpoint.Config, contexts []int) ([]gpumodel.Footprint, error) {
+		*asked = append(*asked, contexts)
+		return gpumodel.MeasureFootprints(cfg, contexts)
+	}}
+	old := footprints
+	footprints = c
+	t.Cleanup(func() { footprints = old })
+	return asked
 }
