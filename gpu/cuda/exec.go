@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -36,14 +35,12 @@ type launch struct {
 }
 
 type commandBuffer struct {
+	gpu.Completion
 	dev      *Device
 	trace    gpu.Trace
 	launches []launch
 	bytes    []byte // setBytes data of every dispatch, 16-byte aligned
 	err      error
-	status   atomic.Int32
-	done     chan struct{}
-	runErr   error
 }
 
 // NewCommandBuffer starts encoding. A command buffer runs on the device's
@@ -56,11 +53,10 @@ func (d *Device) NewCommandBuffer() (gpu.CommandBuffer, error) {
 	if d.closed {
 		return nil, gpu.ErrClosed
 	}
-	return &commandBuffer{dev: d, done: make(chan struct{}), trace: gpu.Trace{Keep: true}}, nil
+	return &commandBuffer{Completion: gpu.NewCompletion(), dev: d, trace: gpu.Trace{Keep: true}}, nil
 }
 
-func (c *commandBuffer) Trace() *gpu.Trace  { return &c.trace }
-func (c *commandBuffer) Status() gpu.Status { return gpu.Status(c.status.Load()) }
+func (c *commandBuffer) Trace() *gpu.Trace { return &c.trace }
 
 func (c *commandBuffer) Barrier() {
 	if c.Status() == gpu.Encoding {
@@ -132,17 +128,17 @@ func (c *commandBuffer) encode(d *gpu.Dispatch) (launch, error) {
 // stream after the last launch), and records an event that a goroutine
 // waits for.
 func (c *commandBuffer) Commit() error {
-	if !c.status.CompareAndSwap(int32(gpu.Encoding), int32(gpu.Committed)) {
-		return fmt.Errorf("%w: command buffer committed twice", gpu.ErrInvalid)
+	if err := c.Completion.Commit(); err != nil {
+		return err
 	}
 	if c.err != nil {
-		return c.refuse(c.err)
+		return c.End(c.err)
 	}
 	d := c.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return c.refuse(gpu.ErrClosed)
+		return c.End(gpu.ErrClosed)
 	}
 	d.enter()
 	defer runtime.UnlockOSThread()
@@ -154,7 +150,7 @@ func (c *commandBuffer) Commit() error {
 	ev, err := c.launchAll(t)
 	host := time.Since(start)
 	if err != nil {
-		c.fail(err)
+		c.endRun(err)
 		return nil
 	}
 	go c.await(ev, t, host)
@@ -245,33 +241,14 @@ func (c *commandBuffer) await(ev uintptr, t *timings, host time.Duration) {
 	} else {
 		d.api.cuEventDestroy(ev)
 	}
+	c.endRun(err)
+}
+
+// endRun ends a launched command buffer; a failure of the launch or the
+// run is an execution error.
+func (c *commandBuffer) endRun(err error) {
 	if err != nil {
-		c.fail(err)
-		return
+		err = fmt.Errorf("%w: %w", gpu.ErrExecution, err)
 	}
-	c.status.Store(int32(gpu.Completed))
-	close(c.done)
-}
-
-func (c *commandBuffer) fail(err error) {
-	c.runErr = fmt.Errorf("%w: %w", gpu.ErrExecution, err)
-	c.status.Store(int32(gpu.Failed))
-	close(c.done)
-}
-
-// refuse fails a command buffer that Commit will not launch, so that Wait
-// returns err instead of blocking.
-func (c *commandBuffer) refuse(err error) error {
-	c.runErr = err
-	c.status.Store(int32(gpu.Failed))
-	close(c.done)
-	return err
-}
-
-func (c *commandBuffer) Wait() error {
-	if c.Status() == gpu.Encoding {
-		return fmt.Errorf("%w: wait before commit", gpu.ErrInvalid)
-	}
-	<-c.done
-	return c.runErr
+	c.End(err)
 }

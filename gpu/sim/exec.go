@@ -88,13 +88,11 @@ type op struct {
 }
 
 type commandBuffer struct {
-	dev    *Device
-	trace  gpu.Trace
-	ops    []op
-	err    error
-	status atomic.Int32
-	done   chan struct{}
-	runErr error
+	gpu.Completion
+	dev   *Device
+	trace gpu.Trace
+	ops   []op
+	err   error
 }
 
 // NewCommandBuffer starts encoding.
@@ -104,11 +102,10 @@ func (d *Device) NewCommandBuffer() (gpu.CommandBuffer, error) {
 	if d.closed {
 		return nil, gpu.ErrClosed
 	}
-	return &commandBuffer{dev: d, done: make(chan struct{}), trace: gpu.Trace{Keep: true}}, nil
+	return &commandBuffer{Completion: gpu.NewCompletion(), dev: d, trace: gpu.Trace{Keep: true}}, nil
 }
 
-func (c *commandBuffer) Trace() *gpu.Trace  { return &c.trace }
-func (c *commandBuffer) Status() gpu.Status { return gpu.Status(c.status.Load()) }
+func (c *commandBuffer) Trace() *gpu.Trace { return &c.trace }
 
 func (c *commandBuffer) Barrier() {
 	if c.Status() != gpu.Encoding {
@@ -179,50 +176,26 @@ func (c *commandBuffer) encode(d *gpu.Dispatch) (op, error) {
 
 // Commit queues the command buffer behind the ones committed before it.
 func (c *commandBuffer) Commit() error {
-	if !c.status.CompareAndSwap(int32(gpu.Encoding), int32(gpu.Committed)) {
-		return fmt.Errorf("%w: command buffer committed twice", gpu.ErrInvalid)
+	if err := c.Completion.Commit(); err != nil {
+		return err
 	}
 	if c.err != nil {
-		return c.refuse(c.err)
+		return c.End(c.err)
 	}
 	d := c.dev
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return c.refuse(gpu.ErrClosed)
+		return c.End(gpu.ErrClosed)
 	}
 	prev := d.tail
-	d.tail = c.done
+	d.tail = c.Done()
 	d.mu.Unlock()
 	go func() {
 		<-prev
-		err := c.run()
-		if err != nil {
-			c.runErr = err
-			c.status.Store(int32(gpu.Failed))
-		} else {
-			c.status.Store(int32(gpu.Completed))
-		}
-		close(c.done)
+		c.End(c.run())
 	}()
 	return nil
-}
-
-// refuse fails a command buffer that Commit will not run, so that Wait
-// returns err instead of blocking.
-func (c *commandBuffer) refuse(err error) error {
-	c.runErr = err
-	c.status.Store(int32(gpu.Failed))
-	close(c.done)
-	return err
-}
-
-func (c *commandBuffer) Wait() error {
-	if c.Status() == gpu.Encoding {
-		return fmt.Errorf("%w: wait before commit", gpu.ErrInvalid)
-	}
-	<-c.done
-	return c.runErr
 }
 
 // ---------------------------------------------------------------- execution

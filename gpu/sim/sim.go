@@ -105,7 +105,7 @@ type Device struct {
 	mu      sync.Mutex
 	libs    map[string]*library
 	pipes   map[string]*pipeline
-	tail    chan struct{} // closed when the last committed command buffer is done
+	tail    <-chan struct{} // closed when the last committed command buffer is done
 	closed  bool
 	workers chan *worker
 	nwork   int
