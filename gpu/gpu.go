@@ -243,3 +243,26 @@ func CheckNoCopy(mem []byte) error {
 	}
 	return nil
 }
+
+// An Uploader copies read-only data into memory of its own, from anywhere
+// (mem need not be aligned): the CUDA driver's device memory, where the
+// alternative, a shared buffer, would be managed memory that pages
+// between host and card.
+type Uploader interface {
+	Upload(mem []byte) (Buffer, error)
+}
+
+// Upload returns a buffer that kernels only read, holding a copy of mem:
+// dev's own where it is an Uploader, else a new shared buffer mem is
+// copied into. Its Contents is for reading.
+func Upload(dev Device, mem []byte) (Buffer, error) {
+	if u, ok := dev.(Uploader); ok {
+		return u.Upload(mem)
+	}
+	b, err := dev.NewBuffer(len(mem))
+	if err != nil {
+		return nil, err
+	}
+	copy(b.Contents(), mem)
+	return b, nil
+}

@@ -121,14 +121,13 @@ func (m *Model) load() error {
 		if !slices.Contains(misaligned, t) {
 			return view(t)
 		}
-		b, err := dev.NewBuffer(len(t.Data))
+		b, err := gpu.Upload(dev, t.Data)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("gpumodel: copying misaligned %s: %w", t.Name, err))
 			return shaders.View{}
 		}
 		m.copies = append(m.copies, b)
 		m.copiedBytes += int64(len(t.Data))
-		copy(b.Contents(), t.Data)
 		return shaders.View{Buf: b}
 	}
 	mat := func(x *checkpoint.Matrix) shaders.QMatrix {

@@ -80,6 +80,28 @@ type driverAPI struct {
 	cuFuncGetAttribute        func(v *int32, attr int32, f uintptr) result
 	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, shmem uint32, s uintptr, params, extra unsafe.Pointer) result
 	cuGetErrorName            func(e result, s **byte) result
+
+	cuGraphCreate                  func(g *uintptr, flags uint32) result
+	cuGraphDestroy                 func(g uintptr) result
+	cuGraphAddKernelNode           func(n *uintptr, g uintptr, deps *uintptr, ndeps uint64, p *kernelNodeParams) result
+	cuGraphAddEventRecordNode      func(n *uintptr, g uintptr, deps *uintptr, ndeps uint64, ev uintptr) result
+	cuGraphInstantiateWithFlags    func(e *uintptr, g uintptr, flags uint64) result
+	cuGraphExecKernelNodeSetParams func(e, n uintptr, p *kernelNodeParams) result
+	cuGraphExecDestroy             func(e uintptr) result
+	cuGraphLaunch                  func(e, s uintptr) result
+}
+
+// kernelNodeParams is CUDA_KERNEL_NODE_PARAMS_v2; drivers that bind the
+// first version read only the fields up to extra.
+type kernelNodeParams struct {
+	fn                  uintptr
+	gridX, gridY, gridZ uint32
+	blkX, blkY, blkZ    uint32
+	shmem               uint32
+	params              unsafe.Pointer // void**: one pointer, to the Params
+	extra               unsafe.Pointer
+	kern                uintptr // CUkernel; zero: fn is used
+	ctx                 uintptr // zero: the current context
 }
 
 type nvrtcAPI struct {
@@ -177,6 +199,10 @@ func loadDriver() (*driverAPI, error) {
 		"cuEventDestroy": &a.cuEventDestroy, "cuEventElapsedTime": &a.cuEventElapsedTime,
 		"cuModuleLoadData": &a.cuModuleLoadData, "cuModuleGetFunction": &a.cuModuleGetFunction,
 		"cuFuncGetAttribute": &a.cuFuncGetAttribute, "cuLaunchKernel": &a.cuLaunchKernel, "cuGetErrorName": &a.cuGetErrorName,
+		"cuGraphCreate": &a.cuGraphCreate, "cuGraphDestroy": &a.cuGraphDestroy,
+		"cuGraphAddKernelNode": &a.cuGraphAddKernelNode, "cuGraphAddEventRecordNode": &a.cuGraphAddEventRecordNode,
+		"cuGraphInstantiateWithFlags": &a.cuGraphInstantiateWithFlags, "cuGraphExecKernelNodeSetParams": &a.cuGraphExecKernelNodeSetParams,
+		"cuGraphExecDestroy": &a.cuGraphExecDestroy, "cuGraphLaunch": &a.cuGraphLaunch,
 	})
 	if err != nil {
 		return nil, err

@@ -34,13 +34,18 @@ type Device struct {
 
 	prof *profile // nil unless $PETAL_CUDA_PROFILE=1
 
+	graphs *graphCache // guarded by mu
+
 	mu     sync.Mutex
 	mods   map[string]uintptr // module by cubin cache key
 	pipes  map[string]*pipeline
 	closed bool
 }
 
-var _ gpu.Device = (*Device)(nil)
+var (
+	_ gpu.Device   = (*Device)(nil)
+	_ gpu.Uploader = (*Device)(nil)
+)
 
 // Open loads libcuda and libnvrtc, and opens the GPU: ErrNoDriver,
 // ErrNoDevice or ErrNoCompiler say what is missing.
@@ -62,7 +67,11 @@ func Open(opts Options) (*Device, error) {
 	if opts.Ordinal < 0 || int(n) <= opts.Ordinal {
 		return nil, fmt.Errorf("%w: device %d asked for, %d present", ErrNoDevice, opts.Ordinal, n)
 	}
-	d := &Device{api: api, mods: map[string]uintptr{}, pipes: map[string]*pipeline{}, prof: newProfile()}
+	graphs, err := newGraphCache()
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{api: api, mods: map[string]uintptr{}, pipes: map[string]*pipeline{}, prof: newProfile(), graphs: graphs}
 	if err := api.check(api.cuDeviceGet(&d.dev, int32(opts.Ordinal)), "cuDeviceGet"); err != nil {
 		return nil, err
 	}
@@ -149,6 +158,7 @@ func (d *Device) Close() error {
 	d.enter()
 	defer runtime.UnlockOSThread()
 	err := d.api.check(d.api.cuStreamSynchronize(d.stream), "closing")
+	d.graphs.close(d)
 	if d.prof != nil {
 		d.prof.print(os.Stderr, d)
 	}
@@ -220,6 +230,15 @@ func (d *Device) NewBuffer(length int) (gpu.Buffer, error) {
 func (d *Device) WrapNoCopy(mem []byte) (gpu.Buffer, error) {
 	if err := gpu.CheckNoCopy(mem); err != nil {
 		return nil, err
+	}
+	return d.Upload(mem)
+}
+
+// Upload is WrapNoCopy for mem anywhere: a misaligned tensor's bytes in a
+// shard go to device memory of their own without a host copy.
+func (d *Device) Upload(mem []byte) (gpu.Buffer, error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("%w: uploading nothing", gpu.ErrInvalid)
 	}
 	d.enter()
 	defer runtime.UnlockOSThread()

@@ -32,6 +32,9 @@ type launch struct {
 	// inline[i] is the offset in the command buffer's bytes of slot i's
 	// setBytes data, or -1; patched into params at commit.
 	inline [gpu.MaxBindings]int32
+	// level is the dependency level (barriers before it) in its command
+	// buffer.
+	level int32
 }
 
 type commandBuffer struct {
@@ -44,9 +47,10 @@ type commandBuffer struct {
 }
 
 // NewCommandBuffer starts encoding. A command buffer runs on the device's
-// one stream, so command buffers run in commit order and each dispatch
-// after the one before it: every barrier is honoured, and dispatches of
-// one level do not overlap.
+// one stream, so command buffers run in commit order, and each level of
+// dispatches after the level before it: every barrier is honoured. The
+// dispatches of one level may run at once, as in Metal's concurrent pass
+// (with $PETAL_CUDA_GRAPHS=serial or off, each after the one before).
 func (d *Device) NewCommandBuffer() (gpu.CommandBuffer, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -77,6 +81,7 @@ func (c *commandBuffer) Dispatch(d *gpu.Dispatch) error {
 		return err
 	}
 	c.trace.AddDispatch(d)
+	l.level = int32(c.trace.Levels() - 1)
 	c.launches = append(c.launches, l)
 	return nil
 }
@@ -123,10 +128,11 @@ func (c *commandBuffer) encode(d *gpu.Dispatch) (launch, error) {
 	return l, nil
 }
 
-// Commit launches every dispatch on the device's stream, after copying the
-// setBytes data to device memory from the stream's pool (freed on the
-// stream after the last launch), and records an event that a goroutine
-// waits for.
+// Commit puts the dispatches on the device's stream, as a replay of the
+// graph of the command buffer's shape (graph.go) or, with
+// $PETAL_CUDA_GRAPHS=off, as one launch each after copying the setBytes
+// data to device memory from the stream's pool (freed on the stream after
+// the last launch); then it records an event that a goroutine waits for.
 func (c *commandBuffer) Commit() error {
 	if err := c.Completion.Commit(); err != nil {
 		return err
@@ -142,6 +148,9 @@ func (c *commandBuffer) Commit() error {
 	}
 	d.enter()
 	defer runtime.UnlockOSThread()
+	if d.graphs.mode != graphOff && len(c.launches) > 0 {
+		return c.replay()
+	}
 	var t *timings
 	if d.prof != nil {
 		t = &timings{}
@@ -154,6 +163,33 @@ func (c *commandBuffer) Commit() error {
 		return nil
 	}
 	go c.await(ev, t, host)
+	return nil
+}
+
+// replay runs the command buffer as a graph. With $PETAL_CUDA_PROFILE=1
+// it waits for the graph, whose event nodes time each kernel back to back.
+func (c *commandBuffer) replay() error {
+	d := c.dev
+	start := time.Now()
+	gr, err := d.graphs.replay(d, c)
+	host := time.Since(start)
+	if err != nil {
+		c.endRun(err)
+		return nil
+	}
+	if gr.timing != nil {
+		if err := d.api.check(d.api.cuStreamSynchronize(d.stream), "running the command buffer"); err != nil {
+			c.endRun(err)
+			return nil
+		}
+		d.prof.add(gr.timing, d, host)
+	}
+	ev, err := c.event(nil)
+	if err != nil {
+		c.endRun(err)
+		return nil
+	}
+	go c.await(ev, nil, host)
 	return nil
 }
 
