@@ -11,6 +11,12 @@
 #   bench     shaders' benchmarks (dispatch overhead, QMV GB/s)
 #   memcheck racecheck synccheck initcheck   compute-sanitizer over the
 #             shaders tests ($SANITIZE_RUN narrows them with -test.run)
+#   sanitize  all four tools at once, each over the shaders tests split
+#             into $SANITIZE_CHUNKS (4) processes run side by side, a log
+#             each ($tool-$chunk.log) and their error summaries in
+#             sanitize.log
+# fixtures reruns what fails with $PETAL_CUDA_GRAPHS=serial and =off, to
+# tell a missing barrier (serial passes) from a kernel's fault.
 # $UNIT_RUN, $SHADERS_RUN, $FIXTURES_RUN narrow the other phases; *_SECS
 # bound each. Never pipe this script into head: a closed pipe kills the
 # phase that is running.
@@ -47,12 +53,32 @@ for phase in $PHASES; do
 		{ t shaders shaders ${SHADERS_SECS:-240} "$BIN/shaders.test" -test.v -test.count=1 -test.timeout 230s -test.run "${SHADERS_RUN:-.}"
 		  t selftest shaders/selftest 90 "$BIN/selftest.test" -test.v -test.count=1; } 2>&1 | tee "$OUT/shaders.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)' ;;
 	fixtures)
-		t fixtures engine/gpumodel ${FIXTURES_SECS:-180} "$BIN/gpumodel.test" -test.v -test.count=1 -test.timeout 170s -test.run "${FIXTURES_RUN:-.}" 2>&1 | tee "$OUT/fixtures.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)' ;;
+		t fixtures engine/gpumodel ${FIXTURES_SECS:-180} "$BIN/gpumodel.test" -test.v -test.count=1 -test.timeout 170s -test.run "${FIXTURES_RUN:-.}" 2>&1 | tee "$OUT/fixtures.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)'
+		failed=$(grep -E '^--- FAIL' "$OUT/fixtures.log" | awk '{print $3}' | paste -sd'|')
+		if [ -n "$failed" ]; then
+			for mode in serial off; do
+				(export PETAL_CUDA_GRAPHS=$mode; t "fixtures-$mode" engine/gpumodel 120 "$BIN/gpumodel.test" -test.v -test.count=1 -test.run "^($failed)\$" 2>&1 | tee -a "$OUT/fixtures.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)')
+			done
+		fi ;;
 	bench)
 		t bench shaders ${BENCH_SECS:-120} "$BIN/shaders.test" -test.run '^$' -test.bench 'DispatchOverhead|QMV' -test.benchtime 200x 2>&1 | tee "$OUT/bench.log" | grep -E 'Benchmark|==' ;;
 	memcheck | racecheck | synccheck | initcheck)
 		t "$phase" shaders ${SANITIZE_SECS:-150} compute-sanitizer --tool "$phase" --print-limit 20 --error-exitcode 9 \
 			"$BIN/shaders.test" -test.v -test.count=1 -test.run "${SANITIZE_RUN:-.}" 2>&1 | tee "$OUT/$phase.log" | grep -E '(ERROR SUMMARY|^ok|^FAIL|^PASS|^==)' ;;
+	sanitize)
+		names=$(cd "$ROOT/shaders" && "$BIN/shaders.test" -test.list "${SANITIZE_RUN:-.}" | grep '^Test')
+		n=${SANITIZE_CHUNKS:-4}
+		for tool in memcheck racecheck synccheck initcheck; do
+			for c in $(seq 0 $((n - 1))); do
+				re=$(echo "$names" | awk -v n="$n" -v c="$c" 'NR % n == c' | paste -sd'|')
+				t "$tool-$c" shaders ${SANITIZE_SECS:-300} compute-sanitizer --tool "$tool" --print-limit 20 --error-exitcode 9 \
+					"$BIN/shaders.test" -test.v -test.count=1 -test.run "^($re)\$" >"$OUT/$tool-$c.log" 2>&1 &
+			done
+		done
+		wait
+		for f in "$OUT"/{memcheck,racecheck,synccheck,initcheck}-*.log; do
+			echo "$(basename "$f"): $(grep -cE '^=== RUN +Test[^/]*$' "$f") tests; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1); $(grep -E '^== .* exit' "$f")"
+		done | tee "$OUT/sanitize.log" ;;
 	esac
 	echo "phase $phase: $(( $(date +%s) - start )) s"
 done
