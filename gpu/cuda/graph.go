@@ -116,10 +116,12 @@ func (gc *graphCache) replay(d *Device, c *commandBuffer) (*graph, error) {
 		if gr, err = gc.build(d, c); err != nil {
 			return nil, err
 		}
-		gc.graphs[key] = append(gc.graphs[key], gr)
-		if gc.n++; gc.n > maxGraphs {
+		gr.used = gc.tick
+		if gc.n == maxGraphs {
 			gc.evict(d)
 		}
+		gc.graphs[key] = append(gc.graphs[key], gr)
+		gc.n++
 	} else {
 		if err := gr.ensureArena(d, len(c.bytes)); err != nil {
 			return nil, err

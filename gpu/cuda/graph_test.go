@@ -93,7 +93,7 @@ func TestGraphReplay(t *testing.T) {
 	// run encodes links levels of two chains, from bufs[src] (filled with
 	// x0) through bufs[2..] alternately, and checks each chain's end
 	// against the same recurrence in float32.
-	run := func(links int, src int, x0, scale float32) {
+	run := func(t *testing.T, links int, src int, x0, scale float32) {
 		t.Helper()
 		in := bufs[src].Contents()
 		for i := 0; i < n; i++ {
@@ -144,10 +144,10 @@ func TestGraphReplay(t *testing.T) {
 			d.graphs.close(d)
 			d.graphs = &graphCache{mode: mode, graphs: map[uint64][]*graph{}}
 			d.mu.Unlock()
-			run(5, 0, 1, 0.5)
-			run(5, 1, -2, 0.25) // same shape: another input buffer, other inline values
-			run(5, 0, 3, -0.75)
-			run(6, 0, 1, 0.5) // another shape
+			run(t, 5, 0, 1, 0.5)
+			run(t, 5, 1, -2, 0.25) // same shape: another input buffer, other inline values
+			run(t, 5, 0, 3, -0.75)
+			run(t, 6, 0, 1, 0.5) // another shape
 			want := 2
 			if mode == graphOff {
 				want = 0
@@ -156,12 +156,12 @@ func TestGraphReplay(t *testing.T) {
 				t.Fatalf("%d graphs kept, want %d", d.graphs.n, want)
 			}
 			for links := 7; links < 7+maxGraphs; links++ {
-				run(links, links%2, float32(links), 0.125)
+				run(t, links, links%2, float32(links), 0.125)
 			}
 			if mode != graphOff && d.graphs.n != maxGraphs {
 				t.Fatalf("%d graphs kept, want at most %d", d.graphs.n, maxGraphs)
 			}
-			run(5, 1, 2, 0.5) // evicted: built again
+			run(t, 5, 1, 2, 0.5) // evicted: built again
 		})
 	}
 }
