@@ -91,18 +91,21 @@ type driverAPI struct {
 	cuGraphLaunch                  func(e, s uintptr) result
 }
 
-// kernelNodeParams is CUDA_KERNEL_NODE_PARAMS_v2; drivers that bind the
-// first version read only the fields up to extra.
+// kernelNodeParams is CUDA_KERNEL_NODE_PARAMS_v2 (72 bytes); drivers that
+// bind the first version read only the fields up to extra.
 type kernelNodeParams struct {
 	fn                  uintptr
 	gridX, gridY, gridZ uint32
 	blkX, blkY, blkZ    uint32
 	shmem               uint32
 	params              unsafe.Pointer // void**: one pointer, to the Params
-	extra               unsafe.Pointer
-	kern                uintptr // CUkernel; zero: fn is used
-	ctx                 uintptr // zero: the current context
+	// extra, kern (CUkernel) and ctx (CUcontext), left zero: fn is used,
+	// in the current context.
+	_ [3]uintptr
 }
+
+var _ [72 - unsafe.Sizeof(kernelNodeParams{})]byte
+var _ [unsafe.Sizeof(kernelNodeParams{}) - 72]byte
 
 type nvrtcAPI struct {
 	nvrtcVersion           func(major, minor *int32) result
