@@ -9,6 +9,10 @@ func qdotRowVec(int, []uint32, []float32, []uint16, []uint16, []float32, int) (f
 	return 0, false
 }
 
+func qdot4PairVec([2][]uint32, []float32, [2][]uint16, [2][]uint16, []float32, int, *[2]float32) bool {
+	return false
+}
+
 func qdot4Lanes(_ *[]float32, x []float32) []float32 { return x }
 
 func dotVec(_, _ []float32) (float32, int) { return 0, 0 }

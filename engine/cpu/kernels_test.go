@@ -95,6 +95,39 @@ func TestQdotRowVec(t *testing.T) {
 	}
 }
 
+// TestQdotPairVec checks the two-row kernel against the row kernel on
+// each of its rows, bit for bit (each row's terms are added in the same
+// order), on every group size and on group counts that leave a tail after
+// the bias pass's 8 groups a vector.
+func TestQdotPairVec(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, group := range []int{32, 64, 128} {
+		for _, groups := range []int{1, 2, 3, 7, 8, 11, 32} {
+			cols := group * groups
+			m := randomQuant(r, 2, cols, 4, group)
+			x := qdot4Lanes(new([]float32), randomFloats(r, cols))
+			xsum := randomFloats(r, groups)
+			wpr := cols / 8
+			// The kernel takes its rows apart: row 1 first.
+			words := [2][]uint32{m.words[wpr:], m.words[:wpr]}
+			sc := [2][]uint16{m.scales[groups:], m.scales[:groups]}
+			bi := [2][]uint16{m.biases[groups:], m.biases[:groups]}
+			var got [2]float32
+			if ok := qdot4PairVec(words, x, sc, bi, xsum, group/8, &got); ok != vectorKernels {
+				t.Fatalf("group %d: kernel served %v, vector kernels %v", group, ok, vectorKernels)
+			} else if !ok {
+				continue
+			}
+			for k := range 2 {
+				want, _ := qdotRowVec(4, words[k], x, sc[k], bi[k], xsum, group/8)
+				if got[k] != want {
+					t.Errorf("group %d groups %d row %d: got %v, the row kernel %v", group, groups, k, got[k], want)
+				}
+			}
+		}
+	}
+}
+
 // TestDot checks dot, vector prefix and Go tail, on every length up to 130.
 func TestDot(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))

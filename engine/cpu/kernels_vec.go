@@ -59,6 +59,24 @@ func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, 
 	return 0, false
 }
 
+// qdot4PairVec sets out[k] to the product of x with the 4-bit row of
+// words[k], scales[k] and biases[k] for k < 2, as qdotRowVec computes it
+// (the same bits), or reports false where the kernel does not serve the
+// shape. x is in qdot4Lanes' order.
+func qdot4PairVec(words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, wordsPerGroup int, out *[2]float32) bool {
+	groups := len(scales[0])
+	if !vectorKernels || groups == 0 || wordsPerGroup%4 != 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*8 {
+		return false
+	}
+	for k := range 2 {
+		if len(scales[k]) != groups || len(biases[k]) != groups || len(words[k]) != groups*wordsPerGroup {
+			return false
+		}
+	}
+	qdot4x2(words, x, scales, biases, xsum, groups, wordsPerGroup, out)
+	return true
+}
+
 // qdot4Lanes returns x in the lane order of the 4-bit row kernel, in
 // dst's storage where that is not x's own. With splitNibbles each 16
 // floats become their 8 even lanes then their 8 odd: 8 bytes of codes
