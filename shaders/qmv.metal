@@ -50,12 +50,7 @@
 // place without a race.
 // embed runs one thread per element of the row, grid.y rows (a prefill
 // chunk's tokens: row r reads token[r] and writes out + r*k).
-// Threadgroup memory: none. Every qmv kernel and moe_down_combine declares
-// the threadgroup it runs with, QMV_SIMDGROUPS * 32 = 64 threads (a
-// literal: the attribute takes no macro), so that compilers budget
-// registers for 64 threads, not the 1024 of the default (CUDA's limit for
-// 1024 is 64 registers a thread, which made the routed experts' kernel
-// spill 152 bytes a thread).
+// Threadgroup memory: none.
 // CPU reference: engine/cpu matrix.mulQuant (dot4/dot8; dequantize in fp32,
 // fp32 accumulation, scale*dot + bias*sum(x) per group) and matrix.row;
 // silu as engine/cpu's; rmsNorm and the MoE combine as rmsnorm.metal's.
@@ -276,7 +271,7 @@ METAL_FUNC void qmv(
     qmv_rows<BITS, false, ADD>(codes, scales, biases, x, qmv_no_norm(), y, args.rows, args.k, row0, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_bf16_gs64_b4(
+kernel void qmv_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
     device const bfloat* scales [[buffer(2)]],
@@ -290,7 +285,7 @@ METAL_FUNC void qmv(
     qmv<4, false>(args, codes, scales, biases, x, y, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_bf16_gs64_b8(
+kernel void qmv_bf16_gs64_b8(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
     device const bfloat* scales [[buffer(2)]],
@@ -304,7 +299,7 @@ METAL_FUNC void qmv(
     qmv<8, false>(args, codes, scales, biases, x, y, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_add_bf16_gs64_b4(
+kernel void qmv_add_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
     device const bfloat* scales [[buffer(2)]],
@@ -318,7 +313,7 @@ METAL_FUNC void qmv(
     qmv<4, true>(args, codes, scales, biases, x, y, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_add_bf16_gs64_b8(
+kernel void qmv_add_bf16_gs64_b8(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
     device const bfloat* scales [[buffer(2)]],
@@ -360,7 +355,7 @@ METAL_FUNC void qmv_multi(
     qmv_rows<BITS, NORM, false>(codes, scales, biases, x, nm, y, args.rows[m], args.k, row0, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_multi_bf16_gs64_b4(
+kernel void qmv_multi_bf16_gs64_b4(
     constant QMVMultiArgs& args [[buffer(0)]],
     device const float* x [[buffer(1)]],
     device const uint* c0 [[buffer(2)]], device const uint* c1 [[buffer(3)]],
@@ -378,7 +373,7 @@ METAL_FUNC void qmv_multi(
     qmv_multi<4, false>(args, x, qmv_no_norm(), c0, c1, c2, c3, s0, s1, s2, s3, b0, b1, b2, b3, y0, y1, y2, y3, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_multi_norm_bf16_gs64_b4(
+kernel void qmv_multi_norm_bf16_gs64_b4(
     constant QMVMultiArgs& args [[buffer(0)]],
     device const float* x [[buffer(1)]],
     device const uint* c0 [[buffer(2)]], device const uint* c1 [[buffer(3)]],
@@ -399,7 +394,7 @@ METAL_FUNC void qmv_multi(
     qmv_multi<4, true>(args, x, nm, c0, c1, c2, c3, s0, s1, s2, s3, b0, b1, b2, b3, y0, y1, y2, y3, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_multi_bf16_gs64_b8(
+kernel void qmv_multi_bf16_gs64_b8(
     constant QMVMultiArgs& args [[buffer(0)]],
     device const float* x [[buffer(1)]],
     device const uint* c0 [[buffer(2)]], device const uint* c1 [[buffer(3)]],
@@ -417,7 +412,7 @@ METAL_FUNC void qmv_multi(
     qmv_multi<8, false>(args, x, qmv_no_norm(), c0, c1, c2, c3, s0, s1, s2, s3, b0, b1, b2, b3, y0, y1, y2, y3, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_multi_norm_bf16_gs64_b8(
+kernel void qmv_multi_norm_bf16_gs64_b8(
     constant QMVMultiArgs& args [[buffer(0)]],
     device const float* x [[buffer(1)]],
     device const uint* c0 [[buffer(2)]], device const uint* c1 [[buffer(3)]],
@@ -453,7 +448,7 @@ METAL_FUNC void qmv_swiglu(
     qmv_swiglu_rows<4, NORM>(gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, nm, y, args.rows, args.k, row0, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_swiglu_bf16_gs64_b4(
+kernel void qmv_swiglu_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
     device const bfloat* gscales [[buffer(2)]],
@@ -470,7 +465,7 @@ METAL_FUNC void qmv_swiglu(
     qmv_swiglu<false>(args, gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, qmv_no_norm(), y, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_swiglu_norm_bf16_gs64_b4(
+kernel void qmv_swiglu_norm_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
     device const bfloat* gscales [[buffer(2)]],
@@ -490,7 +485,7 @@ METAL_FUNC void qmv_swiglu(
     qmv_swiglu<true>(args, gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, nm, y, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_experts_swiglu_bf16_gs64_b4(
+kernel void qmv_experts_swiglu_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
     device const bfloat* gscales [[buffer(2)]],
@@ -560,7 +555,7 @@ METAL_FUNC void qmv_experts_swiglu_routed(
                              x, nm, yj, args.rows, args.k, row0, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void qmv_experts_swiglu_routed_norm_bf16_gs64_b4(
+kernel void qmv_experts_swiglu_routed_norm_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
     device const bfloat* gscales [[buffer(2)]],
@@ -585,7 +580,7 @@ METAL_FUNC void qmv_experts_swiglu_routed(
                               route, logits, weights, group, sg, lane);
 }
 
-[[max_total_threads_per_threadgroup(64)]] kernel void moe_down_combine_bf16_gs64_b4(
+kernel void moe_down_combine_bf16_gs64_b4(
     constant MoEDownArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
     device const bfloat* scales [[buffer(2)]],
