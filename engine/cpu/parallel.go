@@ -3,6 +3,7 @@ package cpu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // minRowsPerWorker keeps tiny products on one goroutine, where the cost of
@@ -17,10 +18,28 @@ type task interface {
 }
 
 type piece struct {
-	t      task
-	p      *part
-	lo, hi int
-	done   *sync.WaitGroup
+	t    task
+	p    *part
+	c    *chunks
+	done *sync.WaitGroup
+}
+
+// chunks hands out the ranges of one parallelFor, step long, to whoever
+// asks next.
+type chunks struct {
+	next    atomic.Int64
+	n, step int
+}
+
+// do runs t over the ranges left until there are none.
+func (c *chunks) do(t task, p *part) {
+	for {
+		lo := (int(c.next.Add(1)) - 1) * c.step
+		if lo >= c.n {
+			return
+		}
+		t.run(p, lo, min(lo+c.step, c.n))
+	}
 }
 
 // pool is one worker per core but the first, started once and kept, which
@@ -41,7 +60,7 @@ func numParts() int {
 		for range pool.parts - 1 {
 			go func() {
 				for pc := range pool.work {
-					pc.t.run(pc.p, pc.lo, pc.hi)
+					pc.c.do(pc.t, pc.p)
 					pc.done.Done()
 				}
 			}()
@@ -50,19 +69,31 @@ func numParts() int {
 	return pool.parts
 }
 
-// parallelFor runs t over [0, n) split into contiguous ranges, one per
-// core, the caller taking the first, and waits for all of them.
+// rangesPerWorker is how many ranges parallelFor splits work into per
+// core, at most: a worker that starts late (a piece sent to a blocked
+// worker waited 40-300 us here for the scheduler to move it to the idle
+// core, as long as half a 2048x2048 product) or whose core the host lends
+// elsewhere for a while leaves its ranges to the others.
+const rangesPerWorker = 4
+
+// parallelFor runs t over [0, n) split into contiguous ranges of at least
+// grain, which the caller and one worker per other core take in turn, and
+// waits for all of them.
 func (sc *scratch) parallelFor(n, grain int, t task) {
-	workers := min(len(sc.parts), n/max(grain, 1))
+	grain = max(grain, 1)
+	workers := min(len(sc.parts), n/grain)
 	if workers <= 1 {
 		t.run(&sc.parts[0], 0, n)
 		return
 	}
-	step := (n + workers - 1) / workers
-	for i, lo := 1, step; lo < n; i, lo = i+1, lo+step {
+	ranges := min(n/grain, workers*rangesPerWorker)
+	c := &sc.chunks
+	c.n, c.step = n, (n+ranges-1)/ranges
+	c.next.Store(0)
+	for i := 1; i < workers; i++ {
 		sc.wg.Add(1)
-		pool.work <- piece{t, &sc.parts[i], lo, min(lo+step, n), &sc.wg}
+		pool.work <- piece{t, &sc.parts[i], c, &sc.wg}
 	}
-	t.run(&sc.parts[0], 0, step)
+	c.do(t, &sc.parts[0])
 	sc.wg.Wait()
 }

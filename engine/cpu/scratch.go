@@ -23,11 +23,12 @@ type scratch struct {
 	act                         []float32 // siluMul's sigmoids
 
 	// The tasks' operands live here so that they are not allocated per call.
-	prod  product
-	heads attnHeads
-	step  deltaStep
-	parts []part
-	wg    sync.WaitGroup
+	prod   product
+	heads  attnHeads
+	step   deltaStep
+	parts  []part
+	wg     sync.WaitGroup
+	chunks chunks
 }
 
 // part holds the buffers of one range of a parallelFor.
