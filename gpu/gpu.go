@@ -254,7 +254,10 @@ type Uploader interface {
 
 // Upload returns a buffer that kernels only read, holding a copy of mem:
 // dev's own where it is an Uploader, else a new shared buffer mem is
-// copied into. Its Contents is for reading.
+// copied into. Its Contents is for reading, and may be mem itself (the
+// CUDA driver's is), so mem must stay as it is while the buffer lives. A
+// device that wraps another by embedding gpu.Device hides the inner
+// device's Upload, and gets the copy.
 func Upload(dev Device, mem []byte) (Buffer, error) {
 	if u, ok := dev.(Uploader); ok {
 		return u.Upload(mem)

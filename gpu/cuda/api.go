@@ -121,7 +121,11 @@ type nvrtcAPI struct {
 
 // bind fills each func field of api (a pointer to struct) from lib, by the
 // field's name or the name with the _v2 suffix CUDA gives revised entry
-// points.
+// points, the _v2 first: cuda.h maps each name bound here to its _v2 where
+// there is one (cuMemAlloc_v2, cuGraphAddKernelNode_v2, ...), with the
+// signature the field declares. A name whose _v2 has another signature
+// than the header's plain name (cuGraphExecUpdate_v2, cuGraphAddNode_v2)
+// must not be bound through this rule.
 func bind(lib uintptr, libName string, fields map[string]any) error {
 	for name, fp := range fields {
 		addr, err := purego.Dlsym(lib, name+"_v2")

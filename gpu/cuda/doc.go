@@ -20,19 +20,32 @@
 //
 // NewBuffer returns managed memory, which the CPU reads and writes in place
 // through Contents and the driver migrates to the GPU when a kernel touches
-// it; WrapNoCopy copies the region (a checkpoint shard) to device memory
-// once, so weights are read from HBM. Info's working set is the card's free
-// memory, which the memory-fit check compares a model with.
+// it; WrapNoCopy and Upload copy the region (a checkpoint shard, a
+// misaligned tensor) to device memory once, so weights are read from HBM,
+// and their Contents is the region itself. Info's working set is the card's
+// free memory, which the memory-fit check compares a model with.
 //
 // # Executing
 //
-// Every command buffer runs on the device's one stream, in commit order,
-// each dispatch after the one before it (so every barrier is honoured and
-// dispatches of one level do not overlap). setBytes data is copied to
-// stream-ordered device memory at commit. Hazards the sim reports (races,
-// divergence, out-of-bounds access) are compute-sanitizer's to find here:
-// tools/cuda/device-tests.sh runs its four tools over the shaders tests.
+// Every command buffer runs on the device's one stream, in commit order.
+// By default a command buffer replays a CUDA graph of its shape (its
+// kernels and their dependency levels; graph.go): each dispatch is a
+// kernel node depending on the dispatches of the level before, so every
+// barrier is honoured and the dispatches of one level may run at once, as
+// in Metal's concurrent pass. The graph is built at the first command
+// buffer of its shape, and later ones update only the nodes whose launch
+// changed; setBytes data is copied on the stream into the graph's own
+// device memory before each replay. $PETAL_CUDA_GRAPHS=serial chains the
+// nodes in encoding order; =off launches each dispatch with cuLaunchKernel
+// after copying the setBytes data to stream-ordered memory. Hazards the
+// sim reports (races, divergence, out-of-bounds access) are
+// compute-sanitizer's to find here: tools/cuda/device-tests.sh runs its
+// four tools over the shaders tests.
 //
-// $PETAL_CUDA_PROFILE=1 brackets every launch with timing events and prints
-// per-kernel GPU time and the host's launch time at Close.
+// $PETAL_CUDA_PROFILE=1 builds each graph as a chain with an event node
+// after every kernel, waits for each command buffer, and prints per-kernel
+// GPU time (back to back) and the host's time in Commit at Close.
+//
+// The graph entry points (cuGraphInstantiateWithFlags) need a CUDA 11.4 or
+// later driver, which Open requires whatever the mode.
 package cuda

@@ -99,7 +99,10 @@ func (gr *graph) fits(ls []launch) bool {
 }
 
 // replay runs c's launches as a graph on the stream (the context is
-// current, d.mu held): the graph of c's shape, updated, or a new one.
+// current, d.mu held): the graph of c's shape, updated, or a new one. A
+// graph that fails to update or launch is dropped, so that the next
+// command buffer of its shape builds it anew rather than trusting nodes in
+// an unknown state.
 func (gc *graphCache) replay(d *Device, c *commandBuffer) (*graph, error) {
 	gc.tick++
 	key := shape(c.launches)
@@ -110,47 +113,61 @@ func (gc *graphCache) replay(d *Device, c *commandBuffer) (*graph, error) {
 			break
 		}
 	}
-	api := d.api
 	if gr == nil {
-		var err error
-		if gr, err = gc.build(d, c); err != nil {
+		built, err := gc.build(d, c)
+		if err != nil {
 			return nil, err
 		}
-		gr.used = gc.tick
 		if gc.n == maxGraphs {
 			gc.evict(d)
 		}
-		gc.graphs[key] = append(gc.graphs[key], gr)
+		gc.graphs[key] = append(gc.graphs[key], built)
 		gc.n++
-	} else {
-		if err := gr.ensureArena(d, len(c.bytes)); err != nil {
-			return nil, err
-		}
-		patchInline(c.launches, gr.arena)
-		for i := range c.launches {
-			if c.launches[i] == gr.set[i] {
-				continue
-			}
-			gr.set[i] = c.launches[i]
-			p := nodeParams(&gr.set[i])
-			if err := api.check(api.cuGraphExecKernelNodeSetParams(gr.exec, gr.nodes[i], &p), "updating "+gr.set[i].name); err != nil {
-				return nil, err
-			}
-		}
+		gr = built
+	} else if err := gr.update(d, c); err != nil {
+		gc.drop(d, key, gr)
+		return nil, err
 	}
 	gr.used = gc.tick
+	if err := gr.launch(d, c); err != nil {
+		gc.drop(d, key, gr)
+		return nil, err
+	}
+	return gr, nil
+}
+
+// update gives gr's nodes c's launches where they differ from the last.
+func (gr *graph) update(d *Device, c *commandBuffer) error {
+	api := d.api
+	if err := gr.ensureArena(d, len(c.bytes)); err != nil {
+		return err
+	}
+	patchInline(c.launches, gr.arena)
+	for i := range c.launches {
+		if c.launches[i] == gr.set[i] {
+			continue
+		}
+		p := nodeParams(&c.launches[i])
+		if err := api.check(api.cuGraphExecKernelNodeSetParams(gr.exec, gr.nodes[i], &p), "updating "+c.launches[i].name); err != nil {
+			return err
+		}
+		gr.set[i] = c.launches[i]
+	}
+	return nil
+}
+
+// launch copies c's inline bytes into the arena and launches gr.
+func (gr *graph) launch(d *Device, c *commandBuffer) error {
+	api := d.api
 	if len(c.bytes) > 0 {
 		// From pageable memory the copy is staged before the call returns,
 		// so c.bytes may go; on the stream it precedes the replay, and
 		// follows every earlier replay that read the arena.
 		if err := api.check(api.cuMemcpyHtoDAsync(gr.arena, unsafe.Pointer(&c.bytes[0]), uint64(len(c.bytes)), d.stream), "copying inline bytes"); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := api.check(api.cuGraphLaunch(gr.exec, d.stream), "launching a graph"); err != nil {
-		return nil, err
-	}
-	return gr, nil
+	return api.check(api.cuGraphLaunch(gr.exec, d.stream), "launching a graph")
 }
 
 // ensureArena makes the arena hold n bytes; an outgrown one is freed in
@@ -198,9 +215,9 @@ func nodeParams(l *launch) kernelNodeParams {
 }
 
 // build makes and instantiates the graph of c's launches.
-func (gc *graphCache) build(d *Device, c *commandBuffer) (gr *graph, err error) {
+func (gc *graphCache) build(d *Device, c *commandBuffer) (_ *graph, err error) {
 	api := d.api
-	gr = &graph{set: append([]launch(nil), c.launches...)}
+	gr := &graph{set: append([]launch(nil), c.launches...)}
 	defer func() {
 		if err != nil {
 			gr.destroy(d)
@@ -224,7 +241,8 @@ func (gc *graphCache) build(d *Device, c *commandBuffer) (gr *graph, err error) 
 		if len(deps) > 0 {
 			p = &deps[0]
 		}
-		return n, api.check(f(&n, p, uint64(len(deps))), what)
+		err := api.check(f(&n, p, uint64(len(deps))), what)
+		return n, err
 	}
 	event := func(deps []uintptr) (uintptr, error) {
 		var ev uintptr
@@ -288,17 +306,24 @@ func (gc *graphCache) evict(d *Device) {
 			}
 		}
 	}
-	gs := gc.graphs[oldKey]
+	if old != nil {
+		gc.drop(d, oldKey, old)
+	}
+}
+
+// drop removes gr from the cache and destroys it.
+func (gc *graphCache) drop(d *Device, key uint64, gr *graph) {
+	gs := gc.graphs[key]
 	for i, g := range gs {
-		if g == old {
-			gc.graphs[oldKey] = append(gs[:i:i], gs[i+1:]...)
+		if g == gr {
+			gc.graphs[key] = append(gs[:i:i], gs[i+1:]...)
+			gc.n--
 		}
 	}
-	if len(gc.graphs[oldKey]) == 0 {
-		delete(gc.graphs, oldKey)
+	if len(gc.graphs[key]) == 0 {
+		delete(gc.graphs, key)
 	}
-	gc.n--
-	old.destroy(d)
+	gr.destroy(d)
 }
 
 // destroy frees gr; CUDA frees an executable graph still running once it

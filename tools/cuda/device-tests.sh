@@ -42,6 +42,7 @@ t() {
 	(cd "$ROOT/$dir" && timeout "$secs" "$@")
 	echo "== $name exit $? ($(date -u +%T))"
 }
+status=0
 for phase in $PHASES; do
 	start=$(date +%s)
 	case $phase in
@@ -55,6 +56,10 @@ for phase in $PHASES; do
 	fixtures)
 		t fixtures engine/gpumodel ${FIXTURES_SECS:-180} "$BIN/gpumodel.test" -test.v -test.count=1 -test.timeout 170s -test.run "${FIXTURES_RUN:-.}" 2>&1 | tee "$OUT/fixtures.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)'
 		failed=$(grep -E '^--- FAIL' "$OUT/fixtures.log" | awk '{print $3}' | paste -sd'|')
+		if [ -z "$failed" ] && ! grep -qE '^== fixtures exit 0' "$OUT/fixtures.log"; then
+			echo "fixtures: the run ended without a verdict (timed out?)"; status=1
+		fi
+		[ -n "$failed" ] && status=1
 		if [ -n "$failed" ]; then
 			for mode in serial off; do
 				(export PETAL_CUDA_GRAPHS=$mode; t "fixtures-$mode" engine/gpumodel 120 "$BIN/gpumodel.test" -test.v -test.count=1 -test.run "^($failed)\$" 2>&1 | tee -a "$OUT/fixtures.log" | grep -E '^(--- FAIL|ok|FAIL|PASS|==|panic)')
@@ -70,15 +75,31 @@ for phase in $PHASES; do
 		n=${SANITIZE_CHUNKS:-4}
 		for tool in memcheck racecheck synccheck initcheck; do
 			for c in $(seq 0 $((n - 1))); do
-				re=$(echo "$names" | awk -v n="$n" -v c="$c" 'NR % n == c' | paste -sd'|')
+				echo "$names" | awk -v n="$n" -v c="$c" 'NR % n == c' >"$OUT/$tool-$c.names"
+				re=$(paste -sd'|' "$OUT/$tool-$c.names")
 				t "$tool-$c" shaders ${SANITIZE_SECS:-300} compute-sanitizer --tool "$tool" --print-limit 20 --error-exitcode 9 \
 					"$BIN/shaders.test" -test.v -test.count=1 -test.run "^($re)\$" >"$OUT/$tool-$c.log" 2>&1 &
 			done
 		done
 		wait
+		[ -n "$names" ] || { echo "sanitize: no tests listed" | tee "$OUT/sanitize.log"; status=1; }
+		# A chunk is clean only when every listed test finished, none
+		# failed, the tool printed its summary with 0 errors and exited 0.
 		for f in "$OUT"/{memcheck,racecheck,synccheck,initcheck}-*.log; do
-			echo "$(basename "$f"): $(grep -cE '^=== RUN +Test[^/]*$' "$f") tests; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1); $(grep -E '^== .* exit' "$f")"
-		done | tee "$OUT/sanitize.log" ;;
+			[ -e "$f" ] || continue
+			listed=$(wc -l <"${f%.log}.names")
+			passed=$(grep -cE '^--- PASS: Test' "$f")
+			failed=$(grep -cE '^--- FAIL: Test' "$f")
+			summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1)
+			rc=$(grep -E '^== .* exit' "$f" | awk '{print $4}')
+			verdict=clean
+			if [ "$passed" != "$listed" ] || [ "$failed" != 0 ] || [ "$rc" != 0 ] || ! echo "$summary" | grep -q '(0 errors\|: 0 errors'; then
+				verdict=INCOMPLETE; status=1
+			fi
+			echo "$(basename "$f"): $verdict; $passed of $listed tests passed, $failed failed; ${summary:-no summary}; exit $rc"
+		done | tee "$OUT/sanitize.log"
+		grep -q INCOMPLETE "$OUT/sanitize.log" && status=1 ;;
 	esac
 	echo "phase $phase: $(( $(date +%s) - start )) s"
 done
+exit $status
