@@ -14,6 +14,21 @@ DATA nibbleShifts<>+24(SB)/4, $24
 DATA nibbleShifts<>+28(SB)/4, $28
 GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
 
+// NIBBLES4 widens the 32 codes in the 16 bytes at lo and hi (8 each) to
+// floats in qdot4Lanes' order: Y6 and Y8 the low nibbles, Y7 and Y9 the
+// high ones. Y14 holds 15 in every lane.
+#define NIBBLES4(lo, hi) \
+	VPMOVZXBD lo, Y6; \
+	VPMOVZXBD hi, Y8; \
+	VPSRLD $4, Y6, Y7; \
+	VPSRLD $4, Y8, Y9; \
+	VPAND Y14, Y6, Y6; \
+	VPAND Y14, Y8, Y8; \
+	VCVTDQ2PS Y6, Y6; \
+	VCVTDQ2PS Y7, Y7; \
+	VCVTDQ2PS Y8, Y8; \
+	VCVTDQ2PS Y9, Y9
+
 // func qdot4Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
 // Sum over groups g of scale_g * (codes of group g . x of group g) +
@@ -43,16 +58,7 @@ group4:
 	MOVQ R8, R9
 
 word4:
-	VPMOVZXBD 0(SI), Y6
-	VPMOVZXBD 8(SI), Y8
-	VPSRLD $4, Y6, Y7
-	VPSRLD $4, Y8, Y9
-	VPAND Y14, Y6, Y6
-	VPAND Y14, Y8, Y8
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y8, Y8
-	VCVTDQ2PS Y9, Y9
+	NIBBLES4(0(SI), 8(SI))
 	VFMADD231PS 0(DI), Y6, Y2
 	VFMADD231PS 32(DI), Y7, Y3
 	VFMADD231PS 64(DI), Y8, Y2
@@ -153,30 +159,12 @@ pair4word:
 	VMOVUPS 32(DI), Y11
 	VMOVUPS 64(DI), Y12
 	VMOVUPS 96(DI), Y13
-	VPMOVZXBD 0(SI), Y6
-	VPMOVZXBD 8(SI), Y8
-	VPSRLD $4, Y6, Y7
-	VPSRLD $4, Y8, Y9
-	VPAND Y14, Y6, Y6
-	VPAND Y14, Y8, Y8
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y8, Y8
-	VCVTDQ2PS Y9, Y9
+	NIBBLES4(0(SI), 8(SI))
 	VFMADD231PS Y10, Y6, Y2
 	VFMADD231PS Y11, Y7, Y3
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y13, Y9, Y3
-	VPMOVZXBD 0(SI)(R13*1), Y6
-	VPMOVZXBD 8(SI)(R13*1), Y8
-	VPSRLD $4, Y6, Y7
-	VPSRLD $4, Y8, Y9
-	VPAND Y14, Y6, Y6
-	VPAND Y14, Y8, Y8
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y8, Y8
-	VCVTDQ2PS Y9, Y9
+	NIBBLES4(0(SI)(R13*1), 8(SI)(R13*1))
 	VFMADD231PS Y10, Y6, Y4
 	VFMADD231PS Y11, Y7, Y5
 	VFMADD231PS Y12, Y8, Y4
