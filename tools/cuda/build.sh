@@ -1,5 +1,5 @@
 #!/bin/bash
-# build.sh DIR: static, stripped, xz-compressed test binaries (and petal)
+# build.sh DIR: stripped, xz-compressed test binaries (CGO_ENABLED=0; dynamically linked through purego) (and petal)
 # for tools/cuda/device-tests.sh and bench.sh, built here for linux/amd64.
 set -eu
 DIR=$1
