@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"petal/gpu"
+	"petal/gpu/msl"
 )
 
 //go:embed cuda_compat.h
@@ -18,6 +19,10 @@ var compatHeader string
 
 // compatName is the name sources include the header by.
 const compatName = "petal_cuda_compat.h"
+
+// headers are what NVRTC may include: cuda_compat.h and the petal/gpu/msl
+// headers it includes.
+var headers = append([]msl.Header{{Name: compatName, Text: compatHeader}}, msl.Headers()...)
 
 // nvrtcOptions are the compile flags besides the architecture; part of each
 // module's cache key. --fmad=false keeps a*b+c two roundings, as Metal's
@@ -63,7 +68,11 @@ func source(text string) string { return fmt.Sprintf("#include %q\n%s", compatNa
 func (c *compiler) cubin(name, text string) ([]byte, error) {
 	src := source(text)
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s", c.version, c.arch, strings.Join(nvrtcOptions, " "), compatHeader, src)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", c.version, c.arch, strings.Join(nvrtcOptions, " "))
+	for _, hd := range headers {
+		fmt.Fprintf(h, "%s\x00%s\x00", hd.Name, hd.Text)
+	}
+	h.Write([]byte(src))
 	sum := hex.EncodeToString(h.Sum(nil))[:32]
 	path := ""
 	if c.dir != "" {
@@ -95,11 +104,13 @@ func (c *compiler) cubin(name, text string) ([]byte, error) {
 func (c *compiler) compile(name, src string) ([]byte, error) {
 	a := c.api
 	csrc, cname := cBytes(src), cBytes(name)
-	hdr, hdrName := cBytes(compatHeader), cBytes(compatName)
-	headers := []*byte{&hdr[0]}
-	names := []*byte{&hdrName[0]}
+	texts := make([]*byte, len(headers))
+	names := make([]*byte, len(headers))
+	for i, hd := range headers {
+		texts[i], names[i] = &cBytes(hd.Text)[0], &cBytes(hd.Name)[0]
+	}
 	var prog uintptr
-	if r := a.nvrtcCreateProgram(&prog, &csrc[0], &cname[0], 1, unsafe.Pointer(&headers[0]), unsafe.Pointer(&names[0])); r != 0 {
+	if r := a.nvrtcCreateProgram(&prog, &csrc[0], &cname[0], int32(len(headers)), unsafe.Pointer(&texts[0]), unsafe.Pointer(&names[0])); r != 0 {
 		return nil, fmt.Errorf("%w: %s: nvrtcCreateProgram: %s", gpu.ErrCompile, name, cString(a.nvrtcGetErrorString(r)))
 	}
 	defer a.nvrtcDestroyProgram(&prog)

@@ -4,8 +4,10 @@
 // source after petal/gpu/msl's rewrite (kernel signatures become a
 // __global__ entry point, threadgroup storage becomes __shared__, function
 // constants constexpr, swizzles petal_swz calls, 1.0h literals half casts).
-// When a kernel needs something missing here, extend this header (and the
-// sim's metal_compat.h); never change the kernel for one driver.
+// The vector types and what is written the same over either driver's scalar
+// math come from petal/gpu/msl's msl_types.h and msl_math.h, which the sim's
+// metal_compat.h includes too. When a kernel needs something missing, extend
+// these headers (and the sim's); never change the kernel for one driver.
 //
 // Mapping: a threadgroup is a thread block, a simd-group is a warp (both 32
 // lanes, numbered in the same x-fastest order), threadgroup memory is shared
@@ -19,14 +21,7 @@
 // passes --fmad=false), as petal/gpu's Math section asks of every driver.
 
 #define PETAL_CUDA 1
-#ifndef __METAL_VERSION__
-#define __METAL_VERSION__ 310
-#endif
 
-typedef unsigned int uint;
-typedef unsigned short ushort;
-typedef unsigned char uchar;
-typedef unsigned long ulong;
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
 typedef short int16_t;
@@ -137,14 +132,6 @@ struct bfloat {
 
 namespace petal {
 
-template <class T> struct is_scalar { static constexpr bool value = is_arithmetic<T>::value; };
-template <> struct is_scalar<half> { static constexpr bool value = true; };
-template <> struct is_scalar<bfloat> { static constexpr bool value = true; };
-template <class T> constexpr bool is_scalar_v = is_scalar<typename remove_cvref<T>::type>::value;
-
-// ---------------------------------------------------------------- vectors
-
-template <class T, int N> struct vec;
 template <class T, int N> struct storage;
 // Metal's alignment: 2-vectors align to their size, 3- and 4-vectors to
 // four elements (so float3 is 16 bytes).
@@ -166,160 +153,6 @@ template <class T> struct alignas(4 * sizeof(T)) storage<T, 4> {
 	const T* el() const { return &x; }
 };
 
-template <class T> struct count_of { static constexpr int value = 1; };
-template <class T, int N> struct count_of<vec<T, N>> { static constexpr int value = N; };
-
-// swizzle is what v.xy turns into: a copy of the selected components that
-// can also be assigned back (v.xy = ...).
-template <class T, int N, int... I> struct swizzle : vec<T, sizeof...(I)> {
-	vec<T, N>* src;
-	swizzle(vec<T, N>* s) : src(s) {
-		int k = 0;
-		((this->el()[k++] = s->el()[I]), ...);
-	}
-	swizzle& operator=(const swizzle& o) { return *this = static_cast<const vec<T, sizeof...(I)>&>(o); }
-	swizzle& operator=(const vec<T, sizeof...(I)>& o) {
-		int k = 0;
-		((src->el()[I] = o.el()[k++]), ...);
-		for (int j = 0; j < (int)sizeof...(I); j++) this->el()[j] = o.el()[j];
-		return *this;
-	}
-#define PETAL_SWASSIGN(op)                                                  \
-	template <class U> swizzle& operator op##=(const U& o) {                 \
-		return *this = static_cast<const vec<T, sizeof...(I)>&>(*this) op o; \
-	}
-	PETAL_SWASSIGN(+)
-	PETAL_SWASSIGN(-)
-	PETAL_SWASSIGN(*)
-	PETAL_SWASSIGN(/)
-#undef PETAL_SWASSIGN
-};
-
-template <class T, int N> struct vec : storage<T, N> {
-	typedef T value_type;
-	vec() = default;
-	template <class S, class = enable_if_t<is_scalar_v<S>>> vec(S s) {
-		for (int i = 0; i < N; i++) this->el()[i] = T(s);
-	}
-	template <class U, class = enable_if_t<!is_same<U, T>::value>> explicit vec(const vec<U, N>& o) {
-		for (int i = 0; i < N; i++) this->el()[i] = T(o.el()[i]);
-	}
-	template <class A, class B, class... R> vec(const A& a, const B& b, const R&... r) {
-		static_assert(count_of<A>::value + count_of<B>::value + (0 + ... + count_of<R>::value) == N,
-		              "wrong number of vector components");
-		int i = 0;
-		put(i, a);
-		put(i, b);
-		(put(i, r), ...);
-	}
-	T& operator[](int i) { return this->el()[i]; }
-	const T& operator[](int i) const { return this->el()[i]; }
-	template <int... I> swizzle<T, N, I...> petal_swz() { return swizzle<T, N, I...>(this); }
-	template <int... I> vec<T, sizeof...(I)> petal_swz() const { return vec<T, sizeof...(I)>(this->el()[I]...); }
-
-  private:
-	template <class S> void put(int& i, const S& s) {
-		if constexpr (count_of<S>::value == 1) {
-			this->el()[i++] = T(s);
-		} else {
-			for (int k = 0; k < count_of<S>::value; k++) this->el()[i++] = T(s.el()[k]);
-		}
-	}
-	template <class U, int M> void put(int& i, const vec<U, M>& s) {
-		for (int k = 0; k < M; k++) this->el()[i++] = T(s.el()[k]);
-	}
-
-  public:
-#define PETAL_VASSIGN(op)                                                              \
-	vec& operator op##=(const vec& o) {                                                \
-		for (int i = 0; i < N; i++) this->el()[i] = T(this->el()[i] op o.el()[i]);              \
-		return *this;                                                                  \
-	}                                                                                  \
-	template <class S, class = enable_if_t<is_scalar_v<S>>> vec& operator op##=(S s) { \
-		for (int i = 0; i < N; i++) this->el()[i] = T(this->el()[i] op s);                   \
-		return *this;                                                                  \
-	}
-	PETAL_VASSIGN(+)
-	PETAL_VASSIGN(-)
-	PETAL_VASSIGN(*)
-	PETAL_VASSIGN(/)
-	PETAL_VASSIGN(%)
-	PETAL_VASSIGN(&)
-	PETAL_VASSIGN(|)
-	PETAL_VASSIGN(^)
-	PETAL_VASSIGN(<<)
-	PETAL_VASSIGN(>>)
-#undef PETAL_VASSIGN
-};
-
-#define PETAL_VBIN(op)                                                                        \
-	template <class T, int N> vec<T, N> operator op(const vec<T, N>& a, const vec<T, N>& b) { \
-		vec<T, N> r;                                                                          \
-		for (int i = 0; i < N; i++) r.el()[i] = T(a.el()[i] op b.el()[i]);                             \
-		return r;                                                                             \
-	}                                                                                         \
-	template <class T, int N, class S, class = enable_if_t<is_scalar_v<S>>>                   \
-	vec<T, N> operator op(const vec<T, N>& a, S s) {                                          \
-		vec<T, N> r;                                                                          \
-		for (int i = 0; i < N; i++) r.el()[i] = T(a.el()[i] op T(s));                               \
-		return r;                                                                             \
-	}                                                                                         \
-	template <class T, int N, class S, class = enable_if_t<is_scalar_v<S>>>                   \
-	vec<T, N> operator op(S s, const vec<T, N>& a) {                                          \
-		vec<T, N> r;                                                                          \
-		for (int i = 0; i < N; i++) r.el()[i] = T(T(s) op a.el()[i]);                               \
-		return r;                                                                             \
-	}
-PETAL_VBIN(+)
-PETAL_VBIN(-)
-PETAL_VBIN(*)
-PETAL_VBIN(/)
-PETAL_VBIN(%)
-PETAL_VBIN(&)
-PETAL_VBIN(|)
-PETAL_VBIN(^)
-PETAL_VBIN(<<)
-PETAL_VBIN(>>)
-#undef PETAL_VBIN
-
-#define PETAL_VCMP(op)                                                                           \
-	template <class T, int N> vec<bool, N> operator op(const vec<T, N>& a, const vec<T, N>& b) { \
-		vec<bool, N> r;                                                                          \
-		for (int i = 0; i < N; i++) r.el()[i] = a.el()[i] op b.el()[i];                                   \
-		return r;                                                                                \
-	}                                                                                            \
-	template <class T, int N, class S, class = enable_if_t<is_scalar_v<S>>>                      \
-	vec<bool, N> operator op(const vec<T, N>& a, S s) {                                          \
-		vec<bool, N> r;                                                                          \
-		for (int i = 0; i < N; i++) r.el()[i] = a.el()[i] op T(s);                                     \
-		return r;                                                                                \
-	}
-PETAL_VCMP(==)
-PETAL_VCMP(!=)
-PETAL_VCMP(<)
-PETAL_VCMP(<=)
-PETAL_VCMP(>)
-PETAL_VCMP(>=)
-PETAL_VCMP(&&)
-PETAL_VCMP(||)
-#undef PETAL_VCMP
-
-template <class T, int N> vec<T, N> operator-(const vec<T, N>& a) {
-	vec<T, N> r;
-	for (int i = 0; i < N; i++) r.el()[i] = T(-a.el()[i]);
-	return r;
-}
-template <class T, int N> vec<T, N> operator~(const vec<T, N>& a) {
-	vec<T, N> r;
-	for (int i = 0; i < N; i++) r.el()[i] = T(~a.el()[i]);
-	return r;
-}
-template <class T, int N> vec<bool, N> operator!(const vec<T, N>& a) {
-	vec<bool, N> r;
-	for (int i = 0; i < N; i++) r.el()[i] = !a.el()[i];
-	return r;
-}
-
 template <class T, int N> struct packed_storage;
 template <class T> struct packed_storage<T, 2> {
 	T x, y;
@@ -336,23 +169,13 @@ template <class T> struct packed_storage<T, 4> {
 	T* el() { return &x; }
 	const T* el() const { return &x; }
 };
-template <class T, int N> struct packed_vec : packed_storage<T, N> {
-	packed_vec() = default;
-	packed_vec(const vec<T, N>& o) {
-		for (int i = 0; i < N; i++) this->el()[i] = o.el()[i];
-	}
-	template <class S, class = enable_if_t<is_scalar_v<S>>> packed_vec(S s) {
-		for (int i = 0; i < N; i++) this->el()[i] = T(s);
-	}
-	template <class A, class B, class... R> packed_vec(const A& a, const B& b, const R&... r) : packed_vec(vec<T, N>(a, b, r...)) {}
-	operator vec<T, N>() const {
-		vec<T, N> o;
-		for (int i = 0; i < N; i++) o.el()[i] = this->el()[i];
-		return o;
-	}
-	T& operator[](int i) { return this->el()[i]; }
-	const T& operator[](int i) const { return this->el()[i]; }
-};
+
+}  // namespace petal
+
+#define PETAL_VEC_NAME(n) msl_##n
+#include "msl_types.h"
+
+namespace petal {
 
 // ---------------------------------------------------------------- launch
 
@@ -395,28 +218,8 @@ extern __shared__ __align__(16) unsigned char petal_dyn[];
 
 // ---------------------------------------------------------------- MSL types
 
-// CUDA's own float2, uint4... are other types: the MSL names are macros
-// for msl_float2... so kernels get these.
-#define PETAL_VECS(T)                              \
-	typedef petal::vec<T, 2> msl_##T##2;           \
-	typedef petal::vec<T, 3> msl_##T##3;           \
-	typedef petal::vec<T, 4> msl_##T##4;           \
-	typedef petal::packed_vec<T, 2> packed_##T##2; \
-	typedef petal::packed_vec<T, 3> packed_##T##3; \
-	typedef petal::packed_vec<T, 4> packed_##T##4;
-PETAL_VECS(float)
-PETAL_VECS(half)
-PETAL_VECS(bfloat)
-PETAL_VECS(int)
-PETAL_VECS(uint)
-PETAL_VECS(short)
-PETAL_VECS(ushort)
-PETAL_VECS(char)
-PETAL_VECS(uchar)
-PETAL_VECS(bool)
-PETAL_VECS(long)
-PETAL_VECS(ulong)
-#undef PETAL_VECS
+// CUDA's own float2, uint4... are other types: msl_types.h names the MSL
+// vectors msl_float2... (PETAL_VEC_NAME) and these macros give kernels those.
 #define float2 msl_float2
 #define float3 msl_float3
 #define float4 msl_float4
@@ -543,38 +346,7 @@ template <class T, class = petal::enable_if_t<petal::is_scalar_v<T>>> inline T m
 	if constexpr (is_float_like<T>::value) return (T)::fmaxf((float)a, (float)b);
 	else return a < b ? b : a;
 }
-template <class T, int N> inline petal::vec<T, N> min(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
-	petal::vec<T, N> r;
-	for (int i = 0; i < N; i++) r.el()[i] = min(a.el()[i], b.el()[i]);
-	return r;
-}
-template <class T, int N> inline petal::vec<T, N> max(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
-	petal::vec<T, N> r;
-	for (int i = 0; i < N; i++) r.el()[i] = max(a.el()[i], b.el()[i]);
-	return r;
-}
-template <class T, class = petal::enable_if_t<petal::is_scalar_v<T>>> inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
-template <class T, int N> inline petal::vec<T, N> clamp(const petal::vec<T, N>& x, const petal::vec<T, N>& lo, const petal::vec<T, N>& hi) {
-	return min(max(x, lo), hi);
-}
-template <class T, int N> inline petal::vec<T, N> clamp(const petal::vec<T, N>& x, T lo, T hi) {
-	return min(max(x, petal::vec<T, N>(lo)), petal::vec<T, N>(hi));
-}
 template <class T, class = petal::enable_if_t<petal::is_scalar_v<T>>> inline T fma(T a, T b, T c) { return T(::fmaf((float)a, (float)b, (float)c)); }
-template <class T, int N> inline petal::vec<T, N> fma(const petal::vec<T, N>& a, const petal::vec<T, N>& b, const petal::vec<T, N>& c) {
-	petal::vec<T, N> r;
-	for (int i = 0; i < N; i++) r.el()[i] = fma(a.el()[i], b.el()[i], c.el()[i]);
-	return r;
-}
-template <class A, class B, class C> inline auto mad(A a, B b, C c) { return a * b + c; }
-template <class T> inline T mix(T x, T y, T a) { return x + (y - x) * a; }
-template <class T, int N> inline petal::vec<T, N> mix(const petal::vec<T, N>& x, const petal::vec<T, N>& y, T a) { return x + (y - x) * a; }
-template <class T> inline T select(T a, T b, bool c) { return c ? b : a; }
-template <class T, int N> inline petal::vec<T, N> select(const petal::vec<T, N>& a, const petal::vec<T, N>& b, const petal::vec<bool, N>& c) {
-	petal::vec<T, N> r;
-	for (int i = 0; i < N; i++) r.el()[i] = c.el()[i] ? b.el()[i] : a.el()[i];
-	return r;
-}
 template <class T, class = petal::enable_if_t<is_float_like<T>::value>> inline bool isnan(T x) { return (float)x != (float)x; }
 template <class T, class = petal::enable_if_t<is_float_like<T>::value>> inline bool isinf(T x) { return ::fabsf((float)x) == __uint_as_float(0x7f800000u); }
 template <class T, class = petal::enable_if_t<is_float_like<T>::value>> inline bool isfinite(T x) { return ::fabsf((float)x) < __uint_as_float(0x7f800000u); }
@@ -589,25 +361,6 @@ template <class T, class = petal::enable_if_t<petal::is_same<T, uint>::value || 
 	if constexpr (petal::is_same<T, uint>::value) return __umulhi(a, b);
 	else return __mulhi(a, b);
 }
-template <class T, int N> inline T dot(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
-	T s = T(0);
-	for (int i = 0; i < N; i++) s += a.el()[i] * b.el()[i];
-	return s;
-}
-template <class T, int N> inline T length(const petal::vec<T, N>& a) { return T(sqrt(dot(a, a))); }
-template <class T, int N> inline petal::vec<T, N> normalize(const petal::vec<T, N>& a) { return a * rsqrt(dot(a, a)); }
-template <int N> inline bool all(const petal::vec<bool, N>& a) {
-	for (int i = 0; i < N; i++)
-		if (!a.el()[i]) return false;
-	return true;
-}
-template <int N> inline bool any(const petal::vec<bool, N>& a) {
-	for (int i = 0; i < N; i++)
-		if (a.el()[i]) return true;
-	return false;
-}
-inline bool all(bool a) { return a; }
-inline bool any(bool a) { return a; }
 
 template <class T, class U> inline T as_type(const U& x) {
 	static_assert(sizeof(T) == sizeof(U), "as_type between types of different sizes");
@@ -615,47 +368,6 @@ template <class T, class U> inline T as_type(const U& x) {
 	memcpy(&r, &x, sizeof(T));
 	return r;
 }
-
-namespace fast {
-using metal::abs;
-using metal::clamp;
-using metal::cos;
-using metal::exp;
-using metal::exp2;
-using metal::fabs;
-using metal::fmax;
-using metal::fmin;
-using metal::log;
-using metal::log2;
-using metal::max;
-using metal::min;
-using metal::pow;
-using metal::powr;
-using metal::rsqrt;
-using metal::sin;
-using metal::sqrt;
-using metal::tanh;
-}  // namespace fast
-namespace precise {
-using metal::abs;
-using metal::clamp;
-using metal::cos;
-using metal::exp;
-using metal::exp2;
-using metal::fabs;
-using metal::fmax;
-using metal::fmin;
-using metal::log;
-using metal::log2;
-using metal::max;
-using metal::min;
-using metal::pow;
-using metal::powr;
-using metal::rsqrt;
-using metal::sin;
-using metal::sqrt;
-using metal::tanh;
-}  // namespace precise
 
 template <class T> struct numeric_limits;
 template <> struct numeric_limits<float> {
@@ -665,21 +377,14 @@ template <> struct numeric_limits<float> {
 	static float infinity() { return __int_as_float(0x7f800000); }
 	static constexpr float epsilon() { return FLT_EPSILON; }
 };
-template <> struct numeric_limits<uint> {
-	static constexpr uint max() { return 0xffffffffu; }
-	static constexpr uint min() { return 0u; }
-	static constexpr uint lowest() { return 0u; }
-};
-template <> struct numeric_limits<int> {
-	static constexpr int max() { return 0x7fffffff; }
-	static constexpr int min() { return -0x7fffffff - 1; }
-	static constexpr int lowest() { return -0x7fffffff - 1; }
-};
+
+}  // namespace metal
+
+#include "msl_math.h"
+
+namespace metal {
 
 // ---------------------------------------------------------------- sync
-
-enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8 };
-inline mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((int)a | (int)b); }
 
 // __syncthreads orders shared and global memory within the block, which is
 // what Metal's barrier gives for either flag.
@@ -887,17 +592,4 @@ typedef metal::atomic<float> atomic_float;
 #define NAN (__int_as_float(0x7fc00000))
 #define HUGE_VALF INFINITY
 #define MAXFLOAT FLT_MAX
-#define M_PI_F 3.14159265358979323846f
-#define M_PI_2_F 1.57079632679489661923f
-#define M_LN2_F 0.69314718055994530942f
-#define M_LOG2E_F 1.44269504088896340736f
-#define M_SQRT2_F 1.41421356237309504880f
-#define M_SQRT1_2_F 0.70710678118654752440f
 #define METAL_FUNC __forceinline__
-
-// Address spaces: CUDA's generic addressing reaches global, shared and local
-// memory through one pointer type. threadgroup is rewritten by the driver
-// (storage vs qualifier), the others vanish here.
-#define device
-#define constant const
-#define thread

@@ -9,11 +9,12 @@
 //
 // NewPipeline rewrites the source with petal/gpu/msl (Apple's rules are
 // checked as on every driver), emitting an entry point for the asked
-// kernel alone, prepends cuda_compat.h (MSL types, math, simd-group
-// functions as warp intrinsics, 8x8 simdgroup matrices spread over a warp,
-// atomics) and compiles it with NVRTC for the card's architecture (sm_90
-// on an H200), IEEE arithmetic without contraction. Cubins are cached by
-// the hash of NVRTC's version, the flags, the header and the text, under
+// kernel alone, prepends cuda_compat.h (MSL math, simd-group functions as
+// warp intrinsics, 8x8 simdgroup matrices spread over a warp, atomics, over
+// the vector types and math petal/gpu/msl shares with the sim) and compiles
+// it with NVRTC for the card's architecture (sm_90 on an H200), IEEE
+// arithmetic without contraction. Cubins are cached by
+// the hash of NVRTC's version, the flags, the headers and the text, under
 // $PETAL_CUDA_CACHE or os.UserCacheDir()/petal/cuda.
 //
 // # Memory

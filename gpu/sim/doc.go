@@ -6,10 +6,12 @@
 // NewPipeline rewrites the MSL source into C++ (petal/gpu/msl: kernel
 // signatures and their [[attributes]], threadgroup storage, function
 // constants specialised as constexpr, swizzles, half and float literals),
-// includes metal_compat.h (MSL types, math, simd-group functions, atomics, and the
-// fiber runtime), and builds a shared library with the system C++ compiler
-// (C++14, IEEE arithmetic: see cxxFlags and petal/gpu's Math section).
-// Libraries are cached by the hash of compiler, flags and full text, under
+// includes metal_compat.h (MSL math, simd-group functions, atomics, and the
+// fiber runtime, over petal/gpu/msl's vector types and the math both
+// compiling drivers write alike), and builds a shared library with the
+// system C++ compiler (C++14, IEEE arithmetic: see cxxFlags and petal/gpu's
+// Math section).
+// Libraries are cached by the hash of compiler, flags, headers and text, under
 // $PETAL_SIM_CACHE or os.UserCacheDir()/petal/sim, and loaded with purego:
 // no cgo.
 //
@@ -44,7 +46,8 @@
 //   - threadgroup variables are declared one per statement, without an
 //     initialiser (as MSL requires);
 //   - member names shaped like swizzles (xy, rgb, wzyx) are swizzles;
-//   - everything in metal_compat.h: scalar, vector and packed types
+//   - everything in metal_compat.h and the msl headers it includes: scalar,
+//     vector and packed types
 //     (including half and bfloat), math in metal::, fast:: and precise::,
 //     simd-group reductions, shuffles, prefix sums, ballot and broadcast,
 //     8x8 simdgroup matrices (load, store, multiply, multiply-accumulate;

@@ -7,8 +7,11 @@
 // The sim driver prepends this header to a kernel source after rewriting the
 // few constructs C++ cannot express (kernel signatures and their [[...]]
 // attributes, threadgroup storage, function constants, swizzles, 1.0h
-// literals; see rewrite.go). When a kernel needs something missing here,
-// extend this header; never change the kernel.
+// literals; see rewrite.go). The vector types and what is written the same
+// over either driver's scalar math come from petal/gpu/msl's msl_types.h and
+// msl_math.h, which the cuda driver's cuda_compat.h includes too. When a
+// kernel needs something missing, extend these headers (and cuda_compat.h);
+// never change the kernel.
 //
 // Execution model: every GPU thread of a threadgroup is a fiber with its own
 // stack. A fiber runs until it reaches a threadgroup_barrier, a simd-group
@@ -37,14 +40,7 @@
 #endif
 
 #define PETAL_SIM 1
-#ifndef __METAL_VERSION__
-#define __METAL_VERSION__ 310
-#endif
 
-typedef unsigned int uint;
-typedef unsigned short ushort;
-typedef unsigned char uchar;
-typedef unsigned long ulong;
 #if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 // GCC before 13 has no _Float16 in C++ on arm64; __fp16 stores the same
 // IEEE binary16 and computes in float.
@@ -81,14 +77,14 @@ struct bfloat {
 
 namespace petal {
 
-template <class T> struct is_scalar : std::integral_constant<bool, std::is_arithmetic<T>::value> {};
-template <> struct is_scalar<half> : std::true_type {};
-template <> struct is_scalar<bfloat> : std::true_type {};
-template <class T> inline constexpr bool is_scalar_v = is_scalar<std::remove_cv_t<std::remove_reference_t<T>>>::value;
+// The traits msl_types.h and msl_math.h name, from the standard library.
+using std::enable_if_t;
+using std::is_arithmetic;
+using std::is_same;
+template <class T> struct remove_cvref { typedef std::remove_cv_t<std::remove_reference_t<T>> type; };
 
-// ---------------------------------------------------------------- vectors
-
-template <class T, int N> struct vec;
+// The vectors' elements: el() is the array for msl_types.h, beside the named
+// components.
 template <class T, int N> struct storage;
 // Metal's alignment: 2-vectors align to their size, 3- and 4-vectors to
 // four elements (so float3 is 16 bytes).
@@ -98,6 +94,8 @@ template <class T> struct alignas(2 * sizeof(T)) storage<T, 2> {
 		struct { T x, y; };
 		struct { T r, g; };
 	};
+	T* el() { return v; }
+	const T* el() const { return v; }
 };
 template <class T> struct alignas(4 * sizeof(T)) storage<T, 3> {
 	union {
@@ -105,6 +103,8 @@ template <class T> struct alignas(4 * sizeof(T)) storage<T, 3> {
 		struct { T x, y, z; };
 		struct { T r, g, b; };
 	};
+	T* el() { return v; }
+	const T* el() const { return v; }
 };
 template <class T> struct alignas(4 * sizeof(T)) storage<T, 4> {
 	union {
@@ -112,209 +112,40 @@ template <class T> struct alignas(4 * sizeof(T)) storage<T, 4> {
 		struct { T x, y, z, w; };
 		struct { T r, g, b, a; };
 	};
+	T* el() { return v; }
+	const T* el() const { return v; }
 };
-
-template <class T> struct count_of { static constexpr int value = 1; };
-template <class T, int N> struct count_of<vec<T, N>> { static constexpr int value = N; };
-
-// swizzle is what v.xy turns into: a copy of the selected components that
-// can also be assigned back (v.xy = ...).
-template <class T, int N, int... I> struct swizzle : vec<T, sizeof...(I)> {
-	vec<T, N>* src;
-	swizzle(vec<T, N>* s) : src(s) {
-		int k = 0;
-		((this->v[k++] = s->v[I]), ...);
-	}
-	// Assigning one swizzle to another of the same shape (a.xy = b.xy) must
-	// write through, not copy the proxy.
-	swizzle& operator=(const swizzle& o) { return *this = static_cast<const vec<T, sizeof...(I)>&>(o); }
-	swizzle& operator=(const vec<T, sizeof...(I)>& o) {
-		int k = 0;
-		((src->v[I] = o.v[k++]), ...);
-		for (int j = 0; j < (int)sizeof...(I); j++) this->v[j] = o.v[j];
-		return *this;
-	}
-	// v.xy += w and friends update v, not the proxy.
-#define PETAL_SWASSIGN(op)                                                                        \
-	template <class U> swizzle& operator op##=(const U& o) {                                       \
-		return *this = static_cast<const vec<T, sizeof...(I)>&>(*this) op o;                       \
-	}
-	PETAL_SWASSIGN(+)
-	PETAL_SWASSIGN(-)
-	PETAL_SWASSIGN(*)
-	PETAL_SWASSIGN(/)
-#undef PETAL_SWASSIGN
-};
-
-template <class T, int N> struct vec : storage<T, N> {
-	typedef T value_type;
-	vec() = default;
-	// A scalar broadcasts (implicitly, as in MSL).
-	template <class S, class = std::enable_if_t<is_scalar_v<S>>>
-	vec(S s) {
-		for (int i = 0; i < N; i++) this->v[i] = T(s);
-	}
-	// Element type conversion is explicit, as in MSL.
-	template <class U, class = std::enable_if_t<!std::is_same<U, T>::value>>
-	explicit vec(const vec<U, N>& o) {
-		for (int i = 0; i < N; i++) this->v[i] = T(o.v[i]);
-	}
-	template <class A, class B, class... R>
-	vec(const A& a, const B& b, const R&... r) {
-		static_assert(count_of<A>::value + count_of<B>::value + (0 + ... + count_of<R>::value) == N,
-		              "wrong number of vector components");
-		int i = 0;
-		put(i, a);
-		put(i, b);
-		(put(i, r), ...);
-	}
-	T& operator[](int i) { return this->v[i]; }
-	const T& operator[](int i) const { return this->v[i]; }
-	template <int... I> swizzle<T, N, I...> petal_swz() { return swizzle<T, N, I...>(this); }
-	template <int... I> vec<T, sizeof...(I)> petal_swz() const { return vec<T, sizeof...(I)>(this->v[I]...); }
-
-  private:
-	template <class S> void put(int& i, const S& s) {
-		if constexpr (count_of<S>::value == 1) {
-			this->v[i++] = T(s);
-		} else {
-			for (int k = 0; k < count_of<S>::value; k++) this->v[i++] = T(s.v[k]);
-		}
-	}
-	template <class U, int M> void put(int& i, const vec<U, M>& s) {
-		for (int k = 0; k < M; k++) this->v[i++] = T(s.v[k]);
-	}
-
-  public:
-#define PETAL_VASSIGN(op)                                                           \
-	vec& operator op##=(const vec& o) {                                             \
-		for (int i = 0; i < N; i++) this->v[i] = T(this->v[i] op o.v[i]);           \
-		return *this;                                                               \
-	}                                                                               \
-	template <class S, class = std::enable_if_t<is_scalar_v<S>>> vec& operator op##=(S s) { \
-		for (int i = 0; i < N; i++) this->v[i] = T(this->v[i] op s);                \
-		return *this;                                                               \
-	}
-	PETAL_VASSIGN(+)
-	PETAL_VASSIGN(-)
-	PETAL_VASSIGN(*)
-	PETAL_VASSIGN(/)
-	PETAL_VASSIGN(%)
-	PETAL_VASSIGN(&)
-	PETAL_VASSIGN(|)
-	PETAL_VASSIGN(^)
-	PETAL_VASSIGN(<<)
-	PETAL_VASSIGN(>>)
-#undef PETAL_VASSIGN
-};
-
-#define PETAL_VBIN(op)                                                                         \
-	template <class T, int N> vec<T, N> operator op(const vec<T, N>& a, const vec<T, N>& b) {  \
-		vec<T, N> r;                                                                           \
-		for (int i = 0; i < N; i++) r.v[i] = T(a.v[i] op b.v[i]);                              \
-		return r;                                                                              \
-	}                                                                                          \
-	template <class T, int N, class S, class = std::enable_if_t<is_scalar_v<S>>>               \
-	vec<T, N> operator op(const vec<T, N>& a, S s) {                                           \
-		vec<T, N> r;                                                                           \
-		for (int i = 0; i < N; i++) r.v[i] = T(a.v[i] op T(s));                                \
-		return r;                                                                              \
-	}                                                                                          \
-	template <class T, int N, class S, class = std::enable_if_t<is_scalar_v<S>>>               \
-	vec<T, N> operator op(S s, const vec<T, N>& a) {                                           \
-		vec<T, N> r;                                                                           \
-		for (int i = 0; i < N; i++) r.v[i] = T(T(s) op a.v[i]);                                \
-		return r;                                                                              \
-	}
-PETAL_VBIN(+)
-PETAL_VBIN(-)
-PETAL_VBIN(*)
-PETAL_VBIN(/)
-PETAL_VBIN(%)
-PETAL_VBIN(&)
-PETAL_VBIN(|)
-PETAL_VBIN(^)
-PETAL_VBIN(<<)
-PETAL_VBIN(>>)
-#undef PETAL_VBIN
-
-#define PETAL_VCMP(op)                                                                             \
-	template <class T, int N> vec<bool, N> operator op(const vec<T, N>& a, const vec<T, N>& b) {   \
-		vec<bool, N> r;                                                                            \
-		for (int i = 0; i < N; i++) r.v[i] = a.v[i] op b.v[i];                                     \
-		return r;                                                                                  \
-	}                                                                                              \
-	template <class T, int N, class S, class = std::enable_if_t<is_scalar_v<S>>>                   \
-	vec<bool, N> operator op(const vec<T, N>& a, S s) {                                            \
-		vec<bool, N> r;                                                                            \
-		for (int i = 0; i < N; i++) r.v[i] = a.v[i] op T(s);                                       \
-		return r;                                                                                  \
-	}
-PETAL_VCMP(==)
-PETAL_VCMP(!=)
-PETAL_VCMP(<)
-PETAL_VCMP(<=)
-PETAL_VCMP(>)
-PETAL_VCMP(>=)
-PETAL_VCMP(&&)
-PETAL_VCMP(||)
-#undef PETAL_VCMP
-
-template <class T, int N> vec<T, N> operator-(const vec<T, N>& a) {
-	vec<T, N> r;
-	for (int i = 0; i < N; i++) r.v[i] = T(-a.v[i]);
-	return r;
-}
-template <class T, int N> vec<T, N> operator~(const vec<T, N>& a) {
-	vec<T, N> r;
-	for (int i = 0; i < N; i++) r.v[i] = T(~a.v[i]);
-	return r;
-}
-template <class T, int N> vec<bool, N> operator!(const vec<T, N>& a) {
-	vec<bool, N> r;
-	for (int i = 0; i < N; i++) r.v[i] = !a.v[i];
-	return r;
-}
-
-// packed_vec is MSL's packed_floatN and friends: element alignment, no
-// padding.
 template <class T, int N> struct packed_storage;
 template <class T> struct packed_storage<T, 2> {
 	union {
 		T v[2];
 		struct { T x, y; };
 	};
+	T* el() { return v; }
+	const T* el() const { return v; }
 };
 template <class T> struct packed_storage<T, 3> {
 	union {
 		T v[3];
 		struct { T x, y, z; };
 	};
+	T* el() { return v; }
+	const T* el() const { return v; }
 };
 template <class T> struct packed_storage<T, 4> {
 	union {
 		T v[4];
 		struct { T x, y, z, w; };
 	};
+	T* el() { return v; }
+	const T* el() const { return v; }
 };
-template <class T, int N> struct packed_vec : packed_storage<T, N> {
-	using packed_storage<T, N>::v;
-	packed_vec() = default;
-	packed_vec(const vec<T, N>& o) {
-		for (int i = 0; i < N; i++) v[i] = o.v[i];
-	}
-	template <class S, class = std::enable_if_t<is_scalar_v<S>>> packed_vec(S s) {
-		for (int i = 0; i < N; i++) v[i] = T(s);
-	}
-	template <class A, class B, class... R> packed_vec(const A& a, const B& b, const R&... r) : packed_vec(vec<T, N>(a, b, r...)) {}
-	operator vec<T, N>() const {
-		vec<T, N> o;
-		for (int i = 0; i < N; i++) o.v[i] = v[i];
-		return o;
-	}
-	T& operator[](int i) { return v[i]; }
-	const T& operator[](int i) const { return v[i]; }
-};
+
+}  // namespace petal
+
+#include "msl_types.h"
+
+namespace petal {
 
 // ---------------------------------------------------------------- runtime
 
@@ -794,29 +625,6 @@ template <class T> struct arg_cast<T&> {
 };
 }  // namespace petal
 
-// ---------------------------------------------------------------- MSL types
-
-#define PETAL_VECS(T)                           \
-	typedef petal::vec<T, 2> T##2;              \
-	typedef petal::vec<T, 3> T##3;              \
-	typedef petal::vec<T, 4> T##4;              \
-	typedef petal::packed_vec<T, 2> packed_##T##2; \
-	typedef petal::packed_vec<T, 3> packed_##T##3; \
-	typedef petal::packed_vec<T, 4> packed_##T##4;
-PETAL_VECS(float)
-PETAL_VECS(half)
-PETAL_VECS(bfloat)
-PETAL_VECS(int)
-PETAL_VECS(uint)
-PETAL_VECS(short)
-PETAL_VECS(ushort)
-PETAL_VECS(char)
-PETAL_VECS(uchar)
-PETAL_VECS(bool)
-PETAL_VECS(long)
-PETAL_VECS(ulong)
-#undef PETAL_VECS
-
 namespace petal {
 // fmin/fmax semantics (a NaN operand yields the other) inline: the libm
 // calls cost more than the kernels' arithmetic around them.
@@ -909,39 +717,8 @@ template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T max
 	if constexpr (std::is_floating_point<T>::value || std::is_same<T, half>::value) return (T)petal::fmaxf((float)a, (float)b);
 	else return a < b ? b : a;
 }
-template <class T, int N> inline petal::vec<T, N> min(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
-	petal::vec<T, N> r;
-	for (int i = 0; i < N; i++) r.v[i] = min(a.v[i], b.v[i]);
-	return r;
-}
-template <class T, int N> inline petal::vec<T, N> max(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
-	petal::vec<T, N> r;
-	for (int i = 0; i < N; i++) r.v[i] = max(a.v[i], b.v[i]);
-	return r;
-}
-template <class T, class = std::enable_if_t<petal::is_scalar_v<T>>> inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
-template <class T, int N> inline petal::vec<T, N> clamp(const petal::vec<T, N>& x, const petal::vec<T, N>& lo, const petal::vec<T, N>& hi) {
-	return min(max(x, lo), hi);
-}
-template <class T, int N> inline petal::vec<T, N> clamp(const petal::vec<T, N>& x, T lo, T hi) {
-	return min(max(x, petal::vec<T, N>(lo)), petal::vec<T, N>(hi));
-}
 inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 inline half fma(half a, half b, half c) { return (half)__builtin_fmaf((float)a, (float)b, (float)c); }
-template <class T, int N> inline petal::vec<T, N> fma(const petal::vec<T, N>& a, const petal::vec<T, N>& b, const petal::vec<T, N>& c) {
-	petal::vec<T, N> r;
-	for (int i = 0; i < N; i++) r.v[i] = fma(a.v[i], b.v[i], c.v[i]);
-	return r;
-}
-template <class A, class B, class C> inline auto mad(A a, B b, C c) { return a * b + c; }
-template <class T> inline T mix(T x, T y, T a) { return x + (y - x) * a; }
-template <class T, int N> inline petal::vec<T, N> mix(const petal::vec<T, N>& x, const petal::vec<T, N>& y, T a) { return x + (y - x) * a; }
-template <class T> inline T select(T a, T b, bool c) { return c ? b : a; }
-template <class T, int N> inline petal::vec<T, N> select(const petal::vec<T, N>& a, const petal::vec<T, N>& b, const petal::vec<bool, N>& c) {
-	petal::vec<T, N> r;
-	for (int i = 0; i < N; i++) r.v[i] = c.v[i] ? b.v[i] : a.v[i];
-	return r;
-}
 inline bool isnan(float x) { return __builtin_isnan(x); }
 inline bool isinf(float x) { return __builtin_isinf(x); }
 inline bool isfinite(float x) { return __builtin_isfinite(x); }
@@ -953,25 +730,6 @@ template <class T> inline T ctz(T x) { return x == 0 ? T(sizeof(T) * 8) : T(__bu
 template <class T> inline T popcount(T x) { return T(__builtin_popcountll((unsigned long long)x & (~0ull >> (64 - sizeof(T) * 8)))); }
 inline uint mulhi(uint a, uint b) { return (uint)(((uint64_t)a * b) >> 32); }
 inline int mulhi(int a, int b) { return (int)(((int64_t)a * b) >> 32); }
-template <class T, int N> inline T dot(const petal::vec<T, N>& a, const petal::vec<T, N>& b) {
-	T s = T(0);
-	for (int i = 0; i < N; i++) s += a.v[i] * b.v[i];
-	return s;
-}
-template <class T, int N> inline T length(const petal::vec<T, N>& a) { return T(sqrt(dot(a, a))); }
-template <class T, int N> inline petal::vec<T, N> normalize(const petal::vec<T, N>& a) { return a * rsqrt(dot(a, a)); }
-template <int N> inline bool all(const petal::vec<bool, N>& a) {
-	for (int i = 0; i < N; i++)
-		if (!a.v[i]) return false;
-	return true;
-}
-template <int N> inline bool any(const petal::vec<bool, N>& a) {
-	for (int i = 0; i < N; i++)
-		if (a.v[i]) return true;
-	return false;
-}
-inline bool all(bool a) { return a; }
-inline bool any(bool a) { return a; }
 
 // as_type reinterprets the bits of x; the sizes must match, as in MSL.
 template <class T, class U> inline T as_type(const U& x) {
@@ -980,47 +738,6 @@ template <class T, class U> inline T as_type(const U& x) {
 	__builtin_memcpy(&r, &x, sizeof(T));
 	return r;
 }
-
-namespace fast {
-using metal::cos;
-using metal::exp;
-using metal::exp2;
-using metal::log;
-using metal::log2;
-using metal::max;
-using metal::min;
-using metal::pow;
-using metal::powr;
-using metal::rsqrt;
-using metal::sin;
-using metal::sqrt;
-using metal::tanh;
-using metal::clamp;
-using metal::fabs;
-using metal::abs;
-using metal::fmax;
-using metal::fmin;
-}  // namespace fast
-namespace precise {
-using metal::cos;
-using metal::exp;
-using metal::exp2;
-using metal::log;
-using metal::log2;
-using metal::max;
-using metal::min;
-using metal::pow;
-using metal::powr;
-using metal::rsqrt;
-using metal::sin;
-using metal::sqrt;
-using metal::tanh;
-using metal::clamp;
-using metal::fabs;
-using metal::abs;
-using metal::fmax;
-using metal::fmin;
-}  // namespace precise
 
 template <class T> struct numeric_limits;
 template <> struct numeric_limits<float> {
@@ -1036,21 +753,14 @@ template <> struct numeric_limits<half> {
 	static constexpr half lowest() { return (half)-65504.0f; }
 	static constexpr half infinity() { return (half)__builtin_inff(); }
 };
-template <> struct numeric_limits<uint> {
-	static constexpr uint max() { return 0xffffffffu; }
-	static constexpr uint min() { return 0u; }
-	static constexpr uint lowest() { return 0u; }
-};
-template <> struct numeric_limits<int> {
-	static constexpr int max() { return 0x7fffffff; }
-	static constexpr int min() { return -0x7fffffff - 1; }
-	static constexpr int lowest() { return -0x7fffffff - 1; }
-};
+
+}  // namespace metal
+
+#include "msl_math.h"
+
+namespace metal {
 
 // ---------------------------------------------------------------- sync
-
-enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8 };
-inline mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((int)a | (int)b); }
 
 // threadgroup_barrier blocks until every thread of the threadgroup reaches
 // this same call (site is its source line). Memory needs no fence: fibers of
@@ -1318,19 +1028,7 @@ typedef metal::atomic<float> atomic_float;
 #endif
 #define HUGE_VALF (__builtin_huge_valf())
 #define MAXFLOAT FLT_MAX
-#define M_PI_F 3.14159265358979323846f
-#define M_PI_2_F 1.57079632679489661923f
-#define M_LN2_F 0.69314718055994530942f
-#define M_LOG2E_F 1.44269504088896340736f
-#define M_SQRT2_F 1.41421356237309504880f
-#define M_SQRT1_2_F 0.70710678118654752440f
 #define METAL_FUNC inline __attribute__((always_inline))
-
-// Address spaces: all memory is one address space on the CPU. threadgroup
-// is rewritten by the driver (storage vs qualifier), the others vanish here.
-#define device
-#define constant const
-#define thread
 
 // Layout checks for the Go mirrors in sim.go.
 extern "C" __attribute__((visibility("default"))) uint64_t petal_abi(int what) {

@@ -87,12 +87,19 @@ type Options struct {
 // stops libm from setting errno.
 var cxxFlags = []string{"-std=c++14", "-pedantic-errors", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-ffp-contract=off"}
 
-// compatName is the file name the compat header is written under, next to
-// the sources that include it.
-func compatName() string {
-	sum := sha256.Sum256([]byte(compatHeader))
-	return "metal_compat-" + hex.EncodeToString(sum[:8]) + ".h"
-}
+// compatHeaders are what kernels include: metal_compat.h and the
+// petal/gpu/msl headers it includes.
+var compatHeaders = append([]msl.Header{{Name: "metal_compat.h", Text: compatHeader}}, msl.Headers()...)
+
+// compatDir is the directory the compat headers are written to, next to the
+// sources that include them; its name holds their hash.
+var compatDir = func() string {
+	h := sha256.New()
+	for _, hd := range compatHeaders {
+		fmt.Fprintf(h, "%s\x00%s\x00", hd.Name, hd.Text)
+	}
+	return "metal_compat-" + hex.EncodeToString(h.Sum(nil)[:8])
+}()
 
 // maxCompileLog bounds the compiler output kept in an error.
 const maxCompileLog = 8 << 10
@@ -255,9 +262,9 @@ func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.C
 
 // library compiles the rewritten source once per content hash; d.mu is held.
 func (d *Device) library(name string, rw *msl.Rewritten) (*library, error) {
-	text := fmt.Sprintf("#include %q\n%s", compatName(), rw.Text)
+	text := fmt.Sprintf("#include %q\n%s", compatDir+"/metal_compat.h", rw.Text)
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", d.compiler, strings.Join(cxxFlags, " "), compatHeader, text)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", d.compiler, strings.Join(cxxFlags, " "), compatDir, text)
 	sum := hex.EncodeToString(h.Sum(nil))[:32]
 	if lib, ok := d.libs[sum]; ok {
 		return lib, nil
@@ -286,7 +293,7 @@ func (d *Device) library(name string, rw *msl.Rewritten) (*library, error) {
 }
 
 func (d *Device) compile(name, text, path string) error {
-	if err := d.writeCompatHeader(); err != nil {
+	if err := d.writeCompatHeaders(); err != nil {
 		return err
 	}
 	// Unique temporary names: other processes (parallel go test packages)
@@ -342,34 +349,35 @@ func cxx17Error(log string) *RuleError {
 	return &RuleError{File: m[1], Line: line, Rule: RuleCxx14, Detail: m[3]}
 }
 
-// writeCompatHeader puts metal_compat.h in the cache directory, where the
-// sources include it, marked as a system header (see cxxFlags). Its name
-// holds its hash, so a file already there is the same header; a new one is
-// renamed into place whole, since other processes may compile at once.
-func (d *Device) writeCompatHeader() error {
-	path := filepath.Join(d.opts.CacheDir, compatName())
-	if _, err := os.Stat(path); err == nil {
+// writeCompatHeaders puts the compat headers in the cache directory, where
+// the sources include them, each marked as a system header (see cxxFlags).
+// Their directory's name holds their hash, so one already there holds the
+// same headers; a new one is renamed into place whole, since other processes
+// may compile at once.
+func (d *Device) writeCompatHeaders() error {
+	dir := filepath.Join(d.opts.CacheDir, compatDir)
+	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
-	f, err := os.CreateTemp(d.opts.CacheDir, "header-*.h")
+	tmp, err := os.MkdirTemp(d.opts.CacheDir, "headers-*")
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	_, werr := f.WriteString("#pragma GCC system_header\n" + compatHeader)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	for _, hd := range compatHeaders {
+		if err := os.WriteFile(filepath.Join(tmp, hd.Name), []byte("#pragma GCC system_header\n"+hd.Text), 0o644); err != nil {
+			os.RemoveAll(tmp)
+			return fmt.Errorf("sim: %w", err)
+		}
 	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("sim: %w", werr)
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(dir); serr == nil {
+			return nil // another process put the same headers there first
+		}
+		return fmt.Errorf("sim: %w", err)
 	}
 	return nil
 }
-
-// ---------------------------------------------------------------- C mirrors
 
 // cLaunch mirrors petal::Launch in metal_compat.h (checked at load).
 type cLaunch struct {
