@@ -134,11 +134,12 @@ type cpuDecodeFigure struct {
 
 // measuredCPURead is BenchmarkQMV's rate at the 35B model's largest decode
 // product (8192x2048, 4-bit), twice on 2026-12-02 with the AVX2 kernels
-// while the machine was quiet (load average 0.7): 7,441.9 and 7,411.3
-// MB/s, 0.48 of the streaming read (15.5 GB/s) measured in the same run.
+// (two rows a call) while the machine was quiet (load average 0.9):
+// 10,341.4 and 9,881.5 MB/s, 0.74 and 0.71 of the streaming read (14.0
+// GB/s) measured in the same run.
 const (
-	measuredCPURead    = 7.43e9
-	measuredCPUMachine = "a 2-core AMD EPYC Linux machine, quiet at the time (streaming read 15.5 GB/s)"
+	measuredCPURead    = 10.11e9
+	measuredCPUMachine = "a 2-core AMD EPYC Linux machine, quiet at the time (streaming read 14.0 GB/s)"
 	measuredCPUCommand = "go test -run '^$' -bench 'BenchmarkQMV/rows=8192' -count 2 ./engine/cpu/"
 )
 
