@@ -128,6 +128,49 @@ func TestQdotPairVec(t *testing.T) {
 	}
 }
 
+// TestQdotPairVecRefuses: every slice the kernel reads is checked against
+// the shape before it runs, for each of the two rows, so a short one makes
+// the wrapper decline (and the caller take the Go loop) rather than the
+// kernel read past it.
+func TestQdotPairVecRefuses(t *testing.T) {
+	if !vectorKernels {
+		t.Skip("no vector kernels in this build")
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	const group, groups = 64, 4
+	cols := group * groups
+	m := randomQuant(r, 2, cols, 4, group)
+	wpr := cols / 8
+	full := func() ([2][]uint32, []float32, [2][]uint16, [2][]uint16, []float32, int) {
+		return [2][]uint32{m.words[:wpr], m.words[wpr:]}, randomFloats(r, cols),
+			[2][]uint16{m.scales[:groups], m.scales[groups:]}, [2][]uint16{m.biases[:groups], m.biases[groups:]},
+			randomFloats(r, groups), group / 8
+	}
+	var out [2]float32
+	if w, x, sc, bi, xs, wpg := full(); !qdot4PairVec(w, x, sc, bi, xs, wpg, &out) {
+		t.Fatal("the full shape is refused")
+	}
+	for name, cut := range map[string]func(w *[2][]uint32, x *[]float32, sc, bi *[2][]uint16, xs *[]float32, wpg *int){
+		"row 0 a word short":  func(w *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { w[0] = w[0][:wpr-1] },
+		"row 1 a word short":  func(w *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { w[1] = w[1][:wpr-1] },
+		"row 1 a scale short": func(_ *[2][]uint32, _ *[]float32, sc, _ *[2][]uint16, _ *[]float32, _ *int) { sc[1] = sc[1][:groups-1] },
+		"row 1 a bias short":  func(_ *[2][]uint32, _ *[]float32, _, bi *[2][]uint16, _ *[]float32, _ *int) { bi[1] = bi[1][:groups-1] },
+		"row 0 a bias short":  func(_ *[2][]uint32, _ *[]float32, _, bi *[2][]uint16, _ *[]float32, _ *int) { bi[0] = bi[0][:groups-1] },
+		"x short":             func(_ *[2][]uint32, x *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { *x = (*x)[:cols-1] },
+		"xsum short":          func(_ *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, xs *[]float32, _ *int) { *xs = (*xs)[:groups-1] },
+		"2 words a group":     func(_ *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, wpg *int) { *wpg = 2 },
+		"no groups": func(w *[2][]uint32, _ *[]float32, sc, bi *[2][]uint16, _ *[]float32, _ *int) {
+			*w, *sc, *bi = [2][]uint32{}, [2][]uint16{}, [2][]uint16{}
+		},
+	} {
+		w, x, sc, bi, xs, wpg := full()
+		cut(&w, &x, &sc, &bi, &xs, &wpg)
+		if qdot4PairVec(w, x, sc, bi, xs, wpg, &out) {
+			t.Errorf("%s: served", name)
+		}
+	}
+}
+
 // TestDot checks dot, vector prefix and Go tail, on every length up to 130.
 func TestDot(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
