@@ -134,12 +134,13 @@ type cpuDecodeFigure struct {
 
 // measuredCPURead is BenchmarkQMV's rate at the 35B model's largest decode
 // product (8192x2048, 4-bit), twice on 2026-12-02 with the AVX2 kernels
-// (two rows a call) while the machine was quiet (load average 0.9):
-// 10,341.4 and 9,881.5 MB/s, 0.74 and 0.71 of the streaming read (14.0
-// GB/s) measured in the same run.
+// (two rows a call) at load average 0.9: 10,341.4 and 9,881.5 MB/s, 0.74
+// and 0.71 of the streaming read (14.0 GB/s) measured in the same run.
+// Other runs gave 0.53-0.62; and a whole token also runs the smaller
+// products and the attention, so the tokens/s it gives is an upper bound.
 const (
 	measuredCPURead    = 10.11e9
-	measuredCPUMachine = "a 2-core AMD EPYC Linux machine, quiet at the time (streaming read 14.0 GB/s)"
+	measuredCPUMachine = "a 2-core AMD EPYC Linux machine at load average 0.9 (streaming read 14.0 GB/s)"
 	measuredCPUCommand = "go test -run '^$' -bench 'BenchmarkQMV/rows=8192' -count 2 ./engine/cpu/"
 )
 
