@@ -122,10 +122,7 @@ func runBench(args []string, stdout io.Writer) error {
 	bandwidth := fs.Float64("bandwidth", 0, "dry run: memory bandwidth in GB/s to convert bytes into rates (default: 546 and 614)")
 	chunk := fs.Int("chunk", gpumodel.DefaultPrefillChunk, "dry run: tokens of the recorded prefill chunk")
 	asJSON := fs.Bool("json", false, "dry run: print JSON instead of text (a run always prints JSON)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *context < 0 || *steps < 1 || *bandwidth < 0 {

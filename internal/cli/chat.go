@@ -34,10 +34,7 @@ func runChat(args []string, stdout io.Writer) error {
 	dir, backend := modelFlags(fs, "checkpoint folder (default: the installed model, else the built-in demo)")
 	maxTokens := fs.Int("max-tokens", 0, "tokens per reply at most (default: up to the end of the context)")
 	noThink := fs.Bool("no-think", false, "answer without thinking first")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *maxTokens < 0 {

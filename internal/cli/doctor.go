@@ -26,10 +26,7 @@ func runDoctor(args []string, stdout io.Writer) error {
 	backend := fl.String("backend", doctor.DefaultBackend(), "metal or sim")
 	asJSON := fl.Bool("json", false, "print the report as JSON")
 	dir := fl.String("shaders", "", "compile the kernel sources in DIR instead of the embedded ones")
-	if err := fl.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fl); err != nil {
+	if err := parseFlags(fl, args); err != nil {
 		return err
 	}
 	var src fs.FS

@@ -26,10 +26,7 @@ func runFit(args []string, stdout io.Writer) error {
 	sessions := fs.Int("cached-sessions", fit.DefaultCachedSessions, "sessions kept besides the generating one")
 	dir := fs.String("model", "", "checkpoint folder to size (default: the Qwen3.6-35B-A3B shape)")
 	asJSON := fs.Bool("json", false, "print the report as JSON (sizes in bytes)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	m, err := fitModel(*dir)

@@ -26,10 +26,7 @@ func runGenerate(args []string, stdout io.Writer) error {
 	dir, backend := modelFlags(fs, "checkpoint folder")
 	tokens := fs.String("tokens", "", "comma-separated prompt token ids")
 	maxTokens := fs.Int("max-tokens", defaultGenerateTokens, "tokens to generate at most")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ids, err := parseTokens(*tokens)

@@ -23,10 +23,7 @@ func runLogits(args []string, stdout io.Writer) error {
 	dir, backend := modelFlags(fs, "checkpoint folder")
 	tokens := fs.String("tokens", "", "comma-separated token ids")
 	outPath := fs.String("out", "", "output file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ids, err := parseTokens(*tokens)

@@ -69,8 +69,12 @@ func modelFlags(fs *flag.FlagSet, modelUsage string) (dir, backendName *string) 
 	return dir, backendName
 }
 
-// noArgs rejects stray positional arguments after the flags.
-func noArgs(fs *flag.FlagSet) error {
+// parseFlags parses args into fs and rejects stray positional arguments
+// after the flags.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}

@@ -33,10 +33,7 @@ func runPull(args []string, stdout io.Writer) error {
 	noCache := fs.Bool("no-hf-cache", false, "do not import from the Hugging Face cache")
 	parallel := fs.Int("parallel", hub.DefaultParallel, "connections at once")
 	imp := fs.String("import", "", "store an existing folder (a Hugging Face cache snapshot, a downloaded or converted checkpoint) as an aligned model folder instead of downloading")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *imp != "" {

@@ -24,14 +24,11 @@ func runRender(args []string, stdout io.Writer) error {
 	fs.StringVar(&req.ToolsFile, "tools", "", "JSON file with an array of tools")
 	fs.StringVar(&req.KwargsJSON, "template-kwargs", "", "JSON object of extra template variables")
 	fs.BoolVar(&req.NoGenerationPrompt, "no-generation-prompt", false, "leave out the assistant turn opener")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if req.ModelDir == "" || req.MessagesFile == "" {
 		return errors.New("render: --model and --messages are required")
-	}
-	if err := noArgs(fs); err != nil {
-		return err
 	}
 	prompt, err := chattemplate.RenderFiles(context.Background(), req)
 	if err != nil {

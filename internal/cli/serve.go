@@ -49,10 +49,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")
 	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
 	settingsFile := fs.String("settings", "", "the web UI's settings file (default: petal/settings.json in the user's config folder)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *queue < 1 || *ctxLen < 0 || *cacheMB < 0 {

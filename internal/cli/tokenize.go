@@ -26,14 +26,11 @@ func init() {
 func runTokenize(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := newFlags("tokenize", os.Stderr)
 	path := fs.String("tokenizer", "", "tokenizer.json file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {
 		return errors.New("tokenize: --tokenizer is required")
-	}
-	if err := noArgs(fs); err != nil {
-		return err
 	}
 	tok, err := tokenizer.Load(*path)
 	if err != nil {
