@@ -225,13 +225,16 @@ func TestQMVMulti(t *testing.T) {
 	}
 }
 
-// denseSwiGLU is silu(g)*u in float64 for the products g and u of rows of
-// k columns with magnitudes gmag and umag, and a bound on the kernel's
-// error: g and u are each off by up to denseQMVTol; silu's slope stays
-// within 1.1 in magnitude, so g's error moves the result by at most
-// 1.1*eg*(|u|+eu) and u's by |silu(g)|*eu; silu itself (exp within 4 ulp,
-// an add, a divide) and the last multiply add 16 ulp of the result.
-func denseSwiGLU(g, gmag, u, umag float64, k int) (want, tol float64) {
+// denseSwiGLU is silu(g)*u in float64 for the products g and u of row r of
+// expert e of gate and up with x, and a bound on the kernel's error: g and
+// u are each off by up to denseQMVTol; silu's slope stays within 1.1 in
+// magnitude, so g's error moves the result by at most 1.1*eg*(|u|+eu) and
+// u's by |silu(g)|*eu; silu itself (exp within 4 ulp, an add, a divide)
+// and the last multiply add 16 ulp of the result.
+func denseSwiGLU(gate, up *denseQ, e, r int, x []float32) (want, tol float64) {
+	g, gmag := gate.Mul(e, r, x)
+	u, umag := up.Mul(e, r, x)
+	k := len(x)
 	silu := g / (1 + math.Exp(-g))
 	eg, eu := denseQMVTol(k, gmag), denseQMVTol(k, umag)
 	want = silu * u
@@ -257,9 +260,7 @@ func TestQMVSwiGLU(t *testing.T) {
 			out := denseBuf(t, d, 0, make([]byte, 4*c.rows))
 			denseRun(t, k, func(cb gpu.CommandBuffer) error { return k.QMVSwiGLU(cb, out, gate.m, up.m, xv) })
 			for r, o := range denseReadF32(out, c.rows) {
-				g, gmag := gate.Mul(0, r, x)
-				u, umag := up.Mul(0, r, x)
-				if want, tol := denseSwiGLU(g, gmag, u, umag, c.cols); math.Abs(float64(o)-want) > tol {
+				if want, tol := denseSwiGLU(gate, up, 0, r, x); math.Abs(float64(o)-want) > tol {
 					t.Fatalf("y[%d] = %v, want %v (tol %.3g)", r, o, want, tol)
 				}
 			}
@@ -303,9 +304,7 @@ func TestQMVExpertsSwiGLU(t *testing.T) {
 						}
 						continue
 					}
-					g, gmag := gate.Mul(int(e), r, x)
-					u, umag := up.Mul(int(e), r, x)
-					if want, tol := denseSwiGLU(g, gmag, u, umag, c.cols); math.Abs(float64(o)-want) > tol {
+					if want, tol := denseSwiGLU(gate, up, int(e), r, x); math.Abs(float64(o)-want) > tol {
 						t.Fatalf("slot %d expert %d: y[%d] = %v, want %v (tol %.3g)", j, e, r, o, want, tol)
 					}
 				}
