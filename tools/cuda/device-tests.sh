@@ -14,7 +14,11 @@
 #   sanitize  all four tools at once, each over the shaders tests split
 #             into $SANITIZE_CHUNKS (4) processes run side by side, a log
 #             each ($tool-$chunk.log) and their error summaries in
-#             sanitize.log
+#             sanitize.log; $SANITIZE_TOOLS narrows the tools, and each
+#             test named in $SANITIZE_SPLIT runs as one process per
+#             subtest instead (racecheck took over 400 s for a quarter of
+#             TestSampleDistributions' 100,000 sampler draws), its
+#             subtests listed by a run of it without the sanitizer
 # fixtures reruns what fails with $PETAL_CUDA_GRAPHS=serial and =off, to
 # tell a missing barrier (serial passes) from a kernel's fault.
 # $UNIT_RUN, $SHADERS_RUN, $FIXTURES_RUN narrow the other phases; *_SECS
@@ -25,7 +29,7 @@ BIN=$(cd "$1" && pwd)
 OUT=$2
 shift 2
 PHASES=${*:-info unit shaders fixtures bench memcheck racecheck synccheck initcheck}
-export PETAL_GPU=cuda
+export PETAL_GPU=${PETAL_GPU:-cuda} # sim: a dry run of the script on any machine
 export PETAL_CUDA_CACHE=${PETAL_CUDA_CACHE:-/tmp/petal-cuda-cache}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$PATH:/usr/local/cuda/bin
@@ -71,25 +75,50 @@ for phase in $PHASES; do
 		t "$phase" shaders ${SANITIZE_SECS:-150} compute-sanitizer --tool "$phase" --print-limit 20 --error-exitcode 9 \
 			"$BIN/shaders.test" -test.v -test.count=1 -test.run "${SANITIZE_RUN:-.}" 2>&1 | tee "$OUT/$phase.log" | grep -E '(ERROR SUMMARY|^ok|^FAIL|^PASS|^==)' ;;
 	sanitize)
+		tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
 		names=$(cd "$ROOT/shaders" && "$BIN/shaders.test" -test.list "${SANITIZE_RUN:-.}" | grep '^Test')
+		split=""
+		for s in ${SANITIZE_SPLIT:-}; do
+			echo "$names" | grep -qx "$s" || { echo "sanitize: $s is not among the tests listed"; status=1; continue; }
+			names=$(echo "$names" | grep -vx "$s")
+			# Each subtest's full name, from a run without the sanitizer.
+			subs=$(cd "$ROOT/shaders" && timeout 120 "$BIN/shaders.test" -test.v -test.count=1 -test.run "^$s\$" |
+				sed -n 's/^=== RUN   \('"$s"'\/.*\)$/\1/p')
+			[ -n "$subs" ] || { echo "sanitize: $s listed no subtests"; status=1; }
+			split="$split $subs"
+		done
 		n=${SANITIZE_CHUNKS:-4}
-		for tool in memcheck racecheck synccheck initcheck; do
+		for tool in $tools; do
 			for c in $(seq 0 $((n - 1))); do
 				echo "$names" | awk -v n="$n" -v c="$c" 'NR % n == c' >"$OUT/$tool-$c.names"
 				re=$(paste -sd'|' "$OUT/$tool-$c.names")
 				t "$tool-$c" shaders ${SANITIZE_SECS:-300} compute-sanitizer --tool "$tool" --print-limit 20 --error-exitcode 9 \
 					"$BIN/shaders.test" -test.v -test.count=1 -test.run "^($re)\$" >"$OUT/$tool-$c.log" 2>&1 &
 			done
+			k=0
+			for sub in $split; do
+				# Every element of the name anchored, its dots literal:
+				# the pattern matches this subtest alone.
+				re=$(echo "$sub" | sed 's/\./\\./g; s/[^/]*/^&$/g')
+				echo "$sub" >"$OUT/$tool-s$k.names"
+				t "$tool-s$k" shaders ${SANITIZE_SECS:-300} compute-sanitizer --tool "$tool" --print-limit 20 --error-exitcode 9 \
+					"$BIN/shaders.test" -test.v -test.count=1 -test.run "$re" >"$OUT/$tool-s$k.log" 2>&1 &
+				k=$((k + 1))
+			done
 		done
 		wait
-		[ -n "$names" ] || { echo "sanitize: no tests listed" | tee "$OUT/sanitize.log"; status=1; }
-		# A chunk is clean only when every listed test finished, none
-		# failed, the tool printed its summary with 0 errors and exited 0.
+		[ -n "$names$split" ] || { echo "sanitize: no tests listed" | tee "$OUT/sanitize.log"; status=1; }
+		# A process is clean only when every test listed for it finished
+		# (a subtest by its own line), none failed, the tool printed its
+		# summary with 0 errors and exited 0.
 		for f in "$OUT"/{memcheck,racecheck,synccheck,initcheck}-*.log; do
 			[ -e "$f" ] || continue
 			listed=$(wc -l <"${f%.log}.names")
-			passed=$(grep -cE '^--- PASS: Test' "$f")
-			failed=$(grep -cE '^--- FAIL: Test' "$f")
+			passed=0
+			while read -r name; do
+				grep -qE "^ *--- PASS: $(echo "$name" | sed 's/[.^$*+?()|[\]/\\&/g') \(" "$f" && passed=$((passed + 1))
+			done <"${f%.log}.names"
+			failed=$(grep -cE '^ *--- FAIL: Test' "$f")
 			summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1)
 			rc=$(grep -E '^== .* exit' "$f" | awk '{print $4}')
 			verdict=clean
