@@ -12,28 +12,55 @@ import (
 	"time"
 )
 
-// readBandwidth is what this machine's memory delivers to a streaming read
-// over both cores, in bytes/s: the goroutines of parallelFor sum a buffer
-// far larger than the caches with the vector dot kernel against a vector
-// that stays in L1. Measured in the same run as the products, it makes
-// their ratio to it meaningful on a machine that is busy with other work.
-func readBandwidth(b *testing.B) float64 {
-	const floats = 128 << 20 // 512 MiB
-	const chunk = 4096
-	buf := make([]float32, floats)
+// streamRead is what this machine's memory delivers to a streaming read
+// over both cores: the goroutines of parallelFor sum a buffer far larger
+// than the caches with the vector dot kernel against a vector that stays
+// in L1. BenchmarkQMV interleaves its passes with the products, so that
+// the two rates come from the same seconds: on this host the read alone
+// moved between 8.8 and 19 GB/s from one run to the next.
+type streamRead struct {
+	buf, probe []float32
+	sc         *scratch
+	next       int // which eighth the next pass reads
+	bytes      int64
+	took       time.Duration
+}
+
+const (
+	readFloats = 128 << 20 // 512 MiB
+	readChunk  = 4096      // floats a task range sums
+	// readPass is the floats one pass reads, an eighth of the buffer
+	// (shorter passes read slower here: 32 MiB ones 10-25% below the whole
+	// buffer's rate in the same seconds, 64 MiB ones at its rate).
+	readPass = readFloats / 8
+)
+
+func newStreamRead() *streamRead {
+	buf := make([]float32, readFloats)
 	for i := range buf {
 		buf[i] = float32(i & 7)
 	}
-	probe := make([]float32, chunk)
-	sc := newScratch()
-	task := &readTask{buf: buf, probe: probe}
-	start := time.Now()
-	const passes = 3
-	for range passes {
-		sc.parallelFor(floats/chunk, 1, task)
-	}
-	return float64(passes) * 4 * floats / time.Since(start).Seconds()
+	return &streamRead{buf: buf, probe: make([]float32, readChunk), sc: newScratch()}
 }
+
+// pass reads the next eighth of the buffer, timed. A read of two
+// chunks first wakes the workers, which have blocked while the timer was
+// stopped: a piece handed to a blocked one starts up to 300 us late.
+func (r *streamRead) pass() {
+	lo := r.next * readPass
+	r.sc.parallelFor(2, 1, &readTask{buf: r.buf[lo : lo+2*readChunk], probe: r.probe})
+	task := &readTask{buf: r.buf[lo : lo+readPass], probe: r.probe}
+	start := time.Now()
+	r.sc.parallelFor(readPass/readChunk, 1, task)
+	r.took += time.Since(start)
+	r.bytes += 4 * readPass
+	r.next = (r.next + 1) % (readFloats / readPass)
+}
+
+func (r *streamRead) reset() { r.bytes, r.took = 0, 0 }
+
+// rate is the bytes/s of the passes since reset.
+func (r *streamRead) rate() float64 { return float64(r.bytes) / r.took.Seconds() }
 
 type readTask struct{ buf, probe []float32 }
 
@@ -46,10 +73,11 @@ func (r *readTask) run(_ *part, lo, hi int) {
 
 // BenchmarkQMV measures the quantized matrix-vector product at the 35B
 // model's common shapes; bytes/s counts the packed weights, scales and
-// biases read, and of-read-bw is that rate over readBandwidth's.
+// biases read. After every readEvery bytes of products the timer stops
+// for a pass of streamRead (read-GB/s), and of-read-bw is the products'
+// rate over the read's.
 func BenchmarkQMV(b *testing.B) {
-	read := readBandwidth(b)
-	b.Logf("streaming read: %.2f GB/s", read/1e9)
+	read := newStreamRead()
 	for _, c := range []struct{ rows, cols, bits int }{
 		{2048, 2048, 4}, {8192, 2048, 4}, {2048, 4096, 4}, {256, 2048, 8},
 	} {
@@ -72,15 +100,31 @@ func BenchmarkQMV(b *testing.B) {
 			work := newScratch()
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
+			read.reset()
+			b.ResetTimer()
+			since := 0
+			for i := range b.N {
 				copies[i%len(copies)].mul(work, 0, x, 1, out)
-				i++
+				if since += size; since >= readEvery {
+					b.StopTimer()
+					read.pass()
+					since = 0
+					b.StartTimer()
+				}
 			}
-			b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/read, "of-read-bw")
+			b.StopTimer()
+			if read.bytes == 0 {
+				read.pass()
+			}
+			b.ReportMetric(read.rate()/1e9, "read-GB/s")
+			b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/read.rate(), "of-read-bw")
 		})
 	}
 }
+
+// readEvery is the product bytes between two passes of streamRead: a pass
+// (64 MiB) takes about as long as these products, a few milliseconds.
+const readEvery = 96 << 20
 
 // coldBytes is how much weight memory BenchmarkQMV cycles through: far more
 // than any cache of the machines it runs on.

@@ -8,8 +8,9 @@ import "golang.org/x/sys/cpu"
 // here; without them the Go loops do the work.
 var vectorKernels = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// splitNibbles says that qdot4Kernel takes x as qdot4Lanes splits it.
-const splitNibbles = true
+// qdot4Words is the multiple of words a group must span for the 4-bit
+// kernels: they take 8 words (64 codes) a load.
+const qdot4Words = 8
 
 //go:noescape
 func qdot4x2Kernel(words0, words1 *uint32, x *float32, scales0, scales1, biases0, biases1 *uint16, xsum *float32, groups, wordsPerGroup int, out *[2]float32)
@@ -17,4 +18,32 @@ func qdot4x2Kernel(words0, words1 *uint32, x *float32, scales0, scales1, biases0
 // qdot4x2 is the two-row kernel on rows that qdot4PairVec has checked.
 func qdot4x2(words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, groups, wordsPerGroup int, out *[2]float32) {
 	qdot4x2Kernel(&words[0][0], &words[1][0], &x[0], &scales[0][0], &scales[1][0], &biases[0][0], &biases[1][0], &xsum[0], groups, wordsPerGroup, out)
+}
+
+// nibbleScales[k] is what qdot4Lanes scales x by against the k-th code of
+// a word, which the kernels take in place as 16^k times its value (the
+// last code is shifted down, so it is not scaled). Powers of two: x times
+// them is exact (for |x| above 2^-102, where it stays normal), so each
+// term of the product is the one the Go loops form.
+var nibbleScales = [8]float32{1, 0x1p-4, 0x1p-8, 0x1p-12, 0x1p-16, 0x1p-20, 0x1p-24, 1}
+
+// qdot4Lanes returns x in the 4-bit kernels' order, in dst's storage:
+// each 64 floats (the codes of 8 words) become 8 runs of 8, run k the
+// floats that meet code k of each word, times nibbleScales[k]. x is
+// returned as it is where its length is not a multiple of 64, which no
+// group the kernels take leaves.
+func qdot4Lanes(dst *[]float32, x []float32) []float32 {
+	if !vectorKernels || len(x)%64 != 0 {
+		return x
+	}
+	d := grow(dst, len(x))
+	for b := 0; b < len(x); b += 64 {
+		src, out := x[b:b+64:b+64], d[b:b+64:b+64]
+		for k, s := range nibbleScales {
+			for j := range 8 {
+				out[8*k+j] = src[8*j+k] * s
+			}
+		}
+	}
+	return d
 }

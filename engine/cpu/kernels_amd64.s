@@ -14,30 +14,92 @@ DATA nibbleShifts<>+24(SB)/4, $24
 DATA nibbleShifts<>+28(SB)/4, $28
 GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
 
-// NIBBLES4 widens the 32 codes in the 16 bytes at lo and hi (8 each) to
-// floats in qdot4Lanes' order: Y6 and Y8 the low nibbles, Y7 and Y9 the
-// high ones. Y14 holds 15 in every lane.
-#define NIBBLES4(lo, hi) \
-	VPMOVZXBD lo, Y6; \
-	VPMOVZXBD hi, Y8; \
-	VPSRLD $4, Y6, Y7; \
-	VPSRLD $4, Y8, Y9; \
-	VPAND Y14, Y6, Y6; \
-	VPAND Y14, Y8, Y8; \
+// Lane j of the 32 bytes at nibbleMasks+32*(k-1) masks the k-th 4-bit
+// code of word j in place, for k from 1 to 6: code 0 takes Y14 (15 in
+// every lane) and code 7 a shift, which also drops the sign bit that
+// VCVTDQ2PS would read.
+DATA nibbleMasks<>+0(SB)/4, $0x000000f0
+DATA nibbleMasks<>+4(SB)/4, $0x000000f0
+DATA nibbleMasks<>+8(SB)/4, $0x000000f0
+DATA nibbleMasks<>+12(SB)/4, $0x000000f0
+DATA nibbleMasks<>+16(SB)/4, $0x000000f0
+DATA nibbleMasks<>+20(SB)/4, $0x000000f0
+DATA nibbleMasks<>+24(SB)/4, $0x000000f0
+DATA nibbleMasks<>+28(SB)/4, $0x000000f0
+DATA nibbleMasks<>+32(SB)/4, $0x00000f00
+DATA nibbleMasks<>+36(SB)/4, $0x00000f00
+DATA nibbleMasks<>+40(SB)/4, $0x00000f00
+DATA nibbleMasks<>+44(SB)/4, $0x00000f00
+DATA nibbleMasks<>+48(SB)/4, $0x00000f00
+DATA nibbleMasks<>+52(SB)/4, $0x00000f00
+DATA nibbleMasks<>+56(SB)/4, $0x00000f00
+DATA nibbleMasks<>+60(SB)/4, $0x00000f00
+DATA nibbleMasks<>+64(SB)/4, $0x0000f000
+DATA nibbleMasks<>+68(SB)/4, $0x0000f000
+DATA nibbleMasks<>+72(SB)/4, $0x0000f000
+DATA nibbleMasks<>+76(SB)/4, $0x0000f000
+DATA nibbleMasks<>+80(SB)/4, $0x0000f000
+DATA nibbleMasks<>+84(SB)/4, $0x0000f000
+DATA nibbleMasks<>+88(SB)/4, $0x0000f000
+DATA nibbleMasks<>+92(SB)/4, $0x0000f000
+DATA nibbleMasks<>+96(SB)/4, $0x000f0000
+DATA nibbleMasks<>+100(SB)/4, $0x000f0000
+DATA nibbleMasks<>+104(SB)/4, $0x000f0000
+DATA nibbleMasks<>+108(SB)/4, $0x000f0000
+DATA nibbleMasks<>+112(SB)/4, $0x000f0000
+DATA nibbleMasks<>+116(SB)/4, $0x000f0000
+DATA nibbleMasks<>+120(SB)/4, $0x000f0000
+DATA nibbleMasks<>+124(SB)/4, $0x000f0000
+DATA nibbleMasks<>+128(SB)/4, $0x00f00000
+DATA nibbleMasks<>+132(SB)/4, $0x00f00000
+DATA nibbleMasks<>+136(SB)/4, $0x00f00000
+DATA nibbleMasks<>+140(SB)/4, $0x00f00000
+DATA nibbleMasks<>+144(SB)/4, $0x00f00000
+DATA nibbleMasks<>+148(SB)/4, $0x00f00000
+DATA nibbleMasks<>+152(SB)/4, $0x00f00000
+DATA nibbleMasks<>+156(SB)/4, $0x00f00000
+DATA nibbleMasks<>+160(SB)/4, $0x0f000000
+DATA nibbleMasks<>+164(SB)/4, $0x0f000000
+DATA nibbleMasks<>+168(SB)/4, $0x0f000000
+DATA nibbleMasks<>+172(SB)/4, $0x0f000000
+DATA nibbleMasks<>+176(SB)/4, $0x0f000000
+DATA nibbleMasks<>+180(SB)/4, $0x0f000000
+DATA nibbleMasks<>+184(SB)/4, $0x0f000000
+DATA nibbleMasks<>+188(SB)/4, $0x0f000000
+GLOBL nibbleMasks<>(SB), RODATA|NOPTR, $192
+
+// CODE1 adds code k of the 8 words in Y10, masked in place by the mask
+// at mask (16^k times the code, exact as a float), times the 8 floats at
+// x(DI) (x scaled by 16^-k, as qdot4Lanes lays it out) into acc.
+#define CODE1(mask, x, acc) \
+	VPAND mask, Y10, Y6; \
+	VCVTDQ2PS Y6, Y6; \
+	VFMADD231PS x(DI), Y6, acc
+
+// CODE2 is CODE1 on two rows' words at once, Y10 and Y11, into accA and
+// accB: one load of the mask and of x serves both.
+#define CODE2(mask, x, accA, accB) \
+	VMOVDQU mask, Y13; \
+	VPAND Y13, Y10, Y6; \
+	VPAND Y13, Y11, Y7; \
 	VCVTDQ2PS Y6, Y6; \
 	VCVTDQ2PS Y7, Y7; \
-	VCVTDQ2PS Y8, Y8; \
-	VCVTDQ2PS Y9, Y9
+	VMOVUPS x(DI), Y12; \
+	VFMADD231PS Y12, Y6, accA; \
+	VFMADD231PS Y12, Y7, accB
 
 // func qdot4Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
 // Sum over groups g of scale_g * (codes of group g . x of group g) +
 // bias_g * xsum_g (xsum_g the sum of x over group g), codes 4-bit, 8 a
-// word, x in qdot4Lanes' order: each 8 bytes of codes widen to 8 lanes
-// whose low nibbles multiply the next 8 floats of x and whose high
-// nibbles the 8 after. wordsPerGroup is a multiple of 4. A group's two
-// accumulators start at zero, so the FMA chains of successive groups
-// overlap; the bias terms are a pass of their own, 8 groups a vector.
+// word, x in qdot4Lanes' order. Each 8 words (64 codes) are one 32-byte
+// load; code k of every word is masked where it lies, so the lane holds
+// 16^k times it, converted exactly, and multiplies x scaled by 16^-k: the
+// same product, without widening or shifting the codes apart (those uops
+// bound the kernel, not the loads). wordsPerGroup is a multiple of 8.
+// Even codes add into Y2, odd ones into Y3, zeroed each group, so the
+// FMA chains of successive groups overlap; the bias terms are a pass of
+// their own, 8 groups a vector.
 TEXT ·qdot4Kernel(SB), NOSPLIT, $0-60
 	MOVQ words+0(FP), SI
 	MOVQ x+8(FP), DI
@@ -58,14 +120,20 @@ group4:
 	MOVQ R8, R9
 
 word4:
-	NIBBLES4(0(SI), 8(SI))
-	VFMADD231PS 0(DI), Y6, Y2
-	VFMADD231PS 32(DI), Y7, Y3
-	VFMADD231PS 64(DI), Y8, Y2
-	VFMADD231PS 96(DI), Y9, Y3
-	ADDQ $16, SI
-	ADDQ $128, DI
-	SUBQ $4, R9
+	VMOVDQU 0(SI), Y10
+	CODE1(Y14, 0, Y2)
+	CODE1(nibbleMasks<>+0(SB), 32, Y3)
+	CODE1(nibbleMasks<>+32(SB), 64, Y2)
+	CODE1(nibbleMasks<>+64(SB), 96, Y3)
+	CODE1(nibbleMasks<>+96(SB), 128, Y2)
+	CODE1(nibbleMasks<>+128(SB), 160, Y3)
+	CODE1(nibbleMasks<>+160(SB), 192, Y2)
+	VPSRLD $28, Y10, Y6
+	VCVTDQ2PS Y6, Y6
+	VFMADD231PS 224(DI), Y6, Y3
+	ADDQ $32, SI
+	ADDQ $256, DI
+	SUBQ $8, R9
 	JNZ word4
 
 	// The group's bf16 scale in every lane (the word broadcast, shifted
@@ -120,8 +188,7 @@ done4:
 // func qdot4x2Kernel(words0, words1 *uint32, x *float32, scales0, scales1, biases0, biases1 *uint16, xsum *float32, groups, wordsPerGroup int, out *[2]float32)
 //
 // qdot4Kernel on two rows at once, out[k] the product with row k: each
-// load of x serves both rows (a row at a time loaded 8 bytes of x per
-// byte of codes, and the loads bound it). Each row's terms are added in
+// load of x and of a mask serves both rows. Each row's terms are added in
 // qdot4Kernel's order, so out holds the bits that two calls of it return.
 TEXT ·qdot4x2Kernel(SB), NOSPLIT, $0-88
 	MOVQ words0+0(FP), SI
@@ -155,23 +222,31 @@ pair4group:
 	MOVQ R8, R9
 
 pair4word:
-	VMOVUPS 0(DI), Y10
-	VMOVUPS 32(DI), Y11
-	VMOVUPS 64(DI), Y12
-	VMOVUPS 96(DI), Y13
-	NIBBLES4(0(SI), 8(SI))
-	VFMADD231PS Y10, Y6, Y2
-	VFMADD231PS Y11, Y7, Y3
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y13, Y9, Y3
-	NIBBLES4(0(SI)(R13*1), 8(SI)(R13*1))
-	VFMADD231PS Y10, Y6, Y4
-	VFMADD231PS Y11, Y7, Y5
-	VFMADD231PS Y12, Y8, Y4
-	VFMADD231PS Y13, Y9, Y5
-	ADDQ $16, SI
-	ADDQ $128, DI
-	SUBQ $4, R9
+	VMOVDQU 0(SI), Y10
+	VMOVDQU 0(SI)(R13*1), Y11
+	VPAND Y14, Y10, Y6
+	VPAND Y14, Y11, Y7
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VMOVUPS 0(DI), Y12
+	VFMADD231PS Y12, Y6, Y2
+	VFMADD231PS Y12, Y7, Y4
+	CODE2(nibbleMasks<>+0(SB), 32, Y3, Y5)
+	CODE2(nibbleMasks<>+32(SB), 64, Y2, Y4)
+	CODE2(nibbleMasks<>+64(SB), 96, Y3, Y5)
+	CODE2(nibbleMasks<>+96(SB), 128, Y2, Y4)
+	CODE2(nibbleMasks<>+128(SB), 160, Y3, Y5)
+	CODE2(nibbleMasks<>+160(SB), 192, Y2, Y4)
+	VPSRLD $28, Y10, Y6
+	VPSRLD $28, Y11, Y7
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VMOVUPS 224(DI), Y12
+	VFMADD231PS Y12, Y6, Y3
+	VFMADD231PS Y12, Y7, Y5
+	ADDQ $32, SI
+	ADDQ $256, DI
+	SUBQ $8, R9
 	JNZ pair4word
 
 	VADDPS Y3, Y2, Y2

@@ -6,8 +6,12 @@ package cpu
 // part of every ARMv8-A core, the least that Go's arm64 port runs on.
 const vectorKernels = true
 
-// splitNibbles is false: the NEON qdot4Kernel takes x in its own order.
-const splitNibbles = false
+// qdot4Words is the multiple of words a group must span for the NEON
+// 4-bit kernel.
+const qdot4Words = 4
+
+// qdot4Lanes returns x: the NEON qdot4Kernel takes x in its own order.
+func qdot4Lanes(_ *[]float32, x []float32) []float32 { return x }
 
 // qdot4x2 is the NEON row kernel on each of the two rows that
 // qdot4PairVec has checked: arm64 has no two-row kernel (its row kernel

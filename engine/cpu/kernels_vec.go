@@ -51,7 +51,7 @@ func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, 
 		return 0, false
 	}
 	switch {
-	case bits == 4 && wordsPerGroup%4 == 0:
+	case bits == 4 && wordsPerGroup%qdot4Words == 0:
 		return qdot4Kernel(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
 	case bits == 8 && wordsPerGroup%8 == 0:
 		return qdot8Kernel(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
@@ -65,7 +65,7 @@ func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, 
 // shape. x is in qdot4Lanes' order.
 func qdot4PairVec(words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, wordsPerGroup int, out *[2]float32) bool {
 	groups := len(scales[0])
-	if !vectorKernels || groups == 0 || wordsPerGroup%4 != 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*8 {
+	if !vectorKernels || groups == 0 || wordsPerGroup%qdot4Words != 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*8 {
 		return false
 	}
 	for k := range 2 {
@@ -75,26 +75,6 @@ func qdot4PairVec(words [2][]uint32, x []float32, scales, biases [2][]uint16, xs
 	}
 	qdot4x2(words, x, scales, biases, xsum, groups, wordsPerGroup, out)
 	return true
-}
-
-// qdot4Lanes returns x in the lane order of the 4-bit row kernel, in
-// dst's storage where that is not x's own. With splitNibbles each 16
-// floats become their 8 even lanes then their 8 odd: 8 bytes of codes
-// widened to 32-bit lanes then hold those even lanes' codes in their low
-// nibbles and the odd lanes' in their high, so the kernel multiplies
-// contiguous x without shuffling the codes of each word apart.
-func qdot4Lanes(dst *[]float32, x []float32) []float32 {
-	if !vectorKernels || !splitNibbles || len(x)%16 != 0 {
-		return x
-	}
-	d := grow(dst, len(x))
-	for b := 0; b < len(x); b += 16 {
-		src, out := x[b:b+16:b+16], d[b:b+16:b+16]
-		for k := range 8 {
-			out[k], out[8+k] = src[2*k], src[2*k+1]
-		}
-	}
-	return d
 }
 
 // dotVec is a . b over the longest prefix the vector kernel takes, and
