@@ -15,8 +15,18 @@ const qdot4Words = 8
 //go:noescape
 func qdot4x2Kernel(words0, words1 *uint32, x *float32, scales0, scales1, biases0, biases1 *uint16, xsum *float32, groups, wordsPerGroup int, out *[2]float32)
 
-// qdot4x2 is the two-row kernel on rows that qdot4PairVec has checked.
-func qdot4x2(words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, groups, wordsPerGroup int, out *[2]float32) {
+//go:noescape
+func qdot8x2Kernel(words0, words1 *uint32, x *float32, scales0, scales1, biases0, biases1 *uint16, xsum *float32, groups, wordsPerGroup int, out *[2]float32)
+
+// qdotx2 is the two-row kernel of bits on rows that qdotPairVec has
+// checked.
+func qdotx2(bits int, words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, groups, wordsPerGroup int, out *[2]float32) {
+	// Direct calls: through a func value the kernels' pointers would
+	// escape, and out with them.
+	if bits == 8 {
+		qdot8x2Kernel(&words[0][0], &words[1][0], &x[0], &scales[0][0], &scales[1][0], &biases[0][0], &biases[1][0], &xsum[0], groups, wordsPerGroup, out)
+		return
+	}
 	qdot4x2Kernel(&words[0][0], &words[1][0], &x[0], &scales[0][0], &scales[1][0], &biases[0][0], &biases[1][0], &xsum[0], groups, wordsPerGroup, out)
 }
 

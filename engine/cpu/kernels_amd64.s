@@ -386,6 +386,120 @@ word8:
 	MOVSS X0, ret+56(FP)
 	RET
 
+// func qdot8x2Kernel(words0, words1 *uint32, x *float32, scales0, scales1, biases0, biases1 *uint16, xsum *float32, groups, wordsPerGroup int, out *[2]float32)
+//
+// qdot8Kernel on two rows at once, out[k] the product with row k, each
+// row's terms added in qdot8Kernel's order (so out holds the bits two
+// calls of it return): a row alone keeps one stream of codes in flight,
+// two keep two, with the codes 512 bytes ahead asked for early.
+TEXT ·qdot8x2Kernel(SB), NOSPLIT, $0-88
+	MOVQ words0+0(FP), SI
+	MOVQ words1+8(FP), R13
+	MOVQ x+16(FP), DI
+	MOVQ scales0+24(FP), DX
+	MOVQ scales1+32(FP), R12
+	MOVQ biases0+40(FP), BX
+	MOVQ biases1+48(FP), CX
+	MOVQ xsum+56(FP), R10
+	MOVQ wordsPerGroup+72(FP), R8
+	// R13 is the second row's words less the first's, in bytes.
+	SUBQ SI, R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+	XORQ R11, R11
+
+pair8group:
+	PREFETCHT0 512(SI)
+	PREFETCHT0 512(SI)(R13*1)
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ R8, R9
+
+pair8word:
+	VPMOVZXBD 0(SI), Y6
+	VPMOVZXBD 8(SI), Y7
+	VPMOVZXBD 16(SI), Y12
+	VPMOVZXBD 24(SI), Y13
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VCVTDQ2PS Y12, Y12
+	VCVTDQ2PS Y13, Y13
+	VFMADD231PS 0(DI), Y6, Y2
+	VFMADD231PS 32(DI), Y7, Y3
+	VFMADD231PS 64(DI), Y12, Y4
+	VFMADD231PS 96(DI), Y13, Y5
+	VPMOVZXBD 0(SI)(R13*1), Y6
+	VPMOVZXBD 8(SI)(R13*1), Y7
+	VPMOVZXBD 16(SI)(R13*1), Y12
+	VPMOVZXBD 24(SI)(R13*1), Y13
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VCVTDQ2PS Y12, Y12
+	VCVTDQ2PS Y13, Y13
+	VFMADD231PS 0(DI), Y6, Y8
+	VFMADD231PS 32(DI), Y7, Y9
+	VFMADD231PS 64(DI), Y12, Y10
+	VFMADD231PS 96(DI), Y13, Y11
+	ADDQ $32, SI
+	ADDQ $128, DI
+	SUBQ $8, R9
+	JNZ pair8word
+
+	VADDPS Y3, Y2, Y2
+	VADDPS Y5, Y4, Y4
+	VADDPS Y4, Y2, Y2
+	MOVWLZX (DX)(R11*2), AX
+	SHLL $16, AX
+	VMOVD AX, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS Y2, Y6, Y0
+	VADDPS Y9, Y8, Y8
+	VADDPS Y11, Y10, Y10
+	VADDPS Y10, Y8, Y8
+	MOVWLZX (R12)(R11*2), AX
+	SHLL $16, AX
+	VMOVD AX, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS Y8, Y6, Y1
+	// The biases times the group's input sum, in scalars apart.
+	MOVWLZX (BX)(R11*2), AX
+	SHLL $16, AX
+	VMOVD AX, X6
+	VMULSS (R10)(R11*4), X6, X6
+	VADDSS X6, X14, X14
+	MOVWLZX (CX)(R11*2), AX
+	SHLL $16, AX
+	VMOVD AX, X6
+	VMULSS (R10)(R11*4), X6, X6
+	VADDSS X6, X15, X15
+	INCQ R11
+	CMPQ R11, groups+64(FP)
+	JNE pair8group
+
+	VEXTRACTF128 $1, Y0, X2
+	VADDPS X2, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VADDSS X14, X0, X0
+	VEXTRACTF128 $1, Y1, X3
+	VADDPS X3, X1, X1
+	VHADDPS X1, X1, X1
+	VHADDPS X1, X1, X1
+	VADDSS X15, X1, X1
+	VZEROUPPER
+	MOVQ out+80(FP), AX
+	MOVSS X0, 0(AX)
+	MOVSS X1, 4(AX)
+	RET
+
 // func dotKernel(a, b *float32, n int) float32
 //
 // a . b over n floats, n a multiple of 32 (the caller does the tail).

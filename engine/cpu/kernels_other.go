@@ -12,7 +12,7 @@ func qdotRowVec(int, []uint32, []float32, []uint16, []uint16, []float32, int) (f
 	return 0, false
 }
 
-func qdot4PairVec([2][]uint32, []float32, [2][]uint16, [2][]uint16, []float32, int, *[2]float32) bool {
+func qdotPairVec(int, [2][]uint32, []float32, [2][]uint16, [2][]uint16, []float32, int, *[2]float32) bool {
 	return false
 }
 

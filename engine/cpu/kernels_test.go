@@ -97,33 +97,39 @@ func TestQdotRowVec(t *testing.T) {
 	}
 }
 
-// TestQdotPairVec checks the two-row kernel against the row kernel on
-// each of its rows, bit for bit (each row's terms are added in the same
-// order), on every group size and on group counts that leave a tail after
-// the bias pass's 8 groups a vector.
+// TestQdotPairVec checks the two-row kernels against the row kernels on
+// each of their rows, bit for bit (each row's terms are added in the same
+// order), for 4- and 8-bit codes on every group size and on group counts
+// that leave a tail after the bias pass's 8 groups a vector.
 func TestQdotPairVec(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, group := range []int{32, 64, 128} {
-		for _, groups := range []int{1, 2, 3, 7, 8, 11, 32} {
-			cols := group * groups
-			m := randomQuant(r, 2, cols, 4, group)
-			x := qdot4Lanes(new([]float32), randomFloats(r, cols))
-			xsum := randomFloats(r, groups)
-			wpr := cols / 8
-			// The kernel takes its rows apart: row 1 first.
-			words := [2][]uint32{m.words[wpr:], m.words[:wpr]}
-			sc := [2][]uint16{m.scales[groups:], m.scales[:groups]}
-			bi := [2][]uint16{m.biases[groups:], m.biases[:groups]}
-			var got [2]float32
-			if ok := qdot4PairVec(words, x, sc, bi, xsum, group/8, &got); ok != (vectorKernels && (group/8)%qdot4Words == 0) {
-				t.Fatalf("group %d: kernel served %v, vector kernels %v", group, ok, vectorKernels)
-			} else if !ok {
-				continue
-			}
-			for k := range 2 {
-				want, _ := qdotRowVec(4, words[k], x, sc[k], bi[k], xsum, group/8)
-				if got[k] != want {
-					t.Errorf("group %d groups %d row %d: got %v, the row kernel %v", group, groups, k, got[k], want)
+	for _, bits := range []int{4, 8} {
+		for _, group := range []int{32, 64, 128} {
+			for _, groups := range []int{1, 2, 3, 7, 8, 11, 32} {
+				cols := group * groups
+				m := randomQuant(r, 2, cols, bits, group)
+				x := randomFloats(r, cols)
+				if bits == 4 {
+					x = qdot4Lanes(new([]float32), x)
+				}
+				xsum := randomFloats(r, groups)
+				wpr, wpg := cols*bits/32, group*bits/32
+				// The kernel takes its rows apart: row 1 first.
+				words := [2][]uint32{m.words[wpr:], m.words[:wpr]}
+				sc := [2][]uint16{m.scales[groups:], m.scales[:groups]}
+				bi := [2][]uint16{m.biases[groups:], m.biases[:groups]}
+				var got [2]float32
+				serves := vectorKernels && (bits == 8 || wpg%qdot4Words == 0)
+				if ok := qdotPairVec(bits, words, x, sc, bi, xsum, wpg, &got); ok != serves {
+					t.Fatalf("bits %d group %d: kernel served %v, want %v", bits, group, ok, serves)
+				} else if !ok {
+					continue
+				}
+				for k := range 2 {
+					want, _ := qdotRowVec(bits, words[k], x, sc[k], bi[k], xsum, wpg)
+					if got[k] != want {
+						t.Errorf("bits %d group %d groups %d row %d: got %v, the row kernel %v", bits, group, groups, k, got[k], want)
+					}
 				}
 			}
 		}
@@ -141,34 +147,36 @@ func TestQdotPairVecRefuses(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	const group, groups = 64, 4
 	cols := group * groups
-	m := randomQuant(r, 2, cols, 4, group)
-	wpr := cols / 8
-	full := func() ([2][]uint32, []float32, [2][]uint16, [2][]uint16, []float32, int) {
-		return [2][]uint32{m.words[:wpr], m.words[wpr:]}, randomFloats(r, cols),
-			[2][]uint16{m.scales[:groups], m.scales[groups:]}, [2][]uint16{m.biases[:groups], m.biases[groups:]},
-			randomFloats(r, groups), group / 8
-	}
-	var out [2]float32
-	if w, x, sc, bi, xs, wpg := full(); !qdot4PairVec(w, x, sc, bi, xs, wpg, &out) {
-		t.Fatal("the full shape is refused")
-	}
-	for name, cut := range map[string]func(w *[2][]uint32, x *[]float32, sc, bi *[2][]uint16, xs *[]float32, wpg *int){
-		"row 0 a word short":  func(w *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { w[0] = w[0][:wpr-1] },
-		"row 1 a word short":  func(w *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { w[1] = w[1][:wpr-1] },
-		"row 1 a scale short": func(_ *[2][]uint32, _ *[]float32, sc, _ *[2][]uint16, _ *[]float32, _ *int) { sc[1] = sc[1][:groups-1] },
-		"row 1 a bias short":  func(_ *[2][]uint32, _ *[]float32, _, bi *[2][]uint16, _ *[]float32, _ *int) { bi[1] = bi[1][:groups-1] },
-		"row 0 a bias short":  func(_ *[2][]uint32, _ *[]float32, _, bi *[2][]uint16, _ *[]float32, _ *int) { bi[0] = bi[0][:groups-1] },
-		"x short":             func(_ *[2][]uint32, x *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { *x = (*x)[:cols-1] },
-		"xsum short":          func(_ *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, xs *[]float32, _ *int) { *xs = (*xs)[:groups-1] },
-		"2 words a group":     func(_ *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, wpg *int) { *wpg = 2 },
-		"no groups": func(w *[2][]uint32, _ *[]float32, sc, bi *[2][]uint16, _ *[]float32, _ *int) {
-			*w, *sc, *bi = [2][]uint32{}, [2][]uint16{}, [2][]uint16{}
-		},
-	} {
-		w, x, sc, bi, xs, wpg := full()
-		cut(&w, &x, &sc, &bi, &xs, &wpg)
-		if qdot4PairVec(w, x, sc, bi, xs, wpg, &out) {
-			t.Errorf("%s: served", name)
+	for _, bits := range []int{4, 8} {
+		m := randomQuant(r, 2, cols, bits, group)
+		wpr := cols * bits / 32
+		full := func() ([2][]uint32, []float32, [2][]uint16, [2][]uint16, []float32, int) {
+			return [2][]uint32{m.words[:wpr], m.words[wpr:]}, randomFloats(r, cols),
+				[2][]uint16{m.scales[:groups], m.scales[groups:]}, [2][]uint16{m.biases[:groups], m.biases[groups:]},
+				randomFloats(r, groups), group * bits / 32
+		}
+		var out [2]float32
+		if w, x, sc, bi, xs, wpg := full(); !qdotPairVec(bits, w, x, sc, bi, xs, wpg, &out) {
+			t.Fatalf("bits %d: the full shape is refused", bits)
+		}
+		for name, cut := range map[string]func(w *[2][]uint32, x *[]float32, sc, bi *[2][]uint16, xs *[]float32, wpg *int){
+			"row 0 a word short":  func(w *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { w[0] = w[0][:wpr-1] },
+			"row 1 a word short":  func(w *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { w[1] = w[1][:wpr-1] },
+			"row 1 a scale short": func(_ *[2][]uint32, _ *[]float32, sc, _ *[2][]uint16, _ *[]float32, _ *int) { sc[1] = sc[1][:groups-1] },
+			"row 1 a bias short":  func(_ *[2][]uint32, _ *[]float32, _, bi *[2][]uint16, _ *[]float32, _ *int) { bi[1] = bi[1][:groups-1] },
+			"row 0 a bias short":  func(_ *[2][]uint32, _ *[]float32, _, bi *[2][]uint16, _ *[]float32, _ *int) { bi[0] = bi[0][:groups-1] },
+			"x short":             func(_ *[2][]uint32, x *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { *x = (*x)[:cols-1] },
+			"xsum short":          func(_ *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, xs *[]float32, _ *int) { *xs = (*xs)[:groups-1] },
+			"2 words a group":     func(_ *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, wpg *int) { *wpg = 2 },
+			"no groups": func(w *[2][]uint32, _ *[]float32, sc, bi *[2][]uint16, _ *[]float32, _ *int) {
+				*w, *sc, *bi = [2][]uint32{}, [2][]uint16{}, [2][]uint16{}
+			},
+		} {
+			w, x, sc, bi, xs, wpg := full()
+			cut(&w, &x, &sc, &bi, &xs, &wpg)
+			if qdotPairVec(bits, w, x, sc, bi, xs, wpg, &out) {
+				t.Errorf("bits %d, %s: served", bits, name)
+			}
 		}
 	}
 }

@@ -59,13 +59,14 @@ func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, 
 	return 0, false
 }
 
-// qdot4PairVec sets out[k] to the product of x with the 4-bit row of
-// words[k], scales[k] and biases[k] for k < 2, as qdotRowVec computes it
-// (the same bits), or reports false where the kernel does not serve the
-// shape. x is in qdot4Lanes' order.
-func qdot4PairVec(words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, wordsPerGroup int, out *[2]float32) bool {
+// qdotPairVec sets out[k] to the product of x with the row of bits-bit
+// codes words[k], scales[k] and biases[k] for k < 2, as qdotRowVec
+// computes it (the same bits), or reports false where the kernels do not
+// serve the shape. For 4-bit codes x is in qdot4Lanes' order.
+func qdotPairVec(bits int, words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, wordsPerGroup int, out *[2]float32) bool {
 	groups := len(scales[0])
-	if !vectorKernels || groups == 0 || wordsPerGroup%qdot4Words != 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*8 {
+	served := bits == 4 && wordsPerGroup%qdot4Words == 0 || bits == 8 && wordsPerGroup%8 == 0
+	if !vectorKernels || !served || groups == 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*32/bits {
 		return false
 	}
 	for k := range 2 {
@@ -73,7 +74,7 @@ func qdot4PairVec(words [2][]uint32, x []float32, scales, biases [2][]uint16, xs
 			return false
 		}
 	}
-	qdot4x2(words, x, scales, biases, xsum, groups, wordsPerGroup, out)
+	qdotx2(bits, words, x, scales, biases, xsum, groups, wordsPerGroup, out)
 	return true
 }
 

@@ -120,9 +120,7 @@ func (m *matrix) mulQuant(pt *part, e int, x, xk, xsum []float32, t int, out []f
 	mask := uint32(1)<<m.bits - 1
 	q := take(&pt.deq, m.group)
 	acc := take(&pt.acc, t)
-	if m.bits == 4 {
-		lo = m.mulQuantPairs(e, xk, xsum, t, out, lo, hi)
-	}
+	lo = m.mulQuantPairs(e, xk, xsum, t, out, lo, hi)
 	for r := lo; r < hi; r++ {
 		row := e*m.rows + r
 		words := m.words[row*wordsPerRow : (row+1)*wordsPerRow]
@@ -173,18 +171,18 @@ func (m *matrix) mulQuant(pt *part, e int, x, xk, xsum []float32, t int, out []f
 	}
 }
 
-// mulQuantPairs does rows [lo, lo+2*half) of a 4-bit product, half =
-// (hi-lo)/2, by the two-row kernel, for each input row in xk (x in the
+// mulQuantPairs does rows [lo, lo+2*half) of a product, half =
+// (hi-lo)/2, by the two-row kernels, for each input row in xk (x in the
 // row kernel's order). It pairs row lo+i with row lo+half+i: two rows
 // next to each other made two streams in one page, which the hardware
 // prefetcher followed worse than one (half the rate from memory, where
 // rows far apart were faster than one row at a time). It returns the
 // first row it left to the caller: hi-1 where the rows are odd, lo where
-// the kernel does not serve the shape.
+// the kernels do not serve the shape.
 func (m *matrix) mulQuantPairs(e int, xk, xsum []float32, t int, out []float32, lo, hi int) int {
 	groups := m.cols / m.group
-	wordsPerRow := m.cols / 8
-	wordsPerGroup := m.group / 8
+	wordsPerRow := m.cols * m.bits / 32
+	wordsPerGroup := m.group * m.bits / 32
 	half := (hi - lo) / 2
 	var words [2][]uint32
 	var sc, bi [2][]uint16
@@ -198,7 +196,7 @@ func (m *matrix) mulQuantPairs(e int, xk, xsum []float32, t int, out []float32, 
 			bi[k] = m.biases[row*groups : (row+1)*groups]
 		}
 		for j := 0; j < t; j++ {
-			if !qdot4PairVec(words, xk[j*m.cols:(j+1)*m.cols], sc, bi, xsum[j*groups:(j+1)*groups], wordsPerGroup, &pair) {
+			if !qdotPairVec(m.bits, words, xk[j*m.cols:(j+1)*m.cols], sc, bi, xsum[j*groups:(j+1)*groups], wordsPerGroup, &pair) {
 				return lo
 			}
 			out[j*m.rows+r[0]], out[j*m.rows+r[1]] = pair[0], pair[1]
