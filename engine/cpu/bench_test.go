@@ -43,12 +43,11 @@ func newStreamRead() *streamRead {
 	return &streamRead{buf: buf, probe: make([]float32, readChunk), sc: newScratch()}
 }
 
-// pass reads the next eighth of the buffer, timed. A read of two
-// chunks first wakes the workers, which have blocked while the timer was
-// stopped: a piece handed to a blocked one starts up to 300 us late.
+// pass reads the next eighth of the buffer, timed, once wake has woken
+// the workers.
 func (r *streamRead) pass() {
 	lo := r.next * readPass
-	r.sc.parallelFor(2, 1, &readTask{buf: r.buf[lo : lo+2*readChunk], probe: r.probe})
+	wake(r.sc)
 	task := &readTask{buf: r.buf[lo : lo+readPass], probe: r.probe}
 	start := time.Now()
 	r.sc.parallelFor(readPass/readChunk, 1, task)
@@ -61,6 +60,15 @@ func (r *streamRead) reset() { r.bytes, r.took = 0, 0 }
 
 // rate is the bytes/s of the passes since reset.
 func (r *streamRead) rate() float64 { return float64(r.bytes) / r.took.Seconds() }
+
+// wake hands every worker of sc a piece of nothing and waits for them:
+// they then poll for spinFor, where a piece handed to a blocked one, as
+// they are after the timer stopped, starts up to 300 us late.
+func wake(sc *scratch) { sc.parallelFor(len(sc.parts), 1, nothing{}) }
+
+type nothing struct{}
+
+func (nothing) run(*part, int, int) {}
 
 type readTask struct{ buf, probe []float32 }
 
@@ -75,7 +83,9 @@ func (r *readTask) run(_ *part, lo, hi int) {
 // model's common shapes; bytes/s counts the packed weights, scales and
 // biases read. After every readEvery bytes of products the timer stops
 // for a pass of streamRead (read-GB/s), and of-read-bw is the products'
-// rate over the read's.
+// rate over the read's, the products timed from after the workers are
+// woken (b.StartTimer stops the world for tens of microseconds first, so
+// the workers may have blocked again).
 func BenchmarkQMV(b *testing.B) {
 	read := newStreamRead()
 	for _, c := range []struct{ rows, cols, bits int }{
@@ -102,22 +112,27 @@ func BenchmarkQMV(b *testing.B) {
 			b.ReportAllocs()
 			read.reset()
 			b.ResetTimer()
-			since := 0
+			var took time.Duration
+			wake(work)
+			start, since := time.Now(), 0
 			for i := range b.N {
 				copies[i%len(copies)].mul(work, 0, x, 1, out)
 				if since += size; since >= readEvery {
+					took += time.Since(start)
 					b.StopTimer()
 					read.pass()
-					since = 0
 					b.StartTimer()
+					wake(work)
+					start, since = time.Now(), 0
 				}
 			}
+			took += time.Since(start)
 			b.StopTimer()
 			if read.bytes == 0 {
 				read.pass()
 			}
 			b.ReportMetric(read.rate()/1e9, "read-GB/s")
-			b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/read.rate(), "of-read-bw")
+			b.ReportMetric(float64(size)*float64(b.N)/took.Seconds()/read.rate(), "of-read-bw")
 		})
 	}
 }

@@ -34,7 +34,8 @@ func qdotx2(bits int, words [2][]uint32, x []float32, scales, biases [2][]uint16
 // a word, which the kernels take in place as 16^k times its value (the
 // last code is shifted down, so it is not scaled). Powers of two: x times
 // them is exact (for |x| above 2^-102, where it stays normal), so each
-// term of the product is the one the Go loops form.
+// FMA forms the exact product code*x, as the kernels did with the codes
+// widened.
 var nibbleScales = [8]float32{1, 0x1p-4, 0x1p-8, 0x1p-12, 0x1p-16, 0x1p-20, 0x1p-24, 1}
 
 // qdot4Lanes returns x in the 4-bit kernels' order, in dst's storage:

@@ -168,6 +168,9 @@ func TestQdotPairVecRefuses(t *testing.T) {
 			"x short":             func(_ *[2][]uint32, x *[]float32, _, _ *[2][]uint16, _ *[]float32, _ *int) { *x = (*x)[:cols-1] },
 			"xsum short":          func(_ *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, xs *[]float32, _ *int) { *xs = (*xs)[:groups-1] },
 			"2 words a group":     func(_ *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, wpg *int) { *wpg = 2 },
+			"0 words a group": func(w *[2][]uint32, _ *[]float32, _, _ *[2][]uint16, _ *[]float32, wpg *int) {
+				*wpg, *w = 0, [2][]uint32{{}, {}}
+			},
 			"no groups": func(w *[2][]uint32, _ *[]float32, sc, bi *[2][]uint16, _ *[]float32, _ *int) {
 				*w, *sc, *bi = [2][]uint32{}, [2][]uint16{}, [2][]uint16{}
 			},

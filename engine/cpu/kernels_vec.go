@@ -47,7 +47,7 @@ func expShiftKernel(s *float32, n int, shift float32) float32
 // as qdot4Lanes returns it.
 func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, xsum []float32, wordsPerGroup int) (float32, bool) {
 	groups := len(scales)
-	if !vectorKernels || groups == 0 || len(biases) != groups || len(xsum) < groups || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
+	if !vectorKernels || groups == 0 || wordsPerGroup <= 0 || len(biases) != groups || len(xsum) < groups || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
 		return 0, false
 	}
 	switch {
@@ -66,7 +66,7 @@ func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, 
 func qdotPairVec(bits int, words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, wordsPerGroup int, out *[2]float32) bool {
 	groups := len(scales[0])
 	served := bits == 4 && wordsPerGroup%qdot4Words == 0 || bits == 8 && wordsPerGroup%8 == 0
-	if !vectorKernels || !served || groups == 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*32/bits {
+	if !vectorKernels || !served || groups == 0 || wordsPerGroup <= 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*32/bits {
 		return false
 	}
 	for k := range 2 {

@@ -101,10 +101,10 @@ func nextPiece() piece {
 // rangesPerWorker is how many ranges parallelFor splits work into per
 // core, at most: a worker that starts late (see spinFor) or whose core
 // the host lends elsewhere for a while leaves its ranges to the others,
-// and the last range bounds how long one core waits for the other. With
-// 8 rather than 4, a 2048x2048 product read 11.98 GB/s against 10.05
-// (medians of five alternating runs of BenchmarkQMV), the demo decoded
-// 305 tokens/s against 266 and the real dimensions 28.1 against 26.0.
+// and the last range bounds how long one core waits for the other (with
+// 4 a 2048x2048 product lost a sixth of its rate to that wait; the
+// commit that set 8 has the figures, prefill's at the real dimensions
+// among them).
 const rangesPerWorker = 8
 
 // parallelFor runs t over [0, n) split into contiguous ranges of at least
