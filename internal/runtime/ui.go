@@ -133,15 +133,17 @@ type cpuDecodeFigure struct {
 }
 
 // measuredCPURead is BenchmarkQMV's rate at the 35B model's largest decode
-// product (8192x2048, 4-bit), twice on 2026-12-02 with the AVX2 kernels
-// (two rows a call) at load average 0.9: 10,341.4 and 9,881.5 MB/s, 0.74
-// and 0.71 of the streaming read (14.0 GB/s) measured in the same run.
-// Other runs gave 0.53-0.62; and a whole token also runs the smaller
-// products and the attention, so the tokens/s it gives is an upper bound.
+// product (8192x2048, 4-bit), the median of six runs on 2026-12-02 with
+// the AVX2 kernels that mask the codes in place, at load average 0.6-1.6:
+// 10.52 GB/s (8.98-11.35), 0.671 (0.638-0.701) of the streaming read
+// interleaved with it (14.2-17.5 GB/s). A whole token also runs the
+// smaller products and the attention, so the tokens/s it gives is an
+// upper bound: the real dimensions at 2 layers read 9.9 GB of weights a
+// second (BenchmarkDecode with PETAL_BENCH_MODEL).
 const (
-	measuredCPURead    = 10.11e9
-	measuredCPUMachine = "a 2-core AMD EPYC Linux machine at load average 0.9 (streaming read 14.0 GB/s)"
-	measuredCPUCommand = "go test -run '^$' -bench 'BenchmarkQMV/rows=8192' -count 2 ./engine/cpu/"
+	measuredCPURead    = 10.52e9
+	measuredCPUMachine = "a 2-core AMD EPYC Linux machine at load average 0.6-1.6 (streaming read 14.2-17.5 GB/s)"
+	measuredCPUCommand = "go test -run '^$' -bench '^BenchmarkQMV$' -count 1 ./engine/cpu/ (six runs, the median)"
 )
 
 // qwenFit is the Setup screen's memory verdict: Qwen3.6-35B-A3B at a
