@@ -317,6 +317,23 @@ pair4done:
 	MOVSS X1, 4(AX)
 	RET
 
+// CODES8 widens the 32 8-bit codes at a, b, c and d (8 each) to floats in
+// Y6, Y7, Y12 and Y13 and adds them times the 32 floats at DI, 8 each,
+// into acc0 to acc3.
+#define CODES8(a, b, c, d, acc0, acc1, acc2, acc3) \
+	VPMOVZXBD a, Y6; \
+	VPMOVZXBD b, Y7; \
+	VPMOVZXBD c, Y12; \
+	VPMOVZXBD d, Y13; \
+	VCVTDQ2PS Y6, Y6; \
+	VCVTDQ2PS Y7, Y7; \
+	VCVTDQ2PS Y12, Y12; \
+	VCVTDQ2PS Y13, Y13; \
+	VFMADD231PS 0(DI), Y6, acc0; \
+	VFMADD231PS 32(DI), Y7, acc1; \
+	VFMADD231PS 64(DI), Y12, acc2; \
+	VFMADD231PS 96(DI), Y13, acc3
+
 // func qdot8Kernel(words *uint32, x *float32, scales, biases *uint16, xsum *float32, groups, wordsPerGroup int) float32
 //
 // As qdot4Kernel for 8-bit codes, 4 a word: each accumulator widens two
@@ -329,7 +346,7 @@ TEXT ·qdot8Kernel(SB), NOSPLIT, $0-60
 	MOVQ xsum+32(FP), R10
 	MOVQ groups+40(FP), CX
 	MOVQ wordsPerGroup+48(FP), R8
-	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
 	VXORPS Y0, Y0, Y0
 
 group8:
@@ -340,18 +357,7 @@ group8:
 	MOVQ R8, R9
 
 word8:
-	VPMOVZXBD 0(SI), Y6
-	VPMOVZXBD 8(SI), Y7
-	VPMOVZXBD 16(SI), Y8
-	VPMOVZXBD 24(SI), Y9
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y8, Y8
-	VCVTDQ2PS Y9, Y9
-	VFMADD231PS 0(DI), Y6, Y2
-	VFMADD231PS 32(DI), Y7, Y3
-	VFMADD231PS 64(DI), Y8, Y4
-	VFMADD231PS 96(DI), Y9, Y5
+	CODES8(0(SI), 8(SI), 16(SI), 24(SI), Y2, Y3, Y4, Y5)
 	ADDQ $32, SI
 	ADDQ $128, DI
 	SUBQ $8, R9
@@ -370,7 +376,7 @@ word8:
 	SHLL $16, AX
 	VMOVD AX, X1
 	VMULSS (R10), X1, X1
-	VADDSS X1, X13, X13
+	VADDSS X1, X14, X14
 	ADDQ $2, DX
 	ADDQ $2, BX
 	ADDQ $4, R10
@@ -381,7 +387,7 @@ word8:
 	VADDPS X1, X0, X0
 	VHADDPS X0, X0, X0
 	VHADDPS X0, X0, X0
-	VADDSS X13, X0, X0
+	VADDSS X14, X0, X0
 	VZEROUPPER
 	MOVSS X0, ret+56(FP)
 	RET
@@ -424,30 +430,8 @@ pair8group:
 	MOVQ R8, R9
 
 pair8word:
-	VPMOVZXBD 0(SI), Y6
-	VPMOVZXBD 8(SI), Y7
-	VPMOVZXBD 16(SI), Y12
-	VPMOVZXBD 24(SI), Y13
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y12, Y12
-	VCVTDQ2PS Y13, Y13
-	VFMADD231PS 0(DI), Y6, Y2
-	VFMADD231PS 32(DI), Y7, Y3
-	VFMADD231PS 64(DI), Y12, Y4
-	VFMADD231PS 96(DI), Y13, Y5
-	VPMOVZXBD 0(SI)(R13*1), Y6
-	VPMOVZXBD 8(SI)(R13*1), Y7
-	VPMOVZXBD 16(SI)(R13*1), Y12
-	VPMOVZXBD 24(SI)(R13*1), Y13
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y12, Y12
-	VCVTDQ2PS Y13, Y13
-	VFMADD231PS 0(DI), Y6, Y8
-	VFMADD231PS 32(DI), Y7, Y9
-	VFMADD231PS 64(DI), Y12, Y10
-	VFMADD231PS 96(DI), Y13, Y11
+	CODES8(0(SI), 8(SI), 16(SI), 24(SI), Y2, Y3, Y4, Y5)
+	CODES8(0(SI)(R13*1), 8(SI)(R13*1), 16(SI)(R13*1), 24(SI)(R13*1), Y8, Y9, Y10, Y11)
 	ADDQ $32, SI
 	ADDQ $128, DI
 	SUBQ $8, R9
