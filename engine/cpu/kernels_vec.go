@@ -47,16 +47,21 @@ func expShiftKernel(s *float32, n int, shift float32) float32
 // as qdot4Lanes returns it.
 func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, xsum []float32, wordsPerGroup int) (float32, bool) {
 	groups := len(scales)
-	if !vectorKernels || groups == 0 || wordsPerGroup <= 0 || len(biases) != groups || len(xsum) < groups || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
+	if !servesGroups(bits, wordsPerGroup) || groups == 0 || len(biases) != groups || len(xsum) < groups || len(words) != groups*wordsPerGroup || len(x) < len(words)*32/bits {
 		return 0, false
 	}
-	switch {
-	case bits == 4 && wordsPerGroup%qdot4Words == 0:
+	if bits == 4 {
 		return qdot4Kernel(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
-	case bits == 8 && wordsPerGroup%8 == 0:
-		return qdot8Kernel(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
 	}
-	return 0, false
+	return qdot8Kernel(&words[0], &x[0], &scales[0], &biases[0], &xsum[0], groups, wordsPerGroup), true
+}
+
+// servesGroups says whether the decode kernels take bits-bit codes in
+// groups of wordsPerGroup words: 8-bit ones 8 words a step, 4-bit ones
+// qdot4Words.
+func servesGroups(bits, wordsPerGroup int) bool {
+	return vectorKernels && wordsPerGroup > 0 &&
+		(bits == 4 && wordsPerGroup%qdot4Words == 0 || bits == 8 && wordsPerGroup%8 == 0)
 }
 
 // qdotPairVec sets out[k] to the product of x with the row of bits-bit
@@ -65,8 +70,7 @@ func qdotRowVec(bits int, words []uint32, x []float32, scales, biases []uint16, 
 // serve the shape. For 4-bit codes x is in qdot4Lanes' order.
 func qdotPairVec(bits int, words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, wordsPerGroup int, out *[2]float32) bool {
 	groups := len(scales[0])
-	served := bits == 4 && wordsPerGroup%qdot4Words == 0 || bits == 8 && wordsPerGroup%8 == 0
-	if !vectorKernels || !served || groups == 0 || wordsPerGroup <= 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*32/bits {
+	if !servesGroups(bits, wordsPerGroup) || groups == 0 || len(xsum) < groups || len(x) < groups*wordsPerGroup*32/bits {
 		return false
 	}
 	for k := range 2 {

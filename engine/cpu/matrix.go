@@ -63,7 +63,7 @@ func (m *matrix) mul(sc *scratch, e int, x []float32, t int, out []float32) {
 			}
 		}
 		p.xk = p.x
-		if m.bits == 4 && (m.group/8)%qdot4Words == 0 {
+		if m.bits == 4 && servesGroups(4, m.group/8) {
 			// Only for the groups the kernels take: the Go loops read x.
 			p.xk = qdot4Lanes(&sc.xlanes, x[:t*m.cols])
 		}
