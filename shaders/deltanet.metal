@@ -106,11 +106,9 @@ METAL_FUNC void delta_step(
     device const float* cs,
     device const float* cw,
     threadgroup float* tg_mem,
+    threadgroup float* part_q, threadgroup float* part_k, threadgroup float* part_o,
     uint h, uint tid, uint threads, uint sg, uint lane, uint simdgroups)
 {
-    threadgroup float part_q[DELTA_MAX_SIMDGROUPS];
-    threadgroup float part_k[DELTA_MAX_SIMDGROUPS];
-    threadgroup float part_o[DELTA_MAX_SIMDGROUPS];
     const int rows = min(KEY_DIM, DELTA_ROWS_PER_THREAD);
     const int slices = KEY_DIM / rows;
     const int vd = args.value_dim;
@@ -228,6 +226,11 @@ kernel void delta_step_conv_f32(
     uint lane [[thread_index_in_simdgroup]],
     uint simdgroups [[simdgroups_per_threadgroup]])
 {
+    // Threadgroup storage lives at kernel scope (MSL 4.4); delta_step
+    // takes pointers to the per-simd-group partial sums.
+    threadgroup float part_q[DELTA_MAX_SIMDGROUPS];
+    threadgroup float part_k[DELTA_MAX_SIMDGROUPS];
+    threadgroup float part_o[DELTA_MAX_SIMDGROUPS];
     delta_step(args, u, z, b, a, state, neg_a, dt_bias, norm, o, conv_state, conv_w, tg_mem,
-               h, tid, threads, sg, lane, simdgroups);
+               part_q, part_k, part_o, h, tid, threads, sg, lane, simdgroups);
 }

@@ -46,6 +46,11 @@ const (
 	RuleUnsupported Rule = "C++ feature Metal leaves out: virtual, derived classes, dynamic_cast, typeid, goto, register, thread_local (MSL 1.4.4)"
 	// §1.4: MSL 3.1 is C++14; C++17 features are errors.
 	RuleCxx14 Rule = "MSL 3.1 is C++14: no C++17 features (MSL 1.4)"
+	// §4.4: threadgroup storage is allocated per threadgroup for a kernel,
+	// so it is declared in a kernel function; a helper takes a pointer.
+	// clang's OpenCL mode, Metal's ancestor, refuses the helper form, while
+	// the sim makes it a static and CUDA takes __shared__ anywhere.
+	RuleThreadgroupScope Rule = "threadgroup storage must be declared in a kernel function, not a helper it calls (MSL 4.4)"
 )
 
 // A RuleError is a kernel source that breaks a Rule. NewPipeline returns it
@@ -244,6 +249,9 @@ func (r *rewriter) checkRules() error {
 	if err := r.checkRecursion(funcs); err != nil {
 		return err
 	}
+	if err := r.checkThreadgroupScope(); err != nil {
+		return err
+	}
 	return r.checkAddressSpaceMix(types, funcs)
 }
 
@@ -292,6 +300,85 @@ func (r *rewriter) checkProgramScope(types map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// checkThreadgroupScope refuses threadgroup storage (not a pointer or
+// reference) declared in the body of a function that is not a kernel.
+// Program scope is RuleProgramScope's.
+func (r *rewriter) checkThreadgroupScope() error {
+	depth, fn, kernel := 0, "", false
+	for i := 0; i < len(r.toks); i++ {
+		switch t := r.toks[i]; {
+		case t.text == "{":
+			if depth == 0 {
+				fn, kernel = r.functionOfBody(i)
+			}
+			depth++
+		case t.text == "}":
+			depth--
+		case t.text == "threadgroup" && depth > 0 && fn != "" && !kernel:
+			if name, ok := r.threadgroupStorage(i); ok {
+				return r.ruleErr(t, RuleThreadgroupScope, "threadgroup %s in %s, which is not a kernel (declare it in the kernel and pass a threadgroup pointer)", name, fn)
+			}
+		}
+	}
+	return nil
+}
+
+// functionOfBody names the function whose body opens at the "{" at i, and
+// whether it is a kernel; fn is "" for a brace that opens no function body
+// (a struct, an initialiser).
+func (r *rewriter) functionOfBody(i int) (fn string, kernel bool) {
+	close := i - 1
+	for r.tok(close).text == "const" {
+		close--
+	}
+	if r.tok(close).text != ")" {
+		return "", false
+	}
+	open := close
+	for depth := 0; open >= 0; open-- {
+		if tx := r.toks[open].text; tx == ")" {
+			depth++
+		} else if tx == "(" {
+			if depth--; depth == 0 {
+				break
+			}
+		}
+	}
+	name := r.tok(open - 1)
+	if name.kind != tokIdent {
+		return "", false
+	}
+	// The declaration's specifiers and attributes run back to the end of
+	// the previous declaration.
+	for j := open - 2; j >= 0; j-- {
+		t := r.toks[j]
+		if t.kind == tokDirective || t.text == ";" || t.text == "}" || t.text == "{" {
+			break
+		}
+		if t.text == "kernel" {
+			return name.text, true
+		}
+	}
+	return name.text, false
+}
+
+// threadgroupStorage reports whether the threadgroup at i declares storage,
+// and the first name it declares.
+func (r *rewriter) threadgroupStorage(i int) (string, bool) {
+	for j := i + 1; j < len(r.toks); j++ {
+		switch r.toks[j].text {
+		case "*", "&", ")", "(", "{", "}":
+			return "", false
+		case ";", "=", "[", ",":
+			if name := r.tok(j - 1); name.kind == tokIdent {
+				return name.text, true
+			}
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // isFloatLiteral reports whether a number token is a floating literal.
@@ -665,5 +752,5 @@ func (r *rewriter) checkFlow(want string, i int, spaces map[string]string, into 
 // Rules lists every rule the rewriter enforces.
 func Rules() []Rule {
 	return []Rule{RuleInputShape, RuleInputType, RuleAddressSpace, RuleAddressSpaceMix, RuleProgramScope, RuleDouble,
-		RuleRecursion, RuleFunctionPointer, RuleExceptions, RuleLibrary, RuleUnsupported, RuleCxx14}
+		RuleRecursion, RuleFunctionPointer, RuleExceptions, RuleLibrary, RuleUnsupported, RuleCxx14, RuleThreadgroupScope}
 }

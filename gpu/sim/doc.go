@@ -24,7 +24,8 @@
 // and of uint or ushort; an address space on every pointer and reference; no
 // pointer flowing into another address space without a cast (within a
 // function, from a named pointer or threadgroup array); program-scope
-// variables only in the constant address space; no double, recursion,
+// variables only in the constant address space; threadgroup storage
+// declared only in a kernel function, not a helper; no double, recursion,
 // function pointers, exceptions, C++ standard library, new/delete, virtual,
 // derived classes, dynamic_cast, typeid, goto, register or thread_local; and
 // C++14 only: the kernel compiles with -std=c++14 -pedantic-errors (the

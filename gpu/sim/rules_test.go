@@ -19,19 +19,24 @@ func TestAppleRulesRefuseMutants(t *testing.T) {
 		mutant, real, fn string
 		rule             sim.Rule
 		at               string // text on the line the error must name
+		says             string // and what its detail must say, where given
 	}{
-		{"rule_input_shape.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleInputShape, "uint threads [[threads_per_threadgroup]]"},
-		{"rule_input_type.metal", "argmax.metal", "argmax_f32", sim.RuleInputType, "int tid [[thread_index_in_threadgroup]]"},
-		{"rule_address_space.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleAddressSpace, "const float* xr"},
-		{"rule_address_space_mix.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleAddressSpaceMix, "device float* sums = partial;"},
-		{"rule_program_scope.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleProgramScope, "const float min_scale"},
-		{"rule_double.metal", "argmax.metal", "argmax_f32", sim.RuleDouble, "double xi"},
-		{"rule_recursion.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleRecursion, "static float lane_sum"},
-		{"rule_function_pointer.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleFunctionPointer, "float (*reduce)(float)"},
-		{"rule_exceptions.metal", "argmax.metal", "argmax_f32", sim.RuleExceptions, "throw args.n;"},
-		{"rule_library.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleLibrary, "std::array"},
-		{"rule_unsupported.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleUnsupported, "goto next;"},
-		{"rule_cxx14.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleCxx14, "if constexpr"},
+		{"rule_input_shape.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleInputShape, "uint threads [[threads_per_threadgroup]]", ""},
+		{"rule_input_type.metal", "argmax.metal", "argmax_f32", sim.RuleInputType, "int tid [[thread_index_in_threadgroup]]", ""},
+		{"rule_address_space.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleAddressSpace, "const float* xr", ""},
+		{"rule_address_space_mix.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleAddressSpaceMix, "device float* sums = partial;", ""},
+		{"rule_program_scope.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleProgramScope, "const float min_scale", ""},
+		{"rule_double.metal", "argmax.metal", "argmax_f32", sim.RuleDouble, "double xi", ""},
+		{"rule_recursion.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleRecursion, "static float lane_sum", ""},
+		{"rule_function_pointer.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleFunctionPointer, "float (*reduce)(float)", ""},
+		{"rule_exceptions.metal", "argmax.metal", "argmax_f32", sim.RuleExceptions, "throw args.n;", ""},
+		{"rule_library.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleLibrary, "std::array", ""},
+		{"rule_unsupported.metal", "qmv.metal", "qmv_bf16_gs64_b4", sim.RuleUnsupported, "goto next;", ""},
+		{"rule_cxx14.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleCxx14, "if constexpr", ""},
+		// The mutant is deltanet.metal as it was before issue 27: the
+		// partial sums declared in the helper delta_step.
+		{"rule_threadgroup_scope.metal", "deltanet.metal", "delta_step_conv_f32", sim.RuleThreadgroupScope,
+			"threadgroup float part_q[DELTA_MAX_SIMDGROUPS];", "threadgroup part_q in delta_step, which is not a kernel"},
 	}
 	d := openSim(t, sim.Options{})
 	seen := map[sim.Rule]bool{}
@@ -57,6 +62,9 @@ func TestAppleRulesRefuseMutants(t *testing.T) {
 			}
 			if want := fmt.Sprintf("%s:%d: %s", c.mutant, line, c.rule); !strings.Contains(err.Error(), want) {
 				t.Fatalf("error %q does not say %q", err, want)
+			}
+			if !strings.Contains(re.Detail, c.says) {
+				t.Fatalf("detail %q does not say %q", re.Detail, c.says)
 			}
 			t.Log(err)
 		})
@@ -99,9 +107,10 @@ func TestRuleErrorsFollowLineDirectives(t *testing.T) {
 }
 
 // TestAppleRulesAcceptValidMSL holds the checks to MSL they must let
-// through: pointers and references in every address space, casts between
-// them, expressions that look like declarations, deleted members and
-// templates.
+// through: pointers and references in every address space (threadgroup ones
+// in a helper too), casts between them, expressions that look like
+// declarations, deleted members, templates and a kernel behind an
+// attribute.
 func TestAppleRulesAcceptValidMSL(t *testing.T) {
 	src := `#include <metal_stdlib>
 using namespace metal;
@@ -109,7 +118,8 @@ struct Pair { float a; float b; Pair() = default; };
 constant float half_pi = 1.5707964f;
 constexpr constant int lanes = 32;
 template <typename T> T twice(thread const T& v) { return v + v; }
-static float first(device const float* p, threadgroup float* s) { s[0] = p[0]; return s[0]; }
+static float first(device const float* p, threadgroup float* s) { threadgroup float& s0 = s[0]; s0 = p[0]; return s0; }
+[[max_total_threads_per_threadgroup(1024)]]
 kernel void ok(device float* x [[buffer(0)]], constant Pair& pr [[buffer(1)]],
                uint2 gid [[thread_position_in_grid]], uint2 size [[threads_per_grid]],
                ushort lane [[thread_index_in_simdgroup]]) {

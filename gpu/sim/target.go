@@ -17,18 +17,19 @@ type (
 
 // The rules, as in petal/gpu/msl.
 const (
-	RuleInputShape      = msl.RuleInputShape
-	RuleInputType       = msl.RuleInputType
-	RuleAddressSpace    = msl.RuleAddressSpace
-	RuleProgramScope    = msl.RuleProgramScope
-	RuleAddressSpaceMix = msl.RuleAddressSpaceMix
-	RuleDouble          = msl.RuleDouble
-	RuleRecursion       = msl.RuleRecursion
-	RuleFunctionPointer = msl.RuleFunctionPointer
-	RuleExceptions      = msl.RuleExceptions
-	RuleLibrary         = msl.RuleLibrary
-	RuleUnsupported     = msl.RuleUnsupported
-	RuleCxx14           = msl.RuleCxx14
+	RuleInputShape       = msl.RuleInputShape
+	RuleInputType        = msl.RuleInputType
+	RuleAddressSpace     = msl.RuleAddressSpace
+	RuleProgramScope     = msl.RuleProgramScope
+	RuleAddressSpaceMix  = msl.RuleAddressSpaceMix
+	RuleDouble           = msl.RuleDouble
+	RuleRecursion        = msl.RuleRecursion
+	RuleFunctionPointer  = msl.RuleFunctionPointer
+	RuleExceptions       = msl.RuleExceptions
+	RuleLibrary          = msl.RuleLibrary
+	RuleUnsupported      = msl.RuleUnsupported
+	RuleCxx14            = msl.RuleCxx14
+	RuleThreadgroupScope = msl.RuleThreadgroupScope
 )
 
 // Rules lists every rule the sim enforces.
