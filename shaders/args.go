@@ -152,11 +152,13 @@ const (
 	AttnHeadsPerSimdgroup = 2
 	AttnMaxHeadDim        = 256
 	AttnMaxGroup          = 16
+	AttnDecodeThreads     = AttnSimdgroups * 32
 	AttnPrepMaxThreads    = 256
 	FCAttn                = 600
 	DeltaConvThreads      = 256
 	DeltaRowsPerThread    = 32
 	DeltaMaxSimdgroups    = 32
+	DeltaStepMaxThreads   = 512
 	FCDelta               = 700
 )
 
@@ -165,11 +167,14 @@ const (
 	RMSNormMaxSimdgroups = 32
 	QMVRows              = 4
 	QMVSimdgroups        = 2
+	QMVThreads           = QMVSimdgroups * 32
 	QMVGroupSize         = 64
 	QMVWordsPerLane      = 2
 	QMVMultiMax          = 4
 	MoEMaxExperts        = 512
 	MoEMaxTopK           = 16
+	RouterThreads        = 32
+	ElementwiseThreads   = 256
 	ArgmaxUnroll         = 4
 	ArgmaxMaxSimdgroups  = 32
 )

@@ -13,6 +13,17 @@
 #ifndef PETAL_ARGS_H
 #define PETAL_ARGS_H
 
+// Each kernel dispatched with a fixed threadgroup, or with one no larger
+// than a fixed bound, declares it with
+// [[max_total_threads_per_threadgroup(N)]], N one of the *_THREADS below,
+// so Apple's compiler budgets registers for N threads rather than 1024 and
+// the pipeline reports what the host dispatches; the host checks each
+// pipeline takes its N when it is built (shaders/threads.go).
+
+// ---- elementwise kernels (embed_bf16_gs64_b4, moe_combine_rows_f32,
+// swiglu_f32): threads per threadgroup, one element each.
+#define ELEMENTWISE_THREADS 256
+
 // ---- rmsnorm.metal
 // Simd-groups per threadgroup are at most 1024/32.
 #define RMSNORM_MAX_SIMDGROUPS 32
@@ -32,6 +43,7 @@ struct RMSNormArgs {
 // threadgroup. The host sizes the grid with the same numbers (dense.go).
 #define QMV_ROWS 4
 #define QMV_SIMDGROUPS 2
+#define QMV_THREADS (QMV_SIMDGROUPS * 32)
 // MLX affine quantization: codes packed 32/bits per uint32, lowest bits
 // first, one bf16 scale and bias per QMV_GROUP_SIZE inputs of a row.
 #define QMV_GROUP_SIZE 64
@@ -87,6 +99,8 @@ struct ArgmaxArgs {
 // and the k choices one per lane.
 #define MOE_MAX_EXPERTS 512
 #define MOE_MAX_TOPK 16
+// router_topk_f32 is one simd-group.
+#define ROUTER_THREADS 32
 
 struct MoEArgs {
     int32_t n;              // experts
@@ -104,6 +118,7 @@ struct MoEArgs {
 // query heads of the GQA group in registers.
 #define ATTN_SIMDGROUPS 8
 #define ATTN_HEADS_PER_SIMDGROUP 2
+#define ATTN_DECODE_THREADS (ATTN_SIMDGROUPS * 32)
 // Register arrays hold ATTN_MAX_HEAD_DIM/32 dims per lane; a GQA group
 // fills at most ATTN_SIMDGROUPS head columns.
 #define ATTN_MAX_HEAD_DIM 256
@@ -137,6 +152,11 @@ struct AttnDecodeArgs {
 #define DELTA_CONV_THREADS 256
 // delta_step_conv_f32: a thread holds this many key rows of one state column.
 #define DELTA_ROWS_PER_THREAD 32
+// delta_step_conv_f32 runs value_dim * key_dim/DELTA_ROWS_PER_THREAD threads,
+// at most this many (the model's 128 * 128/32); each holds
+// DELTA_ROWS_PER_THREAD floats of state in registers, which the compiler
+// can grant 512 threads more readily than 1024.
+#define DELTA_STEP_MAX_THREADS 512
 #define DELTA_MAX_SIMDGROUPS 32
 // Function constants: FC_DELTA + 0 = key head dim.
 #define FC_DELTA 700
@@ -198,6 +218,7 @@ struct MoERouteArgs {
 #define DELTA_CHUNK_PREP_THREADS 256
 #define DELTA_CHUNK_MAX_KEY_DIM 128
 #define DELTA_CHUNK_SCAN_SIMDGROUPS 4
+#define DELTA_CHUNK_SCAN_THREADS (DELTA_CHUNK_SCAN_SIMDGROUPS * 32)
 
 struct DeltaChunkArgs {
     int32_t channels;

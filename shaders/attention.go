@@ -178,7 +178,7 @@ func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, io AttnDecodeIO) error {
 	if err := cb.Dispatch(&gpu.Dispatch{
 		Pipeline:          p,
 		Groups:            gpu.Size{X: a.KVHeads, Y: blocks, Z: 1},
-		Threads:           gpu.Size{X: columns * stripes * gpu.SimdWidth, Y: 1, Z: 1},
+		Threads:           gpu.Size{X: columns * stripes * gpu.SimdWidth, Y: 1, Z: 1}, // at most AttnDecodeThreads
 		Args:              []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), q.Arg(1), gate.Arg(2), kCache.Arg(3), vCache.Arg(4), o.Arg(5), scratch.Arg(6)},
 		ThreadgroupMemory: []int{tg},
 	}); err != nil || blocks == 1 {

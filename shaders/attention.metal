@@ -88,6 +88,7 @@ void norm_rope(device const float* x, device const float* w, device T* y, float 
     }
 }
 
+[[max_total_threads_per_threadgroup(ATTN_PREP_MAX_THREADS)]]
 kernel void attn_prep_f16kv(
     constant AttnPrepArgs& args [[buffer(0)]],
     device const float* qg [[buffer(1)]],
@@ -156,6 +157,7 @@ kernel void attn_prep_f16kv(
     }
 }
 
+[[max_total_threads_per_threadgroup(ATTN_DECODE_THREADS)]]
 kernel void attn_decode_f16kv(
     constant AttnDecodeArgs& args [[buffer(0)]],
     device const float* q [[buffer(1)]],
@@ -277,6 +279,7 @@ kernel void attn_decode_f16kv(
     }
 }
 
+[[max_total_threads_per_threadgroup(ATTN_MAX_HEAD_DIM)]]
 kernel void attn_merge_f32(
     constant AttnDecodeArgs& args [[buffer(0)]],
     device const float* scratch [[buffer(1)]],

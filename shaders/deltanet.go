@@ -36,8 +36,8 @@ func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
 	switch {
 	case d.KeyDim < 1 || (d.KeyDim > DeltaRowsPerThread && d.KeyDim%DeltaRowsPerThread != 0):
 		return 0, 0, fmt.Errorf("%w: shaders: %s: key dim %d is neither at most %d nor a multiple of it", gpu.ErrInvalid, op, d.KeyDim, DeltaRowsPerThread)
-	case d.ValueDim < 1 || d.ValueDim*deltaSlices(d.KeyDim) > gpu.MaxThreadsPerThreadgroup:
-		return 0, 0, fmt.Errorf("%w: shaders: %s: value dim %d x %d row slices exceeds %d threads", gpu.ErrInvalid, op, d.ValueDim, deltaSlices(d.KeyDim), gpu.MaxThreadsPerThreadgroup)
+	case d.ValueDim < 1 || d.ValueDim*deltaSlices(d.KeyDim) > DeltaStepMaxThreads:
+		return 0, 0, fmt.Errorf("%w: shaders: %s: value dim %d x %d row slices exceeds %d threads", gpu.ErrInvalid, op, d.ValueDim, deltaSlices(d.KeyDim), DeltaStepMaxThreads)
 	case int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32:
 		return 0, 0, fmt.Errorf("%w: shaders: %s: state of %dx%dx%d is too large", gpu.ErrInvalid, op, d.ValueHeads, d.KeyDim, d.ValueDim)
 	}

@@ -78,6 +78,7 @@ METAL_FUNC void delta_conv_shift(device const float* u, device float* state, int
     hist[taps - 2] = u[c];
 }
 
+[[max_total_threads_per_threadgroup(DELTA_CONV_THREADS)]]
 kernel void delta_conv_shift_f32(
     constant DeltaConvArgs& args [[buffer(0)]],
     device const float* u [[buffer(1)]],
@@ -205,6 +206,7 @@ METAL_FUNC void delta_step(
     o[at] = oj * inv * norm[j] * (zj / (1.0f + exp(-zj)));
 }
 
+[[max_total_threads_per_threadgroup(DELTA_STEP_MAX_THREADS)]]
 kernel void delta_step_conv_f32(
     constant DeltaStepArgs& args [[buffer(0)]],
     device const float* u [[buffer(1)]],

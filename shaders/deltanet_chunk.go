@@ -52,6 +52,7 @@ const (
 	DeltaChunkMaxKeyDim      = 128
 	DeltaChunkPrepThreads    = 256
 	DeltaChunkScanSimdgroups = 4
+	DeltaChunkScanThreads    = DeltaChunkScanSimdgroups * 32
 )
 
 // DeltaScanScratch is the float32 count of the scratch DeltaScan needs for

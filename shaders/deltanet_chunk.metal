@@ -70,6 +70,7 @@ constant float CHUNK_L2_EPS = 1e-6f;
 // softplus(x) is x above this, as torch computes it.
 constant float CHUNK_SOFTPLUS_THRESHOLD = 20.0f;
 
+[[max_total_threads_per_threadgroup(DELTA_CONV_THREADS)]]
 kernel void delta_conv_rows_f32(
     constant DeltaChunkArgs& args [[buffer(0)]],
     device const float* u [[buffer(1)]],
@@ -135,6 +136,7 @@ inline DeltaChunkScratch delta_chunk_layout(device float* base, int h, int heads
     return s;
 }
 
+[[max_total_threads_per_threadgroup(DELTA_CHUNK_PREP_THREADS)]]
 kernel void delta_chunk_prep_f32(
     constant DeltaScanArgs& args [[buffer(0)]],
     device const float* qkv [[buffer(1)]],
@@ -312,6 +314,7 @@ kernel void delta_chunk_prep_f32(
     }
 }
 
+[[max_total_threads_per_threadgroup(DELTA_CHUNK_SCAN_THREADS)]]
 kernel void delta_chunk_scan_f32(
     constant DeltaScanArgs& args [[buffer(0)]],
     device const float* qkv [[buffer(1)]],

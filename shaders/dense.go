@@ -27,9 +27,6 @@ const (
 	// normValuesPerThread sizes an RMSNorm threadgroup: one thread per this
 	// many elements of a row (2048 -> 256 threads), within [32, 1024].
 	normValuesPerThread = 8
-	// elementwiseThreads is the threadgroup of the one-thread-per-element
-	// embedding gather.
-	elementwiseThreads = 256
 	// argmaxThreads is the one threadgroup that scans the logits.
 	argmaxThreads = gpu.MaxThreadsPerThreadgroup
 	// offsetAlign is the alignment Metal requires of a buffer binding's
@@ -195,7 +192,7 @@ func (k *Kernels) qmv(cb gpu.CommandBuffer, op, fn string, out View, m QMatrix, 
 	}
 	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols)}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(QMVThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), x.Arg(4), out.Arg(5)},
 	})
 }
@@ -257,7 +254,7 @@ func (k *Kernels) qmvMulti(op, fn string, outs []View, ms []QMatrix, x View) (*g
 			ms[i].Biases.Arg(2+2*QMVMultiMax+slot), outs[i].Arg(2+3*QMVMultiMax+slot))
 	}
 	return &gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups), Args: bind,
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(QMVThreads), Args: bind,
 	}, nil
 }
 
@@ -311,7 +308,7 @@ func (k *Kernels) qmvSwiGLU(op, fn string, out View, gate, up QMatrix, x View) (
 	}
 	args := QMVArgs{Rows: int32(gate.Rows), K: int32(gate.Cols)}
 	return &gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(QMVThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), gate.Codes.Arg(1), gate.Scales.Arg(2), gate.Biases.Arg(3),
 			up.Codes.Arg(4), up.Scales.Arg(5), up.Biases.Arg(6), x.Arg(7), out.Arg(8)},
 	}, nil
@@ -365,7 +362,7 @@ func (k *Kernels) expertsSwiGLU(op, fn string, out View, gate, up QMatrix, x Vie
 	}
 	args := QMVArgs{Rows: int32(gate.Rows), K: int32(gate.Cols), Experts: min(heldExperts(&gate), heldExperts(&up))}
 	return &gpu.Dispatch{
-		Pipeline: p, Groups: gpu.Size{X: groups, Y: slots, Z: 1}, Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
+		Pipeline: p, Groups: gpu.Size{X: groups, Y: slots, Z: 1}, Threads: denseSize(QMVThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), gate.Codes.Arg(1), gate.Scales.Arg(2), gate.Biases.Arg(3),
 			up.Codes.Arg(4), up.Scales.Arg(5), up.Biases.Arg(6), x.Arg(7), out.Arg(8), ids.Arg(9)},
 	}, nil

@@ -199,7 +199,7 @@ func (k *Kernels) MoEDownCombine(cb gpu.CommandBuffer, io MoEDownIO) error {
 		TopK: int32(io.TopK), SharedK: int32(io.SharedDown.Cols)}
 	d, s := &io.Down, &io.SharedDown
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(gpu.SimdWidth * QMVSimdgroups),
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(QMVThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), d.Codes.Arg(1), d.Scales.Arg(2), d.Biases.Arg(3),
 			io.H.Arg(4), io.IDs.Arg(5), io.Weights.Arg(6), s.Codes.Arg(7), s.Scales.Arg(8), s.Biases.Arg(9),
 			io.SharedH.Arg(10), io.SharedGate.Arg(11), io.X.Arg(12)},

@@ -47,6 +47,9 @@ func (k *Kernels) Pipeline(file, fn string, constants ...gpu.Constant) (gpu.Pipe
 	if err != nil {
 		return nil, fmt.Errorf("shaders: %s %s: %w", file, fn, err)
 	}
+	if err := checkThreads(file, p); err != nil {
+		return nil, err
+	}
 	k.cache[key] = p
 	return p, nil
 }

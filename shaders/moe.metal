@@ -23,6 +23,7 @@
 #include "router.h"
 using namespace metal;
 
+[[max_total_threads_per_threadgroup(ROUTER_THREADS)]]
 kernel void router_topk_f32(
     constant MoEArgs& args [[buffer(0)]],
     device const float* logits [[buffer(1)]],

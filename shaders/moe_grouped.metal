@@ -95,6 +95,7 @@ kernel void moe_route(
     }
 }
 
+[[max_total_threads_per_threadgroup(ELEMENTWISE_THREADS)]]
 kernel void moe_combine_rows_f32(
     constant MoEArgs& args [[buffer(0)]],
     device const float* ys [[buffer(1)]],
@@ -121,6 +122,7 @@ kernel void moe_combine_rows_f32(
     out[t * ulong(n) + pos.x] = acc + shared[t * ulong(n) + pos.x] / (1.0f + exp(-g));
 }
 
+[[max_total_threads_per_threadgroup(ELEMENTWISE_THREADS)]]
 kernel void swiglu_f32(
     constant MoEArgs& args [[buffer(0)]],
     device const float* gate [[buffer(1)]],

@@ -196,7 +196,7 @@ func (k *Kernels) MoECombineRows(cb gpu.CommandBuffer, out, ys, weights, slotOf,
 	}); err != nil {
 		return err
 	}
-	groups, err := denseGroups(op, h, elementwiseThreads)
+	groups, err := denseGroups(op, h, ElementwiseThreads)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (k *Kernels) MoECombineRows(cb gpu.CommandBuffer, out, ys, weights, slotOf,
 	}
 	args := MoEArgs{N: int32(h), K: int32(topK)}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: gpu.Size{X: groups, Y: tokens, Z: 1}, Threads: denseSize(elementwiseThreads),
+		Pipeline: p, Groups: gpu.Size{X: groups, Y: tokens, Z: 1}, Threads: denseSize(ElementwiseThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), ys.Arg(1), weights.Arg(2), slotOf.Arg(3), shared.Arg(4), sharedGate.Arg(5), out.Arg(6)},
 	})
 }
@@ -221,7 +221,7 @@ func (k *Kernels) SwiGLU(cb gpu.CommandBuffer, out, gate, up View, n int) error 
 	if err := requireViews(op, []viewBytes{{"out", out, 4 * n}, {"gate", gate, 4 * n}, {"up", up, 4 * n}}); err != nil {
 		return err
 	}
-	groups, err := denseGroups(op, n, elementwiseThreads)
+	groups, err := denseGroups(op, n, ElementwiseThreads)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (k *Kernels) SwiGLU(cb gpu.CommandBuffer, out, gate, up View, n int) error 
 	}
 	args := MoEArgs{N: int32(n)}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(elementwiseThreads),
+		Pipeline: p, Groups: denseSize(groups), Threads: denseSize(ElementwiseThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), gate.Arg(1), up.Arg(2), out.Arg(3)},
 	})
 }

@@ -146,6 +146,7 @@ METAL_FUNC void qmm(
                           args.rows, args.k, 0, m0, args.tokens, int(group.x) * QMM_BN, tid, sg);
 }
 
+[[max_total_threads_per_threadgroup(QMM_THREADS)]]
 kernel void qmm_bf16_gs64_b4(
     constant QMMArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
@@ -162,6 +163,7 @@ kernel void qmm_bf16_gs64_b4(
     qmm<4>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
 }
 
+[[max_total_threads_per_threadgroup(QMM_THREADS)]]
 kernel void qmm_bf16_gs64_b8(
     constant QMMArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
@@ -178,6 +180,7 @@ kernel void qmm_bf16_gs64_b8(
     qmm<8>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
 }
 
+[[max_total_threads_per_threadgroup(QMM_THREADS)]]
 kernel void qmm_experts_bf16_gs64_b4(
     constant QMMArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],

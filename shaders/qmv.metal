@@ -271,6 +271,7 @@ METAL_FUNC void qmv(
     qmv_rows<BITS, false, ADD>(codes, scales, biases, x, qmv_no_norm(), y, args.rows, args.k, row0, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
@@ -285,6 +286,7 @@ kernel void qmv_bf16_gs64_b4(
     qmv<4, false>(args, codes, scales, biases, x, y, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_bf16_gs64_b8(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
@@ -299,6 +301,7 @@ kernel void qmv_bf16_gs64_b8(
     qmv<8, false>(args, codes, scales, biases, x, y, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_add_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
@@ -313,6 +316,7 @@ kernel void qmv_add_bf16_gs64_b4(
     qmv<4, true>(args, codes, scales, biases, x, y, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_add_bf16_gs64_b8(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
@@ -355,6 +359,7 @@ METAL_FUNC void qmv_multi(
     qmv_rows<BITS, NORM, false>(codes, scales, biases, x, nm, y, args.rows[m], args.k, row0, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_multi_bf16_gs64_b4(
     constant QMVMultiArgs& args [[buffer(0)]],
     device const float* x [[buffer(1)]],
@@ -373,6 +378,7 @@ kernel void qmv_multi_bf16_gs64_b4(
     qmv_multi<4, false>(args, x, qmv_no_norm(), c0, c1, c2, c3, s0, s1, s2, s3, b0, b1, b2, b3, y0, y1, y2, y3, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_multi_norm_bf16_gs64_b4(
     constant QMVMultiArgs& args [[buffer(0)]],
     device const float* x [[buffer(1)]],
@@ -394,6 +400,7 @@ kernel void qmv_multi_norm_bf16_gs64_b4(
     qmv_multi<4, true>(args, x, nm, c0, c1, c2, c3, s0, s1, s2, s3, b0, b1, b2, b3, y0, y1, y2, y3, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_multi_bf16_gs64_b8(
     constant QMVMultiArgs& args [[buffer(0)]],
     device const float* x [[buffer(1)]],
@@ -412,6 +419,7 @@ kernel void qmv_multi_bf16_gs64_b8(
     qmv_multi<8, false>(args, x, qmv_no_norm(), c0, c1, c2, c3, s0, s1, s2, s3, b0, b1, b2, b3, y0, y1, y2, y3, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_multi_norm_bf16_gs64_b8(
     constant QMVMultiArgs& args [[buffer(0)]],
     device const float* x [[buffer(1)]],
@@ -448,6 +456,7 @@ METAL_FUNC void qmv_swiglu(
     qmv_swiglu_rows<4, NORM>(gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, nm, y, args.rows, args.k, row0, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_swiglu_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
@@ -465,6 +474,7 @@ kernel void qmv_swiglu_bf16_gs64_b4(
     qmv_swiglu<false>(args, gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, qmv_no_norm(), y, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_swiglu_norm_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
@@ -485,6 +495,7 @@ kernel void qmv_swiglu_norm_bf16_gs64_b4(
     qmv_swiglu<true>(args, gcodes, gscales, gbiases, ucodes, uscales, ubiases, x, nm, y, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_experts_swiglu_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
@@ -555,6 +566,7 @@ METAL_FUNC void qmv_experts_swiglu_routed(
                              x, nm, yj, args.rows, args.k, row0, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void qmv_experts_swiglu_routed_norm_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* gcodes [[buffer(1)]],
@@ -580,6 +592,7 @@ kernel void qmv_experts_swiglu_routed_norm_bf16_gs64_b4(
                               route, logits, weights, group, sg, lane);
 }
 
+[[max_total_threads_per_threadgroup(QMV_THREADS)]]
 kernel void moe_down_combine_bf16_gs64_b4(
     constant MoEDownArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],
@@ -634,6 +647,7 @@ kernel void moe_down_combine_bf16_gs64_b4(
     }
 }
 
+[[max_total_threads_per_threadgroup(ELEMENTWISE_THREADS)]]
 kernel void embed_bf16_gs64_b4(
     constant QMVArgs& args [[buffer(0)]],
     device const uint* codes [[buffer(1)]],

@@ -38,7 +38,7 @@ func (k *Kernels) embedRows(cb gpu.CommandBuffer, op string, out View, m QMatrix
 	if err := requireViews(op, []viewBytes{{"out", out, 4 * rows * m.Cols}, {"tokens", tokens, 4 * rows}}); err != nil {
 		return err
 	}
-	groups, err := denseGroups(op, m.Cols, elementwiseThreads)
+	groups, err := denseGroups(op, m.Cols, ElementwiseThreads)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (k *Kernels) embedRows(cb gpu.CommandBuffer, op string, out View, m QMatrix
 	// the same base.
 	args := QMVArgs{Rows: int32(m.Rows), K: int32(m.Cols)}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: gpu.Size{X: groups, Y: rows, Z: 1}, Threads: denseSize(elementwiseThreads),
+		Pipeline: p, Groups: gpu.Size{X: groups, Y: rows, Z: 1}, Threads: denseSize(ElementwiseThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), tokens.Arg(4), out.Arg(5)},
 	})
 }
@@ -130,7 +130,7 @@ func (k *Kernels) routerTopKRows(cb gpu.CommandBuffer, op string, ids, weights, 
 		return err
 	}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: denseSize(rows), Threads: denseSize(gpu.SimdWidth),
+		Pipeline: p, Groups: denseSize(rows), Threads: denseSize(RouterThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), logits.Arg(1), ids.Arg(2), weights.Arg(3)},
 	})
 }

@@ -146,6 +146,7 @@ func TestArgsLayout(t *testing.T) {
         sizeof(QMVMultiArgs), OFF(QMVMultiArgs, k), OFF(QMVMultiArgs, matrices), OFF(QMVMultiArgs, rows), OFF(QMVMultiArgs, block_end), QMV_MULTI_MAX,
         OFF(RMSNormArgs, threads), OFF(DeltaStepArgs, taps),
         sizeof(MoEDownArgs), OFF(MoEDownArgs, rows), OFF(MoEDownArgs, k), OFF(MoEDownArgs, experts), OFF(MoEDownArgs, top_k), OFF(MoEDownArgs, shared_k),
+        ELEMENTWISE_THREADS, QMV_THREADS, ROUTER_THREADS, ATTN_DECODE_THREADS, DELTA_STEP_MAX_THREADS, DELTA_CHUNK_SCAN_THREADS,
 `
 	var (
 		r   shaders.RMSNormArgs
@@ -179,6 +180,7 @@ func TestArgsLayout(t *testing.T) {
 		unsafe.Sizeof(qm), unsafe.Offsetof(qm.K), unsafe.Offsetof(qm.Matrices), unsafe.Offsetof(qm.Rows), unsafe.Offsetof(qm.BlockEnd), shaders.QMVMultiMax,
 		unsafe.Offsetof(r.Threads), unsafe.Offsetof(ds.Taps),
 		unsafe.Sizeof(md), unsafe.Offsetof(md.Rows), unsafe.Offsetof(md.K), unsafe.Offsetof(md.Experts), unsafe.Offsetof(md.TopK), unsafe.Offsetof(md.SharedK),
+		shaders.ElementwiseThreads, shaders.QMVThreads, shaders.RouterThreads, shaders.AttnDecodeThreads, shaders.DeltaStepMaxThreads, shaders.DeltaChunkScanThreads,
 	}
 	checkLayout(t, d, values, want)
 }

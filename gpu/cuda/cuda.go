@@ -303,9 +303,14 @@ func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.C
 	if err := d.api.check(d.api.cuModuleGetFunction(&fn, mod, "petal_kernel_"+function), "finding "+function); err != nil {
 		return nil, fmt.Errorf("%w: %w", gpu.ErrCompile, err)
 	}
+	// The kernel's own bound, lowered to what the function can launch with
+	// (its registers); where the driver does not say, the bound alone.
+	maxThreads := info.MaxThreads
 	var maxT int32
-	d.api.cuFuncGetAttribute(&maxT, funcAttrMaxThreads, fn)
-	p := &pipeline{name: function, fn: fn, maxThreads: min(info.MaxThreads, int(maxT)), dev: d}
+	if d.api.cuFuncGetAttribute(&maxT, funcAttrMaxThreads, fn) == cudaSuccess && maxT > 0 {
+		maxThreads = min(maxThreads, int(maxT))
+	}
+	p := &pipeline{name: function, fn: fn, maxThreads: maxThreads, dev: d}
 	d.pipes[key] = p
 	return p, nil
 }

@@ -277,9 +277,12 @@ func (r *rewriter) run() error {
 				i = last
 				continue
 			case strings.HasPrefix(body, "max_total_threads_per_threadgroup("):
-				n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(body, "max_total_threads_per_threadgroup("), ")"))
-				if err != nil || n < 1 || n > gpu.MaxThreadsPerThreadgroup {
-					return r.errorf(t, "bad %s", body)
+				n, err := r.intExpr(strings.TrimSuffix(strings.TrimPrefix(body, "max_total_threads_per_threadgroup("), ")"))
+				if err != nil {
+					return r.errorf(t, "bad %s: %v", body, err)
+				}
+				if n < 1 || n > gpu.MaxThreadsPerThreadgroup {
+					return r.errorf(t, "bad %s: %d threads, want 1..%d", body, n, gpu.MaxThreadsPerThreadgroup)
 				}
 				pendingMax = n
 				r.replace(i, end+1, "")
@@ -363,10 +366,11 @@ func (r *rewriter) directive(i int) error {
 	case strings.HasPrefix(d, "pragma METAL") || strings.HasPrefix(d, "pragma clang"):
 		r.replace(i, i+1, "")
 	case strings.HasPrefix(d, "define "):
-		// Integer macros may name function constant indices
-		// (FC_<OP> + n, as args.h spaces them).
-		if f := strings.Fields(d); len(f) == 3 {
-			if v, err := strconv.Atoi(f[2]); err == nil {
+		// Integer macros may name function constant indices (FC_<OP> +
+		// n, as args.h spaces them) and threadgroup sizes
+		// ([[max_total_threads_per_threadgroup(QMM_THREADS)]]).
+		if f := strings.Fields(d); len(f) >= 3 && macroNameRE.MatchString(f[1]) {
+			if v, err := r.intExpr(strings.Join(f[2:], "")); err == nil {
 				r.defines[f[1]] = v
 			}
 		}
@@ -374,21 +378,83 @@ func (r *rewriter) directive(i int) error {
 	return nil
 }
 
-// constantIndex evaluates a function constant's index: a sum of integer
-// literals and integer macros defined earlier in the source.
-func (r *rewriter) constantIndex(expr string) (int, error) {
-	idx := 0
-	for _, term := range strings.Split(expr, "+") {
-		v, err := strconv.Atoi(term)
-		if err != nil {
-			var ok bool
-			if v, ok = r.defines[term]; !ok {
-				return 0, fmt.Errorf("%q is neither an integer nor an integer macro", term)
-			}
-		}
-		idx += v
+var (
+	macroNameRE = regexp.MustCompile(`^[A-Za-z_]\w*$`)
+	// intTermRE is a term of an integer expression: a decimal literal or a
+	// name, with what follows.
+	intTermRE = regexp.MustCompile(`^(?:(\d+)[uU]?|([A-Za-z_]\w*))(.*)$`)
+)
+
+// maxIntExprDepth bounds the parentheses intExpr follows.
+const maxIntExprDepth = 8
+
+// intExpr evaluates an integer constant expression written without spaces:
+// decimal literals and integer macros defined earlier in the source,
+// combined with + and * and grouped with parentheses. That covers the
+// function constant indices and threadgroup sizes Petal's kernels write.
+func (r *rewriter) intExpr(expr string) (int, error) {
+	v, rest, err := r.intSum(expr, 0)
+	if err == nil && rest != "" {
+		err = fmt.Errorf("unexpected %q", rest)
 	}
-	return idx, nil
+	if err != nil {
+		return 0, fmt.Errorf("integer expression %q: %w", expr, err)
+	}
+	return v, nil
+}
+
+// intSum evaluates terms joined by + at the start of s.
+func (r *rewriter) intSum(s string, depth int) (int, string, error) {
+	sum := 0
+	for {
+		v, rest, err := r.intProduct(s, depth)
+		if err != nil {
+			return 0, "", err
+		}
+		sum += v
+		if !strings.HasPrefix(rest, "+") {
+			return sum, rest, nil
+		}
+		s = rest[1:]
+	}
+}
+
+// intProduct evaluates factors joined by * at the start of s.
+func (r *rewriter) intProduct(s string, depth int) (int, string, error) {
+	prod := 1
+	for {
+		var v int
+		switch m := intTermRE.FindStringSubmatch(s); {
+		case strings.HasPrefix(s, "(") && depth < maxIntExprDepth:
+			inner, rest, err := r.intSum(s[1:], depth+1)
+			if err != nil {
+				return 0, "", err
+			}
+			if !strings.HasPrefix(rest, ")") {
+				return 0, "", fmt.Errorf("unbalanced parentheses")
+			}
+			v, s = inner, rest[1:]
+		case m == nil:
+			return 0, "", fmt.Errorf("want an integer or an integer macro at %q", s)
+		case m[1] != "":
+			n, err := strconv.Atoi(m[1])
+			if err != nil {
+				return 0, "", err
+			}
+			v, s = n, m[3]
+		default:
+			n, ok := r.defines[m[2]]
+			if !ok {
+				return 0, "", fmt.Errorf("%s is not an integer macro", m[2])
+			}
+			v, s = n, m[3]
+		}
+		prod *= v
+		if !strings.HasPrefix(s, "*") {
+			return prod, s, nil
+		}
+		s = s[1:]
+	}
 }
 
 // functionConstant rewrites `constant T name [[function_constant(n)]];` at i
@@ -410,7 +476,7 @@ func (r *rewriter) functionConstant(i int) (int, error) {
 	if !strings.HasPrefix(body, "function_constant(") || r.tok(end+1).text != ";" {
 		return 0, r.errorf(r.toks[j], "unsupported program-scope attribute [[%s]]", body)
 	}
-	idx, err := r.constantIndex(strings.TrimSuffix(strings.TrimPrefix(body, "function_constant("), ")"))
+	idx, err := r.intExpr(strings.TrimSuffix(strings.TrimPrefix(body, "function_constant("), ")"))
 	if err != nil || idx < 0 || idx > gpu.MaxConstantIndex {
 		return 0, r.errorf(r.toks[j], "bad %s", body)
 	}

@@ -15,9 +15,10 @@ import (
 // Device records; its pipelines compile nothing and its command buffers
 // complete at once.
 type Device struct {
-	mu       sync.Mutex
-	traces   []*gpu.Trace
-	counting bool
+	mu         sync.Mutex
+	traces     []*gpu.Trace
+	counting   bool
+	maxThreads int // what pipelines report; 0: Metal's limit
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -54,12 +55,31 @@ func (d *Device) WrapNoCopy(mem []byte) (gpu.Buffer, error) {
 // that are counted but never read. Contents is nil.
 func Placeholder(length int) gpu.Buffer { return &buffer{n: length} }
 
+// SetMaxThreads makes the pipelines built from now on report n threads per
+// threadgroup at most, as a GPU whose compiler could not grant a kernel
+// more would; 0 restores Metal's limit. Pipelines built before keep theirs.
+func (d *Device) SetMaxThreads(n int) error {
+	if n < 0 || n > gpu.MaxThreadsPerThreadgroup {
+		return fmt.Errorf("%w: %d threads per threadgroup, want 0..%d", gpu.ErrInvalid, n, gpu.MaxThreadsPerThreadgroup)
+	}
+	d.mu.Lock()
+	d.maxThreads = n
+	d.mu.Unlock()
+	return nil
+}
+
 // NewPipeline returns a pipeline named after function; nothing compiles.
 func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.Constant) (gpu.Pipeline, error) {
 	if err := gpu.CheckConstants(constants); err != nil {
 		return nil, err
 	}
-	return pipeline(function), nil
+	d.mu.Lock()
+	n := d.maxThreads
+	d.mu.Unlock()
+	if n == 0 {
+		n = gpu.MaxThreadsPerThreadgroup
+	}
+	return pipeline{name: function, maxThreads: n}, nil
 }
 
 // NewCommandBuffer starts a recording.
@@ -100,10 +120,13 @@ func (b *buffer) Contents() []byte {
 }
 func (b *buffer) Release() {}
 
-type pipeline string
+type pipeline struct {
+	name       string
+	maxThreads int
+}
 
-func (p pipeline) Name() string    { return string(p) }
-func (p pipeline) MaxThreads() int { return gpu.MaxThreadsPerThreadgroup }
+func (p pipeline) Name() string    { return p.name }
+func (p pipeline) MaxThreads() int { return p.maxThreads }
 
 type commandBuffer struct {
 	trace  *gpu.Trace

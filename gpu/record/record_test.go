@@ -44,3 +44,40 @@ func TestRecords(t *testing.T) {
 		t.Error("commit after a bad dispatch succeeded")
 	}
 }
+
+// TestSetMaxThreads: pipelines built after SetMaxThreads report its limit
+// and the recorder refuses a larger threadgroup; earlier ones keep theirs.
+func TestSetMaxThreads(t *testing.T) {
+	d := New()
+	before, _ := d.NewPipeline(gpu.Source{Name: "x.metal"}, "before")
+	if err := d.SetMaxThreads(128); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := d.NewPipeline(gpu.Source{Name: "x.metal"}, "after")
+	if before.MaxThreads() != gpu.MaxThreadsPerThreadgroup || after.MaxThreads() != 128 {
+		t.Fatalf("MaxThreads %d and %d, want %d and 128", before.MaxThreads(), after.MaxThreads(), gpu.MaxThreadsPerThreadgroup)
+	}
+	one := gpu.Size{X: 1, Y: 1, Z: 1}
+	for _, c := range []struct {
+		p       gpu.Pipeline
+		threads int
+		ok      bool
+	}{{after, 128, true}, {after, 129, false}, {before, 129, true}} {
+		cb, _ := d.NewCommandBuffer()
+		err := cb.Dispatch(&gpu.Dispatch{Pipeline: c.p, Groups: one, Threads: gpu.Size{X: c.threads, Y: 1, Z: 1}})
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, gpu.ErrInvalid)) {
+			t.Errorf("%s with %d threads: %v, want ok=%t", c.p.Name(), c.threads, err, c.ok)
+		}
+	}
+	for _, n := range []int{-1, gpu.MaxThreadsPerThreadgroup + 1} {
+		if err := d.SetMaxThreads(n); !errors.Is(err, gpu.ErrInvalid) {
+			t.Errorf("SetMaxThreads(%d): %v, want gpu.ErrInvalid", n, err)
+		}
+	}
+	if err := d.SetMaxThreads(0); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := d.NewPipeline(gpu.Source{Name: "x.metal"}, "reset"); p.MaxThreads() != gpu.MaxThreadsPerThreadgroup {
+		t.Errorf("after SetMaxThreads(0): MaxThreads %d", p.MaxThreads())
+	}
+}
