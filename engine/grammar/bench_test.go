@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"testing"
 )
@@ -83,7 +84,7 @@ func BenchmarkAllowed(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					m.Allowed(mask)
+					m.Allowed(context.Background(), mask)
 				}
 			})
 		}

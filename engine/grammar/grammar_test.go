@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -73,7 +74,9 @@ func sample(t testing.TB, g *Grammar, v *Vocab, tok *tokenizer.Tokenizer, rng *r
 	mask := make([]uint64, (v.Size()+63)/64)
 	var out []byte
 	for range maxTokens {
-		m.Allowed(mask)
+		if err := m.Allowed(context.Background(), mask); err != nil {
+			t.Fatalf("no mask after %q: %v", out, err)
+		}
 		if m.Done() {
 			return string(out), true
 		}

@@ -1,6 +1,9 @@
 package grammar
 
-import "math"
+import (
+	"math"
+	"strconv"
+)
 
 // The phases of a frame.
 const (
@@ -109,7 +112,7 @@ func step(s stack, b byte, out []stack) []stack {
 		}
 		f.ws = 0
 		if f.n.props == nil {
-			if f.n.extra == nil {
+			if f.n.extra == nil || !fits(s, f.n.extra) {
 				return out
 			}
 			f.st = stObjColon
@@ -117,7 +120,7 @@ func step(s stack, b byte, out []stack) []stack {
 		}
 		f.st, f.count, f.cands = stObjKey, 1, 0
 		for i, p := range f.n.props {
-			if f.seen&(1<<i) == 0 && len(p.key) > 1 {
+			if f.seen&(1<<i) == 0 && len(p.key) > 1 && fits(s, p.node) {
 				f.cands |= 1 << i
 			}
 		}
@@ -158,10 +161,7 @@ func step(s stack, b byte, out []stack) []stack {
 			val = f.n.props[f.count].node
 		}
 		f.st, f.ws = stObjAfter, 0
-		if len(s) >= 2*MaxDepth {
-			return out
-		}
-		return append(out, s.push(f, frame{n: val}))
+		return append(out, s.push(f, frame{n: val})) // the key was let in where val fits
 	case stObjAfter:
 		switch {
 		case isSpace(b):
@@ -188,7 +188,7 @@ func step(s stack, b byte, out []stack) []stack {
 				return out
 			}
 			return append(out, s.pop())
-		case f.n.maxItems >= 0 && int(f.count) >= f.n.maxItems, len(s) >= 2*MaxDepth:
+		case f.n.maxItems >= 0 && int(f.count) >= f.n.maxItems, !fits(s, f.n.items):
 			return out
 		}
 		f.st, f.ws = stArrAfter, 0
@@ -214,8 +214,11 @@ func step(s stack, b byte, out []stack) []stack {
 	return out
 }
 
-// keyNode is the free key of an object whose keys are not listed.
-var keyNode = &node{kind: kString, maxLen: -1, maxItems: -1}
+// fits reports whether a value of n, pushed on s, can be completed within
+// maxFrames. Checked wherever a value may open, it keeps every state the
+// matcher holds completable: the need of what is already open was checked
+// when it opened.
+func fits(s stack, n *node) bool { return len(s)+int(n.need) <= maxFrames }
 
 // startValue reads the first byte of a value of f.n.
 func startValue(s stack, f frame, b byte, out []stack) []stack {
@@ -225,10 +228,15 @@ func startValue(s stack, f frame, b byte, out []stack) []stack {
 	n := f.n
 	switch n.kind {
 	case kAlt:
+		// The alternatives are no alternatives themselves (Compile
+		// flattened them); f is on s already, so one that fits in its
+		// place fits.
 		for _, a := range n.alts {
-			g := f
-			g.n = a
-			out = startValue(s, g, b, out)
+			if len(s)-1+int(a.need) <= maxFrames {
+				g := f
+				g.n = a
+				out = startValue(s, g, b, out)
+			}
 		}
 		return out
 	case kAny:
@@ -276,15 +284,18 @@ func startValue(s stack, f frame, b byte, out []stack) []stack {
 	return out
 }
 
-// The nodes of free JSON values.
+// The nodes of free JSON values, shared by every grammar, with their ids
+// below firstID.
 var (
-	anyObject = &node{kind: kObject, extra: anyNode, maxItems: -1, maxLen: -1}
-	anyArray  = &node{kind: kArray, items: anyNode, maxItems: -1, maxLen: -1}
-	anyString = &node{kind: kString, maxItems: -1, maxLen: -1}
-	anyNumber = &node{kind: kNumber, maxItems: -1, maxLen: -1, min: math.Inf(-1), max: math.Inf(1)}
-	trueNode  = &node{kind: kLiteral, text: "true"}
-	falseNode = &node{kind: kLiteral, text: "false"}
-	nullNode  = &node{kind: kLiteral, text: "null"}
+	anyNode   = &node{kind: kAny, id: 1, need: 1, maxItems: -1, maxLen: -1}
+	anyObject = &node{kind: kObject, id: 2, need: 1, extra: anyNode, maxItems: -1, maxLen: -1}
+	anyArray  = &node{kind: kArray, id: 3, need: 1, items: anyNode, maxItems: -1, maxLen: -1}
+	anyString = &node{kind: kString, id: 4, need: 1, maxItems: -1, maxLen: -1}
+	anyNumber = &node{kind: kNumber, id: 5, need: 1, maxItems: -1, maxLen: -1, min: math.Inf(-1), max: math.Inf(1)}
+	trueNode  = &node{kind: kLiteral, id: 6, need: 1, text: "true"}
+	falseNode = &node{kind: kLiteral, id: 7, need: 1, text: "false"}
+	nullNode  = &node{kind: kLiteral, id: 8, need: 1, text: "null"}
+	keyNode   = &node{kind: kString, id: 9, need: 1, maxLen: -1, maxItems: -1} // a free-key object's key
 )
 
 func isHex(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F' }
@@ -559,4 +570,41 @@ func accepting(s stack) bool {
 	}
 	f := s.top()
 	return len(s) == 1 && f.st == stNumber && numberDone(f.n, f.num)
+}
+
+// hasNumber reports whether some number the matcher may write for n, at
+// most MaxNumberBytes long and without an exponent when n is bounded, obeys
+// n's bounds. Such a number, if any, is among the shortest decimals at or
+// next to a bound, at each count of fraction digits.
+func hasNumber(n *node) bool {
+	if !n.bounded || numberDone(n, "0") {
+		return true
+	}
+	places := MaxNumberBytes
+	if n.kind == kInteger {
+		places = 0
+	}
+	for _, b := range []float64{n.min, n.max} {
+		if math.IsInf(b, 0) {
+			continue
+		}
+		for k := 0; k <= places; k++ {
+			scale := math.Pow(10, float64(k))
+			for _, v := range []float64{math.Floor(b*scale) - 1, math.Floor(b * scale), math.Ceil(b * scale), math.Ceil(b*scale) + 1} {
+				text := strconv.FormatFloat(v/scale, 'f', k, 64)
+				if len(text) <= MaxNumberBytes && numberDone(n, text) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// matchText reports whether text is a complete value of n, as a matcher
+// reads it.
+func matchText(n *node, text string) bool {
+	var m Matcher
+	m.states = []stack{{frame{n: n}}}
+	return m.Advance([]byte(text), false) == nil && m.Done()
 }

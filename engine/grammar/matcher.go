@@ -1,13 +1,42 @@
 package grammar
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
+	"time"
 )
 
-// ErrRejected says a token the grammar does not allow was fed to a
-// Matcher.
-var ErrRejected = errors.New("grammar: the token breaks the grammar")
+// Limits of a matcher's work. A schema whose readings overlap (anyOf
+// branches that differ only deep inside) keeps several states alive; the
+// same state reached twice is kept once, and past these bounds the reply
+// ends with an error rather than the mask taking the engine.
+const (
+	// MaxStates bounds the distinct states a matcher holds at once.
+	MaxStates = 1024
+	// MaxMaskTime bounds the time one Allowed may take.
+	MaxMaskTime = time.Second
+	// checkEvery is how many steps the mask takes between looks at the
+	// clock and the request's context.
+	checkEvery = 4096
+)
+
+// Errors of a Matcher; each is returned wrapped, with figures.
+var (
+	// ErrRejected says a token the grammar does not allow was fed to a
+	// Matcher.
+	ErrRejected = errors.New("grammar: the token breaks the grammar")
+	// ErrTooManyStates says the readings of the reply so far outgrew
+	// MaxStates.
+	ErrTooManyStates = errors.New("grammar: the schema leaves too many readings of the reply open")
+	// ErrMaskTime says one token's mask took longer than MaxMaskTime.
+	ErrMaskTime = errors.New("grammar: the mask of the next token takes too long")
+	// ErrStuck says no token of the vocabulary continues the reply: its
+	// tokens cannot spell what the schema requires next.
+	ErrStuck = errors.New("grammar: no token of the vocabulary can continue the reply")
+)
 
 // Matcher follows one reply through a grammar, token by token: Allowed
 // says which tokens may come next, Advance takes the one that came.
@@ -17,6 +46,15 @@ type Matcher struct {
 	// levels are the states at each depth of the trie walk, kept to
 	// spare allocations.
 	levels [][]stack
+	// seen and key deduplicate states.
+	seen map[string]struct{}
+	key  []byte
+	// The current mask's bounds: its context, its deadline, the steps
+	// since the last look at them, and the error that cut it short.
+	ctx      context.Context
+	deadline time.Time
+	steps    int
+	err      error
 }
 
 // Matcher starts a reply.
@@ -29,13 +67,25 @@ func (m *Matcher) Done() bool { return slices.ContainsFunc(m.states, accepting) 
 
 // Allowed sets in mask (a bitset of Vocab.Size bits, cleared first) the
 // tokens that may come next: those whose bytes keep the reply a prefix of
-// a value, and the end-of-reply tokens once it is complete.
-func (m *Matcher) Allowed(mask []uint64) {
+// a value, and the end-of-reply tokens once it is complete. It stops with
+// an error when ctx ends (its cause), past MaxStates or MaxMaskTime, or
+// when no token is allowed; the mask is then cleared.
+func (m *Matcher) Allowed(ctx context.Context, mask []uint64) error {
+	return m.allowed(ctx, mask, time.Now().Add(MaxMaskTime))
+}
+
+func (m *Matcher) allowed(ctx context.Context, mask []uint64, deadline time.Time) error {
 	clear(mask)
+	m.ctx, m.deadline, m.steps, m.err = ctx, deadline, 0, nil
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	some := false
 	if m.Done() {
 		for _, id := range m.v.eos {
 			if id >= 0 && id < m.v.size {
 				mask[id/64] |= 1 << (id % 64)
+				some = true
 			}
 		}
 	}
@@ -45,11 +95,22 @@ func (m *Matcher) Allowed(mask []uint64) {
 			f := s.top()
 			for i, w := range m.v.inside[stringState(f.esc, f.cont)] {
 				mask[i] |= w
+				some = some || w != 0
 			}
 		}
 		t = &m.v.quoted
 	}
-	m.walk(t, 0, m.states, 0, mask)
+	if m.walk(t, 0, m.states, 0, mask) {
+		some = true
+	}
+	if m.err != nil {
+		clear(mask)
+		return m.err
+	}
+	if !some {
+		return ErrStuck
+	}
+	return nil
 }
 
 // freeString reports that every state is inside a string of unbounded
@@ -66,8 +127,11 @@ func (m *Matcher) freeString() bool {
 	return true
 }
 
-func (m *Matcher) walk(t *trie, node int32, states []stack, depth int, mask []uint64) {
-	for c := t.childStart[node]; c < t.childStart[node+1]; c++ {
+// walk sets the tokens under trie node `node` that states take, and
+// reports whether it set any; it stops once m.err is set.
+func (m *Matcher) walk(t *trie, node int32, states []stack, depth int, mask []uint64) bool {
+	some := false
+	for c := t.childStart[node]; c < t.childStart[node+1] && m.err == nil; c++ {
 		for len(m.levels) <= depth {
 			m.levels = append(m.levels, nil)
 		}
@@ -76,16 +140,86 @@ func (m *Matcher) walk(t *trie, node int32, states []stack, depth int, mask []ui
 		for _, s := range states {
 			next = step(s, b, next)
 		}
+		next = m.settle(next, len(states))
 		m.levels[depth] = next
+		if m.err != nil {
+			return some
+		}
 		if len(next) == 0 {
 			continue
 		}
 		child := t.childNode[c]
 		for _, id := range t.ids[t.idStart[child]:t.idStart[child+1]] {
 			mask[id/64] |= 1 << (id % 64)
+			some = true
 		}
-		m.walk(t, child, next, depth+1, mask)
+		if m.walk(t, child, next, depth+1, mask) {
+			some = true
+		}
 	}
+	return some
+}
+
+// settle deduplicates the states one byte led to from `from` states,
+// counts the work, and sets m.err past the bounds.
+func (m *Matcher) settle(states []stack, from int) []stack {
+	states = m.dedup(states)
+	if len(states) > MaxStates {
+		m.err = fmt.Errorf("%w: more than %d", ErrTooManyStates, MaxStates)
+		return states
+	}
+	if m.ctx == nil {
+		return states
+	}
+	if m.steps += from; m.steps >= checkEvery {
+		m.steps = 0
+		if err := context.Cause(m.ctx); err != nil {
+			m.err = err
+		} else if time.Now().After(m.deadline) {
+			m.err = fmt.Errorf("%w: more than %v", ErrMaskTime, MaxMaskTime)
+		}
+	}
+	return states
+}
+
+// dedup keeps the first of equal states, in place.
+func (m *Matcher) dedup(states []stack) []stack {
+	if len(states) < 2 {
+		return states
+	}
+	if m.seen == nil {
+		m.seen = make(map[string]struct{})
+	}
+	clear(m.seen)
+	kept := states[:0]
+	for _, s := range states {
+		m.key = s.appendKey(m.key[:0])
+		if _, ok := m.seen[string(m.key)]; ok {
+			continue
+		}
+		m.seen[string(m.key)] = struct{}{}
+		kept = append(kept, s)
+	}
+	return kept
+}
+
+// appendKey appends what identifies s: its frames, nodes by id.
+func (s stack) appendKey(key []byte) []byte {
+	for _, f := range s {
+		key = binary.LittleEndian.AppendUint32(key, uint32(f.n.id))
+		key = append(key, f.st, f.ws, f.esc, f.cont)
+		if f.key {
+			key = append(key, 1)
+		} else {
+			key = append(key, 0)
+		}
+		key = binary.LittleEndian.AppendUint32(key, uint32(f.count))
+		key = binary.LittleEndian.AppendUint64(key, f.seen)
+		key = binary.LittleEndian.AppendUint64(key, f.cands)
+		key = append(key, byte(len(f.num)))
+		key = append(key, f.num...)
+	}
+	return key
 }
 
 // Advance takes the bytes of the token that came; an end-of-reply token
@@ -99,10 +233,14 @@ func (m *Matcher) Advance(token []byte, eos bool) error {
 		return nil
 	}
 	states := m.states
+	m.ctx, m.err = nil, nil
 	for _, b := range token {
 		var next []stack
 		for _, s := range states {
 			next = step(s, b, next)
+		}
+		if next = m.settle(next, len(states)); m.err != nil {
+			return m.err
 		}
 		if len(next) == 0 {
 			return ErrRejected

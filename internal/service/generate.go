@@ -227,7 +227,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		// or not.
 		d.Logprobs, d.TopLogprobs = func(lp sample.Logprobs) { last = lp }, p.top
 	}
-	con := s.constrain(p, sampler.IsEOS)
+	con := s.constrain(ctx, p, sampler.IsEOS)
 	if con != nil {
 		// The device's argmax takes no mask: the sampler draws, greedy
 		// or not.
@@ -247,6 +247,9 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	d.AtSplit = func(n int, seq engine.Sequence) { s.snapshot(p.tokens[:cached+n], seq) }
 	st, err := engine.Run(ctx, seq, s.vocab.Size, d)
 	s.stats.observeLoop(st)
+	if err == nil {
+		err = con.Err() // the grammar ended the reply
+	}
 	if err != nil {
 		return sum, err
 	}
