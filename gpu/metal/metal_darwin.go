@@ -5,9 +5,10 @@ package metal
 import (
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"os"
-	"sync"
-	"sync/atomic"
+	"path/filepath"
+	"slices"
 	"syscall"
 	"unsafe"
 
@@ -17,22 +18,6 @@ import (
 
 // maxAppleFamily is the newest family probed (Apple10 is M5).
 const maxAppleFamily = 10
-
-// Device is the Mac's GPU.
-type Device struct {
-	dev   mtl.Device
-	queue mtl.CommandQueue
-	info  gpu.Info
-
-	math mathSettings
-
-	mu     sync.Mutex
-	libs   map[[32]byte]mtl.Library
-	pipes  map[string]*pipeline
-	closed bool
-}
-
-var _ gpu.Device = (*Device)(nil)
 
 // Open takes the system default GPU; it refuses macOS older than 14 and
 // GPUs older than Apple7.
@@ -62,7 +47,7 @@ func runningMacOS() (macOSVersion, error) {
 	return parseMacOSVersion(s)
 }
 
-func open(math mathSettings) (*Device, error) {
+func open(ms mathSettings) (*Device, error) {
 	dev, err := mtl.CreateSystemDefaultDevice()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", gpu.ErrUnsupported, err)
@@ -84,172 +69,87 @@ func open(math mathSettings) (*Device, error) {
 		dev.Release()
 		return nil, err
 	}
-	return &Device{
-		dev:   dev,
-		queue: q,
-		info: gpu.Info{
-			Name:                         name,
-			AppleFamily:                  family,
-			RecommendedMaxWorkingSetSize: dev.RecommendedMaxWorkingSetSize(),
-			UnifiedMemory:                dev.HasUnifiedMemory(),
-		},
-		math:  math,
-		libs:  map[[32]byte]mtl.Library{},
-		pipes: map[string]*pipeline{},
-	}, nil
+	info := gpu.Info{
+		Name:                         name,
+		AppleFamily:                  family,
+		RecommendedMaxWorkingSetSize: dev.RecommendedMaxWorkingSetSize(),
+		UnifiedMemory:                dev.HasUnifiedMemory(),
+	}
+	comp := &mtlCompiler{dev: dev, math: ms, libs: map[[32]byte]mtl.Library{}, bundle: bundledLibraries()}
+	maxBuffer := int(min(dev.MaxBufferLength(), uint64(math.MaxInt)))
+	return newDevice(darwinCalls, uintptr(dev.ID), uintptr(q.ID), info, os.Getpagesize(), maxBuffer, comp), nil
+}
+
+// mtlCompiler compiles MSL with Metal, or loads the .metallib macapp.sh
+// bundled for a source (library.go), one library per source text.
+type mtlCompiler struct {
+	dev    mtl.Device
+	math   mathSettings
+	libs   map[[32]byte]mtl.Library
+	bundle string // the bundle's library folder, "" outside Petal.app
+	notes  []string
+}
+
+func (c *mtlCompiler) note(name, where string) {
+	c.notes = append(c.notes, name+": "+where)
+}
+
+func (c *mtlCompiler) libraryNotes() []string { return slices.Clone(c.notes) }
+
+// bundledLibraries is the library folder of the bundle this executable
+// runs from, "" outside one.
+func bundledLibraries() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	return bundledLibraryDir(exe)
+}
+
+func (c *mtlCompiler) close() {
+	for _, l := range c.libs {
+		l.Release()
+	}
 }
 
 // compileOptions are MSL 3.1 (bfloat needs it) with fast math off as
-// d.math says (owned; release it).
-func (d *Device) compileOptions() mtl.CompileOptions {
+// c.math says (owned; release it).
+func (c *mtlCompiler) compileOptions() mtl.CompileOptions {
 	o := mtl.NewCompileOptions()
 	o.SetLanguageVersion(mtl.LanguageVersion3_1)
-	if d.math.safeMathMode {
+	if c.math.safeMathMode {
 		o.SetMathMode(mtl.MathModeSafe)
 		o.SetMathFloatingPointFunctions(mtl.MathFloatingPointFunctionsPrecise)
 	}
-	if d.math.fastMathOff {
+	if c.math.fastMathOff {
 		o.SetFastMathEnabled(false)
 	}
 	return o
 }
 
-// Info describes the GPU.
-func (d *Device) Info() gpu.Info { return d.info }
-
-// Close releases pipelines, libraries, the queue and the device. Buffers
-// are released by their own Release.
-func (d *Device) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil
-	}
-	d.closed = true
-	mtl.WithPool(func() {
-		for _, p := range d.pipes {
-			p.pso.Release()
-		}
-		for _, l := range d.libs {
-			l.Release()
-		}
-		d.queue.Release()
-		d.dev.Release()
-	})
-	return nil
-}
-
-// ---------------------------------------------------------------- buffers
-
-type buffer struct {
-	b       mtl.Buffer
-	data    []byte
-	release sync.Once
-}
-
-func (b *buffer) Len() int         { return len(b.data) }
-func (b *buffer) Contents() []byte { return b.data }
-func (b *buffer) Release() {
-	b.release.Do(func() {
-		mtl.WithPool(b.b.Release)
-		b.data = nil
-	})
-}
-
-// NewBuffer allocates a zeroed shared buffer.
-func (d *Device) NewBuffer(length int) (gpu.Buffer, error) {
-	if length <= 0 {
-		return nil, fmt.Errorf("%w: buffer length %d", gpu.ErrInvalid, length)
-	}
-	var b mtl.Buffer
-	var err error
-	mtl.WithPool(func() { b, err = d.dev.NewBufferWithLength(uint(length), mtl.ResourceStorageModeShared) })
-	if err != nil {
-		return nil, err
-	}
-	data := unsafe.Slice((*byte)(b.Contents()), length)
-	clear(data)
-	return &buffer{b: b, data: data}, nil
-}
-
-// WrapNoCopy makes a buffer over mem (an mmapped, page-aligned region);
-// the length Metal sees is rounded up to whole pages, which the mapping
-// covers.
-func (d *Device) WrapNoCopy(mem []byte) (gpu.Buffer, error) {
-	if err := gpu.CheckNoCopy(mem); err != nil {
-		return nil, err
-	}
-	page := os.Getpagesize()
-	length := (len(mem) + page - 1) / page * page
-	var b mtl.Buffer
-	var err error
-	mtl.WithPool(func() {
-		b, err = d.dev.NewBufferWithBytesNoCopy(unsafe.Pointer(&mem[0]), uint(length), mtl.ResourceStorageModeShared)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &buffer{b: b, data: mem[:len(mem):len(mem)]}, nil
-}
-
-// ---------------------------------------------------------------- pipelines
-
-type pipeline struct {
-	name string
-	pso  mtl.ComputePipelineState
-	max  int
-	dev  *Device
-}
-
-func (p *pipeline) Name() string    { return p.name }
-func (p *pipeline) MaxThreads() int { return p.max }
-
-// NewPipeline compiles (or reuses) the library of src and specialises
+// pipeline compiles (or reuses) the library of src and specialises
 // function with constants.
-func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.Constant) (gpu.Pipeline, error) {
-	if err := gpu.CheckConstants(constants); err != nil {
-		return nil, err
-	}
-	key := gpu.PipelineKey(src, function, constants)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, gpu.ErrClosed
-	}
-	if p, ok := d.pipes[key]; ok {
-		return p, nil
-	}
-	var p *pipeline
-	var err error
-	mtl.WithPool(func() { p, err = d.compile(src, function, constants) })
-	if err != nil {
-		return nil, err
-	}
-	d.pipes[key] = p
-	return p, nil
+func (c *mtlCompiler) pipeline(src gpu.Source, function string, constants []gpu.Constant) (pso uintptr, maxThreads int, err error) {
+	mtl.WithPool(func() { pso, maxThreads, err = c.compile(src, function, constants) })
+	return pso, maxThreads, err
 }
 
-func (d *Device) compile(src gpu.Source, function string, constants []gpu.Constant) (*pipeline, error) {
-	sum := sha256.Sum256([]byte(src.Text))
-	lib, ok := d.libs[sum]
-	if !ok {
-		var err error
-		opts := d.compileOptions()
-		lib, err = d.dev.NewLibraryWithSource(src.Text, opts)
-		opts.Release()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", gpu.ErrCompile, src.Name, err)
-		}
-		d.libs[sum] = lib
+func (c *mtlCompiler) compile(src gpu.Source, function string, constants []gpu.Constant) (uintptr, int, error) {
+	lib, err := c.library(src)
+	if err != nil {
+		return 0, 0, err
 	}
 	values := mtl.NewFunctionConstantValues()
 	defer values.Release()
 	// Metal copies each value in setConstantValue, so one slot per
 	// constant only has to live through the call.
-	for _, c := range constants {
-		v := c.Bits
+	for _, k := range constants {
+		v := k.Bits
 		var t mtl.DataType
-		switch c.Type {
+		switch k.Type {
 		case gpu.Bool:
 			t = mtl.DataTypeBool
 		case gpu.Int32:
@@ -260,200 +160,45 @@ func (d *Device) compile(src gpu.Source, function string, constants []gpu.Consta
 			t = mtl.DataTypeFloat
 		}
 		// A bool is one byte; little-endian puts it first.
-		values.SetConstantValue(unsafe.Pointer(&v), t, uint(c.Index))
+		values.SetConstantValue(unsafe.Pointer(&v), t, uint(k.Index))
 	}
 	fn, err := lib.NewFunctionWithConstants(function, values)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %s: %v", gpu.ErrCompile, src.Name, function, err)
+		return 0, 0, fmt.Errorf("%w: %s: %s: %v", gpu.ErrCompile, src.Name, function, err)
 	}
 	defer fn.Release()
-	pso, err := d.dev.NewComputePipelineStateWithFunction(fn)
+	pso, err := c.dev.NewComputePipelineStateWithFunction(fn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %s: %v", gpu.ErrCompile, src.Name, function, err)
+		return 0, 0, fmt.Errorf("%w: %s: %s: %v", gpu.ErrCompile, src.Name, function, err)
 	}
-	return &pipeline{name: function, pso: pso, max: pso.MaxTotalThreadsPerThreadgroup(), dev: d}, nil
+	return uintptr(pso.ID), pso.MaxTotalThreadsPerThreadgroup(), nil
 }
 
-// ---------------------------------------------------------------- command buffers
-
-type commandBuffer struct {
-	dev    *Device
-	cb     mtl.CommandBuffer
-	enc    mtl.ComputeCommandEncoder
-	trace  gpu.Trace
-	err    error
-	status atomic.Int32
-	wait   sync.Once
-	runErr error
-
-	mu       sync.Mutex // guards cb against Status racing with its release
-	released bool
-}
-
-// NewCommandBuffer starts a concurrent compute pass.
-func (d *Device) NewCommandBuffer() (gpu.CommandBuffer, error) {
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return nil, gpu.ErrClosed
+// library is src's library: the bundled one built from this very text
+// when there is one (library.go), else compiled from source. Either way
+// it notes where it came from.
+func (c *mtlCompiler) library(src gpu.Source) (mtl.Library, error) {
+	sum := sha256.Sum256([]byte(src.Text))
+	if lib, ok := c.libs[sum]; ok {
+		return lib, nil
 	}
-	c := &commandBuffer{dev: d}
-	var err error
-	mtl.WithPool(func() {
-		c.cb, err = d.queue.CommandBuffer()
-		if err != nil {
-			return
+	path, why := pickLibrary(c.bundle, src)
+	if path != "" {
+		lib, err := c.dev.NewLibraryWithURL(path)
+		if err == nil {
+			c.libs[sum] = lib
+			c.note(src.Name, why)
+			return lib, nil
 		}
-		c.cb.Retain()
-		c.enc, err = c.cb.ComputeCommandEncoderWithDispatchType(mtl.DispatchTypeConcurrent)
-		if err != nil {
-			c.cb.Release()
-			return
-		}
-		c.enc.Retain()
-	})
+		why = fmt.Sprintf("loading the bundled library failed: %v", err)
+	}
+	opts := c.compileOptions()
+	lib, err := c.dev.NewLibraryWithSource(src.Text, opts)
+	opts.Release()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", gpu.ErrExecution, err)
+		return mtl.Library{}, fmt.Errorf("%w: %s: %v", gpu.ErrCompile, src.Name, err)
 	}
-	return c, nil
-}
-
-func (c *commandBuffer) Trace() *gpu.Trace { return &c.trace }
-
-func (c *commandBuffer) Dispatch(d *gpu.Dispatch) error {
-	if c.err != nil {
-		return c.err
-	}
-	if gpu.Status(c.status.Load()) != gpu.Encoding {
-		return fmt.Errorf("%w: dispatch after commit", gpu.ErrInvalid)
-	}
-	if err := d.Check(); err != nil {
-		c.err = err
-		return err
-	}
-	p, ok := d.Pipeline.(*pipeline)
-	if !ok || p.dev != c.dev {
-		c.err = fmt.Errorf("%w: pipeline %s is not from this Metal device", gpu.ErrInvalid, d.Pipeline.Name())
-		return c.err
-	}
-	bufs := make([]*buffer, len(d.Args))
-	for i, a := range d.Args {
-		if a.Bytes != nil {
-			continue
-		}
-		b, ok := a.Buffer.(*buffer)
-		if !ok || b.data == nil {
-			c.err = fmt.Errorf("%w: %s: buffer at index %d is not a live Metal buffer", gpu.ErrInvalid, p.name, a.Index)
-			return c.err
-		}
-		bufs[i] = b
-	}
-	mtl.WithPool(func() {
-		c.enc.SetComputePipelineState(p.pso)
-		for i, a := range d.Args {
-			if a.Bytes != nil {
-				c.enc.SetBytes(a.Bytes, uint(a.Index))
-			} else {
-				c.enc.SetBuffer(bufs[i].b, uint(a.Offset), uint(a.Index))
-			}
-		}
-		for i, n := range d.ThreadgroupMemory {
-			if n > 0 {
-				c.enc.SetThreadgroupMemoryLength(uint(n), uint(i))
-			}
-		}
-		c.enc.DispatchThreadgroups(
-			mtl.Size{Width: uint(d.Groups.X), Height: uint(d.Groups.Y), Depth: uint(d.Groups.Z)},
-			mtl.Size{Width: uint(d.Threads.X), Height: uint(d.Threads.Y), Depth: uint(d.Threads.Z)})
-	})
-	c.trace.AddDispatch(d)
-	return nil
-}
-
-func (c *commandBuffer) Barrier() {
-	if gpu.Status(c.status.Load()) != gpu.Encoding || c.err != nil {
-		return
-	}
-	c.trace.AddBarrier()
-	mtl.WithPool(func() { c.enc.MemoryBarrierWithScope(mtl.BarrierScopeBuffers) })
-}
-
-// Commit ends the pass and submits it; after an encoding error it ends the
-// pass (Metal asserts on an encoder dropped mid-encoding) and submits
-// nothing.
-func (c *commandBuffer) Commit() error {
-	if !c.status.CompareAndSwap(int32(gpu.Encoding), int32(gpu.Committed)) {
-		return fmt.Errorf("%w: command buffer committed twice", gpu.ErrInvalid)
-	}
-	mtl.WithPool(func() {
-		c.enc.EndEncoding()
-		c.enc.Release()
-		if c.err == nil {
-			c.cb.Commit()
-		}
-	})
-	if c.err != nil {
-		c.wait.Do(func() { c.settle(c.err) })
-		return c.err
-	}
-	return nil
-}
-
-// settle records the outcome and releases the command buffer; it runs once,
-// inside c.wait.
-func (c *commandBuffer) settle(err error) {
-	c.runErr = err
-	if err != nil {
-		c.status.Store(int32(gpu.Failed))
-	} else {
-		c.status.Store(int32(gpu.Completed))
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.released = true
-	mtl.WithPool(c.cb.Release)
-}
-
-// Wait blocks until the GPU is done, then checks status and error. Any
-// number of goroutines may wait: the first waits on the GPU inside c.wait,
-// the others block in c.wait until it has settled, so none messages the
-// command buffer after its release.
-func (c *commandBuffer) Wait() error {
-	if gpu.Status(c.status.Load()) == gpu.Encoding {
-		return fmt.Errorf("%w: wait before commit", gpu.ErrInvalid)
-	}
-	c.wait.Do(func() {
-		var err error
-		mtl.WithPool(func() {
-			c.cb.WaitUntilCompleted()
-			if st := c.cb.Status(); st != mtl.CommandBufferStatusCompleted {
-				err = fmt.Errorf("%w: status %d: %v", gpu.ErrExecution, st, c.cb.Error())
-			}
-		})
-		c.settle(err)
-	})
-	return c.runErr
-}
-
-// Status reports the state without blocking.
-func (c *commandBuffer) Status() gpu.Status {
-	s := gpu.Status(c.status.Load())
-	if s != gpu.Committed {
-		return s
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.released {
-		return gpu.Status(c.status.Load())
-	}
-	var st mtl.CommandBufferStatus
-	mtl.WithPool(func() { st = c.cb.Status() })
-	switch st {
-	case mtl.CommandBufferStatusCompleted:
-		return gpu.Completed
-	case mtl.CommandBufferStatusError:
-		return gpu.Failed
-	}
-	return gpu.Committed
+	c.libs[sum] = lib
+	c.note(src.Name, "compiled from source: "+why)
+	return lib, nil
 }

@@ -28,14 +28,14 @@ func openMac(t *testing.T) *Device {
 }
 
 func TestCompileOptionsTurnFastMathOff(t *testing.T) {
-	d := openMac(t)
+	c := openMac(t).comp.(*mtlCompiler)
 	mtl.WithPool(func() {
-		o := d.compileOptions()
+		o := c.compileOptions()
 		defer o.Release()
-		if o.HasMathMode() != d.math.safeMathMode {
-			t.Errorf("the OS has mathMode: %v, but the driver chose %+v", o.HasMathMode(), d.math)
+		if o.HasMathMode() != c.math.safeMathMode {
+			t.Errorf("the OS has mathMode: %v, but the driver chose %+v", o.HasMathMode(), c.math)
 		}
-		if d.math.safeMathMode {
+		if c.math.safeMathMode {
 			if o.MathMode() != mtl.MathModeSafe || o.MathFloatingPointFunctions() != mtl.MathFloatingPointFunctionsPrecise {
 				t.Errorf("mathMode %d, mathFloatingPointFunctions %d; want safe (0), precise (1)", o.MathMode(), o.MathFloatingPointFunctions())
 			}

@@ -13,7 +13,9 @@
 // per selector named from the selector's first part and a Reference link.
 // Enums are typed integers with the values of Apple's headers. NSError
 // out-parameters become Go errors where they arise; nil results are checked
-// on the spot.
+// on the spot. The calls made for every dispatch (call_darwin.go) are plain
+// functions of object ids instead, through objc_msgSend with purego.SyscallN
+// on an argument block the caller keeps, which allocates nothing.
 //
 // # Lifetimes
 //

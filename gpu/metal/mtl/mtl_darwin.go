@@ -117,6 +117,7 @@ type Size struct {
 // Classes are looked up in init, after their frameworks are loaded.
 var (
 	class_NSString                  objc.Class
+	class_NSURL                     objc.Class
 	class_MTLCompileOptions         objc.Class
 	class_MTLFunctionConstantValues objc.Class
 )
@@ -135,6 +136,9 @@ var (
 	sel_hasUnifiedMemory                                    = objc.RegisterName("hasUnifiedMemory")
 	sel_newCommandQueue                                     = objc.RegisterName("newCommandQueue")
 	sel_newLibraryWithSource_options_error                  = objc.RegisterName("newLibraryWithSource:options:error:")
+	sel_newLibraryWithURL_error                             = objc.RegisterName("newLibraryWithURL:error:")
+	sel_fileURLWithPath                                     = objc.RegisterName("fileURLWithPath:")
+	sel_maxBufferLength                                     = objc.RegisterName("maxBufferLength")
 	sel_setLanguageVersion                                  = objc.RegisterName("setLanguageVersion:")
 	sel_respondsToSelector                                  = objc.RegisterName("respondsToSelector:")
 	sel_setMathMode                                         = objc.RegisterName("setMathMode:")
@@ -150,11 +154,12 @@ var (
 	sel_newBufferWithLength_options                         = objc.RegisterName("newBufferWithLength:options:")
 	sel_newBufferWithBytesNoCopy_length_options_deallocator = objc.RegisterName("newBufferWithBytesNoCopy:length:options:deallocator:")
 	sel_contents                                            = objc.RegisterName("contents")
-	sel_length                                              = objc.RegisterName("length")
 	sel_commandBuffer                                       = objc.RegisterName("commandBuffer")
 	sel_computeCommandEncoderWithDispatchType               = objc.RegisterName("computeCommandEncoderWithDispatchType:")
 	sel_setComputePipelineState                             = objc.RegisterName("setComputePipelineState:")
 	sel_setBuffer_offset_atIndex                            = objc.RegisterName("setBuffer:offset:atIndex:")
+	sel_setBufferOffset_atIndex                             = objc.RegisterName("setBufferOffset:atIndex:")
+	sel_setBuffers_offsets_withRange                        = objc.RegisterName("setBuffers:offsets:withRange:")
 	sel_setBytes_length_atIndex                             = objc.RegisterName("setBytes:length:atIndex:")
 	sel_setThreadgroupMemoryLength_atIndex                  = objc.RegisterName("setThreadgroupMemoryLength:atIndex:")
 	sel_dispatchThreadgroups_threadsPerThreadgroup          = objc.RegisterName("dispatchThreadgroups:threadsPerThreadgroup:")
@@ -168,8 +173,6 @@ var (
 
 var (
 	createSystemDefaultDevice func() objc.ID
-	autoreleasePoolPush       func() uintptr
-	autoreleasePoolPop        func(uintptr)
 	loadErr                   error
 )
 
@@ -197,9 +200,10 @@ func init() {
 	}
 	purego.RegisterLibFunc(&createSystemDefaultDevice, metal, "MTLCreateSystemDefaultDevice")
 	class_NSString = objc.GetClass("NSString")
+	class_NSURL = objc.GetClass("NSURL")
 	class_MTLCompileOptions = objc.GetClass("MTLCompileOptions")
 	class_MTLFunctionConstantValues = objc.GetClass("MTLFunctionConstantValues")
-	if class_NSString == 0 || class_MTLCompileOptions == 0 || class_MTLFunctionConstantValues == 0 {
+	if class_NSString == 0 || class_NSURL == 0 || class_MTLCompileOptions == 0 || class_MTLFunctionConstantValues == 0 {
 		loadErr = fmt.Errorf("%w: Foundation or Metal classes missing", ErrNoMetal)
 		return
 	}
@@ -208,8 +212,15 @@ func init() {
 		loadErr = fmt.Errorf("%w: %v", ErrNoMetal, err)
 		return
 	}
-	purego.RegisterLibFunc(&autoreleasePoolPush, libobjc, "objc_autoreleasePoolPush")
-	purego.RegisterLibFunc(&autoreleasePoolPop, libobjc, "objc_autoreleasePoolPop")
+	for _, f := range []struct {
+		addr *uintptr
+		name string
+	}{{&msgSendFn, "objc_msgSend"}, {&poolPush, "objc_autoreleasePoolPush"}, {&poolPop, "objc_autoreleasePoolPop"}} {
+		if *f.addr, err = purego.Dlsym(libobjc, f.name); err != nil {
+			loadErr = fmt.Errorf("%w: %v", ErrNoMetal, err)
+			return
+		}
+	}
 }
 
 // WithPool runs f on a locked OS thread inside an autorelease pool, which
@@ -218,8 +229,9 @@ func init() {
 func WithPool(f func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	pool := autoreleasePoolPush()
-	defer autoreleasePoolPop(pool)
+	var a Args
+	pool := PoolPush()
+	defer PoolPop(&a, pool)
 	f()
 }
 
@@ -247,11 +259,6 @@ func (o Object) Release() {
 		o.ID.Send(sel_release)
 	}
 }
-
-// Retain takes a reference (for autoreleased results kept past their pool).
-//
-// Reference: https://developer.apple.com/documentation/objectivec/1418956-nsobject/1571946-retain
-func (o Object) Retain() { o.ID.Send(sel_retain) }
 
 // Device is an id<MTLDevice>.
 //
@@ -299,6 +306,30 @@ func (d Device) RecommendedMaxWorkingSetSize() uint64 {
 // Reference: https://developer.apple.com/documentation/metal/mtldevice/3229025-hasunifiedmemory
 func (d Device) HasUnifiedMemory() bool { return objc.Send[bool](d.ID, sel_hasUnifiedMemory) }
 
+// MaxBufferLength is the largest buffer the GPU can make, in bytes.
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/2966563-maxbufferlength
+func (d Device) MaxBufferLength() uint64 { return objc.Send[uint64](d.ID, sel_maxBufferLength) }
+
+// NewLibraryWithURL loads a compiled .metallib file (owned result; call it
+// inside a pool).
+//
+// Reference: https://developer.apple.com/documentation/metal/mtldevice/2877425-newlibrarywithurl
+func (d Device) NewLibraryWithURL(path string) (Library, error) {
+	p := nsString(path)
+	defer Object{p}.Release()
+	url := objc.ID(class_NSURL).Send(sel_fileURLWithPath, p)
+	var errID objc.ID
+	id := d.ID.Send(sel_newLibraryWithURL_error, url, unsafe.Pointer(&errID))
+	if id == 0 {
+		if err := nsError(errID); err != nil {
+			return Library{}, err
+		}
+		return Library{}, fmt.Errorf("mtl: newLibraryWithURL(%s) returned nil", path)
+	}
+	return Library{Object{id}}, nil
+}
+
 // NewCommandQueue returns an owned command queue.
 //
 // Reference: https://developer.apple.com/documentation/metal/mtldevice/1433388-newcommandqueue
@@ -340,30 +371,6 @@ func (d Device) NewComputePipelineStateWithFunction(f Function) (ComputePipeline
 		return ComputePipelineState{}, errors.New("mtl: newComputePipelineStateWithFunction returned nil")
 	}
 	return ComputePipelineState{Object{id}}, nil
-}
-
-// NewBufferWithLength allocates a buffer (owned; Metal zero-fills new
-// allocations in practice, which callers must not rely on).
-//
-// Reference: https://developer.apple.com/documentation/metal/mtldevice/1433375-newbufferwithlength
-func (d Device) NewBufferWithLength(length uint, opts ResourceOptions) (Buffer, error) {
-	id := d.ID.Send(sel_newBufferWithLength_options, length, uint(opts))
-	if id == 0 {
-		return Buffer{}, fmt.Errorf("mtl: newBufferWithLength(%d) returned nil", length)
-	}
-	return Buffer{Object{id}}, nil
-}
-
-// NewBufferWithBytesNoCopy wraps page-aligned memory the caller keeps
-// alive (owned; no deallocator).
-//
-// Reference: https://developer.apple.com/documentation/metal/mtldevice/1433382-newbufferwithbytesnocopy
-func (d Device) NewBufferWithBytesNoCopy(ptr unsafe.Pointer, length uint, opts ResourceOptions) (Buffer, error) {
-	id := d.ID.Send(sel_newBufferWithBytesNoCopy_length_options_deallocator, ptr, length, uint(opts), uintptr(0))
-	if id == 0 {
-		return Buffer{}, fmt.Errorf("mtl: newBufferWithBytesNoCopy(%d bytes) returned nil", length)
-	}
-	return Buffer{Object{id}}, nil
 }
 
 // CompileOptions is an MTLCompileOptions.
@@ -492,116 +499,17 @@ func (b Buffer) Contents() unsafe.Pointer {
 	return objc.Send[unsafe.Pointer](b.ID, sel_contents)
 }
 
-// Length is the buffer's size in bytes.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlresource/1515373-length
-func (b Buffer) Length() uint { return objc.Send[uint](b.ID, sel_length) }
-
 // CommandQueue is an id<MTLCommandQueue>.
 //
 // Reference: https://developer.apple.com/documentation/metal/mtlcommandqueue
 type CommandQueue struct{ Object }
-
-// CommandBuffer returns an autoreleased command buffer.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcommandqueue/1508686-commandbuffer
-func (q CommandQueue) CommandBuffer() (CommandBuffer, error) {
-	id := q.ID.Send(sel_commandBuffer)
-	if id == 0 {
-		return CommandBuffer{}, errors.New("mtl: commandBuffer returned nil")
-	}
-	return CommandBuffer{Object{id}}, nil
-}
 
 // CommandBuffer is an id<MTLCommandBuffer>.
 //
 // Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer
 type CommandBuffer struct{ Object }
 
-// ComputeCommandEncoderWithDispatchType starts a compute pass
-// (autoreleased).
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/3088442-computecommandencoderwithdispatc
-func (c CommandBuffer) ComputeCommandEncoderWithDispatchType(t DispatchType) (ComputeCommandEncoder, error) {
-	id := c.ID.Send(sel_computeCommandEncoderWithDispatchType, uint(t))
-	if id == 0 {
-		return ComputeCommandEncoder{}, errors.New("mtl: computeCommandEncoderWithDispatchType returned nil")
-	}
-	return ComputeCommandEncoder{Object{id}}, nil
-}
-
-// Commit submits the command buffer.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/1443003-commit
-func (c CommandBuffer) Commit() { c.ID.Send(sel_commit) }
-
-// WaitUntilCompleted blocks until the GPU finished it.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/1443039-waituntilcompleted
-func (c CommandBuffer) WaitUntilCompleted() { c.ID.Send(sel_waitUntilCompleted) }
-
-// Status is where the command buffer is.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/1443048-status
-func (c CommandBuffer) Status() CommandBufferStatus {
-	return CommandBufferStatus(objc.Send[uint](c.ID, sel_status))
-}
-
 // Error is the execution error, nil if none.
 //
 // Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/1443040-error
 func (c CommandBuffer) Error() error { return nsError(c.ID.Send(sel_error)) }
-
-// ComputeCommandEncoder is an id<MTLComputeCommandEncoder>.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder
-type ComputeCommandEncoder struct{ Object }
-
-// SetComputePipelineState selects the kernel of the next dispatch.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443140-setcomputepipelinestate
-func (e ComputeCommandEncoder) SetComputePipelineState(p ComputePipelineState) {
-	e.ID.Send(sel_setComputePipelineState, p.ID)
-}
-
-// SetBuffer binds b at offset to [[buffer(index)]].
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443126-setbuffer
-func (e ComputeCommandEncoder) SetBuffer(b Buffer, offset, index uint) {
-	e.ID.Send(sel_setBuffer_offset_atIndex, b.ID, offset, index)
-}
-
-// SetBytes copies data into the command stream for [[buffer(index)]].
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443159-setbytes
-func (e ComputeCommandEncoder) SetBytes(data []byte, index uint) {
-	e.ID.Send(sel_setBytes_length_atIndex, unsafe.Pointer(&data[0]), uint(len(data)), index)
-	runtime.KeepAlive(data)
-}
-
-// SetThreadgroupMemoryLength sizes [[threadgroup(index)]].
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443142-setthreadgroupmemorylength
-func (e ComputeCommandEncoder) SetThreadgroupMemoryLength(length, index uint) {
-	e.ID.Send(sel_setThreadgroupMemoryLength_atIndex, length, index)
-}
-
-// DispatchThreadgroups runs groups threadgroups of threads threads.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443138-dispatchthreadgroups
-func (e ComputeCommandEncoder) DispatchThreadgroups(groups, threads Size) {
-	e.ID.Send(sel_dispatchThreadgroups_threadsPerThreadgroup, groups, threads)
-}
-
-// MemoryBarrierWithScope orders the dispatches before it against those
-// after it, in a concurrent pass.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/2966598-memorybarrierwithscope
-func (e ComputeCommandEncoder) MemoryBarrierWithScope(s BarrierScope) {
-	e.ID.Send(sel_memoryBarrierWithScope, uint(s))
-}
-
-// EndEncoding closes the pass.
-//
-// Reference: https://developer.apple.com/documentation/metal/mtlcommandencoder/1458038-endencoding
-func (e ComputeCommandEncoder) EndEncoding() { e.ID.Send(sel_endEncoding) }
