@@ -26,6 +26,8 @@ func runDoctor(args []string, stdout io.Writer) error {
 	backend := fl.String("backend", doctor.DefaultBackend(), "metal or sim")
 	asJSON := fl.Bool("json", false, "print the report as JSON")
 	dir := fl.String("shaders", "", "compile the kernel sources in DIR instead of the embedded ones")
+	compileOnly := fl.Bool("compile-only", false, "only open the device and compile every kernel with each function-constant set the ops use; run nothing on the GPU")
+	specialize := fl.String("specialize", "", "write each kernel file into `DIR` once per function-constant set the ops use, the constants fixed, for Apple's offline compiler (xcrun metal); run no check")
 	if err := parseFlags(fl, args); err != nil {
 		return err
 	}
@@ -36,7 +38,10 @@ func runDoctor(args []string, stdout io.Writer) error {
 		}
 		src = os.DirFS(*dir)
 	}
-	opts := doctor.Options{Backend: *backend, Shaders: src}
+	if *specialize != "" {
+		return writeSpecialized(stdout, *specialize, src)
+	}
+	opts := doctor.Options{Backend: *backend, Shaders: src, CompileOnly: *compileOnly}
 	if !*asJSON {
 		opts.Progress = progressDots(os.Stderr)
 	}
@@ -77,9 +82,27 @@ func progressDots(w io.Writer) func(doctor.Check) {
 			fmt.Fprintf(w, "%-8s", section)
 		}
 		mark := "."
-		if !c.Pass {
+		switch {
+		case c.Skipped:
+			mark = "s"
+		case !c.Pass:
 			mark = "F"
 		}
 		fmt.Fprint(w, mark)
 	}
+}
+
+// writeSpecialized runs doctor.Specialize and lists what it wrote, a file a
+// line: its path, then the kernel file and constant set it holds.
+func writeSpecialized(stdout io.Writer, dir string, src fs.FS) error {
+	files, err := doctor.Specialize(dir, src)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if _, err := fmt.Fprintf(stdout, "%s\t%s%s\n", f.Path, f.Source, f.Constants); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -24,7 +24,7 @@ func TestDeviceChecks(t *testing.T) {
 	checks := func(backend, os string, info gpu.Info) []Check {
 		run := &runner{r: &Report{OS: os}}
 		run.osCheck(backend)
-		run.deviceChecks(backend, info)
+		run.deviceChecks(backend == "metal", info)
 		return run.r.Checks
 	}
 	good := gpu.Info{Name: "Apple M2 Pro", AppleFamily: 8, RecommendedMaxWorkingSetSize: 22 << 30, UnifiedMemory: true}

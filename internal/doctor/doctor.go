@@ -45,6 +45,10 @@ type Options struct {
 	// Context, when set, stops the run between checks once it is done;
 	// the report then ends with a failed check saying so.
 	Context context.Context
+	// CompileOnly stops after the device and compile checks: every kernel
+	// function of every file is compiled with each function-constant set
+	// the ops use, and nothing runs on the GPU (no self-test, no model).
+	CompileOnly bool
 }
 
 // Check is one line of the report.
@@ -52,6 +56,10 @@ type Check struct {
 	Section string `json:"section"`
 	Name    string `json:"name"`
 	Pass    bool   `json:"pass"`
+	// Skipped is a check that could not run here, with the reason as its
+	// Message: it neither passed nor failed (Pass is false, and it does not
+	// count in Report.Failed).
+	Skipped bool `json:"skipped,omitempty"`
 	// Message is what was measured on a pass, and the exact error
 	// (compiler output included) on a failure.
 	Message string  `json:"message"`
@@ -78,6 +86,7 @@ type Report struct {
 	Seconds       float64   `json:"seconds"`
 	Pass          bool      `json:"pass"`
 	Failed        int       `json:"failed"`
+	Skipped       int       `json:"skipped,omitempty"`
 	Checks        []Check   `json:"checks"`
 }
 
@@ -97,12 +106,15 @@ func DefaultBackend() string {
 // the model's does not: the check runs every dispatch twice).
 type backend struct {
 	kernels, model func() (gpu.Device, error)
-	reps           int  // timed runs per kernel after the checked one
-	modelSize      bool // time kernels at the model's size where a case can
+	// family, set for an Apple GPU, reads its name and highest Apple family
+	// before the device opens; nil where it cannot be read (off a Mac).
+	family    func() (name string, family int, err error)
+	reps      int  // timed runs per kernel after the checked one
+	modelSize bool // time kernels at the model's size where a case can
 }
 
 var backends = map[string]backend{
-	"metal": {kernels: metal.Open, model: metal.Open, reps: 5, modelSize: true},
+	"metal": {kernels: metal.Open, model: metal.Open, family: appleFamily, reps: 5, modelSize: true},
 	"sim": {
 		kernels: func() (gpu.Device, error) { return sim.Open(sim.Options{}) },
 		model:   func() (gpu.Device, error) { return sim.Open(sim.Options{Fast: true}) },
@@ -139,10 +151,17 @@ func Run(opts Options) (*Report, error) {
 			run.add(Check{Section: SectionDevice, Name: "run", Message: "stopped before the end: " + err.Error()})
 		}
 		r.Seconds = time.Since(r.Started).Seconds()
-		r.Pass = r.Failed == 0 && len(r.Checks) > 0
+		r.Pass = r.Failed == 0 && len(r.Checks) > r.Skipped
 	}()
 
 	run.osCheck(name)
+	if be.family != nil {
+		if gpuName, fam, err := be.family(); err == nil && fam < gpu.MinAppleFamily {
+			r.Device = gpuName
+			run.skipGPU(name, gpuName, fam, opts.CompileOnly)
+			return r, nil
+		}
+	}
 	dev, err := run.open(SectionDevice, "open the "+name+" device", be.kernels)
 	if err != nil {
 		return r, nil
@@ -151,7 +170,7 @@ func Run(opts Options) (*Report, error) {
 	info := dev.Info()
 	r.Device = info.Name
 	r.BandwidthGBps = appleBandwidth(info.Name)
-	run.deviceChecks(name, info)
+	run.deviceChecks(be.family != nil, info)
 
 	files, err := loadSources(src)
 	run.add(Check{Section: SectionCompile, Name: "read the kernel sources", Pass: err == nil, Message: sourcesMessage(files, err)})
@@ -160,6 +179,9 @@ func Run(opts Options) (*Report, error) {
 	}
 	over := &sourced{Device: dev, text: files.text}
 	run.compile(over, files)
+	if opts.CompileOnly {
+		return r, nil
+	}
 	run.kernels(shaders.NewKernels(over), files, be.reps, be.modelSize)
 
 	mdev, err := run.open(SectionModel, "open the "+name+" device for the model", be.model)
@@ -180,7 +202,10 @@ type runner struct {
 
 func (run *runner) add(c Check) {
 	run.r.Checks = append(run.r.Checks, c)
-	if !c.Pass {
+	switch {
+	case c.Skipped:
+		run.r.Skipped++
+	case !c.Pass:
 		run.r.Failed++
 	}
 	if run.progress != nil {

@@ -22,10 +22,13 @@ var (
 	demoDecode = []int{77, 3, 1024}
 )
 
+// demoCheck names the model check.
+const demoCheck = "demo model, GPU path against the CPU backend"
+
 // demo runs the embedded demo model through dev and through the CPU
 // backend and compares every position's logits.
 func (run *runner) demo(dev gpu.Device) {
-	c := Check{Section: SectionModel, Name: "demo model, GPU path against the CPU backend"}
+	c := Check{Section: SectionModel, Name: demoCheck}
 	run.timed(&c, func() (string, error) {
 		dir, err := models.DemoDir()
 		if err != nil {

@@ -21,6 +21,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !r.Pass {
 		verdict = fmt.Sprintf("%d of %d checks FAILED", r.Failed, len(r.Checks))
 	}
+	if r.Skipped > 0 {
+		verdict += fmt.Sprintf(", %d skipped", r.Skipped)
+		if r.Pass {
+			verdict = fmt.Sprintf("all %d checks that ran passed, %d skipped", len(r.Checks)-r.Skipped, r.Skipped)
+		}
+	}
 	fmt.Fprintf(&b, "\n%s in %.1f s\n", verdict, r.Seconds)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -30,11 +36,14 @@ func (r *Report) WriteText(w io.Writer) error {
 // follows on indented lines, whole.
 func (c Check) Line() string {
 	status := "PASS"
-	if !c.Pass {
+	switch {
+	case c.Skipped:
+		status = "SKIP"
+	case !c.Pass:
 		status = "FAIL"
 	}
 	line := fmt.Sprintf("%s %-7s %s", status, c.Section, c.Name)
-	if c.Pass {
+	if c.Pass || c.Skipped {
 		return line + ": " + c.Message
 	}
 	return line + "\n    " + strings.ReplaceAll(strings.TrimRight(c.Message, "\n"), "\n", "\n    ")
