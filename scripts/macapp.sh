@@ -6,6 +6,13 @@
 # icon from build/appicon.png) and signs it ad hoc, which Apple silicon
 # needs to start it.
 #
+# With Apple's Metal compiler at hand (xcrun metal, part of Xcode), it also
+# compiles each kernel source, as the driver is given it, into
+# Contents/Resources/metallib with the sha256 of that source, which the
+# driver loads instead of compiling at launch when the hash matches
+# (gpu/metal/library.go); without it the step is skipped and the app
+# compiles its kernels from source, as it always could.
+#
 # --exe FILE bundles FILE, a darwin/arm64 build, instead of building one.
 # Off a Mac only that works, and the bundle stays unsigned (codesign is
 # Apple's): the Go tests in build/macapp run it that way around a stand-in.
@@ -41,6 +48,25 @@ if [ -z "$exe" ]; then
 		go build -tags desktop,production -trimpath -o "$exe" .
 fi
 app=$(go run ./build/macapp -exe "$exe" -out "$out")
+
+# The kernel libraries: MSL 3.1 with fast math off, as the driver compiles
+# (gpu/metal/compile.go), for the oldest macOS the app runs on.
+if xcrun -sdk macosx --find metal >/dev/null 2>&1 && xcrun -sdk macosx --find metallib >/dev/null 2>&1; then
+	src=$work/metal lib=$app/Contents/Resources/metallib
+	go run ./gpu/metal/metalsrc -out "$src"
+	mkdir -p "$lib"
+	n=0
+	for f in "$src"/*.metal; do
+		name=$(basename "$f" .metal)
+		xcrun -sdk macosx metal -std=metal3.1 -fno-fast-math -mmacosx-version-min=14.0 -c "$f" -o "$src/$name.air"
+		xcrun -sdk macosx metallib "$src/$name.air" -o "$lib/$name.metallib"
+		cp "$f.sha256" "$lib/"
+		n=$((n + 1))
+	done
+	echo "macapp: compiled $n kernel libraries into $lib"
+else
+	echo "macapp: no Metal compiler here (xcrun metal comes with Xcode), so no kernel libraries are bundled: the app compiles its kernels from source at launch"
+fi
 if $mac; then
 	codesign --force --deep --sign - "$app"
 	codesign --verify --strict "$app"

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"petal/gpu/metal"
+	"petal/shaders"
+)
+
+// repo is the repository root, seen from this package's folder.
+const repo = "../../.."
+
+// fakeXcrun stands in for Apple's toolchain: it finds metal and metallib,
+// logs each compile's arguments, and "compiles" by copying its input.
+const fakeXcrun = `#!/usr/bin/env bash
+shift 2 # -sdk macosx
+case $1 in
+--find) exit 0 ;;
+metal) shift; echo "$@" >>"$XCRUN_LOG"; while [ $# -gt 0 ]; do case $1 in -c) in=$2; shift ;; -o) out=$2; shift ;; esac; shift; done; cp "$in" "$out" ;;
+metallib) cp "$2" "$4" ;;
+*) exit 1 ;;
+esac
+`
+
+// TestMacappBundlesLibraries runs scripts/macapp.sh with a stand-in
+// executable and a stand-in xcrun: the bundle gets one library per kernel
+// source, compiled at MSL 3.1 with fast math off, next to the hash of the
+// text the driver is given.
+func TestMacappBundlesLibraries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bundler and the stand-in executable")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "xcrun"), []byte(fakeXcrun), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "petal")
+	main := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(main, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", exe, main)
+	build.Env = append(os.Environ(), "GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the stand-in: %v\n%s", err, out)
+	}
+	log := filepath.Join(dir, "xcrun.log")
+	cmd := exec.Command("bash", filepath.Join(repo, "scripts", "macapp.sh"), "--exe", exe, "--out", filepath.Join(dir, "out"))
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "XCRUN_LOG="+log)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("macapp.sh: %v\n%s", err, out)
+	}
+	names := shaders.Names()
+	if !strings.Contains(string(out), "compiled "+strconv.Itoa(len(names))+" kernel libraries") {
+		t.Errorf("the script does not say it compiled %d libraries:\n%s", len(names), out)
+	}
+	libs := filepath.Join(dir, "out", "Petal.app", "Contents", "Resources", metal.LibraryDir)
+	for _, name := range names {
+		text, err := shaders.Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib, sum := metal.LibraryFiles(name)
+		got, err := os.ReadFile(filepath.Join(libs, lib))
+		if err != nil || string(got) != text { // the stand-in compiler copies
+			t.Errorf("%s: not compiled from the driver's text (%v)", lib, err)
+		}
+		h, err := os.ReadFile(filepath.Join(libs, sum))
+		if err != nil || strings.TrimSpace(string(h)) != metal.SourceSum(text) {
+			t.Errorf("%s: %q, want %s (%v)", sum, h, metal.SourceSum(text), err)
+		}
+	}
+	args, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(args)), "\n")
+	for _, l := range lines {
+		for _, flag := range []string{"-std=metal3.1", "-fno-fast-math", "-mmacosx-version-min=14.0"} {
+			if !strings.Contains(" "+l+" ", " "+flag+" ") {
+				t.Errorf("compiled without %s: %s", flag, l)
+			}
+		}
+	}
+	if len(lines) != len(names) {
+		t.Errorf("%d compiles for %d sources", len(lines), len(names))
+	}
+}
