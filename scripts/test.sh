@@ -19,6 +19,12 @@ go vet ./...
 echo "== staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+echo "== actionlint (.github/workflows)"
+# It runs shellcheck over the workflows' run: scripts only where shellcheck
+# is installed (apt-get install shellcheck); the rest is checked either way.
+if ! need shellcheck; then echo "shellcheck not installed: run: scripts not shellchecked"; fi
+go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+
 echo "== darwin/arm64 build and vet (CGO_ENABLED=0)"
 # Every package except the Wails desktop entry (the root package) must build
 # for the Mac without cgo.
