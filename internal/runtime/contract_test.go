@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -19,9 +20,17 @@ func TestUIContractFixtures(t *testing.T) {
 	// No installed checkpoint: the verdict is for the published model's sizes.
 	t.Setenv(hub.EnvModels, t.TempDir())
 	budget := func() (fit.Budget, error) { return fit.Budget{Bytes: 24 << 30, Source: "a test's 24 GiB"}, nil }
+	// A measurement kept nowhere: a kept one's path is the test's temporary folder.
+	cpu := &cpuSpeed{
+		key: func() (cpuKey, error) {
+			return cpuKey{CPU: "AMD EPYC", Cores: 2, Version: "build 0123456789abcdef"}, nil
+		},
+		measure: func(context.Context, time.Duration) (float64, error) { return 10.5e9, nil },
+		now:     func() time.Time { return time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC) },
+	}
 	bodies := map[string][]byte{}
 	for name, backend := range map[string]string{"runtime-fit-metal.json": "metal", "runtime-fit-cpu.json": "cpu", "runtime-fit-cuda.json": "cuda"} {
-		v, err := qwenFit(32768, budget, backend)
+		v, err := qwenFit(32768, budget, backend, cpu)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -121,7 +121,7 @@ func Open(cfg Config) (*Runtime, error) {
 	}
 	if opts.Fallback, err = webUI(uiConfig{live: live, addr: r.ln.Addr().String(), apiKey: cfg.APIKey, origins: cfg.AllowedOrigins,
 		ctxLen: cfg.Load.Context, settings: cfg.SettingsPath, store: cfg.Settings, onSettings: cfg.OnSettings, logger: logger,
-		budget: l.budget(), backend: cfg.Load.Backend}); err != nil {
+		budget: l.budget(), backend: cfg.Load.Backend, cpu: newCPUSpeed()}); err != nil {
 		r.ln.Close()
 		live.slot.Close()
 		return nil, err

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"petal/engine/gpumodel"
 	"petal/frontend"
@@ -41,6 +43,9 @@ type uiConfig struct {
 	budget func() (fit.Budget, error)
 	// backend is the one the served model runs on.
 	backend string
+	// cpu is this machine's measured CPU decode rate, for the verdict
+	// where the CPU backend would run the 35B model.
+	cpu *cpuSpeed
 }
 
 // webUI serves what the API leaves over: /manage/ and the UI at every
@@ -77,7 +82,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		Model:      c.live.status,
 		Endpoint:   "http://" + endpointHost(c.addr) + "/v1",
 		APIKey:     c.apiKey,
-		Fit:        func(n int) (any, error) { return qwenFit(n, c.budget, setupBackend(c.backend)) },
+		Fit:        func(n int) (any, error) { return qwenFit(n, c.budget, setupBackend(c.backend), c.cpu) },
 		Doctor:     doctorForUI,
 		Downloader: c.live.downloads,
 		Settings:   store,
@@ -111,45 +116,38 @@ type setupFit struct {
 	// DecodeBytesPerToken is what one decode step reads (weights, KV rows,
 	// DeltaNet state) at the asked context, as petal bench --dry-run counts it.
 	DecodeBytesPerToken int64 `json:"decode_bytes_per_token"`
-	// CPUDecode is the CPU backend's measured rate at this model's shape,
-	// given where Backend is "cpu".
-	CPUDecode *cpuDecodeFigure `json:"cpu_decode,omitempty"`
+	// CPUDecode is the CPU backend's rate at this model's shape, measured
+	// on this machine, given where Backend is "cpu"; CPUDecodeError says
+	// why there is none where the measurement failed.
+	CPUDecode      *cpuDecodeFigure `json:"cpu_decode,omitempty"`
+	CPUDecodeError string           `json:"cpu_decode_error,omitempty"`
 	// DownloadBytes is about what a download fetches: the weights as the
 	// shards hold them (the other files are kilobytes).
 	DownloadBytes int64 `json:"download_bytes"`
 }
 
-// cpuDecodeFigure is a measured CPU decode rate and how it was measured.
+// cpuDecodeFigure is the CPU decode rate measured on this machine and how
+// it was measured.
 type cpuDecodeFigure struct {
-	// ReadBytesPerSecond is the rate the CPU backend's decode products read
-	// weights at.
+	// ReadBytesPerSecond is the rate the CPU backend's decode product read
+	// weights at here.
 	ReadBytesPerSecond float64 `json:"read_bytes_per_second"`
 	// TokensPerSecond is ReadBytesPerSecond over the bytes one token reads:
-	// the most a decode step bound by those reads can reach.
+	// the most a decode step bound by those reads can reach (a token also
+	// runs smaller products and the attention).
 	TokensPerSecond float64 `json:"tokens_per_second"`
-	// Machine and Command say where and how ReadBytesPerSecond was measured.
-	Machine string `json:"machine"`
-	Command string `json:"command"`
+	// Machine is the CPU measured and the cores used; Measured is when.
+	Machine  string    `json:"machine"`
+	Measured time.Time `json:"measured"`
+	// How says what was timed and where the figure is kept.
+	How string `json:"how"`
 }
-
-// measuredCPURead is BenchmarkQMV's rate at the 35B model's largest decode
-// product (8192x2048, 4-bit), the median of six runs on 2026-12-02 with
-// the AVX2 kernels that mask the codes in place, at load average 0.6-1.6:
-// 10.52 GB/s (8.98-11.35), 0.671 (0.638-0.701) of the streaming read
-// interleaved with it (14.2-17.5 GB/s). A whole token also runs the
-// smaller products and the attention, so the tokens/s it gives is an
-// upper bound: the real dimensions at 2 layers read 9.9 GB of weights a
-// second (BenchmarkDecode with PETAL_BENCH_MODEL).
-const (
-	measuredCPURead    = 10.52e9
-	measuredCPUMachine = "a 2-core AMD EPYC Linux machine at load average 0.6-1.6 (streaming read 14.2-17.5 GB/s)"
-	measuredCPUCommand = "go test -run '^$' -bench '^BenchmarkQMV$' -count 1 ./engine/cpu/ (six runs, the median)"
-)
 
 // qwenFit is the Setup screen's memory verdict: Qwen3.6-35B-A3B at a
 // context length on budget, with the sessions petal fit assumes, run by
-// backend (setupBackend's); for the CPU backend, with its measured speed.
-func qwenFit(contextLen int, budget func() (fit.Budget, error), backend string) (any, error) {
+// backend (setupBackend's); for the CPU backend, with the speed cpu
+// measured on this machine, or why there is none.
+func qwenFit(contextLen int, budget func() (fit.Budget, error), backend string, cpu *cpuSpeed) (any, error) {
 	m, err := fit.Qwen36()
 	if err != nil {
 		return nil, err
@@ -178,9 +176,17 @@ func qwenFit(contextLen int, budget func() (fit.Budget, error), backend string) 
 	out := setupFit{Report: rep, Backend: backend, DownloadBytes: download,
 		DecodeBytesPerToken: step.WeightBytes + gpumodel.DecodeCacheBytes(m.Config, rep.Context)}
 	if backend == "cpu" {
-		out.CPUDecode = &cpuDecodeFigure{ReadBytesPerSecond: measuredCPURead,
-			TokensPerSecond: measuredCPURead / float64(out.DecodeBytesPerToken),
-			Machine:         measuredCPUMachine, Command: measuredCPUCommand}
+		// The screen waits for the first measurement, a second or so: a
+		// figure from another machine would mislead.
+		if c, err := cpu.get(context.Background()); err != nil {
+			out.CPUDecodeError = err.Error()
+		} else {
+			out.CPUDecode = &cpuDecodeFigure{ReadBytesPerSecond: c.ReadBytesPerSecond,
+				TokensPerSecond: c.ReadBytesPerSecond / float64(out.DecodeBytesPerToken),
+				Machine:         fmt.Sprintf("%s, %d cores", c.CPU, c.Cores), Measured: c.Measured,
+				How: fmt.Sprintf("The CPU backend's 4-bit decode product at this model's largest shape, timed for %g s on every core "+
+					"the first time this screen asked, with this build of Petal; %s.", c.Seconds, cpu.where())}
+		}
 	}
 	return out, nil
 }

@@ -23,6 +23,13 @@ describe('renderMarkdown', () => {
     expect(html).not.toMatch(/<script|onerror|href="javascript:|<iframe/i);
   });
 
+  it('keeps a reply\'s single line breaks', () => {
+    const haiku = 'Old silent pond\nA frog jumps into the pond\nSplash! Silence again';
+    const html = renderMarkdown(haiku);
+    expect(html.match(/<br>/g)).toHaveLength(2);
+    expect(html).toBe('<p>Old silent pond<br>A frog jumps into the pond<br>Splash! Silence again</p>\n');
+  });
+
   it('opens links outside the app', () => {
     const html = renderMarkdown('[docs](https://example.com)');
     expect(html).toContain('target="_blank"');
@@ -40,6 +47,7 @@ describe('StreamingMarkdown', () => {
     'Text\n---\nafter a setext heading\n\n***\n\n* a\n\n  b\n* c',
     'See [the docs][d] for more.\n\n[d]: https://example.com/docs\n\nAfter.',
     '<div>\n\nraw html left open\n\nthen text',
+    'A haiku:\n\nOld silent pond\nA frog jumps in\nSplash',
   ];
 
   // Chunk sizes as a model's stream produces them: single characters, words, and uneven runs.

@@ -32,7 +32,9 @@ function escapeHTML(s: string): string {
 
 const marked = new Marked({
   gfm: true,
-  breaks: false,
+  // A model's single newlines are meant (a haiku's lines, an address), as the
+  // API and the terminal show them; CommonMark would join them into one line.
+  breaks: true,
   renderer: {
     code({ text, lang }: Tokens.Code): string {
       const name = (lang ?? '').trim().split(/\s+/)[0].toLowerCase();

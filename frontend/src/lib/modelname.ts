@@ -9,7 +9,10 @@ export function isDemoModel(id: string): boolean {
   return DEMO_ID.test(id);
 }
 
+/** What the server and the UI call the demo model (internal/models.DemoDisplayName). */
+export const DEMO_DISPLAY_NAME = 'Demo model';
+
 /** The name to show for a served model id: "Demo model" for the demo, else the id. */
 export function displayName(id: string): string {
-  return isDemoModel(id) ? 'Demo model' : id;
+  return isDemoModel(id) ? DEMO_DISPLAY_NAME : id;
 }

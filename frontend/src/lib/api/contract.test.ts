@@ -17,6 +17,8 @@ import type {
   DownloadStatus,
   ErrorBody,
   FitReport,
+  InForce,
+  InForceSettings,
   ModelInfo,
   ModelList,
   Settings,
@@ -142,6 +144,8 @@ const chatChunk = obj<ChatChunk>({
 const statusModel: Spec<Status['model']> = {
   name: str,
   display_name: opt(str),
+  demo: opt(bool),
+  thinks: opt(bool),
   state: oneOf('absent', 'loading', 'ready', 'failed'),
   context_length: num,
   backend: str,
@@ -192,7 +196,22 @@ const settingsSpec: Spec<Settings> = {
   allowed_origins: arr(str),
   start_at_login: bool,
 };
-const settingsReply = obj<SettingsReply>({ settings: obj(settingsSpec), restart_required: arr(str) });
+function inForce<V>(value: Check<V>): Check<InForce<V>> {
+  return obj<InForce<V>>({ value, source: oneOf('flag', 'settings', 'default') });
+}
+const inForceSpec: Spec<InForceSettings> = {
+  context_length: opt(inForce(num)),
+  port: opt(inForce(num)),
+  expose: opt(inForce(bool)),
+  api_key: opt(inForce(oneOf('set', 'not set'))),
+  allowed_origins: opt(inForce(arr(str))),
+};
+const settingsReply = obj<SettingsReply>({
+  settings: obj(settingsSpec),
+  restart_required: arr(str),
+  in_force: opt(obj(inForceSpec)),
+  overridden_by_flag: opt(arr(str)),
+});
 
 const doctorCheckSpec: Spec<DoctorCheck> = {
   section: oneOf('device', 'compile', 'kernel', 'model'),
@@ -210,12 +229,13 @@ const doctorReport = obj<DoctorReport>({
   arch: str,
   pass: bool,
   failed: num,
+  started: str,
   seconds: num,
   checks: arr(obj(doctorCheckSpec)),
 });
 const doctorReply = obj<DoctorReply>({ report: doctorReport, text: str });
 
-const cpuDecodeSpec: Spec<CPUDecodeFigure> = { read_bytes_per_second: num, tokens_per_second: num, machine: str, command: str };
+const cpuDecodeSpec: Spec<CPUDecodeFigure> = { read_bytes_per_second: num, tokens_per_second: num, machine: str, measured: str, how: str };
 const fitSpec: Spec<FitReport> = {
   verdict: oneOf('fits', 'reduced', 'no'),
   max_context: num,
@@ -229,6 +249,7 @@ const fitSpec: Spec<FitReport> = {
   backend: opt(oneOf('metal', 'cpu', 'cuda')),
   decode_bytes_per_token: opt(num),
   cpu_decode: opt(obj(cpuDecodeSpec)),
+  cpu_decode_error: opt(str),
   download_bytes: opt(num),
 };
 
@@ -263,14 +284,21 @@ describe('the JSON the Go servers write matches the UI types', () => {
 
   it('the fixtures that show every field have every optional field', () => {
     const st = manageStatus as unknown as Status;
-    expect(absentOptional(statusSpec, st).concat(absentOptional(statusModel, st.model).filter((k) => k !== 'error'))).toEqual([]);
-    expect(absentOptional(statusModel, (manageStatusFailed as unknown as Status).model).filter((k) => k !== 'display_name')).toEqual([]);
+    // demo and thinks: the UI reads them once the server sends them, and goes by the display name until then.
+    const unsent = ['demo', 'thinks'];
+    expect(
+      absentOptional(statusSpec, st).concat(absentOptional(statusModel, st.model).filter((k) => k !== 'error' && !unsent.includes(k))),
+    ).toEqual([]);
+    expect(
+      absentOptional(statusModel, (manageStatusFailed as unknown as Status).model).filter((k) => k !== 'display_name' && !unsent.includes(k)),
+    ).toEqual([]);
     const dl = manageDownloadRetrying as unknown as DownloadStatus;
     expect(absentOptional(downloadSpec, dl)).toEqual([]);
     expect(absentOptional(downloadErrorSpec, dl.error)).toEqual([]);
     const checks = (runtimeDoctor as unknown as DoctorReply).report.checks;
     expect(absentOptional(doctorCheckSpec, checks.find((c) => c.section === 'kernel'))).toEqual([]);
-    expect(absentOptional(fitSpec, runtimeFitCPU)).toEqual([]);
+    // cpu_decode_error stands in for cpu_decode when the measurement fails.
+    expect(absentOptional(fitSpec, runtimeFitCPU).filter((k) => k !== 'cpu_decode_error')).toEqual([]);
     expect(runtimeFitMetal.backend).toBe('metal');
     expect('cpu_decode' in runtimeFitMetal).toBe(false);
     expect(runtimeFitCUDA.backend).toBe('cuda');

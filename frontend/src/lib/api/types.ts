@@ -97,6 +97,10 @@ export interface Status {
     name: string;
     /** What people are shown ("Demo model"); older servers leave it out. */
     display_name?: string;
+    /** Whether this is the built-in demo model; older servers leave it out (the UI then goes by display_name). */
+    demo?: boolean;
+    /** Whether the model can think before answering; older servers leave it out (the UI then takes the demo as the one that never does). */
+    thinks?: boolean;
     state: ModelState;
     context_length: number;
     backend: string;
@@ -135,6 +139,8 @@ export interface DoctorReport {
   arch: string;
   pass: boolean;
   failed: number;
+  /** When the run started (RFC 3339). */
+  started: string;
   seconds: number;
   checks: DoctorCheck[];
 }
@@ -154,7 +160,7 @@ export interface FitReport {
   working_set_bytes: number;
   weights_bytes: number;
   kv_bytes_per_token: number;
-  /** Plain sentences the Setup screen shows as they are (the 32 GB guidance among them). */
+  /** Plain sentences petal fit prints; the Setup screen words its own verdict from the figures. */
   advice: string;
   /** Where the budget came from (Metal's working set, available memory, a simulated Mac). */
   working_set_source: string;
@@ -164,8 +170,10 @@ export interface FitReport {
   backend?: 'metal' | 'cpu' | 'cuda';
   /** Bytes one decode step reads at this context (petal bench --dry-run's count). */
   decode_bytes_per_token?: number;
-  /** The CPU backend's measured rate at this model's shape; sent where backend is cpu. */
+  /** The CPU backend's rate at this model's shape, measured on this machine; sent where backend is cpu. */
   cpu_decode?: CPUDecodeFigure;
+  /** Why there is no cpu_decode where backend is cpu: the measurement failed. */
+  cpu_decode_error?: string;
   /** About what a download of the model fetches. */
   download_bytes?: number;
 }
@@ -174,9 +182,12 @@ export interface CPUDecodeFigure {
   read_bytes_per_second: number;
   /** read_bytes_per_second over decode_bytes_per_token: the most a decode bound by weight reads reaches. */
   tokens_per_second: number;
-  /** Where and how the read rate was measured. */
+  /** The CPU measured and the cores used. */
   machine: string;
-  command: string;
+  /** When (RFC 3339). */
+  measured: string;
+  /** What was timed, and where the figure is kept. */
+  how: string;
 }
 
 export type DownloadState = 'idle' | 'running' | 'paused' | 'verifying' | 'done' | 'failed' | 'cancelled';
@@ -239,8 +250,34 @@ export interface Settings {
   start_at_login: boolean;
 }
 
+/** Where a value the server runs with came from. */
+export type SettingSource = 'flag' | 'settings' | 'default';
+
+/** A value the server runs with now, and where it came from. */
+export interface InForce<T> {
+  value: T;
+  source: SettingSource;
+}
+
+/** The settings the running server applies, each with its source. */
+export interface InForceSettings {
+  context_length?: InForce<number>;
+  port?: InForce<number>;
+  expose?: InForce<boolean>;
+  /** Whether a key is required; the key itself is never sent back in this form. */
+  api_key?: InForce<'set' | 'not set'>;
+  allowed_origins?: InForce<string[]>;
+}
+
+/** The server-side settings' names, as restart_required and overridden_by_flag list them. */
+export type ServerSetting = keyof InForceSettings;
+
 export interface SettingsReply {
   settings: Settings;
-  /** Settings that take effect only after petal restarts. */
+  /** Saved settings whose value differs from the one in force (and no flag pins): they apply at the next start. */
   restart_required: string[];
+  /** What the server runs with now; older servers leave it out. */
+  in_force?: InForceSettings;
+  /** Saved settings a command-line flag overrides; older servers leave it out. */
+  overridden_by_flag?: string[];
 }

@@ -6,7 +6,7 @@ import { ApiError } from '../api/http';
 import { listModels } from '../api/chat';
 import { downloadAction, getDownload, getFit, getStatus, loadModel } from '../api/manage';
 import type { DownloadAction, DownloadStatus, FitReport, Status } from '../api/types';
-import { displayName } from '../modelname';
+import { DEMO_DISPLAY_NAME, displayName, isDemoModel } from '../modelname';
 
 /** How often the download is polled while it runs. */
 export const DOWNLOAD_POLL_MS = 500;
@@ -39,6 +39,31 @@ export function loadable(st: Status | null, d: DownloadStatus | null): boolean {
   return !!st?.load && d?.state === 'done' && st.model.dir !== d.dir;
 }
 
+/** Whether st describes the model chat requests go to (id), not one since replaced. */
+function describes(st: Status | null, id: string): st is Status {
+  return !!st && !!id && st.model.name === id;
+}
+
+/**
+ * Whether the model served as id is the built-in demo: the server's word where
+ * it gives one, else the display name it gives the demo alone, else the id the
+ * unpacked demo is served under.
+ */
+export function servesDemo(st: Status | null, id: string): boolean {
+  if (!describes(st, id)) return isDemoModel(id);
+  return st.model.demo ?? (st.model.display_name === DEMO_DISPLAY_NAME || isDemoModel(id));
+}
+
+/**
+ * Whether the model served as id thinks before answering. The demo's chat
+ * template closes the think block before every reply: it never thinks.
+ * Unknown models are taken to think, as the real model does.
+ */
+export function modelThinks(st: Status | null, id: string): boolean {
+  if (!describes(st, id)) return !isDemoModel(id);
+  return st.model.thinks ?? !servesDemo(st, id);
+}
+
 /** True while a download state means bytes may still move. */
 export function downloadActive(d: DownloadStatus | null): boolean {
   return !!d && (d.state === 'running' || d.state === 'verifying');
@@ -55,12 +80,22 @@ export class ModelStore {
   busy = $state(false);
   /** True while the server loads the downloaded model. */
   loading = $state(false);
+  /** True while the fit verdict is asked for: the first time on a CPU machine, the server measures the CPU for a second. */
+  fitting = $state(false);
   /** The served model's name for people: the server's, else one made from the id. */
   displayName = $derived(
     this.status?.model.name === this.modelId && this.status.model.display_name
       ? this.status.model.display_name
       : displayName(this.modelId),
   );
+
+  /**
+   * Whether the served model is the built-in demo: the server's word, else its
+   * display name (which the server gives the demo alone).
+   */
+  isDemo = $derived(servesDemo(this.status, this.modelId));
+  /** Whether the served model can think before answering: the server's word, else all but the demo. */
+  thinks = $derived(modelThinks(this.status, this.modelId));
 
   #api: ModelApi;
   /** Set by an action whose download, once done and verified, is to be loaded. */
@@ -94,10 +129,13 @@ export class ModelStore {
   }
 
   async checkFit(context: number): Promise<void> {
+    this.fitting = true;
     try {
       this.fit = await this.#api.fit(context);
     } catch (e) {
       this.error = e instanceof ApiError ? e : null;
+    } finally {
+      this.fitting = false;
     }
   }
 

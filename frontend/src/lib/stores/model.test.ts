@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ModelStore, downloadActive, type ModelApi } from './model.svelte';
+import { ModelStore, downloadActive, modelThinks, servesDemo, type ModelApi } from './model.svelte';
 import { ApiError } from '../api/http';
 import type { DownloadStatus, Status } from '../api/types';
 
@@ -59,5 +59,62 @@ describe('ModelStore', () => {
     const refused = new ModelStore(api({ action: async () => { throw new ApiError(409, 'download_pause_refused', 'not running'); } }));
     await refused.act('pause');
     expect(refused.error?.code).toBe('download_pause_refused');
+  });
+});
+
+describe('ModelStore.checkFit', () => {
+  it('says it is checking while the server measures, and not after a failure', async () => {
+    let answer: () => void = () => {};
+    const m = new ModelStore(
+      api({
+        fit: () =>
+          new Promise((_, fail) => (answer = () => fail(new ApiError(500, 'fit_failed', 'no')))),
+      }),
+    );
+    const asked = m.checkFit(32768);
+    expect(m.fitting).toBe(true);
+    answer();
+    await asked;
+    expect(m.fitting).toBe(false);
+    expect(m.error?.code).toBe('fit_failed');
+  });
+});
+
+describe('servesDemo and modelThinks', () => {
+  const served = (model: Partial<Status['model']>): Status => ({ ...status, model: { ...status.model, ...model } });
+
+  it('take the server’s word where it gives one', () => {
+    expect(servesDemo(served({ demo: true, display_name: 'x' }), 'demo')).toBe(true);
+    expect(servesDemo(served({ demo: false, display_name: 'Demo model' }), 'demo')).toBe(false);
+    expect(modelThinks(served({ demo: true, thinks: true }), 'demo')).toBe(true);
+    expect(modelThinks(served({ thinks: false, display_name: 'Qwen' }), 'demo')).toBe(false);
+  });
+
+  it('know the demo by its display name or its unpacked id, and take it never to think', () => {
+    expect(servesDemo(served({ display_name: 'Demo model' }), 'demo')).toBe(true);
+    expect(modelThinks(served({ display_name: 'Demo model' }), 'demo')).toBe(false);
+    expect(servesDemo(null, 'demo-0123456789abcdef')).toBe(true);
+    expect(modelThinks(null, 'demo-0123456789abcdef')).toBe(false);
+  });
+
+  it('take any other model to think', () => {
+    expect(servesDemo(served({ name: 'Qwen3.6-35B-A3B-4bit', display_name: 'Qwen3.6-35B-A3B-4bit' }), 'Qwen3.6-35B-A3B-4bit')).toBe(false);
+    expect(modelThinks(served({ name: 'Qwen3.6-35B-A3B-4bit', display_name: 'Qwen3.6-35B-A3B-4bit' }), 'Qwen3.6-35B-A3B-4bit')).toBe(true);
+  });
+
+  it('ignore a status that describes a model since replaced', () => {
+    expect(servesDemo(served({ display_name: 'Demo model' }), 'Qwen3.6-35B-A3B-4bit')).toBe(false);
+  });
+
+  it('follow the store’s status', async () => {
+    const m = new ModelStore(
+      api({
+        status: async () => served({ name: 'demo-1', display_name: 'Demo model' }),
+      }),
+    );
+    expect(m.isDemo).toBe(false);
+    await m.refresh();
+    expect(m.isDemo).toBe(true);
+    expect(m.thinks).toBe(false);
   });
 });

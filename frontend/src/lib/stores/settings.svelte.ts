@@ -3,7 +3,7 @@
 
 import { ApiError } from '../api/http';
 import { getSettings, putSettings } from '../api/manage';
-import type { Settings } from '../api/types';
+import type { InForceSettings, Settings, SettingsReply } from '../api/types';
 
 export const DEFAULT_SETTINGS: Settings = {
   context_length: 0,
@@ -32,8 +32,12 @@ const THEME_KEY = 'petal.theme';
 
 export class SettingsStore {
   settings = $state<Settings>({ ...DEFAULT_SETTINGS });
-  /** Settings the server says need a restart of petal. */
+  /** Saved settings the server says are not yet in force: they apply when petal starts again. */
   restartRequired = $state<string[]>([]);
+  /** What the server runs with now and where each value came from; null from servers that do not say. */
+  inForce = $state<InForceSettings | null>(null);
+  /** Saved settings a command-line flag overrides. */
+  overriddenByFlag = $state<string[]>([]);
   /** Whether the server keeps settings; false means edits stay in this page. */
   managed = $state(false);
   error = $state<ApiError | null>(null);
@@ -64,9 +68,7 @@ export class SettingsStore {
 
   async load(): Promise<void> {
     try {
-      const r = await this.#api.get();
-      this.settings = { ...DEFAULT_SETTINGS, ...r.settings };
-      this.restartRequired = r.restart_required ?? [];
+      this.#take(await this.#api.get());
       this.managed = true;
       this.error = null;
     } catch (e) {
@@ -74,6 +76,13 @@ export class SettingsStore {
       // A server without the management routes is not an error worth showing.
       this.error = e instanceof ApiError && e.status !== 404 ? e : null;
     }
+  }
+
+  #take(r: SettingsReply): void {
+    this.settings = { ...DEFAULT_SETTINGS, ...r.settings };
+    this.restartRequired = r.restart_required ?? [];
+    this.inForce = r.in_force ?? null;
+    this.overriddenByFlag = r.overridden_by_flag ?? [];
   }
 
   /** Saves next on the server, or only in this page when the server keeps no settings. */
@@ -84,9 +93,7 @@ export class SettingsStore {
     }
     this.saving = true;
     try {
-      const r = await this.#api.put(next);
-      this.settings = { ...DEFAULT_SETTINGS, ...r.settings };
-      this.restartRequired = r.restart_required ?? [];
+      this.#take(await this.#api.put(next));
       this.error = null;
       return true;
     } catch (e) {

@@ -21,6 +21,26 @@ describe('SettingsStore', () => {
     expect(s.restartRequired).toEqual(['port']);
   });
 
+  it('keeps what the server says is in force, and drops it when a save answers without', async () => {
+    const s = new SettingsStore({
+      get: async () => ({
+        settings: { ...DEFAULT_SETTINGS, api_key: 'k' },
+        restart_required: ['api_key'],
+        in_force: { api_key: { value: 'not set', source: 'default' } },
+        overridden_by_flag: ['context_length'],
+      }),
+      put: async (next) => ({ settings: next, restart_required: [] }),
+    });
+    await s.load();
+    expect(s.inForce?.api_key).toEqual({ value: 'not set', source: 'default' });
+    expect(s.restartRequired).toEqual(['api_key']);
+    expect(s.overriddenByFlag).toEqual(['context_length']);
+    await s.save({ ...s.settings, api_key: '' });
+    expect(s.inForce).toBeNull();
+    expect(s.restartRequired).toEqual([]);
+    expect(s.overriddenByFlag).toEqual([]);
+  });
+
   it('keeps a refused save out and shows the server code', async () => {
     const s = new SettingsStore({
       get: async () => ({ settings: DEFAULT_SETTINGS, restart_required: [] }),

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { apiKeyEffect, flagNote, inForceRows, listLabels, restartNote } from './inforce';
+import type { InForceSettings } from './api/types';
+
+const inForce: InForceSettings = {
+  context_length: { value: 32768, source: 'flag' },
+  port: { value: 9123, source: 'settings' },
+  expose: { value: false, source: 'default' },
+  api_key: { value: 'set', source: 'settings' },
+  allowed_origins: { value: [], source: 'default' },
+};
+
+describe('inForceRows', () => {
+  it('says each value in words with where it came from, in the form’s order', () => {
+    expect(inForceRows(inForce).map((r) => `${r.label}: ${r.value} (${r.from})`)).toEqual([
+      'Context length: 32K tokens (from the command line (--context))',
+      'Port: 9123 (saved on this page)',
+      'Network access: this machine only (default)',
+      'API key: required from every client (saved on this page)',
+      'Allowed browser origins: none besides this page (default)',
+    ]);
+  });
+
+  it('leaves out what an older server does not report', () => {
+    expect(inForceRows(undefined)).toEqual([]);
+    expect(inForceRows({ port: { value: 8080, source: 'default' } }).map((r) => r.field)).toEqual(['port']);
+  });
+});
+
+describe('apiKeyEffect', () => {
+  it('says whether a request without the key is refused right now', () => {
+    expect(apiKeyEffect(inForce)).toMatch(/must send the API key/);
+    expect(apiKeyEffect({ ...inForce, api_key: { value: 'not set', source: 'default' } })).toMatch(/no API key is required: any program on this machine/);
+    expect(
+      apiKeyEffect({ ...inForce, api_key: { value: 'not set', source: 'default' }, expose: { value: true, source: 'flag' } }),
+    ).toMatch(/anyone who can reach this machine’s port/);
+    expect(apiKeyEffect(undefined)).toBeNull();
+  });
+});
+
+describe('restartNote', () => {
+  it('is absent when everything saved is in force', () => {
+    expect(restartNote([], false)).toBeNull();
+  });
+
+  it('names the settings for people and says how to restart', () => {
+    const web = restartNote(['context_length', 'api_key'], false)!;
+    expect(web).toContain('Context length and API key take effect when Petal starts again');
+    expect(web).not.toMatch(/context_length|api_key/);
+    expect(web).toContain('stop petal serve');
+    expect(web).toContain('quit the Petal app');
+    const app = restartNote(['port'], true)!;
+    expect(app).toContain('Port takes effect');
+    expect(app).toContain('quit Petal from its menu');
+    expect(app).not.toContain('petal serve');
+  });
+});
+
+describe('flagNote', () => {
+  it('names the flag that wins over a saved value', () => {
+    expect(flagNote(['context_length'])).toBe(
+      'Context length is set on the command line (--context), which wins over what is saved here; the saved value applies when petal serve runs without it.',
+    );
+    expect(flagNote([])).toBeNull();
+    expect(flagNote(undefined)).toBeNull();
+  });
+});
+
+describe('listLabels', () => {
+  it('joins as a sentence does and makes unknown names readable', () => {
+    expect(listLabels(['port', 'expose', 'new_thing'])).toBe('Port, Network access and New thing');
+  });
+});
