@@ -23,17 +23,29 @@ var runDesktop func() error
 
 // App is the desktop app behind the window: the model service, the local
 // endpoint other apps use (on the settings' port), and the handler the
-// window's webview calls for the UI, /v1 and /manage.
+// window's webview calls for the UI, /v1 and /manage. The model loads in
+// the background, so the window can open at once: until the load is done
+// the window's handler answers that it is loading (loading.go).
 type App struct {
-	rt *runtime.Runtime
-	// Endpoint is the OpenAI base URL of the local endpoint.
+	// Endpoint is the OpenAI base URL of the local endpoint, which
+	// listens once the model is loaded.
 	Endpoint string
 	// Window serves the webview's requests.
 	Window http.Handler
-	// ModelName and Demo describe what is loaded, for the menu bar.
-	ModelName string
-	Demo      bool
-	log       *log.Logger
+	// Demo says the demo model is the one loading (no real one is
+	// installed).
+	Demo bool
+	log  *log.Logger
+
+	dir, backend string
+	// ready is closed when the load has ended; then rt is the runtime
+	// and window its handler for the webview, or rt is nil and loadErr
+	// says why; modelName is the first model's name.
+	ready     chan struct{}
+	rt        *runtime.Runtime
+	window    http.Handler
+	loadErr   error
+	modelName string
 }
 
 // desktopBackend is the backend the app runs: the GPU on a Mac, the CPU
@@ -45,8 +57,13 @@ func desktopBackend() string {
 	return "cpu"
 }
 
-// startApp loads the default model (the installed Qwen3.6, else the demo
-// model), and starts the local endpoint as the settings say.
+// openRuntime loads the model and listens; tests hold it back to see the
+// app while it loads.
+var openRuntime = runtime.Open
+
+// startApp starts loading the default model (the installed Qwen3.6, else
+// the demo model) in the background and returns at once; the local
+// endpoint starts, as the settings say, when the model is loaded.
 func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	s := store.Get()
 	dir, demo, err := models.DefaultModelDir()
@@ -67,29 +84,63 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 			logger.Print(err)
 		}
 	}
-	rt, err := runtime.Open(runtime.Config{
-		Load: runtime.LoadRequest{Dir: dir, Backend: desktopBackend(), Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes},
+	a := &App{
+		// The endpoint's address as Runtime.Endpoint gives it: loopback
+		// for a listener on every interface.
+		Endpoint: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) + "/v1",
+		Demo:     demo, log: logger, dir: dir, backend: desktopBackend(), ready: make(chan struct{}),
+	}
+	a.Window = http.HandlerFunc(a.serveWindow)
+	cfg := runtime.Config{
+		Load: runtime.LoadRequest{Dir: dir, Backend: a.backend, Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes},
 		Addr: net.JoinHostPort(host, strconv.Itoa(s.Port)), APIKey: apiKey, AllowedOrigins: s.AllowedOrigins,
 		Settings: store, OnSettings: onSettings, Log: logger, Notes: logLines{logger},
 		ShutdownTimeout: appShutdownTimeout,
-	})
-	if le := (*runtime.ListenError)(nil); errors.As(err, &le) {
-		return nil, fmt.Errorf("the local endpoint cannot listen on %s (change the port in Settings): %w", le.Addr, le.Err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	for _, line := range rt.Startup() {
-		logger.Print(line)
-	}
-	a := &App{rt: rt, Endpoint: rt.Endpoint(), Window: fromWebview(rt.Handler(), apiKey), ModelName: rt.Info().Name, Demo: demo, log: logger}
-	go func() {
-		if err := rt.Serve(); err != nil {
-			logger.Printf("local endpoint: %v", err)
-		}
-	}()
+	go a.load(cfg, apiKey)
 	onSettings(s)
 	return a, nil
+}
+
+// load opens the runtime, starts the endpoint and ends the loading state.
+func (a *App) load(cfg runtime.Config, apiKey string) {
+	defer close(a.ready)
+	start := time.Now()
+	rt, err := openRuntime(cfg)
+	if le := (*runtime.ListenError)(nil); errors.As(err, &le) {
+		err = fmt.Errorf("the local endpoint cannot listen on %s (change the port in Settings): %w", le.Addr, le.Err)
+	}
+	if err != nil {
+		a.loadErr = err
+		a.log.Printf("loading the model: %v", err)
+		return
+	}
+	for _, line := range rt.Startup() {
+		a.log.Print(line)
+	}
+	a.rt, a.modelName, a.window = rt, rt.Info().Name, fromWebview(rt.Handler(), apiKey)
+	a.log.Printf("local endpoint on %s (model %s, loaded in %.1f s)", rt.Endpoint(), a.modelName, time.Since(start).Seconds())
+	go func() {
+		if err := rt.Serve(); err != nil {
+			a.log.Printf("local endpoint: %v", err)
+		}
+	}()
+}
+
+// Wait blocks until the load has ended and returns its error.
+func (a *App) Wait() error {
+	<-a.ready
+	return a.loadErr
+}
+
+// loaded is the runtime, or nil while loading or after a failed load.
+func (a *App) loaded() *runtime.Runtime {
+	select {
+	case <-a.ready:
+		return a.rt
+	default:
+		return nil
+	}
 }
 
 // logLines writes each write to a logger as one entry.
@@ -135,5 +186,11 @@ func (w writeThrough) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // appShutdownTimeout bounds how long quitting waits for running requests.
 const appShutdownTimeout = 5 * time.Second
 
-// Close stops the endpoint and frees the model.
-func (a *App) Close() error { return a.rt.Close() }
+// Close waits for a load under way to end, then stops the endpoint and
+// frees the model.
+func (a *App) Close() error {
+	if a.Wait() != nil {
+		return nil
+	}
+	return a.rt.Close()
+}

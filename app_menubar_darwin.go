@@ -39,8 +39,17 @@ func init() {
 
 // modelLine is the menu's line about the served model.
 func modelLine(a *App) string {
-	name := a.rt.Info().Name
-	if a.Demo && name == a.ModelName {
+	rt := a.loaded()
+	if rt == nil {
+		select {
+		case <-a.ready:
+			return "Model: failed to load (see Model)"
+		default:
+			return "Model: loading…"
+		}
+	}
+	name := rt.Info().Name
+	if a.Demo && name == a.modelName {
 		return "Model: demo (download the real one in Model)"
 	}
 	return "Model: " + name + " (ready)"
@@ -111,7 +120,11 @@ func followState(a *desktopApp, item *menubar.StatusItem, line string) {
 				return
 			}
 		}
-		m := a.rt.Metrics()
+		rt := a.loaded()
+		if rt == nil {
+			continue
+		}
+		m := rt.Metrics()
 		now := m.Running > 0 || m.Waiting > 0
 		if now == busy {
 			continue

@@ -53,11 +53,14 @@ func TestAppServesEndpointAndWindow(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if !a.Demo || a.ModelName == "" {
-		t.Fatalf("expected the demo model, got %q (demo %v)", a.ModelName, a.Demo)
+	if err := a.Wait(); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.HasSuffix(a.Endpoint, ":"+strconv.Itoa(s.Port)+"/v1") {
-		t.Fatalf("endpoint %s is not on port %d", a.Endpoint, s.Port)
+	if !a.Demo || a.modelName == "" {
+		t.Fatalf("expected the demo model, got %q (demo %v)", a.modelName, a.Demo)
+	}
+	if !strings.HasSuffix(a.Endpoint, ":"+strconv.Itoa(s.Port)+"/v1") || a.Endpoint != a.rt.Endpoint() {
+		t.Fatalf("endpoint %s is not on port %d, or not the runtime's %s", a.Endpoint, s.Port, a.rt.Endpoint())
 	}
 
 	resp, err := http.Get(a.Endpoint + "/models")

@@ -46,12 +46,13 @@ func desktopMain() error {
 	if err != nil {
 		return err
 	}
+	// The model loads while the window opens; the window shows it
+	// loading (loading.go).
 	a, err := startApp(store, logger)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	logger.Printf("local endpoint on %s (model %s)", a.Endpoint, a.ModelName)
 	onMac := runtime.GOOS == "darwin"
 	err = wails.Run(&options.App{
 		Title:     "Petal",
