@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -88,5 +89,45 @@ func BenchmarkAllowed(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkMaskWorstCase measures one token's mask (Allowed) on issue 28's
+// hostile schemas over Qwen3's vocabulary, at the deepest state each
+// reaches: the exponential schemas merged to one state, the unmergeable
+// one at an eighth of MaxStates, free JSON and a bounded string walking most or
+// every token, and 4,000 nested objects. ns/op, B/op and allocs/op are per
+// token; states is how many the matcher holds.
+func BenchmarkMaskWorstCase(b *testing.B) {
+	_, v := qwen3(b)
+	mask := make([]uint64, (v.Size()+63)/64)
+	for _, c := range []struct {
+		name, schema, prefix string
+	}{
+		{"branches-2", branches(2, false), strings.Repeat("[", 2*MaxDepth-2)},
+		{"branches-256", branches(256, false), strings.Repeat("[", 2*MaxDepth-2)},
+		// 2^7 readings: Qwen's "[[[" would pass MaxStates from 2^8.
+		{"distinct-2", branches(2, true), strings.Repeat("[", 7)},
+		{"free-json", `{}`, `{"a":[`},
+		{"bounded-string", `{"type":"string","maxLength":1000}`, `"`},
+		{"nested-4000", deepSchema(4000), `{`},
+	} {
+		b.Run("schema="+c.name, func(b *testing.B) {
+			g, err := Compile([]byte(c.schema))
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := g.Matcher(v)
+			if err := m.Advance([]byte(c.prefix), false); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := m.Allowed(context.Background(), mask); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(m.states)), "states")
+		})
 	}
 }
