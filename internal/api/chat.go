@@ -227,9 +227,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 // streamChat sends the reply as chat.completion.chunk events.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.Generation, head chatCompletion, includeUsage, logprobs bool) {
 	head.Object = "chat.completion.chunk"
-	st := startStream(w, true)
-	stop := st.keepAlive(s.opts.PingInterval)
-	defer stop()
+	st := s.startStream(w, r, true)
+	defer st.close()
 	chunk := func(delta *chatMessage, finish *string, lp *chatLogprobs) error {
 		c := head
 		c.Choices = []chatChoice{{Delta: delta, FinishReason: finish, Logprobs: lp}}

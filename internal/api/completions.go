@@ -112,9 +112,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 		httpgate.WriteJSON(w, http.StatusOK, head)
 		return nil
 	}
-	st := startStream(w, true)
-	stop := st.keepAlive(s.opts.PingInterval)
-	defer stop()
+	st := s.startStream(w, r, true)
+	defer st.close()
 	chunk := func(text string, finish *string, lp *completionLogprobs) error {
 		c := head
 		c.Choices = []completionChoice{{Text: text, FinishReason: finish, Logprobs: lp}}

@@ -510,9 +510,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 
 // streamMessage sends the reply as Anthropic's server-sent events.
 func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, g *service.Generation, head anthropicResponse) {
-	st := startStream(w, true)
-	stop := st.keepAlive(s.opts.PingInterval)
-	defer stop()
+	st := s.startStream(w, r, true)
+	defer st.close()
 	// message_start goes out with the reply's first event, once the prefix
 	// cache was read, so that its usage says what message_delta's will
 	// (pings keep the stream alive meanwhile).

@@ -218,7 +218,8 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 		httpgate.WriteJSON(w, http.StatusOK, final(sum, m))
 		return nil
 	}
-	st := startStream(w, false)
+	st := s.startStream(w, r, false)
+	defer st.close()
 	sum, err := g.Run(r.Context(), func(e reply.Event) error {
 		clock.event()
 		// Each message carries its tokens' logprobs, as Ollama's do.

@@ -153,7 +153,8 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		httpgate.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
-	st := startStream(w, false)
+	st := s.startStream(w, r, false)
+	defer st.close()
 	sum, err := g.Run(r.Context(), func(e reply.Event) error {
 		clock.event()
 		c := chunk()

@@ -493,9 +493,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		httpgate.WriteJSON(w, http.StatusOK, resp)
 		return nil
 	}
-	st := startStream(w, true)
-	stop := st.keepAlive(s.opts.PingInterval)
-	defer stop()
+	st := s.startStream(w, r, true)
+	defer st.close()
 	b.send = func(event string, v map[string]any) error { return st.sendEvent(event, v) }
 	if b.emit("response.created", map[string]any{"response": resp}) != nil ||
 		b.emit("response.in_progress", map[string]any{"response": resp}) != nil {

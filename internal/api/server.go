@@ -111,6 +111,8 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          s.logger,
+		// Streams tune their connection's socket (stream.go).
+		ConnContext: withConn,
 	}
 }
 

@@ -1,29 +1,75 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"log"
+	"net"
 	"net/http"
 	"sync"
 	"time"
 )
 
+// Limits of a streamed response.
+const (
+	// StreamBacklog is how many events a stream holds for a client that
+	// takes nothing: past it the client is cut off, its generation
+	// cancelled. The engine serves one request at a time, so a client that
+	// stops reading must not hold it; network hiccups are the socket's
+	// buffers' to absorb.
+	StreamBacklog = 32
+	// StreamStall is how long the writer must have waited in one write
+	// before a full backlog counts against the client: the queue also
+	// grows while the writer merely waits for a CPU, as a test's scripted
+	// model outruns any socket, and that is not the client's doing.
+	StreamStall = 100 * time.Millisecond
+	// StreamUnsentBytes bounds what the kernel queues unsent on a stream's
+	// socket (TCP_NOTSENT_LOWAT), so that a client that stops reading
+	// stalls the writer soon. Left to itself Linux let the socket of a
+	// client with a 4 KB receive buffer absorb 2.8 MB on loopback, over
+	// ten thousand events.
+	StreamUnsentBytes = 4 << 10
+)
+
+// errSlowClient is why a stream is cut off and its generation cancelled.
+var errSlowClient = fmt.Errorf("api: the client took nothing for %v while %d events waited; stream cut off", StreamStall, StreamBacklog)
+
 // stream writes one streamed response: server-sent events (each value a
-// "data:" event) or NDJSON (each value a line). Writes come from the
-// handler and from the pinger, so they are serialised; the first write
-// error is kept and returned by every later call.
+// "data:" event) or NDJSON (each value a line). The handler queues events
+// without waiting for the client, since it sends them from inside the
+// engine's decode loop; a writer goroutine writes them out, and sends a
+// ping (an SSE comment) whenever the stream has been silent for the ping
+// interval. The first failure (a write error, the request's end, or the
+// client cut off for taking nothing while StreamBacklog events waited) is
+// kept and returned by every later call.
 type stream struct {
-	mu    sync.Mutex
-	w     http.ResponseWriter
-	rc    *http.ResponseController
-	sse   bool
-	last  time.Time
-	err   error
-	done  chan struct{}
-	pings sync.WaitGroup
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	sse    bool
+	ping   time.Duration // 0: no pings (NDJSON has no comments)
+	logger *log.Logger
+	who    string // the request, for the log
+	conn   net.Conn
+	// unwatch stops the cut-off at the request's end; watched is closed
+	// once a cut-off that started has returned.
+	unwatch func() bool
+	watched chan struct{}
+
+	mu      sync.Mutex
+	queue   []byte // events not yet taken by the writer, one after the other
+	queued  int    // events in queue
+	writing bool   // the writer is in a write, since writeStart
+	started time.Time
+	closing bool
+	err     error
+	wake    chan struct{} // a token when the writer has work
+	done    chan struct{} // closed when the writer returns
 }
 
-// startStream sends the headers of a 200 streamed response.
-func startStream(w http.ResponseWriter, sse bool) *stream {
+// startStream sends the headers of a 200 streamed response and starts its
+// writer; the stream must be closed before the handler returns.
+func (s *Server) startStream(w http.ResponseWriter, r *http.Request, sse bool) *stream {
 	h := w.Header()
 	if sse {
 		h.Set("Content-Type", "text/event-stream")
@@ -32,15 +78,28 @@ func startStream(w http.ResponseWriter, sse bool) *stream {
 	}
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	s := &stream{w: w, rc: http.NewResponseController(w), sse: sse, done: make(chan struct{})}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	st := &stream{w: w, rc: http.NewResponseController(w), sse: sse, logger: s.logger,
+		who:  r.Method + " " + r.URL.Path + " from " + r.RemoteAddr,
+		wake: make(chan struct{}, 1), done: make(chan struct{}), watched: make(chan struct{})}
+	if sse {
+		st.ping = s.opts.PingInterval
+	}
+	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+		st.conn = c
+		limitUnsent(c, StreamUnsentBytes)
+	}
 	w.WriteHeader(http.StatusOK)
-	s.flushLocked()
-	return s
+	// A client that is gone takes no more events, and its writer must
+	// not wait out a write deadline to notice.
+	st.unwatch = context.AfterFunc(r.Context(), func() {
+		st.cut(context.Cause(r.Context()))
+		close(st.watched)
+	})
+	go st.run()
+	return st
 }
 
-// send writes v as the next event or line.
+// send queues v as the next event or line.
 func (s *stream) send(v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -52,7 +111,7 @@ func (s *stream) send(v any) error {
 	return s.write(string(data) + "\n")
 }
 
-// sendEvent writes v as a named server-sent event, as Anthropic's API
+// sendEvent queues v as a named server-sent event, as Anthropic's API
 // streams.
 func (s *stream) sendEvent(name string, v any) error {
 	data, err := json.Marshal(v)
@@ -62,63 +121,152 @@ func (s *stream) sendEvent(name string, v any) error {
 	return s.write("event: " + name + "\ndata: " + string(data) + "\n\n")
 }
 
-// write sends text as is and flushes it.
+// write queues text as is, or cuts the stream off when StreamBacklog
+// events wait behind a write the client has not taken for StreamStall. It
+// never waits for the client.
 func (s *stream) write(text string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.err != nil {
+		defer s.mu.Unlock()
 		return s.err
 	}
-	s.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout)) // not every writer supports deadlines
-	if _, err := s.w.Write([]byte(text)); err != nil {
-		s.err = err
-		return err
+	if s.queued >= StreamBacklog && s.writing && time.Since(s.started) >= StreamStall {
+		s.failLocked(errSlowClient)
+		s.mu.Unlock()
+		s.logger.Printf("stream cut off: %s took nothing for %v while %d events waited; its generation is cancelled", s.who, StreamStall, StreamBacklog)
+		return errSlowClient
 	}
-	s.flushLocked()
-	return s.err
+	s.queue = append(s.queue, text...)
+	s.queued++
+	s.mu.Unlock()
+	s.signal()
+	return nil
 }
 
-func (s *stream) flushLocked() {
-	if err := s.rc.Flush(); err != nil && s.err == nil {
-		s.err = err
-	}
-	s.last = time.Now()
+// cut ends the stream with err unless it already failed.
+func (s *stream) cut(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failLocked(err)
 }
 
-// failed returns the first write error, if any.
+// failLocked keeps err as the stream's failure and interrupts a write in
+// progress: a deadline in the past fails it at once.
+func (s *stream) failLocked(err error) {
+	if s.err != nil {
+		return
+	}
+	s.err = err
+	s.rc.SetWriteDeadline(time.Now()) // not every writer supports deadlines
+	s.signal()
+}
+
+func (s *stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// failed returns the stream's failure, if any.
 func (s *stream) failed() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
 }
 
-// keepAlive sends an SSE comment whenever the stream has been silent for
-// interval, until stop is called. NDJSON has no comments, so it gets none.
-func (s *stream) keepAlive(interval time.Duration) (stop func()) {
-	if !s.sse {
-		return func() {}
+// close waits for the writer to write what is queued (each write bounded
+// by StreamWriteTimeout) and returns the socket to its defaults.
+func (s *stream) close() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.signal()
+	<-s.done
+	// A cut-off still under way would set its deadline on the connection
+	// after the handler returned, when it may carry the next request.
+	if !s.unwatch() {
+		<-s.watched
 	}
-	s.pings.Add(1)
-	go func() {
-		defer s.pings.Done()
-		t := time.NewTicker(interval / 2)
+	if s.conn != nil {
+		limitUnsent(s.conn, 0)
+	}
+}
+
+// run is the writer: it sends the headers, then each batch of queued
+// events, until the stream fails or is closed with nothing left queued.
+func (s *stream) run() {
+	defer close(s.done)
+	var tick <-chan time.Time
+	if s.ping > 0 {
+		t := time.NewTicker(s.ping / 2)
 		defer t.Stop()
-		for {
-			select {
-			case <-s.done:
+		tick = t.C
+	}
+	if !s.put(nil) {
+		return
+	}
+	last := time.Now()
+	for {
+		s.mu.Lock()
+		batch, closing := s.queue, s.closing
+		s.queue, s.queued = nil, 0
+		s.mu.Unlock()
+		if len(batch) == 0 {
+			if closing {
 				return
-			case <-t.C:
-				s.mu.Lock()
-				silent := time.Since(s.last) >= interval
-				s.mu.Unlock()
-				if silent && s.write(": ping\n\n") != nil {
-					return
+			}
+			select {
+			case <-s.wake:
+				continue
+			case now := <-tick:
+				if now.Sub(last) < s.ping {
+					continue
 				}
+				batch = []byte(": ping\n\n")
 			}
 		}
-	}()
-	return func() {
-		close(s.done)
-		s.pings.Wait()
+		if !s.put(batch) {
+			return
+		}
+		last = time.Now()
 	}
+}
+
+// put writes and flushes batch and reports whether the stream is still
+// good.
+func (s *stream) put(batch []byte) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	s.writing, s.started = true, time.Now()
+	// Under the lock, so that a cut-off's deadline is never replaced.
+	s.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
+	s.mu.Unlock()
+	var err error
+	if len(batch) > 0 {
+		_, err = s.w.Write(batch)
+	}
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writing = false
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return s.err == nil
+}
+
+// connKey is the context key under which the server keeps a request's
+// connection, whose socket a stream tunes.
+type connKey struct{}
+
+// withConn is the http.Server's ConnContext: it keeps c for the streams
+// of the requests c carries.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
 }

@@ -73,8 +73,11 @@ func (s *Service) tokenLogprob(id int, lp sample.Logprobs) TokenLogprob {
 	return t
 }
 
-// Emit receives the events of a reply as they are decided. An error from
-// it stops the generation and is returned by Generate.
+// Emit receives the events of a reply as they are decided, from inside the
+// decode loop, which holds the engine for every queued request: it must
+// not wait for a client (a stream queues the event and cuts off a client
+// too far behind). An error from it stops the generation and is returned
+// by Generate.
 type Emit func(reply.Event) error
 
 // Generate runs req on the model once the queue lets it, sending the reply
