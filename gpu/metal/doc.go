@@ -40,6 +40,6 @@
 // none and open none. Objects kept past the call are retained and released
 // by their owner.
 //
-// It builds only for darwin/arm64; elsewhere [Open] returns
-// gpu.ErrUnsupported.
+// Metal itself is reached only on darwin/arm64; elsewhere [Open] returns
+// gpu.ErrUnsupported, and only the tests run the driver, over stand-ins.
 package metal
