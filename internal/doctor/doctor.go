@@ -7,6 +7,12 @@
 // the Setup screen's "Check this Mac" shows: each check pass or fail with
 // the exact compiler or runtime message, so a user can paste it into a bug
 // report.
+//
+// A GPU below Apple7 is a virtual machine's (a hosted CI Mac's), which the
+// Metal driver does not open: the checks that need the GPU are skipped there,
+// with the reason, rather than failed. [Options.CompileOnly] stops after the
+// compile checks, and [Specialize] writes the kernel sources for Apple's
+// offline compiler, one copy per function-constant set the ops use.
 package doctor
 
 import (
