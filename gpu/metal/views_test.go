@@ -128,7 +128,8 @@ func TestWrapRefusesOversizedTensor(t *testing.T) {
 
 // TestWrapNoCopyFitsOrNeedsTensors: a region within the limit is one
 // buffer, its length rounded up to whole pages; a longer one, without its
-// tensors, cannot be split and says so.
+// tensors, cannot be split and says so, as a new buffer over the limit
+// does.
 func TestWrapNoCopyFitsOrNeedsTensors(t *testing.T) {
 	d, f := newFake(t, 4*applePage)
 	f.log = true
@@ -146,6 +147,9 @@ func TestWrapNoCopyFitsOrNeedsTensors(t *testing.T) {
 	}
 	if _, err := d.WrapNoCopy(mapped(t, 2*applePage)[1024:]); err == nil {
 		t.Error("a region not on an Apple page was wrapped")
+	}
+	if _, err := d.NewBuffer(4*applePage + 1); !errors.Is(err, gpu.ErrInvalid) || !strings.Contains(err.Error(), "maxBufferLength") {
+		t.Errorf("a new buffer over the limit: %v", err)
 	}
 }
 
