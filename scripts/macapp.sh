@@ -50,8 +50,10 @@ fi
 app=$(go run ./build/macapp -exe "$exe" -out "$out")
 
 # The kernel libraries: MSL 3.1 with fast math off, as the driver compiles
-# (gpu/metal/compile.go), for the oldest macOS the app runs on.
-if xcrun -sdk macosx --find metal >/dev/null 2>&1 && xcrun -sdk macosx --find metallib >/dev/null 2>&1; then
+# (gpu/metal/compile.go), for the oldest macOS the app runs on. The link
+# goes through metal too, given the same deployment target: the metallib
+# tool alone stamps the library with the SDK's macOS, newer than 14.
+if xcrun -sdk macosx --find metal >/dev/null 2>&1; then
 	src=$work/metal lib=$app/Contents/Resources/metallib
 	go run ./gpu/metal/metalsrc -out "$src"
 	mkdir -p "$lib"
@@ -59,7 +61,7 @@ if xcrun -sdk macosx --find metal >/dev/null 2>&1 && xcrun -sdk macosx --find me
 	for f in "$src"/*.metal; do
 		name=$(basename "$f" .metal)
 		xcrun -sdk macosx metal -std=metal3.1 -fno-fast-math -mmacosx-version-min=14.0 -c "$f" -o "$src/$name.air"
-		xcrun -sdk macosx metallib "$src/$name.air" -o "$lib/$name.metallib"
+		xcrun -sdk macosx metal -mmacosx-version-min=14.0 "$src/$name.air" -o "$lib/$name.metallib"
 		cp "$f.sha256" "$lib/"
 		n=$((n + 1))
 	done
@@ -67,6 +69,7 @@ if xcrun -sdk macosx --find metal >/dev/null 2>&1 && xcrun -sdk macosx --find me
 else
 	echo "macapp: no Metal compiler here (xcrun metal comes with Xcode), so no kernel libraries are bundled: the app compiles its kernels from source at launch"
 fi
+
 if $mac; then
 	codesign --force --deep --sign - "$app"
 	codesign --verify --strict "$app"

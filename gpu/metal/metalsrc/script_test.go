@@ -15,22 +15,31 @@ import (
 // repo is the repository root, seen from this package's folder.
 const repo = "../../.."
 
-// fakeXcrun stands in for Apple's toolchain: it finds metal and metallib,
-// logs each compile's arguments, and "compiles" by copying its input.
+// fakeXcrun stands in for Apple's toolchain: it finds metal, logs the
+// arguments of each compile (-c) and link, and does either by copying its
+// input.
 const fakeXcrun = `#!/usr/bin/env bash
 shift 2 # -sdk macosx
-case $1 in
---find) exit 0 ;;
-metal) shift; echo "$@" >>"$XCRUN_LOG"; while [ $# -gt 0 ]; do case $1 in -c) in=$2; shift ;; -o) out=$2; shift ;; esac; shift; done; cp "$in" "$out" ;;
-metallib) cp "$2" "$4" ;;
-*) exit 1 ;;
-esac
+[ "$1" = --find ] && exit 0
+[ "$1" = metal ] || exit 1
+shift
+echo "$@" >>"$XCRUN_LOG"
+while [ $# -gt 0 ]; do
+	case $1 in
+	-c) in=$2; shift ;;
+	-o) out=$2; shift ;;
+	-*) ;;
+	*) in=$1 ;;
+	esac
+	shift
+done
+cp "$in" "$out"
 `
 
 // TestMacappBundlesLibraries runs scripts/macapp.sh with a stand-in
 // executable and a stand-in xcrun: the bundle gets one library per kernel
-// source, compiled at MSL 3.1 with fast math off, next to the hash of the
-// text the driver is given.
+// source, compiled at MSL 3.1 with fast math off and compiled and linked
+// for macOS 14, next to the hash of the text the driver is given.
 func TestMacappBundlesLibraries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bundler and the stand-in executable")
@@ -84,15 +93,24 @@ func TestMacappBundlesLibraries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(args)), "\n")
-	for _, l := range lines {
-		for _, flag := range []string{"-std=metal3.1", "-fno-fast-math", "-mmacosx-version-min=14.0"} {
+	compiles, links := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(args)), "\n") {
+		// Both steps target macOS 14; the compile also fixes the language
+		// and the math.
+		flags := []string{"-mmacosx-version-min=14.0"}
+		if strings.Contains(" "+l+" ", " -c ") {
+			compiles++
+			flags = append(flags, "-std=metal3.1", "-fno-fast-math")
+		} else {
+			links++
+		}
+		for _, flag := range flags {
 			if !strings.Contains(" "+l+" ", " "+flag+" ") {
-				t.Errorf("compiled without %s: %s", flag, l)
+				t.Errorf("run without %s: metal %s", flag, l)
 			}
 		}
 	}
-	if len(lines) != len(names) {
-		t.Errorf("%d compiles for %d sources", len(lines), len(names))
+	if compiles != len(names) || links != len(names) {
+		t.Errorf("%d compiles and %d links for %d sources", compiles, links, len(names))
 	}
 }
