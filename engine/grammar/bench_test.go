@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -92,10 +93,38 @@ func BenchmarkAllowed(b *testing.B) {
 	}
 }
 
+// enums is an anyOf of k enums of n strings each, all alive after `"s`:
+// k*n states.
+func enums(k, n int) string {
+	alts := make([]string, k)
+	for i := range alts {
+		vals := make([]string, n)
+		for j := range vals {
+			vals[j] = fmt.Sprintf(`"s%05d"`, i*n+j)
+		}
+		alts[i] = `{"enum":[` + strings.Join(vals, ",") + `]}`
+	}
+	return `{"anyOf":[` + strings.Join(alts, ",") + `]}`
+}
+
+// objects is an anyOf of k anyOfs of n objects, each with a string "a"
+// and its own other property: k*n states inside "a"'s string.
+func objects(k, n int) string {
+	alts := make([]string, k)
+	for i := range alts {
+		objs := make([]string, n)
+		for j := range objs {
+			objs[j] = fmt.Sprintf(`{"type":"object","properties":{"a":{"type":"string"},"b%d":{"type":"integer"}},"required":["a"]}`, i*n+j)
+		}
+		alts[i] = `{"anyOf":[` + strings.Join(objs, ",") + `]}`
+	}
+	return `{"anyOf":[` + strings.Join(alts, ",") + `]}`
+}
+
 // BenchmarkMaskWorstCase measures one token's mask (Allowed) on issue 28's
 // hostile schemas over Qwen3's vocabulary, at the deepest state each
 // reaches: the exponential schemas merged to one state, the unmergeable
-// one at an eighth of MaxStates, free JSON and a bounded string walking most or
+// one at an eighth of MaxStates, MaxStates enum values alive at once, free JSON and a bounded string walking most or
 // every token, and 4,000 nested objects. ns/op, B/op and allocs/op are per
 // token; states is how many the matcher holds.
 func BenchmarkMaskWorstCase(b *testing.B) {
@@ -108,6 +137,9 @@ func BenchmarkMaskWorstCase(b *testing.B) {
 		{"branches-256", branches(256, false), strings.Repeat("[", 2*MaxDepth-2)},
 		// 2^7 readings: Qwen's "[[[" would pass MaxStates from 2^8.
 		{"distinct-2", branches(2, true), strings.Repeat("[", 7)},
+		{"enums-1024", enums(4, 256), `"s`},
+		{"objects-1024", objects(4, 256), `{"a":"x`},
+		{"objects-1024-after", objects(4, 256), `{"a":"x"`},
 		{"free-json", `{}`, `{"a":[`},
 		{"bounded-string", `{"type":"string","maxLength":1000}`, `"`},
 		{"nested-4000", deepSchema(4000), `{`},

@@ -39,30 +39,95 @@ type frame struct {
 	key   bool   // strings: this string is a key of a free-key object
 }
 
-type stack []frame
+// stack is a state: its open values, innermost first, as an immutable
+// list. States are stepped along many tokens at once and share their
+// outer frames, so a step allocates the frames it changes, not a copy of
+// the stack; nil is the empty stack, a complete value.
+type stack = *link
 
-func (s stack) top() frame { return s[len(s)-1] }
+type link struct {
+	f     frame
+	up    *link
+	depth int32 // the frames from here down, this one included
+	// hash is of the frames from here down, for deduplication; 0 until
+	// sum computes it, as most states are never compared.
+	hash uint64
+}
+
+// on makes the link of f on up.
+func on(f frame, up *link) *link {
+	if up == nil {
+		return &link{f: f, depth: 1}
+	}
+	return &link{f: f, up: up, depth: up.depth + 1}
+}
+
+// sum is s's hash, computed once.
+func (s *link) sum() uint64 {
+	if s == nil {
+		return 0
+	}
+	if s.hash == 0 {
+		s.hash = s.f.hash() ^ (s.up.sum()*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019) | 1
+	}
+	return s.hash
+}
+
+func newStack(n *node) stack { return on(frame{n: n}, nil) }
+
+// hash mixes f's fields (FNV-1a over their bytes, the node by id).
+func (f *frame) hash() uint64 {
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for range 8 {
+			h = (h ^ v&0xff) * 1099511628211
+			v >>= 8
+		}
+	}
+	mix(uint64(uint32(f.n.id)) | uint64(f.st)<<32 | uint64(f.ws)<<40 | uint64(f.esc)<<48 | uint64(f.cont)<<56)
+	mix(uint64(uint32(f.count)))
+	mix(f.seen)
+	mix(f.cands)
+	for i := 0; i < len(f.num); i++ {
+		h = (h ^ uint64(f.num[i])) * 1099511628211
+	}
+	if f.key {
+		h = ^h
+	}
+	return h
+}
+
+// same reports whether a and b hold the same frames.
+func same(a, b *link) bool {
+	for a != b {
+		if a == nil || b == nil || a.sum() != b.sum() || a.f != b.f {
+			return false
+		}
+		a, b = a.up, b.up
+	}
+	return true
+}
+
+// len is the number of open values.
+func (s *link) len() int {
+	if s == nil {
+		return 0
+	}
+	return int(s.depth)
+}
+
+func (s *link) top() frame { return s.f }
 
 // with returns s with its top replaced by f.
-func (s stack) with(f frame) stack {
-	out := make(stack, len(s))
-	copy(out, s)
-	out[len(out)-1] = f
-	return out
-}
+func (s *link) with(f frame) stack { return on(f, s.up) }
 
 // push returns s with top replaced by parent and f on it.
-func (s stack) push(parent, f frame) stack {
-	out := make(stack, len(s)+1)
-	copy(out, s)
-	out[len(s)-1] = parent
-	out[len(s)] = f
-	return out
+func (s *link) push(parent, f frame) stack {
+	return on(f, s.with(parent))
 }
 
-// pop drops the top; the result's capacity ends at its length, so that a
-// later push copies rather than writes into a shared array.
-func (s stack) pop() stack { return s[: len(s)-1 : len(s)-1] }
+// pop drops the top.
+func (s *link) pop() stack { return s.up }
 
 func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
@@ -78,7 +143,7 @@ func space(s stack, f frame, out []stack) []stack {
 // step appends to out the stacks that s becomes after byte b; none if b
 // is not allowed.
 func step(s stack, b byte, out []stack) []stack {
-	if len(s) == 0 {
+	if s == nil {
 		return out // the value is complete: nothing may follow
 	}
 	f := s.top()
@@ -218,7 +283,7 @@ func step(s stack, b byte, out []stack) []stack {
 // maxFrames. Checked wherever a value may open, it keeps every state the
 // matcher holds completable: the need of what is already open was checked
 // when it opened.
-func fits(s stack, n *node) bool { return len(s)+int(n.need) <= maxFrames }
+func fits(s stack, n *node) bool { return s.len()+int(n.need) <= maxFrames }
 
 // startValue reads the first byte of a value of f.n.
 func startValue(s stack, f frame, b byte, out []stack) []stack {
@@ -232,7 +297,7 @@ func startValue(s stack, f frame, b byte, out []stack) []stack {
 		// flattened them); f is on s already, so one that fits in its
 		// place fits.
 		for _, a := range n.alts {
-			if len(s)-1+int(a.need) <= maxFrames {
+			if s.len()-1+int(a.need) <= maxFrames {
 				g := f
 				g.n = a
 				out = startValue(s, g, b, out)
@@ -565,11 +630,11 @@ func parseDecimal(text string) float64 {
 
 // accepting reports a stack whose value is complete.
 func accepting(s stack) bool {
-	if len(s) == 0 {
+	if s == nil {
 		return true
 	}
 	f := s.top()
-	return len(s) == 1 && f.st == stNumber && numberDone(f.n, f.num)
+	return s.len() == 1 && f.st == stNumber && numberDone(f.n, f.num)
 }
 
 // hasNumber reports whether some number the matcher may write for n, at
@@ -605,6 +670,6 @@ func hasNumber(n *node) bool {
 // reads it.
 func matchText(n *node, text string) bool {
 	var m Matcher
-	m.states = []stack{{frame{n: n}}}
+	m.states = []stack{newStack(n)}
 	return m.Advance([]byte(text), false) == nil && m.Done()
 }

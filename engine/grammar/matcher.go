@@ -2,7 +2,6 @@ package grammar
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,9 +45,8 @@ type Matcher struct {
 	// levels are the states at each depth of the trie walk, kept to
 	// spare allocations.
 	levels [][]stack
-	// seen and key deduplicate states.
-	seen map[string]struct{}
-	key  []byte
+	// seen deduplicates states: a hash's first state in the list kept.
+	seen map[uint64]int
 	// The current mask's bounds: its context, its deadline, the steps
 	// since the last look at them, and the error that cut it short.
 	ctx      context.Context
@@ -59,7 +57,7 @@ type Matcher struct {
 
 // Matcher starts a reply.
 func (g *Grammar) Matcher(v *Vocab) *Matcher {
-	return &Matcher{v: v, states: []stack{{frame{n: g.root}}}}
+	return &Matcher{v: v, states: []stack{newStack(g.root)}}
 }
 
 // Done reports whether the reply is a complete value of the grammar.
@@ -117,7 +115,7 @@ func (m *Matcher) allowed(ctx context.Context, mask []uint64, deadline time.Time
 // length.
 func (m *Matcher) freeString() bool {
 	for _, s := range m.states {
-		if len(s) == 0 {
+		if s == nil {
 			return false
 		}
 		if f := s.top(); f.st != stString || !f.n.free() {
@@ -188,38 +186,28 @@ func (m *Matcher) dedup(states []stack) []stack {
 		return states
 	}
 	if m.seen == nil {
-		m.seen = make(map[string]struct{})
+		m.seen = make(map[uint64]int)
 	}
 	clear(m.seen)
 	kept := states[:0]
+next:
 	for _, s := range states {
-		m.key = s.appendKey(m.key[:0])
-		if _, ok := m.seen[string(m.key)]; ok {
-			continue
+		h := s.sum()
+		if i, ok := m.seen[h]; ok {
+			if same(kept[i], s) {
+				continue
+			}
+			for _, k := range kept { // a collision of hashes
+				if same(k, s) {
+					continue next
+				}
+			}
+		} else {
+			m.seen[h] = len(kept)
 		}
-		m.seen[string(m.key)] = struct{}{}
 		kept = append(kept, s)
 	}
 	return kept
-}
-
-// appendKey appends what identifies s: its frames, nodes by id.
-func (s stack) appendKey(key []byte) []byte {
-	for _, f := range s {
-		key = binary.LittleEndian.AppendUint32(key, uint32(f.n.id))
-		key = append(key, f.st, f.ws, f.esc, f.cont)
-		if f.key {
-			key = append(key, 1)
-		} else {
-			key = append(key, 0)
-		}
-		key = binary.LittleEndian.AppendUint32(key, uint32(f.count))
-		key = binary.LittleEndian.AppendUint64(key, f.seen)
-		key = binary.LittleEndian.AppendUint64(key, f.cands)
-		key = append(key, byte(len(f.num)))
-		key = append(key, f.num...)
-	}
-	return key
 }
 
 // Advance takes the bytes of the token that came; an end-of-reply token
