@@ -92,6 +92,7 @@ func TestUnsatisfiableRefused(t *testing.T) {
 		{`{"type":"object","properties":{"a":{"type":"string","enum":[0]},"b":{"type":"null"}}}`,
 			[]string{`{}`, `{"b":null}`}, []string{`{"a":0}`, `{"a":"0"}`}},
 		{`{"type":"string","enum":["a",2]}`, []string{`"a"`}, []string{`2`}},
+		{`{"type":"string","nullable":true,"enum":["a",null,2]}`, []string{`"a"`, `null`}, []string{`2`}},
 		{`{"type":"integer","minimum":2,"enum":[1,2,3]}`, []string{`2`, `3`}, []string{`1`}},
 		{`{"type":"number","minimum":0.25,"maximum":0.25}`, []string{`0.25`}, []string{`0.2`, `0.3`}},
 		{`{"type":"integer","minimum":99999999999999999999}`, []string{`99999999999999999999`, `100000000000000000001`}, []string{`1`}},

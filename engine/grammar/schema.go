@@ -563,6 +563,9 @@ func (c *compiler) literals(keyword string, values []any, s map[string]any, at *
 		}
 	}
 	if len(rest) > 0 {
+		if nullable, ok := s["nullable"]; ok {
+			rest["nullable"] = nullable // it widens the type the values obey
+		}
 		var err error
 		if within, err = c.compileObject(rest, at); err != nil {
 			return nil, err
