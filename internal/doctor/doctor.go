@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime"
+	"strings"
 	"time"
 
 	"petal/gpu"
@@ -185,6 +186,7 @@ func Run(opts Options) (*Report, error) {
 	}
 	over := &sourced{Device: dev, text: files.text}
 	run.compile(over, files)
+	run.libraries(dev)
 	if opts.CompileOnly {
 		return r, nil
 	}
@@ -261,4 +263,26 @@ func (s *sourced) NewPipeline(src gpu.Source, function string, constants ...gpu.
 		src.Text = t
 	}
 	return s.Device.NewPipeline(src, function, constants...)
+}
+
+// WrapNoCopyTensors keeps the device's own wrapping of long shards (Metal's
+// overlapping views under maxBufferLength), which embedding gpu.Device hides.
+func (s *sourced) WrapNoCopyTensors(mem []byte, tensors []gpu.Extent) (gpu.Buffer, error) {
+	return gpu.WrapTensors(s.Device, mem, tensors)
+}
+
+// libraries reports, on a device that can tell, whether each kernel library
+// came bundled with Petal.app or was compiled from source, and why: a stale
+// bundle is otherwise invisible except as a slower start.
+func (run *runner) libraries(dev gpu.Device) {
+	l, ok := dev.(interface{ Libraries() []string })
+	if !ok {
+		return
+	}
+	notes := l.Libraries()
+	msg := "none compiled"
+	if len(notes) > 0 {
+		msg = strings.Join(notes, "; ")
+	}
+	run.add(Check{Section: SectionCompile, Name: "kernel libraries (bundled or compiled from source)", Pass: true, Message: msg})
 }
