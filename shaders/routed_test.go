@@ -1,6 +1,7 @@
 package shaders_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -78,5 +79,45 @@ func TestNormQMVExpertsSwiGLURouted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRouterNoExpertLeft runs the router's top-k past the experts there
+// are, which the host refuses but the kernel must survive: once none is
+// left, a round's winner is ROUTER_NONE, and marking it taken shifted by
+// ROUTER_NONE/32, undefined (the sim traps on it). Lanes past the experts
+// write nothing; the others pick as RouterTopK does.
+func TestRouterNoExpertLeft(t *testing.T) {
+	const experts, topK, untouched = 3, 5, 0xdeadbeef
+	k := shaders.NewKernels(device(t))
+	d := k.Device()
+	p, err := k.Pipeline("moe.metal", "router_topk_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := []float32{0.5, 2, -1}
+	lv := denseBuf(t, d, 0, denseF32s(logits))
+	fill := make([]byte, 4*topK)
+	for i := range topK {
+		binary.LittleEndian.PutUint32(fill[4*i:], untouched)
+	}
+	ids, ws := denseBuf(t, d, 0, fill), denseBuf(t, d, 0, fill)
+	args := shaders.MoEArgs{N: experts, K: topK, Normalize: 1}
+	denseRun(t, k, func(cb gpu.CommandBuffer) error {
+		return cb.Dispatch(&gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: shaders.RouterThreads, Y: 1, Z: 1},
+			Args: []gpu.Arg{gpu.BytesArg(0, shaders.Bytes(&args)), lv.Arg(1), ids.Arg(2), ws.Arg(3)}})
+	})
+	wantIDs, wantWs := selftest.Router(logits, experts, true)
+	gotIDs, gotWs := denseReadU32(ids, topK), denseReadF32(ws, topK)
+	for j := range topK {
+		if j >= experts {
+			if gotIDs[j] != untouched || math.Float32bits(gotWs[j]) != untouched {
+				t.Errorf("choice %d of %d experts: wrote id %#x weight %v", j, experts, gotIDs[j], gotWs[j])
+			}
+			continue
+		}
+		if gotIDs[j] != wantIDs[j] || math.Abs(float64(gotWs[j])-wantWs[j]) > 32*denseU*wantWs[j] {
+			t.Errorf("choice %d: id %d weight %v, want %d %v", j, gotIDs[j], gotWs[j], wantIDs[j], wantWs[j])
+		}
 	}
 }

@@ -43,7 +43,9 @@ METAL_FUNC void router_topk_simd(constant MoEArgs& args, device const float* log
         if (j == 0) {
             top = m;
         }
-        if (win % 32u == lane) {
+        // No expert left (k above the experts there are) wins ROUTER_NONE,
+        // whose win / 32 would shift by far more than 31.
+        if (win != ROUTER_NONE && win % 32u == lane) {
             taken |= 1u << (win / 32u);
         }
         if (uint(j) == lane) {

@@ -43,7 +43,7 @@ const (
 	// nor are new and delete.
 	RuleLibrary Rule = "only the Metal standard library: no C++ standard library, new or delete (MSL 1.4.4)"
 	// §1.4.4: C++ features Metal leaves out.
-	RuleUnsupported Rule = "C++ feature Metal leaves out: virtual, derived classes, dynamic_cast, typeid, goto, register, thread_local (MSL 1.4.4)"
+	RuleUnsupported Rule = "C++ feature Metal leaves out: lambdas, virtual, derived classes, dynamic_cast, typeid, goto, register, thread_local, a function named main (MSL 1.4.4)"
 	// §1.4: MSL 3.1 is C++14; C++17 features are errors.
 	RuleCxx14 Rule = "MSL 3.1 is C++14: no C++17 features (MSL 1.4)"
 	// §4.4: threadgroup storage is allocated per threadgroup for a kernel,
@@ -51,6 +51,16 @@ const (
 	// clang's OpenCL mode, Metal's ancestor, refuses the helper form, while
 	// the sim makes it a static and CUDA takes __shared__ anywhere.
 	RuleThreadgroupScope Rule = "threadgroup storage must be declared in a kernel function, not a helper it calls (MSL 4.4)"
+	// §1.4.4, §6: metal_stdlib names its functions itself (exp, not expf;
+	// atomic_fetch_add_explicit, not atomicAdd). The C library's and
+	// CUDA's names compile on the cuda driver, some on the sim (its
+	// compat header includes C headers, and __builtin_ functions are the
+	// host compiler's), and not on a Mac.
+	RuleForeignName Rule = "C library, CUDA and compiler-reserved (__) names are not MSL: use metal_stdlib's (MSL 1.4.4, 6)"
+	// §2.5, §6.15: the atomic types are atomic_int, atomic_uint, atomic_bool
+	// and atomic_float (atomic<T> of those); 64-bit atomics need Apple8 or
+	// later and take only min and max, and Petal runs on Apple7.
+	RuleAtomic Rule = "atomics are of int, uint, bool or float only: 64-bit and other atomics need a newer GPU than Apple7 or do not exist (MSL 2.5, 6.15)"
 )
 
 // A RuleError is a kernel source that breaks a Rule. NewPipeline returns it
@@ -157,6 +167,51 @@ func (r *rewriter) checkInputs(kernel string, ins []builtinInput) error {
 
 // --------------------------------------------------------- source rules
 
+// foreignCalls are C library functions, and the C math library's float
+// spellings, that a kernel might call out of habit; metal_stdlib has the
+// overloaded names (exp, sqrt, fabs, fmax...) or nothing.
+var foreignCalls = map[string]bool{
+	"expf": true, "exp2f": true, "exp10f": true, "expm1f": true, "logf": true, "log2f": true, "log10f": true, "log1pf": true,
+	"sqrtf": true, "rsqrtf": true, "cbrtf": true, "powf": true, "fabsf": true, "floorf": true, "ceilf": true, "roundf": true,
+	"truncf": true, "rintf": true, "lrintf": true, "fmodf": true, "fmaxf": true, "fminf": true, "fmaf": true, "copysignf": true,
+	"sinf": true, "cosf": true, "tanf": true, "asinf": true, "acosf": true, "atanf": true, "atan2f": true, "sinhf": true,
+	"coshf": true, "tanhf": true, "erff": true, "erfcf": true, "hypotf": true, "ldexpf": true, "frexpf": true, "modff": true,
+	"printf": true, "fprintf": true, "sprintf": true, "snprintf": true, "puts": true, "malloc": true, "calloc": true,
+	"realloc": true, "free": true, "memcpy": true, "memset": true, "memmove": true, "memcmp": true, "strlen": true,
+	"abort": true, "exit": true, "assert": true, "qsort": true, "rand": true, "srand": true,
+}
+
+// cudaNames are CUDA's builtin variables and atomics, which the cuda driver
+// would take. (Its intrinsics, __syncthreads and the like, are reserved
+// names.)
+var cudaNames = map[string]bool{
+	"threadIdx": true, "blockIdx": true, "blockDim": true, "gridDim": true, "warpSize": true,
+	"atomicAdd": true, "atomicSub": true, "atomicExch": true, "atomicMin": true, "atomicMax": true,
+	"atomicInc": true, "atomicDec": true, "atomicCAS": true, "atomicAnd": true, "atomicOr": true, "atomicXor": true,
+}
+
+// atomicValueTypes are the types MSL's atomic<T> takes on Apple7.
+var atomicValueTypes = map[string]bool{
+	"int": true, "uint": true, "bool": true, "float": true, "int32_t": true, "uint32_t": true,
+	"unsigned": true, "unsigned int": true, "signed int": true,
+}
+
+// maxTemplateArgTokens bounds how far templateArg looks for the ">".
+const maxTemplateArgTokens = 8
+
+// templateArg is the template argument list opened by the "<" at i, its
+// tokens joined by spaces ("" when it does not close soon).
+func (r *rewriter) templateArg(i int) string {
+	var words []string
+	for j := i + 1; j < len(r.toks) && j <= i+maxTemplateArgTokens; j++ {
+		if r.toks[j].text == ">" {
+			return strings.Join(words, " ")
+		}
+		words = append(words, r.toks[j].text)
+	}
+	return ""
+}
+
 // Tokens refused wherever they appear, by rule.
 var bannedWords = map[string]Rule{
 	"double": RuleDouble,
@@ -211,6 +266,9 @@ func (r *rewriter) checkRules() error {
 					return r.ruleErr(t, RuleCxx14, "[[%s]] is a C++17 attribute", name)
 				}
 			}
+			if r.isLambda(i) {
+				return r.ruleErr(t, RuleUnsupported, "a lambda")
+			}
 			if t.text == "(" && r.tok(i+1).text == "*" && (r.tok(i+2).text == ")" || r.tok(i+2).kind == tokIdent && r.tok(i+3).text == ")") {
 				close := i + 2
 				if r.tok(close).text != ")" {
@@ -231,10 +289,27 @@ func (r *rewriter) checkRules() error {
 			return r.ruleErr(t, rule, "%s", t.text)
 		}
 		switch {
+		case member:
+		case strings.HasPrefix(t.text, "__"):
+			return r.ruleErr(t, RuleForeignName, "%s is reserved to the compiler", t.text)
+		case cudaNames[t.text]:
+			return r.ruleErr(t, RuleForeignName, "%s is CUDA's", t.text)
+		case foreignCalls[t.text] && next == "(" && funcs.defs[t.text] == nil:
+			return r.ruleErr(t, RuleForeignName, "%s is the C library's", t.text)
+		case t.text == "atomic_long" || t.text == "atomic_ulong":
+			return r.ruleErr(t, RuleAtomic, "%s", t.text)
+		case t.text == "atomic" && next == "<":
+			if v := r.templateArg(i + 1); !atomicValueTypes[v] {
+				return r.ruleErr(t, RuleAtomic, "atomic<%s>", v)
+			}
+		}
+		switch {
 		case t.text == "std" && next == "::" && !member:
 			return r.ruleErr(t, RuleLibrary, "std::%s", r.tok(i+2).text)
 		case (t.text == "struct" || t.text == "class") && r.tok(i+1).kind == tokIdent && r.tok(i+2).text == ":":
 			return r.ruleErr(t, RuleUnsupported, "%s %s derives from %s", t.text, next, r.tok(i+3).text)
+		case t.text == "main" && next == "(" && funcs.isDecl[i]:
+			return r.ruleErr(t, RuleUnsupported, "a function named main")
 		case funcs.defs[t.text] != nil && !member && next != "(" && next != "<" && !funcs.isDecl[i]:
 			return r.ruleErr(t, RuleFunctionPointer, "function %s used as a value", t.text)
 		case types[t.text] && !member:
@@ -255,12 +330,31 @@ func (r *rewriter) checkRules() error {
 	return r.checkAddressSpaceMix(types, funcs)
 }
 
+// isLambda reports whether the "[" at i opens a lambda's capture list: a
+// "[" that does not follow an expression, so is no subscript ("[[" is a
+// token of its own, and operator[] follows a name).
+func (r *rewriter) isLambda(i int) bool {
+	if r.toks[i].text != "[" {
+		return false
+	}
+	switch prev := r.tok(i - 1); {
+	case prev.kind == tokIdent:
+		return prev.text == "return" || prev.text == "case"
+	case prev.kind == tokNumber || prev.kind == tokString:
+		return false
+	default:
+		return prev.text != ")" && prev.text != "]" && prev.text != "]]"
+	}
+}
+
 // checkProgramScope refuses a variable declared outside every function
-// and struct without constant (or constexpr, whose value needs no storage).
+// and struct without constant (or constexpr, whose value needs no storage),
+// and a static one inside them: its storage is the program's too, which
+// the sim would share between all threads.
 func (r *rewriter) checkProgramScope(types map[string]bool) error {
 	depth, parens := 0, 0
 	for i := 0; i < len(r.toks); i++ {
-		start := i == 0 || r.toks[i-1].kind == tokDirective || r.toks[i-1].text == ";" || r.toks[i-1].text == "}"
+		start := i == 0 || r.toks[i-1].kind == tokDirective || r.toks[i-1].text == ";" || r.toks[i-1].text == "}" || r.toks[i-1].text == "{"
 		switch r.toks[i].text {
 		case "{":
 			depth++
@@ -271,7 +365,7 @@ func (r *rewriter) checkProgramScope(types map[string]bool) error {
 		case ")":
 			parens--
 		}
-		if !start || depth != 0 || parens != 0 || r.toks[i].kind != tokIdent {
+		if !start || depth != 0 && r.toks[i].text != "static" || parens != 0 || r.toks[i].kind != tokIdent {
 			continue
 		}
 		switch r.toks[i].text {
@@ -296,6 +390,9 @@ func (r *rewriter) checkProgramScope(types map[string]bool) error {
 			continue
 		}
 		if next := r.tok(j + 1).text; next == "=" || next == ";" || next == "[" || next == "{" || next == "," {
+			if depth != 0 {
+				return r.ruleErr(r.toks[j], RuleProgramScope, "static local %s", r.toks[j].text)
+			}
 			return r.ruleErr(r.toks[j], RuleProgramScope, "%s", r.toks[j].text)
 		}
 	}
@@ -752,5 +849,6 @@ func (r *rewriter) checkFlow(want string, i int, spaces map[string]string, into 
 // Rules lists every rule the rewriter enforces.
 func Rules() []Rule {
 	return []Rule{RuleInputShape, RuleInputType, RuleAddressSpace, RuleAddressSpaceMix, RuleProgramScope, RuleDouble,
-		RuleRecursion, RuleFunctionPointer, RuleExceptions, RuleLibrary, RuleUnsupported, RuleCxx14, RuleThreadgroupScope}
+		RuleRecursion, RuleFunctionPointer, RuleExceptions, RuleLibrary, RuleUnsupported, RuleCxx14, RuleThreadgroupScope,
+		RuleForeignName, RuleAtomic}
 }

@@ -23,17 +23,20 @@
 // kernel position and size inputs all scalar or all vectors of one width,
 // and of uint or ushort; an address space on every pointer and reference; no
 // pointer flowing into another address space without a cast (within a
-// function, from a named pointer or threadgroup array); program-scope
-// variables only in the constant address space; threadgroup storage
-// declared only in a kernel function, not a helper; no double, recursion,
-// function pointers, exceptions, C++ standard library, new/delete, virtual,
-// derived classes, dynamic_cast, typeid, goto, register or thread_local; and
-// C++14 only: the kernel compiles with -std=c++14 -pedantic-errors (the
-// compat header as a system header) and C++17 attributes are refused.
-// [Rules] lists them; testdata/rule_*.metal break one each. What Apple's
-// compiler checks beyond these (overload resolution across address spaces,
-// address spaces inside macros and templates it instantiates, its own
-// warnings-as-errors) is seen only on a Mac.
+// function, from a named pointer or threadgroup array); program-scope and
+// static local variables only in the constant address space; threadgroup
+// storage declared only in a kernel function, not a helper; atomics of
+// 32-bit int, uint, bool or float only; no C library, CUDA or __ names; no
+// double, recursion, function pointers, exceptions, C++ standard library,
+// new/delete, virtual, derived classes, dynamic_cast, typeid, goto,
+// register or thread_local; and C++14 only: the kernel compiles with
+// -std=c++14 -pedantic-errors (the compat header as a system header) and
+// C++17 attributes are refused. [Rules] lists them; testdata/rule_*.metal
+// break one each; petal/gpu/msl's package comment lists the rules
+// considered and left out, and why. What Apple's compiler checks beyond
+// these (overload resolution across address spaces, address spaces inside
+// macros and templates it instantiates, its own warnings-as-errors) is
+// seen only on a Mac.
 //
 // # What kernels may use
 //
@@ -94,7 +97,10 @@
 //     but within the 16-byte alignment padding, or into a wrapped buffer, is
 //     not caught). Writes to read-only mapped memory and overflows of a
 //     simulated thread's stack are reported the same way.
-//   - [ErrTrap]: integer division by zero, which traps on the CPU.
+//   - [ErrTrap]: integer division by zero, which traps on the CPU, and a
+//     shift by the width of its operand or more (or by a negative amount),
+//     which the kernels are compiled to trap on (see cxxFlags): both are
+//     undefined, and a GPU answers them differently from the CPU.
 //
 // Faults in Go code are passed on to Go's own handler, so they still panic.
 package sim

@@ -357,9 +357,13 @@ func (d *Device) hazard(o *op, kind int32, r *cResult) error {
 	case hazFault:
 		e.Kind = ErrOutOfBounds
 		e.Detail = d.describeFault(uintptr(r.addr), o.bound)
-		if syscall.Signal(r.sig) == syscall.SIGFPE {
+		switch syscall.Signal(r.sig) {
+		case syscall.SIGFPE:
 			e.Kind = ErrTrap
 			e.Detail = "integer division by zero or overflow (a GPU returns an unspecified value instead)"
+		case syscall.SIGILL, syscall.SIGTRAP:
+			e.Kind = ErrTrap
+			e.Detail = "a shift by the operand's width or more, or by a negative amount (undefined: a GPU gives some value, the CPU another)"
 		}
 	case hazSetup:
 		return fmt.Errorf("%w: %s: sim runtime: %s", gpu.ErrExecution, o.pipe.name, msg)

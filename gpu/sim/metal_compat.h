@@ -421,7 +421,7 @@ static void report(Result* R, int kind, int line, const char* msg, int a, int b,
 	__builtin_snprintf(R->msg, sizeof R->msg, msg, a, b, c);
 }
 
-static struct sigaction prev_segv, prev_bus, prev_fpe;
+static struct sigaction prev_segv, prev_bus, prev_fpe, prev_ill, prev_trap;
 
 static void on_fault(int sig, siginfo_t* si, void* uc) {
 	Worker* W = cur_worker;
@@ -431,7 +431,7 @@ static void on_fault(int sig, siginfo_t* si, void* uc) {
 		W->in_kernel = 0;
 		siglongjmp(W->jb, 1);
 	}
-	struct sigaction* p = sig == SIGSEGV ? &prev_segv : sig == SIGBUS ? &prev_bus : &prev_fpe;
+	struct sigaction* p = sig == SIGSEGV ? &prev_segv : sig == SIGBUS ? &prev_bus : sig == SIGFPE ? &prev_fpe : sig == SIGILL ? &prev_ill : &prev_trap;
 	if (p->sa_flags & SA_SIGINFO) {
 		p->sa_sigaction(sig, si, uc);
 	} else if (p->sa_handler == SIG_DFL) {
@@ -454,6 +454,10 @@ static void install_fault_handler() {
 	sigaction(SIGBUS, &sa, &prev_bus);
 	// Integer division by zero traps on the CPU but not on the GPU.
 	sigaction(SIGFPE, &sa, &prev_fpe);
+	// A shift by the operand's width or more traps where cxxFlags' shift
+	// check put one: ud2 (SIGILL) on x86-64, brk (SIGTRAP) on arm64.
+	sigaction(SIGILL, &sa, &prev_ill);
+	sigaction(SIGTRAP, &sa, &prev_trap);
 }
 
 // run_group runs one threadgroup to completion; it returns HAZ_NONE or a

@@ -37,6 +37,8 @@ func TestAppleRulesRefuseMutants(t *testing.T) {
 		// partial sums declared in the helper delta_step.
 		{"rule_threadgroup_scope.metal", "deltanet.metal", "delta_step_conv_f32", sim.RuleThreadgroupScope,
 			"threadgroup float part_q[DELTA_MAX_SIMDGROUPS];", "threadgroup part_q in delta_step, which is not a kernel"},
+		{"rule_foreign_name.metal", "rmsnorm.metal", "rmsnorm_f32_bf16", sim.RuleForeignName, "sqrtf(total", "sqrtf is the C library's"},
+		{"rule_atomic.metal", "argmax.metal", "argmax_f32", sim.RuleAtomic, "atomic<ulong> best_index", "atomic<ulong>"},
 	}
 	d := openSim(t, sim.Options{})
 	seen := map[sim.Rule]bool{}
@@ -109,12 +111,12 @@ func TestRuleErrorsFollowLineDirectives(t *testing.T) {
 // TestAppleRulesAcceptValidMSL holds the checks to MSL they must let
 // through: pointers and references in every address space (threadgroup ones
 // in a helper too), casts between them, expressions that look like
-// declarations, deleted members, templates and a kernel behind an
-// attribute.
+// declarations, deleted members, templates, a kernel behind an attribute,
+// 32-bit atomics and a static constexpr local.
 func TestAppleRulesAcceptValidMSL(t *testing.T) {
 	src := `#include <metal_stdlib>
 using namespace metal;
-struct Pair { float a; float b; Pair() = default; };
+struct Pair { float a; float b; Pair() = default; float operator[](int j) const { return j == 0 ? a : b; } };
 constant float half_pi = 1.5707964f;
 constexpr constant int lanes = 32;
 template <typename T> T twice(thread const T& v) { return v + v; }
@@ -124,13 +126,15 @@ kernel void ok(device float* x [[buffer(0)]], constant Pair& pr [[buffer(1)]],
                uint2 gid [[thread_position_in_grid]], uint2 size [[threads_per_grid]],
                ushort lane [[thread_index_in_simdgroup]]) {
     threadgroup float tg[32];
+    threadgroup atomic<unsigned int> count;
+    static constexpr constant float third = 1.0f / 3.0f;
     const uint i = gid.y * size.x + gid.x;
     thread float local = x[i] * pr.a;
     thread float& ref = local;
     device float* p = x + i;
     threadgroup float* t = &tg[lane];
     device float* q = (device float*)(x);
-    float y = float(i) * 0.5 + sizeof(float) * 2;
+    float y = float(i) * 0.5 + sizeof(float) * 2 + x[size.x - 1];
     *t = twice(ref) + first(p, tg) + q[0] * y + half_pi * float(lanes);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     x[i] = tg[lane];
@@ -139,5 +143,41 @@ kernel void ok(device float* x [[buffer(0)]], constant Pair& pr [[buffer(1)]],
 	d := openSim(t, sim.Options{})
 	if _, err := d.NewPipeline(gpu.Source{Name: "ok.metal", Text: src}, "ok"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAppleRulesRefuseSnippets covers what the mutants do not: each line,
+// placed in a small kernel, breaks the rule given and the error names it.
+func TestAppleRulesRefuseSnippets(t *testing.T) {
+	d := openSim(t, sim.Options{})
+	for _, c := range []struct {
+		line string
+		rule sim.Rule
+		says string
+	}{
+		{"x[i] = expf(x[i]);", sim.RuleForeignName, "expf is the C library's"},
+		{"printf(\"%f\", x[i]);", sim.RuleForeignName, "printf is the C library's"},
+		{"x[threadIdx.x] = 0.0f;", sim.RuleForeignName, "threadIdx is CUDA's"},
+		{"atomicAdd(&x[0], 1.0f);", sim.RuleForeignName, "atomicAdd is CUDA's"},
+		{"__syncthreads();", sim.RuleForeignName, "__syncthreads is reserved"},
+		{"x[i] = __builtin_sqrtf(x[i]);", sim.RuleForeignName, "__builtin_sqrtf is reserved"},
+		{"threadgroup atomic_ulong n;", sim.RuleAtomic, "atomic_ulong"},
+		{"threadgroup atomic<long> n;", sim.RuleAtomic, "atomic<long>"},
+		{"threadgroup atomic<half> n;", sim.RuleAtomic, "atomic<half>"},
+		{"static float total = 0.0f; total += x[i];", sim.RuleProgramScope, "static local total"},
+		{"static int seen[4];", sim.RuleProgramScope, "static local seen"},
+		{"auto twice = [&](float v) { return 2.0f * v; }; x[i] = twice(x[i]);", sim.RuleUnsupported, "a lambda"},
+		{"x[i] = [](float v) { return v; }(x[i]);", sim.RuleUnsupported, "a lambda"},
+		{"const float c = 2.0f; auto f = [c](float v) { return c * v; }; x[i] = f(x[i]);", sim.RuleUnsupported, "a lambda"},
+		{"}\nstatic void main(device float* x) { x[0] = 0.0f; ", sim.RuleUnsupported, "a function named main"},
+	} {
+		src := "#include <metal_stdlib>\nusing namespace metal;\n" +
+			"kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n    " + c.line + "\n}\n"
+		_, err := d.NewPipeline(gpu.Source{Name: "k.metal", Text: src}, "k")
+		line := 4 + strings.Count(c.line, "\n")
+		var re *sim.RuleError
+		if !errors.As(err, &re) || re.Rule != c.rule || re.Line != line || !strings.Contains(re.Detail, c.says) {
+			t.Errorf("%s: got %v, want k.metal:%d: %s: ...%s...", c.line, err, line, c.rule, c.says)
+		}
 	}
 }

@@ -43,6 +43,18 @@ func TestTrapsAreReported(t *testing.T) {
 		t.Errorf("division by zero: %v", err)
 	}
 
+	p = mustPipeline(t, d, src, "shift_left")
+	for _, c := range []struct {
+		by   uint32
+		trap bool
+	}{{31, false}, {32, true}, {0xffffffff / 32, true}} {
+		err := runOne(t, d, &gpu.Dispatch{Pipeline: p, Groups: size(1, 1), Threads: size(2, 1),
+			Args: []gpu.Arg{gpu.BufferArg(0, buffer(t, d, []uint32{0, c.by}), 0), gpu.BufferArg(1, out, 0)}})
+		if c.trap != errors.Is(err, sim.ErrTrap) || c.trap != (err != nil) || c.trap && !strings.Contains(err.Error(), "shift") {
+			t.Errorf("shift by %d: %v, want a trap: %t", c.by, err, c.trap)
+		}
+	}
+
 	page := os.Getpagesize()
 	m, err := syscall.Mmap(-1, 0, page, syscall.PROT_READ, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {

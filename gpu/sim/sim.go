@@ -32,7 +32,7 @@ var (
 	ErrDeadlock    = errors.New("sim: threadgroup barrier deadlock")
 	ErrRace        = errors.New("sim: result depends on thread order (threadgroup memory race, uninitialised read or a shuffle from an inactive lane)")
 	ErrOutOfBounds = errors.New("sim: memory fault (out-of-bounds access)")
-	ErrTrap        = errors.New("sim: arithmetic trap (integer division by zero)")
+	ErrTrap        = errors.New("sim: arithmetic trap (integer division by zero, or a shift by the operand's width or more)")
 )
 
 // HazardError says which kernel, threadgroup and thread went wrong, and how.
@@ -85,7 +85,15 @@ type Options struct {
 // math mode does and results do not depend on whether the host has FMA
 // (x86-64 without -mfma never fuses, arm64 would). -fno-math-errno only
 // stops libm from setting errno.
-var cxxFlags = []string{"-std=c++14", "-pedantic-errors", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-ffp-contract=off"}
+//
+// A shift by the width of its (promoted) left operand or more, or by a
+// negative amount, is undefined in MSL as in C++, and the CPU hides it: x86
+// takes the amount mod 32, so a kernel shifting by 32 gets its answer here
+// and another on a GPU. -fsanitize=shift-exponent checks every shift whose
+// amount is not a constant and traps (no runtime library) when it is out of
+// range; the sim reports the trap as ErrTrap.
+var cxxFlags = []string{"-std=c++14", "-pedantic-errors", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-ffp-contract=off",
+	"-fsanitize=shift-exponent", "-fsanitize-undefined-trap-on-error"}
 
 // compatHeaders are what kernels include: metal_compat.h and the
 // petal/gpu/msl headers it includes.

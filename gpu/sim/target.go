@@ -30,6 +30,8 @@ const (
 	RuleUnsupported      = msl.RuleUnsupported
 	RuleCxx14            = msl.RuleCxx14
 	RuleThreadgroupScope = msl.RuleThreadgroupScope
+	RuleForeignName      = msl.RuleForeignName
+	RuleAtomic           = msl.RuleAtomic
 )
 
 // Rules lists every rule the sim enforces.

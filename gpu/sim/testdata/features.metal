@@ -121,6 +121,14 @@ kernel void divide(device const int* x [[buffer(0)]],
     y[i] = 100 / x[i];
 }
 
+// Shifts by an amount the host gives: 32 or more is undefined, which the
+// sim must report rather than answer as x86 does (the amount mod 32).
+kernel void shift_left(device const uint* by [[buffer(0)]],
+                       device uint* y [[buffer(1)]],
+                       uint i [[thread_position_in_grid]]) {
+    y[i] = 1u << by[i];
+}
+
 // Writes through a pointer the host bound to read-only memory.
 kernel void store_one(device int* y [[buffer(0)]],
                       uint i [[thread_position_in_grid]]) {
