@@ -25,8 +25,9 @@ const demoModel = "../../models/demo"
 // Bounds of TestStalledReaders.
 const (
 	// stalledReceiveBuffer is the never-readers' socket receive buffer,
-	// small so that their streams back up after a few kilobytes.
-	stalledReceiveBuffer = 4 << 10
+	// small so that their streams back up after a few kilobytes (Linux
+	// raises it to its minimum, about 2 KB).
+	stalledReceiveBuffer = 1 << 10
 	// shortReplyBound is how long the short request may take: far more
 	// than the cut-offs need on a loaded machine, less than the
 	// StreamWriteTimeout a never-reader held the engine for before.
@@ -138,6 +139,7 @@ func TestStalledReaders(t *testing.T) {
 	if n := strings.Count(logged.String(), "stream cut off: POST /v1/completions"); n != len(stalled) {
 		t.Errorf("%d cut-offs logged, want %d: %q", n, len(stalled), logged.String())
 	}
+	t.Logf("log:\n%s", logged.String())
 	// Read now, each stream holds the events the sockets and the backlog
 	// took and ends without the reply's end.
 	for i, c := range stalled {

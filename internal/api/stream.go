@@ -59,6 +59,7 @@ type stream struct {
 	mu      sync.Mutex
 	queue   []byte // events not yet taken by the writer, one after the other
 	queued  int    // events in queue
+	events  int    // events queued in all, for the log
 	writing bool   // the writer is in a write, since writeStart
 	started time.Time
 	closing bool
@@ -130,14 +131,17 @@ func (s *stream) write(text string) error {
 		defer s.mu.Unlock()
 		return s.err
 	}
-	if s.queued >= StreamBacklog && s.writing && time.Since(s.started) >= StreamStall {
+	if stalled := time.Since(s.started); s.queued >= StreamBacklog && s.writing && stalled >= StreamStall {
 		s.failLocked(errSlowClient)
+		waiting, events := s.queued, s.events
 		s.mu.Unlock()
-		s.logger.Printf("stream cut off: %s took nothing for %v while %d events waited; its generation is cancelled", s.who, StreamStall, StreamBacklog)
+		s.logger.Printf("stream cut off: %s took nothing for %v while %d events waited, %d events in; its generation is cancelled",
+			s.who, stalled.Round(time.Millisecond), waiting, events)
 		return errSlowClient
 	}
 	s.queue = append(s.queue, text...)
 	s.queued++
+	s.events++
 	s.mu.Unlock()
 	s.signal()
 	return nil

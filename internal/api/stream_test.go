@@ -17,15 +17,19 @@ import (
 )
 
 // fakeClient is a ResponseWriter over a socket that takes a write only
-// when the test lets it (each token of accept takes one), or fails it
-// once the write deadline has passed, as a net.Conn does.
+// when the test lets it (each token of accept takes one), or, when rate is
+// set, reads rate bytes a second; it fails a write once the write deadline
+// has passed, as a net.Conn does.
 type fakeClient struct {
 	header  http.Header
 	accept  chan struct{}
+	rate    int
 	expired chan struct{}
 	once    sync.Once
 	mu      sync.Mutex
 	got     bytes.Buffer
+	// deadline is the latest write deadline set.
+	deadline time.Time
 }
 
 func newFakeClient() *fakeClient {
@@ -37,10 +41,20 @@ func (c *fakeClient) WriteHeader(int)     {}
 func (c *fakeClient) FlushError() error   { return nil }
 
 func (c *fakeClient) Write(b []byte) (int, error) {
-	select {
-	case <-c.accept:
-	case <-c.expired:
-		return 0, os.ErrDeadlineExceeded
+	if c.rate > 0 {
+		read := time.NewTimer(time.Duration(len(b)) * time.Second / time.Duration(c.rate))
+		defer read.Stop()
+		select {
+		case <-read.C:
+		case <-c.expired:
+			return 0, os.ErrDeadlineExceeded
+		}
+	} else {
+		select {
+		case <-c.accept:
+		case <-c.expired:
+			return 0, os.ErrDeadlineExceeded
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -48,10 +62,19 @@ func (c *fakeClient) Write(b []byte) (int, error) {
 }
 
 func (c *fakeClient) SetWriteDeadline(t time.Time) error {
-	if !t.After(time.Now()) {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	if !t.IsZero() && !t.After(time.Now()) {
 		c.once.Do(func() { close(c.expired) })
 	}
 	return nil
+}
+
+func (c *fakeClient) lastDeadline() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadline
 }
 
 func (c *fakeClient) received() string {
@@ -106,6 +129,9 @@ func TestStreamCutsOffStalledClient(t *testing.T) {
 		if got := c.received(); got != "" {
 			t.Errorf("the stalled client received %q", got)
 		}
+		if d := c.lastDeadline(); d.IsZero() || d.After(time.Now()) {
+			t.Errorf("a cut-off stream's connection has write deadline %v, want one passed, so that the server closes it", d)
+		}
 		if !strings.Contains(logged.String(), "stream cut off: POST /v1/completions") {
 			t.Errorf("log %q does not say the stream was cut off", logged.String())
 		}
@@ -136,6 +162,45 @@ func TestStreamKeepsUpWithReader(t *testing.T) {
 			t.Errorf("received %q, want %q", got, want.String())
 		}
 	})
+}
+
+// TestStreamTrickle: a client that reads, but slower than the reply comes
+// (the 4 KB/s trickle against 40 KB/s of events, a 200-byte event
+// every 5 ms), is cut off too; one that reads faster than that never is.
+func TestStreamTrickle(t *testing.T) {
+	const (
+		events = 2000
+		every  = 5 * time.Millisecond
+	)
+	payload := "data: " + strings.Repeat("x", 192) + "\n\n"
+	for _, tc := range []struct {
+		rate int
+		cut  bool
+	}{{4 << 10, true}, {80 << 10, false}} {
+		t.Run(fmt.Sprint("rate=", tc.rate), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newFakeClient()
+				c.rate = tc.rate
+				st := streamServer(log.New(&strings.Builder{}, "", 0)).startStream(c, httptest.NewRequest("POST", "/v1/responses", nil), true)
+				sent := 0
+				var err error
+				for ; sent < events; sent++ {
+					if err = st.write(payload); err != nil {
+						break
+					}
+					time.Sleep(every) // the fake clock's
+				}
+				st.close()
+				got := len(c.received()) / len(payload)
+				switch {
+				case tc.cut && (!errors.Is(err, errSlowClient) || got == 0):
+					t.Errorf("a client reading %d B/s took %d of %d events and was not cut off (%v)", tc.rate, got, sent, err)
+				case !tc.cut && (err != nil || got != events):
+					t.Errorf("a client reading %d B/s took %d of %d events: %v", tc.rate, got, events, err)
+				}
+			})
+		})
+	}
 }
 
 // TestStreamDrainsOnClose: events queued behind a slow write are written
