@@ -37,7 +37,7 @@ func deltaCheck(op string, d DeltaShape) (slices, tg int, err error) {
 	case d.KeyDim < 1 || (d.KeyDim > DeltaRowsPerThread && d.KeyDim%DeltaRowsPerThread != 0):
 		return 0, 0, fmt.Errorf("%w: shaders: %s: key dim %d is neither at most %d nor a multiple of it", gpu.ErrInvalid, op, d.KeyDim, DeltaRowsPerThread)
 	case d.ValueDim < 1 || d.ValueDim*deltaSlices(d.KeyDim) > DeltaStepMaxThreads:
-		return 0, 0, fmt.Errorf("%w: shaders: %s: value dim %d x %d row slices exceeds %d threads", gpu.ErrInvalid, op, d.ValueDim, deltaSlices(d.KeyDim), DeltaStepMaxThreads)
+		return 0, 0, fmt.Errorf("%w: shaders: %s: key dim %d and value dim %d take %d row slices of %d threads, more than %d", gpu.ErrInvalid, op, d.KeyDim, d.ValueDim, deltaSlices(d.KeyDim), d.ValueDim, DeltaStepMaxThreads)
 	case int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim) > math.MaxInt32:
 		return 0, 0, fmt.Errorf("%w: shaders: %s: state of %dx%dx%d is too large", gpu.ErrInvalid, op, d.ValueHeads, d.KeyDim, d.ValueDim)
 	}

@@ -95,19 +95,20 @@ func TestDeltaErrors(t *testing.T) {
 		return err
 	}
 	cases := map[string]error{
-		"step conv one tap":            stepConv(with(func(d *shaders.DeltaShape) { d.ConvKernel = 1 }), buf(ch)),
-		"step conv short conv state":   stepConv(good, buf(3*ch-1)),
-		"step conv conv state no data": stepConv(good, shaders.View{}),
-		"shift without taps":           shift(8, 1, buf(8)),
-		"shift short state":            shift(8, 4, buf(8*3-1)),
-		"uneven heads":                 step(with(func(d *shaders.DeltaShape) { d.ValueHeads = 3 }), buf(3*32*32)),
-		"no key heads":                 step(with(func(d *shaders.DeltaShape) { d.KeyHeads = 0 }), buf(4*32*32)),
-		"key dim 48":                   step(with(func(d *shaders.DeltaShape) { d.KeyDim = 48 }), buf(4*48*32)),
-		"too many threads":             step(with(func(d *shaders.DeltaShape) { d.KeyDim, d.ValueDim = 256, 256 }), buf(4*256*256)),
-		"negative eps":                 step(with(func(d *shaders.DeltaShape) { d.Eps = -1 }), buf(4*32*32)),
-		"short state":                  step(good, buf(4*32*32-1)),
-		"state without data":           step(good, shaders.View{}),
-		"shift of no channels":         shift(0, 4, buf(1)),
+		"step conv one tap":             stepConv(with(func(d *shaders.DeltaShape) { d.ConvKernel = 1 }), buf(ch)),
+		"step conv short conv state":    stepConv(good, buf(3*ch-1)),
+		"step conv conv state no data":  stepConv(good, shaders.View{}),
+		"shift without taps":            shift(8, 1, buf(8)),
+		"shift short state":             shift(8, 4, buf(8*3-1)),
+		"uneven heads":                  step(with(func(d *shaders.DeltaShape) { d.ValueHeads = 3 }), buf(3*32*32)),
+		"no key heads":                  step(with(func(d *shaders.DeltaShape) { d.KeyHeads = 0 }), buf(4*32*32)),
+		"key dim 48":                    step(with(func(d *shaders.DeltaShape) { d.KeyDim = 48 }), buf(4*48*32)),
+		"too many threads":              step(with(func(d *shaders.DeltaShape) { d.KeyDim, d.ValueDim = 256, 256 }), buf(4*256*256)),
+		"past the declared threadgroup": step(with(func(d *shaders.DeltaShape) { d.KeyDim, d.ValueDim = 128, 160 }), buf(4*128*160)), // 640 threads, within Metal's 1024
+		"negative eps":                  step(with(func(d *shaders.DeltaShape) { d.Eps = -1 }), buf(4*32*32)),
+		"short state":                   step(good, buf(4*32*32-1)),
+		"state without data":            step(good, shaders.View{}),
+		"shift of no channels":          shift(0, 4, buf(1)),
 	}
 	for name, err := range cases {
 		if !errors.Is(err, gpu.ErrInvalid) {
