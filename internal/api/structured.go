@@ -8,20 +8,26 @@ import (
 )
 
 // schemaGrammar compiles a structured-output schema; one that cannot be
-// enforced is refused naming its keyword, rather than answered in prose.
+// enforced (a keyword outside the subset, a reference that recurses before
+// any value, a schema no value obeys) is a 400 naming its keyword and
+// place, before any generation, rather than answered in prose or a 500.
 func schemaGrammar(param string, schema json.RawMessage) (*grammar.Grammar, error) {
 	if len(schema) == 0 || string(schema) == "null" {
 		return nil, badParam(param, "%s needs a schema", param)
 	}
 	g, err := grammar.Compile(schema)
 	var se *grammar.SchemaError
-	if errors.As(err, &se) {
-		if se.Keyword == "" {
-			return nil, badParam(param, "%s: the schema cannot be enforced: %s", param, se.Reason)
-		}
+	switch {
+	case errors.As(err, &se) && se.Keyword == "":
+		return nil, badParam(param, "%s: the schema cannot be enforced (at %q): %s", param, "#"+se.Path, se.Reason)
+	case errors.As(err, &se):
 		return nil, badParam(param, "%s: the schema keyword %q (at %q) cannot be enforced: %s", param, se.Keyword, "#"+se.Path, se.Reason)
+	case err != nil:
+		// Compile's errors are SchemaErrors; whatever else it says is
+		// still about the client's schema.
+		return nil, badParam(param, "%s: the schema cannot be enforced: %v", param, err)
 	}
-	return g, err
+	return g, nil
 }
 
 // responseFormat reads OpenAI chat's response_format: text, json_object

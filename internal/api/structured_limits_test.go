@@ -47,6 +47,8 @@ func TestHostileSchemasAre400(t *testing.T) {
 		{`{"type":"integer","minimum":0.5,"maximum":0.6}`, `no integer`},
 		{`{"type":"integer","minimum":1e308,"maximum":1e308}`, `no integer`},
 		{`{"type":"object","properties":{"a":{"type":"string","enum":[1]}},"required":["a"]}`, `at \"#/properties/a/enum/0\"`},
+		// 64 required objects in one another: no value fits a reply.
+		{strings.Repeat(`{"type":"object","required":["x"],"properties":{"x":`, 64) + `{}` + strings.Repeat(`}}`, 64), `nests deeper`},
 	} {
 		for _, e := range schemaEntries {
 			resp, body := do(t, post(t, ts.URL+e.path, e.body(c.schema)))
