@@ -13,16 +13,18 @@ import (
 
 // Limits of a streamed response.
 const (
-	// StreamBacklog is how many events a stream holds for a client that
-	// takes nothing: past it the client is cut off, its generation
-	// cancelled. The engine serves one request at a time, so a client that
-	// stops reading must not hold it; network hiccups are the socket's
-	// buffers' to absorb.
+	// StreamBacklog is how many events may wait for a client that takes
+	// nothing: once that many wait behind a write it has not taken for
+	// StreamStall, the client is cut off and its generation cancelled.
+	// The engine serves one request at a time, so a client that stops
+	// reading must not hold it; network hiccups are the socket's buffers'
+	// to absorb.
 	StreamBacklog = 32
 	// StreamStall is how long the writer must have waited in one write
-	// before a full backlog counts against the client: the queue also
-	// grows while the writer merely waits for a CPU, as a test's scripted
-	// model outruns any socket, and that is not the client's doing.
+	// before a full backlog counts against the client. Events also pile
+	// up while the writer is between writes, waiting for a CPU (a test's
+	// scripted model outruns any socket); that is not the client's doing,
+	// and the writer takes them all at its next write.
 	StreamStall = 100 * time.Millisecond
 	// StreamUnsentBytes bounds what the kernel queues unsent on a stream's
 	// socket (TCP_NOTSENT_LOWAT), so that a client that stops reading
