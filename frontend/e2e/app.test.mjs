@@ -267,6 +267,8 @@ test('settings open from the keyboard and are saved on the server', async () => 
   await note.filter({ hasText: /Context length.* take(s)? effect when Petal starts again/ }).waitFor();
   assert.match(await note.innerText(), /stop petal serve \(Ctrl\+C in its terminal\) and run it again, or quit the Petal app/);
   assert.doesNotMatch(await note.innerText(), /context_length|api_key/);
+  // The server was started without a key: the page says what that means now.
+  await page.getByTestId('api-key-effect').filter({ hasText: 'Right now no API key is required: any program on this machine' }).waitFor();
   const reply = await (await fetch(baseURL + '/manage/settings')).json();
   if (reply.in_force) {
     // A server that applies saved settings: --addr pins the port, so the saved one waits for no
@@ -527,6 +529,8 @@ for (const [label, device] of [
 
     await nav('Settings');
     await page.getByRole('heading', { name: 'Settings' }).waitFor();
+    // Below what is in force now: reached by scrolling, and then wholly in view.
+    await page.getByLabel('Sampling preset').scrollIntoViewIfNeeded();
     await assertInView(page, page.getByLabel('Sampling preset'), 'the preset picker');
     await check('settings');
 

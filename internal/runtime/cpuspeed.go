@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,10 @@ type cpuMeasurement struct {
 	ReadBytesPerSecond float64   `json:"read_bytes_per_second"`
 	Measured           time.Time `json:"measured"`
 	Seconds            float64   `json:"seconds"`
+	// Load is the system's load average over the minute before, where
+	// the system gives one (Linux): other programs' work slows the
+	// measurement, and the screen says so.
+	Load *float64 `json:"load_average,omitempty"`
 }
 
 // cpuSpeed is this machine's CPU decode rate, measured the first time it
@@ -52,17 +57,19 @@ type cpuSpeed struct {
 	// path is the file kept; "" keeps nothing (no cache folder).
 	path string
 	// key says which machine and build this is; measure times the
-	// product; now is the clock. Tests replace them.
+	// product; now is the clock and load the load average. Tests replace
+	// them.
 	key     func() (cpuKey, error)
 	measure func(context.Context, time.Duration) (float64, error)
 	now     func() time.Time
+	load    func() (float64, bool)
 
 	mu sync.Mutex // one measurement at a time: two would halve each other
 }
 
 // newCPUSpeed keeps the measurement in the user's cache folder.
 func newCPUSpeed() *cpuSpeed {
-	c := &cpuSpeed{key: thisCPU, measure: cpu.MeasureDecodeRead, now: time.Now}
+	c := &cpuSpeed{key: thisCPU, measure: cpu.MeasureDecodeRead, now: time.Now, load: loadAverage}
 	if dir, err := os.UserCacheDir(); err == nil {
 		c.path = filepath.Join(dir, cacheFolder, cpuSpeedFile)
 	}
@@ -93,6 +100,11 @@ func (c *cpuSpeed) get(ctx context.Context) (cpuMeasurement, error) {
 	}
 	m := cpuMeasurement{cpuKey: key, ReadBytesPerSecond: rate, Measured: start.UTC().Truncate(time.Second),
 		Seconds: cpuMeasureTime.Seconds()}
+	if c.load != nil {
+		if l, ok := c.load(); ok {
+			m.Load = &l
+		}
+	}
 	if c.path != "" {
 		if b, err := json.MarshalIndent(m, "", "  "); err == nil {
 			if os.MkdirAll(filepath.Dir(c.path), 0o755) == nil {
@@ -155,6 +167,21 @@ func thisCPU() (cpuKey, error) {
 		return cpuKey{}, err
 	}
 	return cpuKey{CPU: cpuName(), Cores: runtime.GOMAXPROCS(0), Version: v}, nil
+}
+
+// loadAverage is the system's load average over the last minute, where
+// the system gives one (Linux's /proc/loadavg).
+func loadAverage() (float64, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	return l, err == nil
 }
 
 // cpuName is the CPU's model name where the system gives one (Linux's

@@ -163,3 +163,45 @@ func TestThisCPU(t *testing.T) {
 		t.Fatalf("got %+v", k)
 	}
 }
+
+// TestCPUSpeedLoad: the load average while measuring is kept with the
+// figure, and the screen's words say when other programs were busy enough
+// to slow it.
+func TestCPUSpeedLoad(t *testing.T) {
+	c := newFakeCPU(t, testKey, 2e9)
+	c.load = func() (float64, bool) { return 16.2, true }
+	m, err := c.get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Load == nil || *m.Load != 16.2 {
+		t.Fatalf("load %v", m.Load)
+	}
+	if kept, ok := c.kept(testKey); !ok || kept.Load == nil || *kept.Load != 16.2 {
+		t.Fatalf("the load was not kept: %+v", kept)
+	}
+	if w := loadWords(m); !strings.Contains(w, "load average 16.2: other programs were busy") {
+		t.Fatalf("busy: %q", w)
+	}
+	quiet := 0.4
+	m.Load = &quiet
+	if w := loadWords(m); w != ", at load average 0.4" {
+		t.Fatalf("quiet: %q", w)
+	}
+	m.Load = nil
+	if w := loadWords(m); w != "" {
+		t.Fatalf("unknown: %q", w)
+	}
+}
+
+func TestLoadAverage(t *testing.T) {
+	if _, err := os.Stat("/proc/loadavg"); err != nil {
+		if l, ok := loadAverage(); ok {
+			t.Fatalf("no /proc/loadavg, yet a load of %v", l)
+		}
+		return
+	}
+	if l, ok := loadAverage(); !ok || l < 0 {
+		t.Fatalf("load %v, %v", l, ok)
+	}
+}

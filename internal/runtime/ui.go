@@ -169,12 +169,16 @@ func qwenFit(contextLen int, budget func() (fit.Budget, error), backend string, 
 	if err != nil {
 		return nil, err
 	}
-	step, err := gpumodel.DryRun(m.Config, rep.Context)
+	// The costliest decode step of a context is its last, at position
+	// Context-1: position Context lies past the model's last one when the
+	// whole context is asked for (a 500 at context=262144 before).
+	last := rep.Context - 1
+	step, err := gpumodel.DryRun(m.Config, last)
 	if err != nil {
 		return nil, err
 	}
 	out := setupFit{Report: rep, Backend: backend, DownloadBytes: download,
-		DecodeBytesPerToken: step.WeightBytes + gpumodel.DecodeCacheBytes(m.Config, rep.Context)}
+		DecodeBytesPerToken: step.WeightBytes + gpumodel.DecodeCacheBytes(m.Config, last)}
 	if backend == "cpu" {
 		// The screen waits for the first measurement, a second or so: a
 		// figure from another machine would mislead.
@@ -185,10 +189,26 @@ func qwenFit(contextLen int, budget func() (fit.Budget, error), backend string, 
 				TokensPerSecond: c.ReadBytesPerSecond / float64(out.DecodeBytesPerToken),
 				Machine:         fmt.Sprintf("%s, %d cores", c.CPU, c.Cores), Measured: c.Measured,
 				How: fmt.Sprintf("The CPU backend's 4-bit decode product at this model's largest shape, timed for %g s on every core "+
-					"the first time this screen asked, with this build of Petal; %s.", c.Seconds, cpu.where())}
+					"the first time this screen asked, with this build of Petal%s; %s.", c.Seconds, loadWords(c), cpu.where())}
 		}
 	}
 	return out, nil
+}
+
+// busyLoad is the load average per core above which other programs were
+// busy enough to slow a measurement noticeably.
+const busyLoad = 0.5
+
+// loadWords says how busy the machine was while c was measured, where
+// that is known.
+func loadWords(c cpuMeasurement) string {
+	switch {
+	case c.Load == nil:
+		return ""
+	case *c.Load > busyLoad*float64(c.Cores):
+		return fmt.Sprintf(", at load average %.1f: other programs were busy, so the figure is low (measure again when the machine is quiet)", *c.Load)
+	}
+	return fmt.Sprintf(", at load average %.1f", *c.Load)
 }
 
 // setupBackend is what would run the 35B model here, given the backend the

@@ -2,7 +2,7 @@
 
 const UNITS = ['B', 'KB', 'MB', 'GB', 'TB'];
 
-/** Bytes in decimal units, as disks and the Hub count them (19.4 GB, not GiB). */
+/** Bytes in decimal units, as disks and the Hub count them (19.4 GB, not GiB): the one unit the UI states sizes in. */
 export function formatBytes(n: number): string {
   if (!Number.isFinite(n) || n < 0) return '–';
   let i = 0;
@@ -29,12 +29,6 @@ export function formatDuration(s: number): string {
 export function formatTokens(n: number): string {
   if (n >= 1024 && n % 1024 === 0) return `${n / 1024}K`;
   return n.toLocaleString('en-US');
-}
-
-/** Bytes in GiB, the unit memory budgets are stated in (a "32 GB" Mac has 32 GiB). */
-export function formatGiB(n: number): string {
-  if (!Number.isFinite(n) || n < 0) return '–';
-  return `${(n / 2 ** 30).toFixed(2)} GiB`;
 }
 
 /** A count and its noun, singular for exactly one: "1 token", "12 tokens". */

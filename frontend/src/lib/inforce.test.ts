@@ -36,6 +36,13 @@ describe('apiKeyEffect', () => {
     ).toMatch(/anyone who can reach this machine’s port/);
     expect(apiKeyEffect(undefined)).toBeNull();
   });
+
+  it('falls back on the status’s api_key_required where no settings in force are reported', () => {
+    expect(apiKeyEffect(undefined, true)).toMatch(/must send the API key/);
+    expect(apiKeyEffect(undefined, false)).toMatch(/no API key is required/);
+    // What is in force wins over the status.
+    expect(apiKeyEffect(inForce, false)).toMatch(/must send the API key/);
+  });
 });
 
 describe('restartNote', () => {

@@ -91,13 +91,15 @@ export function inForceRows(f: InForceSettings | undefined): InForceRow[] {
 }
 
 /**
- * What the API key does right now, or null when the server did not say: a server
- * that requires none is open to anything that can reach its port.
+ * What the API key does right now, from the settings in force, else from the
+ * status's api_key_required (servers that report no settings in force); null
+ * when neither says. A server that requires none is open to anything that can
+ * reach its port.
  */
-export function apiKeyEffect(f: InForceSettings | undefined): string | null {
-  const k = f?.api_key;
-  if (!k) return null;
-  if (k.value === 'set') {
+export function apiKeyEffect(f: InForceSettings | undefined, keyRequired?: boolean): string | null {
+  const required = f?.api_key ? f.api_key.value === 'set' : keyRequired;
+  if (required === undefined) return null;
+  if (required) {
     return 'Right now every API request must send the API key (Authorization: Bearer …); requests without it are refused.';
   }
   return f?.expose?.value
