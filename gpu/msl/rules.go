@@ -47,10 +47,11 @@ const (
 	// §1.4: MSL 3.1 is C++14; C++17 features are errors.
 	RuleCxx14 Rule = "MSL 3.1 is C++14: no C++17 features (MSL 1.4)"
 	// §4.4: threadgroup storage is allocated per threadgroup for a kernel,
-	// so it is declared in a kernel function; a helper takes a pointer.
-	// clang's OpenCL mode, Metal's ancestor, refuses the helper form, while
-	// the sim makes it a static and CUDA takes __shared__ anywhere.
-	RuleThreadgroupScope Rule = "threadgroup storage must be declared in a kernel function, not a helper it calls (MSL 4.4)"
+	// so it is declared at kernel function scope (its outermost block, as
+	// OpenCL C, Metal's ancestor, says); a helper takes a pointer. clang's
+	// OpenCL mode refuses the helper form, while the sim makes it a static
+	// and CUDA takes __shared__ anywhere.
+	RuleThreadgroupScope Rule = "threadgroup storage must be declared in a kernel function's outermost block, not a helper it calls (MSL 4.4)"
 	// §1.4.4, §6: metal_stdlib names its functions itself (exp, not expf;
 	// atomic_fetch_add_explicit, not atomicAdd). The C library's and
 	// CUDA's names compile on the cuda driver, some on the sim (its
@@ -400,27 +401,46 @@ func (r *rewriter) checkProgramScope(types map[string]bool) error {
 }
 
 // checkThreadgroupScope refuses threadgroup storage (not a pointer or
-// reference) declared in the body of a function that is not a kernel.
-// Program scope is RuleProgramScope's.
+// reference) declared in the body of a function that is not a kernel (a
+// helper, or a member function of a struct) or in a block nested in a
+// kernel's body. Program scope is RuleProgramScope's.
 func (r *rewriter) checkThreadgroupScope() error {
-	depth, fn, kernel := 0, "", false
+	type scope struct {
+		fn     string // the innermost function the brace is in; "" outside any
+		kernel bool
+		body   bool // the brace is the function's body, not a block in it
+	}
+	stack := []scope{{}}
 	for i := 0; i < len(r.toks); i++ {
+		in := stack[len(stack)-1]
 		switch t := r.toks[i]; {
 		case t.text == "{":
-			if depth == 0 {
-				fn, kernel = r.functionOfBody(i)
+			in.body = false
+			if fn, kernel := r.functionOfBody(i); fn != "" && !controlWords[fn] {
+				in = scope{fn, kernel, true}
 			}
-			depth++
+			stack = append(stack, in)
 		case t.text == "}":
-			depth--
-		case t.text == "threadgroup" && depth > 0 && fn != "" && !kernel:
-			if name, ok := r.threadgroupStorage(i); ok {
-				return r.ruleErr(t, RuleThreadgroupScope, "threadgroup %s in %s, which is not a kernel (declare it in the kernel and pass a threadgroup pointer)", name, fn)
+			if len(stack) > 1 {
+				stack = stack[:len(stack)-1]
+			}
+		case t.text == "threadgroup" && in.fn != "" && !(in.kernel && in.body):
+			name, ok := r.threadgroupStorage(i)
+			switch {
+			case !ok:
+			case in.kernel:
+				return r.ruleErr(t, RuleThreadgroupScope, "threadgroup %s in a block inside kernel %s (declare it in the kernel's outermost block)", name, in.fn)
+			default:
+				return r.ruleErr(t, RuleThreadgroupScope, "threadgroup %s in %s, which is not a kernel (declare it in the kernel and pass a threadgroup pointer)", name, in.fn)
 			}
 		}
 	}
 	return nil
 }
+
+// controlWords are the statements whose parenthesised head may precede a
+// "{" as a function's parameters do.
+var controlWords = map[string]bool{"if": true, "for": true, "while": true, "switch": true}
 
 // functionOfBody names the function whose body opens at the "{" at i, and
 // whether it is a kernel; fn is "" for a brace that opens no function body

@@ -25,7 +25,8 @@
 // pointer flowing into another address space without a cast (within a
 // function, from a named pointer or threadgroup array); program-scope and
 // static local variables only in the constant address space; threadgroup
-// storage declared only in a kernel function, not a helper; atomics of
+// storage declared only in a kernel's outermost block, not a helper or a
+// nested block; atomics of
 // 32-bit int, uint, bool or float only; no C library, CUDA or __ names; no
 // double, recursion, function pointers, exceptions, C++ standard library,
 // new/delete, virtual, derived classes, dynamic_cast, typeid, goto,

@@ -170,6 +170,8 @@ func TestAppleRulesRefuseSnippets(t *testing.T) {
 		{"x[i] = [](float v) { return v; }(x[i]);", sim.RuleUnsupported, "a lambda"},
 		{"const float c = 2.0f; auto f = [c](float v) { return c * v; }; x[i] = f(x[i]);", sim.RuleUnsupported, "a lambda"},
 		{"}\nstatic void main(device float* x) { x[0] = 0.0f; ", sim.RuleUnsupported, "a function named main"},
+		{"if (i == 0) { threadgroup float t[4]; t[0] = 1.0f; x[0] = t[0]; }", sim.RuleThreadgroupScope, "threadgroup t in a block inside kernel k"},
+		{"}\nstruct Tile { float first() { threadgroup float t[4]; return t[0]; } float f; ", sim.RuleThreadgroupScope, "threadgroup t in first"},
 	} {
 		src := "#include <metal_stdlib>\nusing namespace metal;\n" +
 			"kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n    " + c.line + "\n}\n"
