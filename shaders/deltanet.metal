@@ -35,7 +35,9 @@
 //   Splitting the rows keeps a thread's state to 32 registers and gives the
 //   GPU value_heads * value_dim * KEY_DIM/32 threads (16K for the model).
 //   The conv of a v channel is computed by each of its column's row
-//   slices (four taps: cheaper than sharing it).
+//   slices (four taps: cheaper than sharing it). A threadgroup is at most
+//   DELTA_STEP_MAX_THREADS (the model's 128 columns by 4 slices), which the
+//   kernel declares, so the compiler can grant the 32 registers of state.
 //
 // Threadgroup memory: delta_step_conv_f32, the head's q and k (2 * KEY_DIM floats)
 // and the kv and o slices (2 * KEY_DIM/rows * value_dim floats), plus three
