@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -160,6 +161,12 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MaxReplyTokens bounds a reply limit (max_tokens and its kin): far above
+// any model's context (Qwen3.6 has 262,144 positions), and low enough that
+// a prompt's count added to it, as the context error says it, cannot
+// overflow into a negative number.
+const MaxReplyTokens = math.MaxInt32
+
 // maxTokens picks the reply limit from the fields that may carry it; 0
 // means none.
 func maxTokens(fields ...*int) (int, error) {
@@ -167,8 +174,8 @@ func maxTokens(fields ...*int) (int, error) {
 		if f == nil {
 			continue
 		}
-		if *f < 1 {
-			return 0, badParam("max_tokens", "max_tokens must be at least 1, not %d", *f)
+		if *f < 1 || *f > MaxReplyTokens {
+			return 0, badParam("max_tokens", "max_tokens must be 1 to %d, not %d", MaxReplyTokens, *f)
 		}
 		return *f, nil
 	}

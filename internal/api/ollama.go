@@ -104,6 +104,9 @@ func (opt ollamaOptions) request() (*service.Request, error) {
 		samp.RepetitionPenalty = opt.RepeatPenalty
 	}
 	req := &service.Request{Stop: opt.Stop, Sampling: samp}
+	if opt.NumPredict != nil && *opt.NumPredict > MaxReplyTokens {
+		return nil, badParam("num_predict", "num_predict must be at most %d, not %d", MaxReplyTokens, *opt.NumPredict)
+	}
 	if opt.NumPredict != nil && *opt.NumPredict > 0 { // -1 and -2 mean no limit
 		req.MaxTokens = *opt.NumPredict
 	}

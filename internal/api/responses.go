@@ -90,7 +90,7 @@ func (q *responsesRequest) toService() (*service.Request, error) {
 	}
 	limit, err := maxTokens(q.MaxOutputTokens)
 	if err != nil {
-		return nil, badParam("max_output_tokens", "max_output_tokens must be at least 1, not %d", *q.MaxOutputTokens)
+		return nil, badParam("max_output_tokens", "max_output_tokens must be 1 to %d, not %d", MaxReplyTokens, *q.MaxOutputTokens)
 	}
 	req := &service.Request{Messages: msgs, MaxTokens: limit, Sampling: q.Overrides}
 	if q.Text != nil {

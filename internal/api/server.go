@@ -124,6 +124,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := newID("req_")
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("Request-Id", id)
+	// Every answer, streams and the UI's files included, not only JSON.
+	httpgate.NoSniff(w.Header())
 	if rt == nil && s.opts.Fallback != nil && s.hostAllowed(r.Host) && !apiPath(r.URL.Path) {
 		s.opts.Fallback.ServeHTTP(w, r)
 		return

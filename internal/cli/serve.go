@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	"petal/internal/hub"
+	"petal/internal/manage"
 	"petal/internal/runtime"
 	"petal/internal/service"
 )
@@ -40,29 +42,39 @@ func runServe(args []string, stdout io.Writer) error {
 func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("serve", os.Stderr)
 	dir, backend := modelFlags(fs, "checkpoint folder (default: the installed Qwen3.6-35B-A3B, else the built-in demo model)")
-	addr := fs.String("addr", DefaultAddr, "address to listen on")
-	apiKey := fs.String("api-key", os.Getenv("PETAL_API_KEY"), "API key clients must send as a Bearer token (default $PETAL_API_KEY)")
-	origins := fs.String("allow-origin", "", "comma-separated browser origins allowed to call the API")
+	fs.String("addr", "", "address to listen on (default: the saved settings' port, on every interface when they expose the server, else "+DefaultAddr+")")
+	fs.String("api-key", "", "API key clients must send as a Bearer token (default: $"+envAPIKey+", else the saved settings')")
+	fs.String("allow-origin", "", "comma-separated browser origins allowed to call the API (default: the saved settings')")
 	hosts := fs.String("allow-host", "", "comma-separated host names the Host header may carry besides loopback")
-	ctxLen := fs.Int("context", 0, "context length in tokens (default: the model's); lowered to the largest that fits the memory")
+	ctxLen := fs.Int("context", 0, "context length in tokens (default: the saved settings', else the model's); lowered to the largest that fits the memory")
 	queue := fs.Int("queue", service.DefaultQueueLimit, "requests that may wait for the model")
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")
 	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
-	settingsFile := fs.String("settings", "", "the web UI's settings file (default: petal/settings.json in the user's config folder)")
+	settingsFile := fs.String("settings", "", "the web UI's settings file, whose server settings apply where no flag sets them (default: petal/settings.json in the user's config folder)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *queue < 1 || *ctxLen < 0 || *cacheMB < 0 {
 		return errors.New("--queue must be at least 1, --context and --cache-mb at least 0")
 	}
-	var err error
+	store, over, err := serveSettings(fs, *settingsFile)
+	if err != nil {
+		return err
+	}
+	applied, err := store.Apply(over)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	if saved := applied.FromSettings(); len(saved) > 0 {
+		fmt.Fprintf(stdout, "using the saved settings in %s for %s (a flag wins over each)\n", store.Path(), strings.Join(saved, ", "))
+	}
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
 	rt, err := runtime.Open(runtime.Config{
-		Load:       runtime.LoadRequest{Dir: *dir, Backend: *backend, Context: *ctxLen, CacheBytes: *cacheMB << 20, MemoryGB: *memGB},
-		QueueLimit: *queue, Addr: *addr, APIKey: *apiKey, AllowedOrigins: splitList(*origins), AllowedHosts: splitList(*hosts),
-		SettingsPath: *settingsFile, Pull: setupPull, Log: log.New(os.Stderr, "petal: ", log.LstdFlags), Notes: stdout,
+		Load:       runtime.LoadRequest{Dir: *dir, Backend: *backend, Context: applied.ContextLength, CacheBytes: *cacheMB << 20, MemoryGB: *memGB},
+		QueueLimit: *queue, Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins, AllowedHosts: splitList(*hosts),
+		Settings: store, Pull: setupPull, Log: log.New(os.Stderr, "petal: ", log.LstdFlags), Notes: stdout,
 	})
 	if err != nil {
 		return err
@@ -84,6 +96,60 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	return <-errc
+}
+
+// envAPIKey names the environment variable --api-key defaults to; set, it
+// overrides the saved settings' key as the flag does.
+const envAPIKey = "PETAL_API_KEY"
+
+// serveSettings opens the settings file (the user's when path is "") and
+// reads which server settings the command line gives: a flag given, or
+// $PETAL_API_KEY, wins over the saved setting. Keys and origins are
+// checked as the Settings screen checks them.
+func serveSettings(fs *flag.FlagSet, path string) (*manage.SettingsStore, manage.Overrides, error) {
+	var over manage.Overrides
+	if path == "" {
+		p, err := manage.DefaultSettingsPath()
+		if err != nil {
+			return nil, over, fmt.Errorf("no settings file: %w (name one with --settings)", err)
+		}
+		path = p
+	}
+	store, err := manage.OpenSettings(path)
+	if err != nil {
+		return nil, over, err
+	}
+	if key := os.Getenv(envAPIKey); key != "" {
+		over.APIKey = &key
+	}
+	fs.Visit(func(f *flag.Flag) {
+		v := f.Value.String()
+		switch f.Name {
+		case "addr":
+			over.Addr = &v
+		case "api-key":
+			over.APIKey = &v
+		case "allow-origin":
+			list := splitList(v)
+			over.AllowedOrigins = &list
+		case "context":
+			n := f.Value.(flag.Getter).Get().(int)
+			over.ContextLength = &n
+		}
+	})
+	if over.APIKey != nil {
+		if err := manage.CheckKey(*over.APIKey); err != nil {
+			return nil, over, fmt.Errorf("--api-key (or $%s): %w", envAPIKey, err)
+		}
+	}
+	if over.AllowedOrigins != nil {
+		for _, o := range *over.AllowedOrigins {
+			if err := manage.CheckOrigin(o); err != nil {
+				return nil, over, fmt.Errorf("--allow-origin: %w", err)
+			}
+		}
+	}
+	return store, over, nil
 }
 
 // setupPull is the pull the Setup screen runs: the real model from the

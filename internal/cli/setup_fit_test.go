@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"petal/internal/hub"
@@ -47,7 +48,7 @@ func TestSetupFitSaysWhatRunsWhere(t *testing.T) {
 		CPUDecode           *struct {
 			ReadBytesPerSecond float64 `json:"read_bytes_per_second"`
 			TokensPerSecond    float64 `json:"tokens_per_second"`
-			Command            string  `json:"command"`
+			How                string  `json:"how"`
 		} `json:"cpu_decode"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
@@ -57,8 +58,9 @@ func TestSetupFitSaysWhatRunsWhere(t *testing.T) {
 		t.Fatalf("the memory verdict is gone from the answer: %s", raw)
 	}
 
+	// A context's costliest step is its last one's, at position ctx-1.
 	var dry bytes.Buffer
-	if err := dryRun("", ctx, 512, nil, true, &dry); err != nil {
+	if err := dryRun("", ctx-1, 512, nil, true, &dry); err != nil {
 		t.Fatal(err)
 	}
 	var want dryRunReport
@@ -66,7 +68,7 @@ func TestSetupFitSaysWhatRunsWhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.DecodeBytesPerToken != want.Decode.BytesMoved {
-		t.Errorf("decode_bytes_per_token %d, petal bench --dry-run --context %d moves %d", f.DecodeBytesPerToken, ctx, want.Decode.BytesMoved)
+		t.Errorf("decode_bytes_per_token %d, petal bench --dry-run --context %d moves %d", f.DecodeBytesPerToken, ctx-1, want.Decode.BytesMoved)
 	}
 	// The 35B download is about 19.5 GB (README); its weights are that.
 	if f.DownloadBytes < 18e9 || f.DownloadBytes > 21e9 || f.DownloadBytes != f.WeightsBytes {
@@ -83,7 +85,43 @@ func TestSetupFitSaysWhatRunsWhere(t *testing.T) {
 		t.Fatalf("no Apple GPU here: backend %q, cpu_decode %+v", f.Backend, f.CPUDecode)
 	}
 	rate := f.CPUDecode.ReadBytesPerSecond / float64(want.Decode.BytesMoved)
-	if math.Abs(f.CPUDecode.TokensPerSecond-rate) > 1e-9*rate || f.CPUDecode.Command == "" {
-		t.Errorf("cpu_decode %+v, want %g tokens/s and the command that measured it", f.CPUDecode, rate)
+	if math.Abs(f.CPUDecode.TokensPerSecond-rate) > 1e-9*rate || f.CPUDecode.How == "" {
+		t.Errorf("cpu_decode %+v, want %g tokens/s and how it was measured", f.CPUDecode, rate)
+	}
+}
+
+// TestSetupFitWholeContext: GET /manage/fit?context=262144, the model's
+// whole context, was a 500 (its decode step was recorded one position past
+// the model's last; issue 28 A.6). The ends of the range and a context in
+// it answer, and one past the end is a 400 that says the limit.
+func TestSetupFitWholeContext(t *testing.T) {
+	t.Setenv(hub.EnvModels, t.TempDir()) // the built-in shape, not an installed model
+	rt, err := runtime.Open(runtime.Config{Load: runtime.LoadRequest{Dir: servicetest.FixtureFolder(t, "tiny-a"), Backend: "cpu", Context: 4096},
+		Addr: "127.0.0.1:0", SettingsPath: filepath.Join(t.TempDir(), "s.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	get := func(ctx int) (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "http://127.0.0.1/manage/fit?context="+strconv.Itoa(ctx), nil)
+		req.RemoteAddr = "127.0.0.1:1234"
+		rt.Handler().ServeHTTP(rec, req)
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("context=%d: %v %s", ctx, err, rec.Body.Bytes())
+		}
+		return rec.Code, body
+	}
+	const whole = 262144
+	for _, ctx := range []int{1, 2, 4096, whole - 1, whole} {
+		if code, body := get(ctx); code != 200 || body["context"] != float64(ctx) {
+			t.Errorf("context=%d: %d %v", ctx, code, body["error"])
+		}
+	}
+	code, body := get(whole + 1)
+	msg, _ := body["error"].(map[string]any)["message"].(string)
+	if code != 400 || !strings.Contains(msg, "262144") {
+		t.Errorf("context=%d: %d %v", whole+1, code, body)
 	}
 }

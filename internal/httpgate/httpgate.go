@@ -47,10 +47,16 @@ func LoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// NoSniff tells browsers to take a reply as its Content-Type says: a JSON
+// answer that echoes a client's text (an error quoting a field) must never
+// be sniffed as HTML and run as a page of the server's origin.
+func NoSniff(h http.Header) { h.Set("X-Content-Type-Options", "nosniff") }
+
 // WriteJSON answers with v as JSON. "<", ">" and "&" are written as they
 // are, not as \u003c and kin, since clients match messages by their text.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	NoSniff(w.Header())
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

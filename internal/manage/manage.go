@@ -261,8 +261,12 @@ func (h *Handler) fit(w http.ResponseWriter, r *http.Request) {
 	n := 0
 	if q := r.URL.Query().Get("context"); q != "" {
 		v, err := strconv.Atoi(q)
-		if err != nil || v < 0 || v > MaxContextLength {
-			writeError(w, http.StatusBadRequest, "bad_context", fmt.Sprintf("context must be a number of tokens from 0 to %d, not %q", MaxContextLength, q))
+		if err != nil || v < 0 {
+			writeError(w, http.StatusBadRequest, "bad_context", fmt.Sprintf("context must be a number of tokens from 0 (the default) to %d, not %q", MaxContextLength, q))
+			return
+		}
+		if v > MaxContextLength {
+			writeError(w, http.StatusBadRequest, "bad_context", fmt.Sprintf("context %d is over the model's %d positions: ask for %d tokens at most", v, MaxContextLength, MaxContextLength))
 			return
 		}
 		n = v
@@ -360,10 +364,20 @@ func (h *Handler) doctor(w http.ResponseWriter, r *http.Request) {
 	httpgate.WriteJSON(w, http.StatusOK, rep)
 }
 
-// settingsReply is the answer of both settings routes.
+// settingsReply is the answer of both settings routes: the saved
+// settings, the server settings in force with their sources, the saved
+// ones that wait for a restart and those a command-line flag overrides.
 type settingsReply struct {
-	Settings        Settings `json:"settings"`
-	RestartRequired []string `json:"restart_required"`
+	Settings         Settings           `json:"settings"`
+	InForce          map[string]InForce `json:"in_force"`
+	RestartRequired  []string           `json:"restart_required"`
+	OverriddenByFlag []string           `json:"overridden_by_flag"`
+}
+
+func (h *Handler) settingsReply() settingsReply {
+	st := h.opts.Settings
+	inForce, restart, pinned := st.state(h.opts.Running)
+	return settingsReply{Settings: st.Get(), InForce: inForce, RestartRequired: restart, OverriddenByFlag: pinned}
 }
 
 func (h *Handler) getSettings(w http.ResponseWriter, r *http.Request) {
@@ -371,8 +385,7 @@ func (h *Handler) getSettings(w http.ResponseWriter, r *http.Request) {
 		notAvailable(w, "keeping settings")
 		return
 	}
-	s := h.opts.Settings.Get()
-	httpgate.WriteJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
+	httpgate.WriteJSON(w, http.StatusOK, h.settingsReply())
 }
 
 func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
@@ -393,11 +406,10 @@ func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "settings_not_saved", "the settings could not be saved; the server log says why")
 		return
 	}
-	s = h.opts.Settings.Get()
 	if h.opts.OnSettings != nil {
-		h.opts.OnSettings(s)
+		h.opts.OnSettings(h.opts.Settings.Get())
 	}
-	httpgate.WriteJSON(w, http.StatusOK, settingsReply{s, restartFields(h.opts.Running, s)})
+	httpgate.WriteJSON(w, http.StatusOK, h.settingsReply())
 }
 
 // decode reads one JSON value strictly: unknown fields and trailing data

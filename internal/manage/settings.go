@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -84,35 +87,124 @@ func (s Settings) Validate() error {
 	case len(s.AllowedOrigins) > MaxOrigins:
 		return bad("at most %d allowed origins", MaxOrigins)
 	}
+	if err := CheckKey(s.APIKey); err != nil {
+		return bad("api_key: %v", err)
+	}
+	if err := CheckKey(s.AccessToken); err != nil {
+		return bad("access_token: %v", err)
+	}
 	for _, o := range s.AllowedOrigins {
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
-			return bad("allowed origin %q is not an origin like http://localhost:3000", o)
+		if err := CheckOrigin(o); err != nil {
+			return bad("%v", err)
 		}
 	}
 	return nil
 }
 
-// restartFields lists the settings that a running server has already
-// applied, by their JSON names.
+// CheckKey refuses a key no client could send: clients send it in an HTTP
+// header ("Authorization: Bearer KEY" or X-Api-Key), where a line break
+// would end the header (and a key saved with one locks every client out),
+// a space or tab is trimmed away, and browsers refuse anything outside
+// ASCII. So a key is printable ASCII, without spaces.
+func CheckKey(key string) error {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < firstKeyChar || c > lastKeyChar {
+			return fmt.Errorf("character %d (%q) cannot be sent in an HTTP header: a key is letters, digits and printable ASCII punctuation, without spaces", i+1, rune(c))
+		}
+	}
+	return nil
+}
+
+// The characters a key may hold: printable ASCII without the space
+// (RFC 9110's VCHAR).
+const (
+	firstKeyChar = '!'
+	lastKeyChar  = '~'
+)
+
+// CheckOrigin refuses what is not one browser origin: a scheme (http or
+// https), a host name or address and an optional port, nothing else.
+// Browsers send an origin as it is and the server compares it whole, so a
+// pattern such as "http://*" would match no page while reading as if it
+// allowed every one.
+func CheckOrigin(o string) error {
+	bad := fmt.Errorf("allowed origin %q is not an origin like http://localhost:3000 (one scheme, host and port, no wildcard, path or slash at the end)", o)
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawPath != "" ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil || u.Opaque != "" {
+		return bad
+	}
+	host := u.Hostname()
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > maxPort {
+			return bad
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return bad
+	}
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	if strings.HasPrefix(u.Host, "[") || !hostName(host) {
+		return bad
+	}
+	return nil
+}
+
+// hostName reports whether h is a DNS name: dot-separated labels of
+// letters, digits and inner hyphens (RFC 1123).
+func hostName(h string) bool {
+	if h == "" || len(h) > maxHostChars {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > maxLabelChars || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(label) {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Lengths of DNS names (RFC 1035).
+const (
+	maxHostChars  = 253
+	maxLabelChars = 63
+)
+
+// restartFields lists the server settings, by their JSON names, whose
+// saved value differs from the one running: they apply at the next start.
 func restartFields(running, saved Settings) []string {
 	out := []string{}
 	if running.ContextLength != saved.ContextLength {
-		out = append(out, "context_length")
+		out = append(out, FieldContextLength)
 	}
 	if running.Port != saved.Port {
-		out = append(out, "port")
+		out = append(out, FieldPort)
 	}
-	if running.Expose != saved.Expose || running.AccessToken != saved.AccessToken {
-		out = append(out, "expose")
+	if running.Expose != saved.Expose {
+		out = append(out, FieldExpose)
 	}
-	if running.APIKey != saved.APIKey {
-		out = append(out, "api_key")
+	if oneKey(running) != oneKey(saved) {
+		out = append(out, FieldAPIKey)
 	}
 	if !slices.Equal(running.AllowedOrigins, saved.AllowedOrigins) {
-		out = append(out, "allowed_origins")
+		out = append(out, FieldAllowedOrigins)
 	}
 	return out
+}
+
+// oneKey is the key every caller of a server started from s must send:
+// its API key, else, when exposed, its access token ("" for none).
+func oneKey(s Settings) string {
+	if s.APIKey == "" && s.Expose {
+		return s.AccessToken
+	}
+	return s.APIKey
 }
 
 // SettingsStore keeps Settings in a JSON file. It is safe for concurrent use.
@@ -120,6 +212,11 @@ type SettingsStore struct {
 	path string
 	mu   sync.Mutex
 	cur  Settings
+	// inFile holds the JSON names the file had when opened: a setting in
+	// force that came from neither a flag nor the file is the default.
+	inFile map[string]bool
+	// applied is what a server applied at start ([SettingsStore.Apply]).
+	applied *Applied
 }
 
 // DefaultSettingsPath is settings.json in petal's folder of the user's
@@ -136,7 +233,7 @@ func DefaultSettingsPath() (string, error) {
 // defaults. A file that is not valid settings is an error, not silently
 // replaced, since it holds the user's keys.
 func OpenSettings(path string) (*SettingsStore, error) {
-	st := &SettingsStore{path: path, cur: DefaultSettings()}
+	st := &SettingsStore{path: path, cur: DefaultSettings(), inFile: map[string]bool{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
@@ -145,8 +242,15 @@ func OpenSettings(path string) (*SettingsStore, error) {
 		return nil, err
 	}
 	s := DefaultSettings()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadSettings, path, err)
+	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadSettings, path, err)
+	}
+	for name := range fields {
+		st.inFile[name] = true
 	}
 	if s.AllowedOrigins == nil {
 		s.AllowedOrigins = []string{}
@@ -157,6 +261,9 @@ func OpenSettings(path string) (*SettingsStore, error) {
 	st.cur = s
 	return st, nil
 }
+
+// Path is the settings file.
+func (st *SettingsStore) Path() string { return st.path }
 
 // Get returns the current settings.
 func (st *SettingsStore) Get() Settings {
