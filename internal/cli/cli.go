@@ -20,11 +20,21 @@ type command struct {
 var commands = map[string]command{}
 
 // Run runs the subcommand args[0] with the flags after it, writing its
-// result to stdout; no arguments, or help, print the usage.
+// result to stdout; no arguments, or help, print the usage, and "help
+// COMMAND" the command's own usage and flags.
 func Run(args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) > 1 && args[0] == "help" {
+		if len(args) > 2 {
+			return fmt.Errorf("help takes one command, not %q", args[1:])
+		}
+		args = []string{args[1], "-h"}
+	}
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(stdout)
 		return nil
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -37,6 +47,11 @@ func Run(args []string, stdout io.Writer) error {
 	return err
 }
 
+// isHelp reports whether arg asks for the general usage.
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help"
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: petal <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(commands))
@@ -47,4 +62,5 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
+	fmt.Fprintln(w, "\nRun 'petal help <command>' (or 'petal <command> -h') for a command's flags.")
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -46,20 +47,30 @@ func runFit(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	guidance, err := fit.Guidance(m)
+	guidance, err := fit.Guidance(m, r)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		err = enc.Encode(struct {
 			fit.Report
 			Guidance string `json:"guidance"`
 		}{r, guidance})
+	} else {
+		err = printFit(stdout, r, guidance)
 	}
-	return printFit(stdout, r, guidance)
+	if err == nil && r.Verdict == fit.No {
+		// A script asking whether the model runs here reads the status.
+		return errDoesNotFit
+	}
+	return err
 }
+
+// errDoesNotFit is petal fit's failure when the verdict is no: the report
+// above it says why.
+var errDoesNotFit = errors.New("the model does not fit (verdict no): see the report above")
 
 // machineBudget is this machine's budget: on a Mac, the working set its
 // Metal device recommends; elsewhere, the memory the OS reports available.
@@ -83,41 +94,51 @@ func fitModel(dir string) (fit.Model, error) {
 }
 
 func printFit(w io.Writer, r fit.Report, guidance string) error {
-	gib := func(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/fit.GiB) }
 	fmt.Fprintf(w, "%s: %s\n", r.Model, r.Advice)
-	fmt.Fprintf(w, "budget: %s (%s)\n", gib(r.WorkingSetBytes), r.WorkingSetSource)
+	fmt.Fprintf(w, "budget: %s (%s)\n", size(r.WorkingSetBytes), r.WorkingSetSource)
 	if r.MaxContext > 0 {
 		fmt.Fprintf(w, "largest context that fits: %d tokens\n\n", r.MaxContext)
 	} else {
 		fmt.Fprintf(w, "no context fits\n\n")
 	}
-	rows := []struct {
-		what string
-		n    int64
-	}{
+	rows := []fitRow{
 		{"weights", r.WeightsBytes},
+		{"copies of misaligned weights (`petal pull --import DIR` stores them aligned)", r.MisalignedCopyBytes},
 		{"float32 copies of the model's vectors", r.ModelVectorBytes},
 		{fmt.Sprintf("KV cache for %d positions (%s, %d bytes a token) and attention scratch", r.KVCapacity, r.KVDType, r.KVBytesPerToken), r.KVBytes},
 		{"prompt chunk activations, or the KV cache's growth (the larger)", max(r.PrefillScratchBytes, r.KVGrowBytes)},
 		{fmt.Sprintf("DeltaNet state, %d sessions", r.Sessions), int64(r.Sessions) * r.SessionStateBytes},
 		{fmt.Sprintf("step scratch, %d sessions", r.Sessions), int64(r.Sessions) * r.SessionScratchBytes},
 		{"runtime margin", r.OverheadBytes},
-		{fmt.Sprintf("total at %d tokens", r.Context), r.TotalBytes},
 	}
-	if r.MisalignedCopyBytes > 0 {
-		copied := struct {
-			what string
-			n    int64
-		}{"copies of misaligned weights (`petal pull --import DIR` stores them aligned)", r.MisalignedCopyBytes}
-		rows = slices.Insert(rows, 1, copied)
-	}
+	// A term the model does not have is left out, not listed as nothing.
+	rows = slices.DeleteFunc(rows, func(row fitRow) bool { return row.n == 0 })
+	rows = append(rows, fitRow{fmt.Sprintf("total at %d tokens", r.Context), r.TotalBytes})
 	width := 0
 	for _, row := range rows {
 		width = max(width, len(row.what))
 	}
 	for _, row := range rows {
-		fmt.Fprintf(w, "  %-*s %10s\n", width, row.what, gib(row.n))
+		fmt.Fprintf(w, "  %-*s %10s\n", width, row.what, size(row.n))
+	}
+	if guidance == "" {
+		return nil
 	}
 	_, err := fmt.Fprintf(w, "\n%s\n", guidance)
 	return err
+}
+
+// fitRow is one term of the memory sum as petal fit lists it.
+type fitRow struct {
+	what string
+	n    int64
+}
+
+// size formats bytes in GiB, or in MiB under one GiB, where two decimals
+// of a GiB would round a few megabytes to 0.00.
+func size(n int64) string {
+	if n < fit.GiB {
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/fit.GiB)
 }

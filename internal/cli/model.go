@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -48,18 +49,34 @@ func parseTokens(s string) ([]int, error) {
 
 // newFlags makes a flag set that reports errors instead of exiting. It
 // prints only the usage, on -h or a bad flag: the error itself is main's to
-// print, once.
+// print, once. The usage is the command's summary and its flags, less
+// those hiddenFlags names.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("petal "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage of petal %s:\n", name)
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		fmt.Fprintf(stderr, "usage: petal %s [flags]\n\n", name)
+		if c, ok := commands[name]; ok {
+			fmt.Fprintf(stderr, "%s\n\n", c.summary)
+		}
+		fmt.Fprintln(stderr, "flags:")
+		shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !slices.Contains(hiddenFlags[name], f.Name) {
+				shown.Var(f.Value, f.Name, f.Usage)
+				shown.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+		shown.SetOutput(stderr)
+		shown.PrintDefaults()
 	}
 	return fs
 }
+
+// hiddenFlags are flags, by command, that the usage leaves out: bench's
+// --arm is how its parent process starts each arm's process, not a flag
+// for people.
+var hiddenFlags = map[string][]string{"bench": {"arm"}}
 
 // modelFlags adds the --model and --backend flags of a command that opens
 // a model; --backend's usage lists the backends there are.

@@ -354,13 +354,13 @@ var MacSizes = []float64{16, 18, 24, 32, 36, 48, 64, 96, 128, 192, 256, 512}
 // [Guidance] spells out: the commonest that can run the 35B model.
 const guidanceMacGB = 32
 
-// Guidance says plainly which Macs run m and at what context, in one
-// paragraph: the smallest that runs it, what a 32 GB Mac gets, and the
-// smallest that holds the model's whole context.
-func Guidance(m Model) (string, error) {
-	var lines []string
-	smallest, full := 0.0, 0.0
-	var atGuide Report
+// Guidance says plainly, in one paragraph, what r's verdict leaves to do;
+// r is a check of m. A model that fits at the asked context needs no
+// advice, only where the whole context needs a larger Mac; one that fits
+// only at a shorter context gets that context and the advice to leave it
+// memory; one that does not fit gets which Macs run it: the smallest, what
+// a 32 GB Mac gets, and the smallest that holds the whole context.
+func Guidance(m Model, r Report) (string, error) {
 	maxPos, err := maxContext(m.Config)
 	if err != nil {
 		return "", err
@@ -369,37 +369,49 @@ func Guidance(m Model) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	smallest, full := 0.0, 0.0
+	var atGuide Report
 	for _, gb := range MacSizes {
 		b, err := SimulatedMac(gb)
 		if err != nil {
 			return "", err
 		}
-		r := check(m, b, maxPos, 1+DefaultCachedSessions, fps, contexts)
-		if smallest == 0 && r.Verdict != No {
+		mac := check(m, b, maxPos, r.Sessions, fps, contexts)
+		if smallest == 0 && mac.Verdict != No {
 			smallest = gb
 		}
-		if full == 0 && r.Verdict == Fits {
+		if full == 0 && mac.Verdict == Fits {
 			full = gb
 		}
 		if gb == guidanceMacGB {
-			atGuide = r
+			atGuide = mac
 		}
 	}
-	switch {
-	case atGuide.Verdict == No:
-		lines = append(lines, fmt.Sprintf("A %d GB Mac cannot run %s: its GPU may use %s and the weights alone are %s.",
-			guidanceMacGB, m.Name, gib(atGuide.WorkingSetBytes), gib(m.WeightsBytes)))
-	default:
-		lines = append(lines, fmt.Sprintf("A %d GB Mac runs %s at up to %d tokens of context (its GPU may use %s; the weights take %s, and each token of context %d bytes of KV cache); quit other memory-hungry apps while it runs.",
-			guidanceMacGB, m.Name, atGuide.MaxContext, gib(atGuide.WorkingSetBytes), gib(m.WeightsBytes), atGuide.KVBytesPerToken))
-	}
-	if smallest > 0 {
-		lines = append(lines, fmt.Sprintf("Macs with less than %g GB cannot run it.", smallest))
-	} else {
-		lines = append(lines, fmt.Sprintf("No Mac of up to %g GB runs it.", MacSizes[len(MacSizes)-1]))
-	}
+	whole := fmt.Sprintf("No Mac of up to %g GB holds the whole %d-token context.", MacSizes[len(MacSizes)-1], maxPos)
 	if full > 0 {
-		lines = append(lines, fmt.Sprintf("The whole %d-token context needs %g GB or more.", maxPos, full))
+		whole = fmt.Sprintf("The whole %d-token context needs a Mac of %g GB or more.", maxPos, full)
+	}
+	var lines []string
+	switch r.Verdict {
+	case Fits:
+		if r.MaxContext < maxPos {
+			lines = append(lines, fmt.Sprintf("Contexts of up to %d tokens fit here.", r.MaxContext), whole)
+		}
+	case Reduced:
+		lines = append(lines, fmt.Sprintf("Ask for %d tokens of context at most (petal serve lowers a longer one by itself); quit other memory-hungry apps while it runs.", r.MaxContext), whole)
+	case No:
+		if atGuide.Verdict == No {
+			lines = append(lines, fmt.Sprintf("A %d GB Mac cannot run %s: its GPU may use %s and the weights alone are %s.",
+				guidanceMacGB, m.Name, gib(atGuide.WorkingSetBytes), gib(m.WeightsBytes)))
+		} else {
+			lines = append(lines, fmt.Sprintf("A %d GB Mac runs %s at up to %d tokens of context (its GPU may use %s; the weights take %s, and each token of context %d bytes of KV cache); quit other memory-hungry apps while it runs.",
+				guidanceMacGB, m.Name, atGuide.MaxContext, gib(atGuide.WorkingSetBytes), gib(m.WeightsBytes), atGuide.KVBytesPerToken))
+		}
+		if smallest > 0 {
+			lines = append(lines, fmt.Sprintf("Macs with less than %g GB cannot run it.", smallest), whole)
+		} else {
+			lines = append(lines, fmt.Sprintf("No Mac of up to %g GB runs it.", MacSizes[len(MacSizes)-1]))
+		}
 	}
 	return strings.Join(lines, " "), nil
 }

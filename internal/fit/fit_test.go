@@ -158,13 +158,70 @@ func TestThirtyTwoGB(t *testing.T) {
 	if r.Verdict != Reduced || r.MaxContext != 65536 {
 		t.Errorf("32 GB at 128K: %s up to %d, want reduced up to 65536", r.Verdict, r.MaxContext)
 	}
-	g, err := Guidance(m)
+	small, err := SimulatedMac(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = Check(m, small, Request{Context: 65536, CachedSessions: DefaultCachedSessions}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Guidance(m, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"32 GB Mac runs", "65536 tokens", "21.33 GiB", "20480 bytes", "less than 32 GB", "36 GB or more"} {
 		if !strings.Contains(g, want) {
 			t.Errorf("guidance %q lacks %q", g, want)
+		}
+	}
+}
+
+// TestGuidancePerVerdict: petal fit ended every verdict, 64 GB included,
+// with the same paragraph on quitting apps and Macs of less than 32 GB
+// (issue 28 B.7). Each verdict now gets what applies to it.
+func TestGuidancePerVerdict(t *testing.T) {
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		gb         float64
+		context    int
+		verdict    Verdict
+		want, lack []string
+	}{
+		{64, 32768, Fits, nil, []string{"quit", "less than 32 GB", "32 GB Mac", "needs a Mac"}},
+		{32, 32768, Fits, []string{"up to 65536 tokens fit here", "needs a Mac of 36 GB or more"}, []string{"quit", "less than 32 GB", "cannot"}},
+		{32, 131072, Reduced, []string{"65536 tokens of context at most", "quit other memory-hungry apps", "needs a Mac of 36 GB or more"}, []string{"less than 32 GB", "cannot"}},
+		{16, 32768, No, []string{"A 32 GB Mac runs", "quit other memory-hungry apps", "Macs with less than 32 GB cannot run it", "36 GB or more"}, nil},
+	} {
+		b, err := SimulatedMac(c.gb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Check(m, b, Request{Context: c.context, CachedSessions: DefaultCachedSessions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := Guidance(m, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != c.verdict {
+			t.Fatalf("%g GB at %d: verdict %s, want %s", c.gb, c.context, r.Verdict, c.verdict)
+		}
+		if c.want == nil && g != "" {
+			t.Errorf("%g GB at %d (%s): guidance %q, want none", c.gb, c.context, r.Verdict, g)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(g, w) {
+				t.Errorf("%g GB at %d (%s): guidance %q lacks %q", c.gb, c.context, r.Verdict, g, w)
+			}
+		}
+		for _, w := range c.lack {
+			if strings.Contains(g, w) {
+				t.Errorf("%g GB at %d (%s): guidance %q says %q", c.gb, c.context, r.Verdict, g, w)
+			}
 		}
 	}
 }
@@ -222,7 +279,7 @@ func TestCheckRejects(t *testing.T) {
 				t.Errorf("max_position_embeddings %d, context %d: accepted: %s", maxPos, ctx, r.Advice)
 			}
 		}
-		if g, err := Guidance(bad); err == nil {
+		if g, err := Guidance(bad, Report{Verdict: No, Sessions: 1}); err == nil {
 			t.Errorf("max_position_embeddings %d: guidance %q", maxPos, g)
 		}
 	}
