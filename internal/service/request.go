@@ -25,8 +25,8 @@ type Request struct {
 	Prompt *string
 	// Sampling overrides the checkpoint's defaults field by field.
 	Sampling sample.Overrides
-	// MaxTokens bounds the reply; 0 means up to the end of the context.
-	// More than the room the prompt leaves is a *ContextError.
+	// MaxTokens bounds the reply; 0, or more than the room the prompt
+	// leaves, means up to the end of the context.
 	MaxTokens int
 	// Stop strings end the reply and are not part of it.
 	Stop []string
@@ -128,12 +128,11 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	if req.MaxTokens < 0 {
 		return nil, badRequestf("max_tokens %d must be positive", req.MaxTokens)
 	}
-	if req.MaxTokens > p.maxTokens {
-		// Lowering it silently made agents believe a cut reply had room to
-		// go on; OpenAI and Anthropic refuse it too.
-		return nil, &ContextError{PromptTokens: len(p.tokens), ContextLength: s.ctxLen, MaxTokens: req.MaxTokens}
-	}
-	if req.MaxTokens > 0 {
+	// A limit past the room left is lowered to it, as llama-server, Ollama
+	// and LM Studio do: clients send their defaults (qwen-code 8,000,
+	// Claude Code 32,000) whatever the context, and a reply cut there
+	// finishes "length", which says it had no room to go on.
+	if req.MaxTokens > 0 && req.MaxTokens < p.maxTokens {
 		p.maxTokens = req.MaxTokens
 	}
 	if p.stopper, err = sample.NewStopper(req.Stop); err != nil {
