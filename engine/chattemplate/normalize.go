@@ -1,10 +1,13 @@
 package chattemplate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -55,6 +58,17 @@ func (t *Template) RenderRequest(ctx context.Context, in Input) (string, error) 
 	}
 	in.Messages = msgs
 	out, err := t.Render(ctx, in)
+	if err != nil && ctx.Err() == nil {
+		// Templates that iterate arguments (Qwen3.5+ with |items) fail on
+		// arguments that are not an object; such history comes from
+		// clients and models that got a call wrong, and refusing it would
+		// end the session on every later turn.
+		if wrapped, ok := objectArguments(msgs); ok {
+			msgs = wrapped
+			in.Messages = msgs
+			out, err = t.Render(ctx, in)
+		}
+	}
 	var raised *RaiseError
 	if !errors.As(err, &raised) || !scatteredSystem(msgs) {
 		return out, err
@@ -122,4 +136,59 @@ func flatten(c *Content) (string, error) {
 // the Responses API's input and output text.
 func TextPart(typ string) bool {
 	return typ == "text" || typ == "input_text" || typ == "output_text"
+}
+
+// LooseArgumentsKey names the one parameter under which arguments that are
+// not a JSON object reach a template that takes only objects: the model
+// then reads the call as it was made.
+const LooseArgumentsKey = "arguments"
+
+// objectArguments wraps each tool call's arguments that are not a JSON
+// object (an empty string is an empty object already, see argumentsValue)
+// in an object under LooseArgumentsKey, as text; ok is false when no call
+// needed it.
+func objectArguments(msgs []Message) ([]Message, bool) {
+	out := slices.Clone(msgs)
+	changed := false
+	for i := range out {
+		var calls []ToolCall
+		for j, c := range out[i].ToolCalls {
+			text, loose := looseArguments(c.Function.Arguments)
+			if !loose {
+				continue
+			}
+			if calls == nil {
+				calls = slices.Clone(out[i].ToolCalls)
+			}
+			raw, err := json.Marshal(map[string]string{LooseArgumentsKey: text})
+			if err != nil {
+				return nil, false
+			}
+			calls[j].Function.Arguments = raw
+		}
+		if calls != nil {
+			out[i].ToolCalls, changed = calls, true
+		}
+	}
+	return out, changed
+}
+
+// looseArguments reports arguments that are neither absent nor an object,
+// nor a string holding one, with their text.
+func looseArguments(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || firstByte(raw) == '{' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return string(bytes.TrimSpace(raw)), true
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", false
+	}
+	var obj map[string]json.RawMessage
+	if firstByte([]byte(s)) == '{' && json.Unmarshal([]byte(s), &obj) == nil {
+		return "", false
+	}
+	return s, true
 }

@@ -235,8 +235,9 @@ func messageValue(ctx context.Context, m Message) (*exec.Dict, error) {
 
 // argumentsValue decodes call arguments. A JSON string that holds a JSON
 // object is decoded into that object (OpenAI clients send arguments that
-// way, and Qwen3.5+ templates iterate them with |items); any other string
-// stays a string.
+// way, and Qwen3.5+ templates iterate them with |items); an empty string is
+// an empty object (a call without arguments, as some clients send it); any
+// other string stays a string.
 func argumentsValue(ctx context.Context, raw json.RawMessage) (any, error) {
 	v, err := decodeOrdered(ctx, raw)
 	if err != nil {
@@ -245,6 +246,9 @@ func argumentsValue(ctx context.Context, raw json.RawMessage) (any, error) {
 	s, ok := v.(string)
 	if !ok {
 		return v, nil
+	}
+	if strings.TrimSpace(s) == "" {
+		return exec.NewDict(), nil
 	}
 	if firstByte([]byte(s)) != '{' {
 		return s, nil

@@ -250,12 +250,11 @@ func assistantMessage(i int, content anthropicContent) ([]chattemplate.Message, 
 		case "redacted_thinking":
 			// Encrypted by another server: nothing to read.
 		case "tool_use":
+			// An input that is not an object goes to the template as it
+			// is (see chattemplate.RenderRequest), not refused.
 			input := b.Input
 			if len(input) == 0 {
 				input = json.RawMessage("{}")
-			}
-			if firstNonSpace(input) != '{' {
-				return nil, badParam("messages", "%s: the input of tool_use %q must be a JSON object", where, b.Name)
 			}
 			if b.Name == "" {
 				return nil, badParam("messages", "%s: a tool_use needs a name", where)

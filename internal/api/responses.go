@@ -191,14 +191,10 @@ func (q *responsesRequest) messages() ([]chattemplate.Message, error) {
 			if it.Name == "" || it.CallID == "" {
 				return nil, badParam("input", "%s: a function_call needs a name and a call_id", where)
 			}
-			args := it.Arguments
-			if args == "" {
-				args = "{}"
-			}
-			if !json.Valid([]byte(args)) {
-				return nil, badParam("input", "%s: the arguments of function_call %q are not JSON", where, it.Name)
-			}
-			raw, _ := json.Marshal(args)
+			// Arguments that are not a JSON object go to the template as
+			// text (see chattemplate.RenderRequest), not refused: a
+			// history the client got wrong would fail every later turn.
+			raw, _ := json.Marshal(it.Arguments)
 			m := assistant()
 			m.ToolCalls = append(m.ToolCalls, chattemplate.ToolCall{ID: it.CallID, Type: "function",
 				Function: chattemplate.FunctionCall{Name: it.Name, Arguments: raw}})
