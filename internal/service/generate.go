@@ -170,7 +170,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	}
 	sum.Seed = sampler.Seed()
 	// At least the last prompt token must run, for its logits.
-	seq, cached, err := s.cache.get(p.tokens[:len(p.tokens)-1])
+	seq, cached, err := s.lookup(p.tokens[:len(p.tokens)-1])
 	if err != nil {
 		return sum, err
 	}
@@ -272,6 +272,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	// The sequence holds the prompt and the picked tokens it was fed: all
 	// of them, or all but the last.
 	fed := slices.Concat(p.tokens, picked)[:seq.Len()]
+	s.disk.put(fed, seq)
 	if s.cache.put(fed, seq) {
 		seq = nil
 	}
@@ -289,9 +290,24 @@ func deviceGreedy(p sample.Params) bool {
 // snapshotPoints are where later requests will most likely differ from
 // this one, ascending: the end of the first message (the system prompt,
 // which an agent sends unchanged at the head of every new conversation),
-// and the start of the last turn (the assistant's opener, which the next
-// turn of this conversation renders differently).
+// the start of the last turn (the assistant's opener, which the next turn
+// of this conversation renders differently), and in a prompt longer than
+// LongPromptTokens every SnapshotStride tokens.
 func (s *Service) snapshotPoints(tokens []int) []int {
+	var points []int
+	if len(tokens) > LongPromptTokens {
+		for i := SnapshotStride; i < len(tokens); i += SnapshotStride {
+			points = append(points, i)
+		}
+	}
+	points = append(points, s.turnPoints(tokens)...)
+	slices.Sort(points)
+	return slices.Compact(points)
+}
+
+// turnPoints are the end of the first message and the start of the last
+// turn.
+func (s *Service) turnPoints(tokens []int) []int {
 	if s.turnStart < 0 {
 		return nil
 	}
@@ -313,8 +329,10 @@ func (s *Service) snapshotPoints(tokens []int) []int {
 	return points
 }
 
-// snapshot caches a copy of seq as the state after tokens.
+// snapshot caches a copy of seq as the state after tokens, in memory and
+// on disk.
 func (s *Service) snapshot(tokens []int, seq engine.Sequence) {
+	s.disk.put(tokens, seq)
 	if !s.cache.enabled() || s.cache.has(tokens) {
 		return
 	}

@@ -7,6 +7,44 @@ import (
 	"petal/engine"
 )
 
+// Where the prefix cache takes snapshots inside a long prompt.
+const (
+	// LongPromptTokens is the prompt length past which snapshots are also
+	// taken every SnapshotStride tokens, so a request that changes a long
+	// prompt's tail still reuses most of it.
+	LongPromptTokens = 4096
+	// SnapshotStride is the distance between those snapshots.
+	SnapshotStride = 4096
+)
+
+// lookup returns a sequence holding the longest cached prefix of tokens
+// and that prefix's length: from memory, or from disk when the disk tier
+// holds a longer one (which the memory tier then keeps too). A nil
+// sequence when neither holds any.
+func (s *Service) lookup(tokens []int) (engine.Sequence, int, error) {
+	seq, n, err := s.cache.get(tokens)
+	if err != nil {
+		return nil, 0, err
+	}
+	dseq, dn := s.disk.get(tokens, n)
+	if dseq == nil {
+		if seq != nil {
+			s.memoryHits.Add(1)
+		}
+		return seq, n, nil
+	}
+	if seq != nil {
+		seq.Close()
+	}
+	s.diskHits.Add(1)
+	if s.cache.enabled() && !s.cache.has(tokens[:dn]) {
+		if f, err := dseq.Fork(); err == nil && !s.cache.put(tokens[:dn], f) {
+			f.Close()
+		}
+	}
+	return dseq, dn, nil
+}
+
 // prefixCache keeps sequences after known token prefixes, bounded in bytes
 // and entries, evicting the least recently used. Entries are never handed
 // out: get returns a fork, so an entry serves any number of requests.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"petal/engine"
@@ -15,6 +16,7 @@ import (
 	"petal/engine/grammar"
 	"petal/engine/sample"
 	"petal/engine/tokenizer"
+	"petal/internal/prefixdisk"
 )
 
 // Defaults and limits of a Service.
@@ -53,6 +55,9 @@ type Options struct {
 	// CacheBytes bounds the prefix cache; 0 means DefaultCacheBytes and a
 	// negative value turns the cache off.
 	CacheBytes int64
+	// PrefixDisk is the prefix cache's disk tier, shared by the services
+	// of successive models and closed by its owner; nil: none.
+	PrefixDisk *prefixdisk.Store
 }
 
 // Service runs generation requests on one model, one at a time.
@@ -76,7 +81,10 @@ type Service struct {
 	// a text's token count from below before it is tokenized.
 	maxTokenBytes int
 	cache         *prefixCache
-	stats         stats
+	disk          *diskTier // nil: no disk tier
+	// memoryHits and diskHits count the lookups each tier answered.
+	memoryHits, diskHits atomic.Int64
+	stats                stats
 	// grammarVocab is the vocabulary for structured outputs, built at the
 	// first request that asks for one.
 	grammarVocab     *grammar.Vocab
@@ -153,6 +161,9 @@ func New(model engine.Model, dir string, opts Options) (*Service, error) {
 		cacheBytes = DefaultCacheBytes
 	}
 	s.cache = newPrefixCache(cacheBytes, MaxCacheEntries)
+	if s.disk, err = newDiskTier(opts.PrefixDisk, model, dir); err != nil {
+		return nil, err
+	}
 	s.stats.started = time.Now()
 	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"petal/engine"
+	"petal/internal/prefixdisk"
 )
 
 // TTFTBuckets are the upper bounds, in seconds, of the time-to-first-token
@@ -83,6 +84,11 @@ type Metrics struct {
 	TTFTCount      int64
 	CacheEntries   int
 	CacheBytes     int64
+	// CacheMemoryHits and CacheDiskHits count the requests whose prompt
+	// start came from each tier of the prefix cache.
+	CacheMemoryHits, CacheDiskHits int64
+	// Disk is the disk tier's state; nil without one.
+	Disk *prefixdisk.Stats
 }
 
 // QueueChanged returns a channel closed when a request next joins or
@@ -106,6 +112,11 @@ func (s *Service) Metrics() Metrics {
 		m.Running = 1
 	}
 	m.CacheEntries, m.CacheBytes = s.cache.usage()
+	m.CacheMemoryHits, m.CacheDiskHits = s.memoryHits.Load(), s.diskHits.Load()
+	if s.disk != nil {
+		st := s.disk.store.Stats()
+		m.Disk = &st
+	}
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
 	m.LastTokensPerSecond = s.stats.lastTokensPerSecond
