@@ -60,6 +60,10 @@ type anthropicBlock struct {
 	Input     json.RawMessage  `json:"input"`
 	ToolUseID string           `json:"tool_use_id"`
 	Content   anthropicContent `json:"content"`
+	// ToolName is a tool_reference's; Tool a tool_addition's or
+	// tool_removal's (see toolSet).
+	ToolName string      `json:"tool_name"`
+	Tool     *toolChange `json:"tool"`
 }
 
 // anthropicContent is content as clients send it: a string (one text
@@ -101,6 +105,9 @@ type anthropicTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// DeferLoading keeps the tool from the model until tool search loads
+	// it (see toolSet).
+	DeferLoading bool `json:"defer_loading"`
 }
 
 // emptySchema stands for a tool sent without input_schema.
@@ -133,20 +140,22 @@ func (m *messagesRequest) toService() (*service.Request, error) {
 	if slices.ContainsFunc(system, func(p chattemplate.ContentPart) bool { return p.Text != "" }) {
 		req.Messages = append(req.Messages, chattemplate.Message{Role: "system", Content: &chattemplate.Content{Parts: system}})
 	}
+	if _, err := toolsOf(m.Tools); err != nil {
+		return nil, err
+	}
+	tools := newToolSet(m.Tools)
 	for i, msg := range m.Messages {
 		var out []chattemplate.Message
 		switch msg.Role {
 		case "user":
-			out, err = userMessages(i, msg.Content)
+			out, err = userMessages(i, msg.Content, tools)
 		case "assistant":
 			out, err = assistantMessage(i, msg.Content)
 		case "system":
 			// Claude Code's mid-conversation-system beta puts system
 			// messages among the turns; the template normalisation places
 			// them where the model takes them.
-			var parts []chattemplate.ContentPart
-			parts, err = textParts(msg.Content, fmt.Sprintf("message %d", i))
-			out = []chattemplate.Message{{Role: "system", Content: &chattemplate.Content{Parts: parts}}}
+			out, err = systemMessage(i, msg.Content, tools)
 		default:
 			err = badParam("messages", "message %d has role %q; roles are user, assistant and system", i, msg.Role)
 		}
@@ -155,7 +164,7 @@ func (m *messagesRequest) toService() (*service.Request, error) {
 		}
 		req.Messages = append(req.Messages, out...)
 	}
-	if req.Tools, err = toolsOf(m.Tools); err != nil {
+	if req.Tools, err = toolsOf(tools.offered()); err != nil {
 		return nil, err
 	}
 	if m.ToolChoice != nil && m.ToolChoice.Type == "none" {
@@ -197,9 +206,32 @@ func blockError(where, typ string) error {
 	return badParam("messages", "%s holds a block of type %q, which is not allowed there", where, typ)
 }
 
+// systemMessage maps a system message among the turns: its text, and the
+// tool list changes it makes.
+func systemMessage(i int, content anthropicContent, tools *toolSet) ([]chattemplate.Message, error) {
+	where := fmt.Sprintf("message %d", i)
+	var parts []chattemplate.ContentPart
+	for _, b := range content {
+		switch b.Type {
+		case "text":
+			parts = append(parts, chattemplate.ContentPart{Type: "text", Text: b.Text})
+		case "tool_addition", "tool_removal":
+			if err := tools.change(where, b); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, blockError(where, b.Type)
+		}
+	}
+	if len(content) > 0 && len(parts) == 0 {
+		return nil, nil // only tool changes: nothing to render here
+	}
+	return []chattemplate.Message{{Role: "system", Content: &chattemplate.Content{Parts: parts}}}, nil
+}
+
 // userMessages maps a user turn: its text as a user message, each
 // tool_result as a tool message, in the order they come.
-func userMessages(i int, content anthropicContent) ([]chattemplate.Message, error) {
+func userMessages(i int, content anthropicContent, tools *toolSet) ([]chattemplate.Message, error) {
 	where := fmt.Sprintf("message %d", i)
 	var out []chattemplate.Message
 	var text []chattemplate.ContentPart
@@ -217,7 +249,7 @@ func userMessages(i int, content anthropicContent) ([]chattemplate.Message, erro
 			if b.ToolUseID == "" {
 				return nil, badParam("messages", "%s: a tool_result needs the tool_use_id of its call", where)
 			}
-			parts, err := textParts(b.Content, where+"'s tool_result")
+			parts, err := tools.toolResultParts(where+"'s tool_result", b.Content)
 			if err != nil {
 				return nil, err
 			}
