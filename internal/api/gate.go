@@ -66,8 +66,13 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 			Message: "missing or wrong API key: send it as " + how}
 	}
 	if method == http.MethodPost {
+		// A browser sends an Origin with every POST and may send a form or
+		// text/plain to any site without asking first, so a page's body
+		// must say JSON; a caller without one (curl's -d sends a form type,
+		// or none) is no browser and its body is read as JSON whatever its
+		// type says, as Ollama and llama-server do.
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		if err != nil || mt != "application/json" {
+		if origin != "" && (err != nil || mt != "application/json") {
 			return &apiError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
 				Message: "the request body must be JSON, sent with \"Content-Type: application/json\""}
 		}
@@ -92,8 +97,16 @@ func (s *Server) hostAllowed(hostport string) bool {
 	return httpgate.LoopbackHost(host) || host != "" && s.hosts[host]
 }
 
+// appSchemes are the origin schemes of pages that an application installed
+// on this machine serves from its own files (editor webviews, desktop apps,
+// browser extensions), never a web site: allowed by default, as Ollama
+// allows them, since their code runs on the machine already.
+var appSchemes = []string{"vscode-webview", "vscode-file", "app", "chrome-extension", "moz-extension", "tauri"}
+
 // originAllowed reports whether a browser at origin may call the API: the
-// origin is listed, or it is the server itself.
+// origin is listed, it is the server itself, an application's (appSchemes)
+// or a page served on this machine's loopback (a local tool's own page, any
+// port). Web origins are refused unless listed.
 func (s *Server) originAllowed(origin, host string) bool {
 	if origin == "" {
 		return false
@@ -102,5 +115,12 @@ func (s *Server) originAllowed(origin, host string) bool {
 		return true
 	}
 	u, err := url.Parse(origin)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, host)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if slices.Contains(appSchemes, u.Scheme) {
+		return true
+	}
+	web := u.Scheme == "http" || u.Scheme == "https"
+	return web && (strings.EqualFold(u.Host, host) || httpgate.LoopbackHost(u.Hostname()))
 }

@@ -363,7 +363,10 @@ func TestMessagesErrors(t *testing.T) {
 		{"wrong key", `{` + user + `}`, func(r *http.Request) { r.Header.Set("x-api-key", "nope") }, 401, "authentication_error"},
 		{"rebinding host", `{` + user + `}`, func(r *http.Request) { r.Host = "evil.example" }, 403, "permission_error"},
 		{"foreign origin", `{` + user + `}`, func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, 403, "permission_error"},
-		{"text/plain", `{` + user + `}`, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 415, "invalid_request_error"},
+		{"text/plain from a page", `{` + user + `}`, func(r *http.Request) {
+			r.Header.Set("Content-Type", "text/plain")
+			r.Header.Set("Origin", "http://localhost:5173")
+		}, 415, "invalid_request_error"},
 		{"too big", `{"system":"` + strings.Repeat("x", MaxBodyBytes) + `",` + user + `}`, nil, 413, "request_too_large"},
 	} {
 		resp, text := send(tc.body, tc.edit)
