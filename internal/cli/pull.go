@@ -21,6 +21,10 @@ func init() {
 	}
 }
 
+// pullBase is what every petal pull starts from: the defaults (tests give
+// it a transport whose connections fail).
+var pullBase = hub.Options{}
+
 // barWidth is the progress bar's length in characters.
 const barWidth = 30
 
@@ -62,13 +66,21 @@ func runPull(args []string, stdout io.Writer) error {
 		}
 	}()
 	bar := &progressBar{w: os.Stderr}
-	out, err := hub.Pull(ctx, hub.Options{
-		Endpoint: *endpoint, Repo: *repo, Revision: *revision, Dir: *dir,
-		NoHFCache: *noCache, Parallel: *parallel, Progress: bar.show,
-	})
+	o := pullBase
+	o.Endpoint, o.Repo, o.Revision, o.Dir = *endpoint, *repo, *revision, *dir
+	o.NoHFCache, o.Parallel, o.Progress = *noCache, *parallel, bar.show
+	// Offline, the listing gives up after one quiet retry: a person at a
+	// terminal would otherwise wait minutes to read what the first
+	// second showed.
+	o.QuickOffline = true
+	out, err := hub.Pull(ctx, o)
 	bar.end()
 	if errors.Is(err, hub.ErrPaused) {
 		return errors.New("pull paused: run the same command again to resume where it stopped")
+	}
+	if errors.Is(err, hub.ErrUnreachable) {
+		// One sentence in words, not the chain of Go errors behind it.
+		return errors.New(hub.Diagnose(err).Message + " Run the same command again once the Hub can be reached.")
 	}
 	if err != nil {
 		return err
@@ -104,6 +116,11 @@ func (b *progressBar) show(ev hub.Event) {
 		// reads why at once and each attempt's time, not a bar at 0%.
 		fmt.Fprintf(b.w, "\r\x1b[K%s\n", renderRetry(ev, time.Now()))
 		b.drawn = false
+		return
+	}
+	if ev.Phase == hub.ListingFiles && ev.Total == 0 {
+		// Nothing to measure yet: a bar at 0 of 0 GB would be the one
+		// line an offline pull leaves above its error.
 		return
 	}
 	fmt.Fprintf(b.w, "\r%s\x1b[K", renderProgress(ev))

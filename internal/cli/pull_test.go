@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,3 +151,39 @@ func TestPullRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// noSuchHost answers every request as a resolver does offline.
+type noSuchHost struct{}
+
+func (noSuchHost) RoundTrip(req *http.Request) (*http.Response, error) {
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: req.URL.Hostname(), IsNotFound: true}}
+}
+
+// TestPullOfflineSaysOneLine: offline, petal pull retried for about five
+// minutes and printed a ~350-character line of Go errors per retry (issue
+// 28 B.5). It now ends at once with one sentence that says why and what to
+// do, and prints nothing else.
+func TestPullOfflineSaysOneLine(t *testing.T) {
+	t.Setenv(hub.EnvModels, t.TempDir())
+	saved := pullBase
+	t.Cleanup(func() { pullBase = saved })
+	pullBase.Transport, pullBase.RetryBase = noSuchHost{}, time.Millisecond
+	var err error
+	var out bytes.Buffer
+	printed := stderrOf(t, func() { err = Run([]string{"pull", "--no-hf-cache"}, &out) })
+	if err == nil {
+		t.Fatal("an offline pull succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || len(msg) > maxOfflineLine || !strings.Contains(msg, "huggingface.co cannot be looked up") ||
+		!strings.Contains(msg, "Run the same command again") || strings.Contains(msg, "dial tcp") || strings.Contains(msg, "hub:") {
+		t.Errorf("offline pull: %q", msg)
+	}
+	if printed != "" || out.Len() != 0 {
+		t.Errorf("offline pull printed %q and %q besides its error", printed, out.String())
+	}
+}
+
+// maxOfflineLine bounds the offline pull's one line: a sentence, not the
+// chain of Go errors (about 350 characters) it was.
+const maxOfflineLine = 200

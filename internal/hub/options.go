@@ -88,6 +88,13 @@ type Options struct {
 	StallTimeout time.Duration
 	MaxRetries   int
 	RetryBase    time.Duration
+	// QuickOffline gives up on a listing that does not reach the Hub at
+	// all (its name not found, no route, refused) after one unreported
+	// retry, RetryBase later, instead of MaxRetries reported ones: a
+	// person at a terminal hears at once and runs the command again. A
+	// timeout, an error answer and every failure once the listing is in
+	// keep their retries.
+	QuickOffline bool
 
 	// Progress receives events from one goroutine at a time.
 	Progress func(Event)

@@ -197,7 +197,9 @@ func (p *puller) run(ctx context.Context) error {
 }
 
 // fetchListing asks for the listing, retrying what may pass and saying
-// when the next attempt comes: an offline machine hears so at once.
+// when the next attempt comes: an offline machine hears so at once. With
+// Options.QuickOffline, a Hub that is not reached at all is tried
+// quickOfflineRetries more times, unreported, before the pull gives up.
 func (p *puller) fetchListing(ctx context.Context) (*Listing, error) {
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, listingTimeout)
@@ -206,8 +208,15 @@ func (p *puller) fetchListing(ctx context.Context) (*Listing, error) {
 		if err == nil || !isRetryable(err) || ctx.Err() != nil {
 			return l, err
 		}
-		if attempt > p.o.MaxRetries {
+		quick := p.o.QuickOffline && notReached(err)
+		if attempt > p.o.MaxRetries || quick && attempt > quickOfflineRetries {
 			return nil, unreachable(fmt.Errorf("hub: gave up after %d attempts: %w", attempt, err))
+		}
+		if quick {
+			if err := p.sleep(ctx, p.o.RetryBase); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err := p.retryAfter(ctx, Event{Phase: ListingFiles}, err, attempt); err != nil {
 			return nil, err

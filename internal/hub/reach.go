@@ -77,6 +77,22 @@ func Diagnose(err error) Diagnosis {
 	return d
 }
 
+// quickOfflineRetries are the retries of a listing that did not reach the
+// Hub at all, under Options.QuickOffline: one, a RetryBase later, rides
+// over a network that is just coming up.
+const quickOfflineRetries = 1
+
+// notReached reports whether err says the Hub was not reached at all in a way
+// waiting seconds rarely mends: no name lookup, no route, a refusal. A
+// timeout or an error answer may pass, and keeps its retries.
+func notReached(err error) bool {
+	switch Diagnose(err).Reason {
+	case ReasonDNS, ReasonNoRoute, ReasonRefused:
+		return true
+	}
+	return false
+}
+
 // statusFailure is an error answer worth retrying (429, 5xx).
 type statusFailure struct{ status string }
 

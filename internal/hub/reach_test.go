@@ -1,12 +1,15 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -94,5 +97,60 @@ func TestDiagnoseRealFailures(t *testing.T) {
 		if d := Diagnose(err); d.Reason != c.reason || d.Unreachable != c.unreachable || d.Message == "" || d.Detail != err.Error() {
 			t.Errorf("%s (%v): diagnosed %+v, want %s", c.url, err, d, c.reason)
 		}
+	}
+}
+
+// failing answers every request with err, as a dialer that cannot connect.
+type failing struct{ err error }
+
+func (f failing) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
+
+// TestQuickOfflineGivesUpAtOnce: offline, petal pull retried its listing
+// for about five minutes, a raw error line each time (issue 28 B.5). With
+// QuickOffline a Hub that is not reached at all (name not found, no route,
+// refused) is tried once more a RetryBase later, unreported, and the pull
+// ends as ErrUnreachable; a timeout, which may pass, keeps its retries.
+func TestQuickOfflineGivesUpAtOnce(t *testing.T) {
+	dial := func(errno syscall.Errno) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: errno}}
+	}
+	for _, c := range []struct {
+		name      string
+		transport http.RoundTripper
+		reason    string
+		took      time.Duration
+		retries   int
+	}{
+		{"no such host", offline{}, ReasonDNS, time.Second, 0},
+		{"network is unreachable", failing{dial(syscall.ENETUNREACH)}, ReasonNoRoute, time.Second, 0},
+		{"connection refused", failing{dial(syscall.ECONNREFUSED)}, ReasonRefused, time.Second, 0},
+		{"timeout", failing{context.DeadlineExceeded}, ReasonTimeout, 7 * time.Second, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				retries := 0
+				start := time.Now()
+				_, err := Pull(t.Context(), Options{
+					Endpoint: "https://hub.example", Repo: "petal-test/tiny", Revision: "main",
+					Dir: filepath.Join(t.TempDir(), "tiny"), NoHFCache: true, QuickOffline: true,
+					MaxRetries: 3, RetryBase: time.Second, Transport: c.transport,
+					FreeSpace: func(string) (int64, error) { return 1 << 50, nil },
+					Progress: func(ev Event) {
+						mu.Lock()
+						defer mu.Unlock()
+						if ev.Retry != nil {
+							retries++
+						}
+					},
+				})
+				if !errors.Is(err, ErrUnreachable) || Diagnose(err).Reason != c.reason {
+					t.Fatalf("pull: %v (%s), want ErrUnreachable for %s", err, Diagnose(err).Reason, c.reason)
+				}
+				if took := time.Since(start); took != c.took || retries != c.retries {
+					t.Errorf("gave up after %v and %d reported retries, want %v and %d", took, retries, c.took, c.retries)
+				}
+			})
+		})
 	}
 }
