@@ -393,6 +393,7 @@ test('the GPU check says what it tests, runs petal doctor on the server, and its
   await page.getByTestId('doctor-verdict').filter({ hasText: said }).waitFor();
   assert.equal((await page.getByTestId('doctor-report').innerText()).trim(), report.trim());
   await page.getByTestId('doctor-when').filter({ hasText: /^Checked .* kept in this browser\.$/ }).waitFor();
+  await page.getByTestId('doctor-verdict').scrollIntoViewIfNeeded();
   await shot(page, 'doctor-after-reload');
   await ctx.close();
 });
