@@ -2,12 +2,16 @@ package main
 
 import (
 	"fmt"
+	"log"
 	"os"
 
 	"petal/internal/cli"
 )
 
 func main() {
+	// Lines packages log on their own (the demo model's copy mended, for
+	// one) read as the servers' logs do.
+	log.SetPrefix("petal: ")
 	args := os.Args[1:]
 	var err error
 	if len(args) == 0 && runDesktop != nil {

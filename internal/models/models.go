@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log"
 	"os"
 	"path/filepath"
 	"sync"
@@ -29,6 +31,8 @@ const (
 	demoHashLen = 16
 	// cacheSubdir is Petal's folder inside the user's cache folder.
 	cacheSubdir = "petal"
+	// demoFileMode is an unpacked demo file's: anyone may read it.
+	demoFileMode = 0o644
 )
 
 // ErrDamaged marks an installed model folder that cannot be used as it is;
@@ -97,6 +101,20 @@ func installed(dir string) (bool, error) {
 	return false, fmt.Errorf("%w: %s has config.json but no weights (remove the folder or download it again)", ErrDamaged, dir)
 }
 
+// demoSums are the SHA-256 sums of the embedded demo's files, by name,
+// which its unpacked copy is checked against.
+var demoSums = sync.OnceValues(func() (map[string][sha256.Size]byte, error) {
+	sums := map[string][sha256.Size]byte{}
+	for _, name := range demo.Names {
+		data, err := demo.Files.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("models: demo model built without %s: %w", name, err)
+		}
+		sums[name] = sha256.Sum256(data)
+	}
+	return sums, nil
+})
+
 var demoHash = sync.OnceValues(func() (string, error) {
 	h := sha256.New()
 	for _, name := range demo.Names {
@@ -111,7 +129,9 @@ var demoHash = sync.OnceValues(func() (string, error) {
 })
 
 // DemoDir returns the folder of the unpacked demo model, unpacking it into
-// the user's cache folder first if this binary's demo is not there yet.
+// the user's cache folder first if this binary's demo is not there yet. A
+// copy that is there is checked against the embedded files, and a damaged
+// or missing file is unpacked again (with a line on the standard logger).
 func DemoDir() (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -121,17 +141,18 @@ func DemoDir() (string, error) {
 }
 
 // unpackDemo writes the demo model into parent/demo-<hash>, unless it is
-// there already. Files go to a temporary folder that is renamed into place,
-// so the final folder is either absent or complete, also when two
-// processes unpack at once.
+// there already, in which case its files are checked and mended. Files go
+// to a temporary folder that is renamed into place, so the final folder is
+// either absent or complete, also when two processes unpack at once; a
+// cache cleaner or a disk error can still damage it later.
 func unpackDemo(parent string) (string, error) {
 	sum, err := demoHash()
 	if err != nil {
 		return "", err
 	}
 	final := filepath.Join(parent, demoPrefix+sum)
-	if _, err := os.Stat(final); err == nil {
-		return final, nil
+	if info, err := os.Stat(final); err == nil && info.IsDir() {
+		return final, mendDemo(final)
 	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", fmt.Errorf("models: unpacking the demo model: %w", err)
@@ -146,7 +167,7 @@ func unpackDemo(parent string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("models: demo model built without %s: %w", name, err)
 		}
-		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(tmp, name), data, demoFileMode); err != nil {
 			return "", fmt.Errorf("models: unpacking the demo model: %w", err)
 		}
 	}
@@ -158,4 +179,74 @@ func unpackDemo(parent string) (string, error) {
 		return "", fmt.Errorf("models: unpacking the demo model: %w", err)
 	}
 	return final, nil
+}
+
+// mendDemo compares each file of the unpacked demo in dir with the
+// embedded one by SHA-256 and writes again the ones that differ or are
+// missing: the binary holds an intact copy, so a damaged cache never keeps
+// petal from starting. Each file is replaced by a rename, so a process
+// reading it sees the old or the new one whole.
+func mendDemo(dir string) error {
+	sums, err := demoSums()
+	if err != nil {
+		return err
+	}
+	for _, name := range demo.Names {
+		path := filepath.Join(dir, name)
+		got, err := fileSum(path)
+		if err == nil && got == sums[name] {
+			continue
+		}
+		what := "damaged"
+		if errors.Is(err, fs.ErrNotExist) {
+			what = "missing"
+		}
+		data, err := demo.Files.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("models: demo model built without %s: %w", name, err)
+		}
+		if err := replaceFile(path, data); err != nil {
+			return fmt.Errorf("models: mending the demo model's %s in %s: %w", name, dir, err)
+		}
+		log.Printf("the demo model's %s in %s was %s: unpacked it again from this binary", name, dir, what)
+	}
+	return nil
+}
+
+// fileSum is the SHA-256 of the file at path.
+func fileSum(path string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	f, err := os.Open(path)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return sum, err
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, nil
+}
+
+// replaceFile writes data to path through a temporary file beside it that
+// is renamed over it.
+func replaceFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(demoFileMode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -3,6 +3,7 @@ package models
 import (
 	"bytes"
 	"errors"
+	"log"
 	"os"
 	"path/filepath"
 	"petal/internal/hub"
@@ -122,7 +123,8 @@ func TestUnpackKeepsExistingFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A folder that is there is trusted as complete (it only appears by rename).
+	// A folder that is there is kept (it only appears by rename); only
+	// the model's own files are checked (TestDamagedDemoIsMended).
 	marker := filepath.Join(dir, "marker")
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -165,5 +167,69 @@ func TestDisplayNameOfTheDemo(t *testing.T) {
 	}
 	if got := DisplayName(filepath.Join(t.TempDir(), "missing"), "Qwen3.6-35B-A3B-4bit"); got != "Qwen3.6-35B-A3B-4bit" {
 		t.Errorf("a real model is called %q", got)
+	}
+}
+
+// TestDamagedDemoIsMended: a damaged config.json in the demo's unpacked
+// copy stopped petal serve ("bad model files: not valid JSON") although
+// the binary holds an intact copy (issue 28 A.7). Each file is checked
+// against the embedded one at start; a damaged or missing one is unpacked
+// again, with a line in the log, and the model opens.
+func TestDamagedDemoIsMended(t *testing.T) {
+	isolate(t)
+	dir, err := DemoDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := filepath.Join(dir, "model.safetensors")
+	damaged, err := os.ReadFile(weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged[len(damaged)/2] ^= 1 // one bit, the size unchanged
+	for name, data := range map[string][]byte{"config.json": []byte("{not json"), "model.safetensors": damaged} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+
+	again, isDemo, err := DefaultModelDir()
+	if err != nil || !isDemo || again != dir {
+		t.Fatalf("DefaultModelDir() = %s, %v, %v; want %s, true, nil", again, isDemo, err, dir)
+	}
+	for _, name := range demo.Names {
+		want, _ := demo.Files.ReadFile(name)
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: not mended (%v)", name, err)
+		}
+	}
+	for _, want := range []string{"config.json in " + dir + " was damaged", "model.safetensors in " + dir + " was damaged", "tokenizer.json in " + dir + " was missing"} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("the log %q does not say %q", logged.String(), want)
+		}
+	}
+	if n := strings.Count(logged.String(), "\n"); n != 3 {
+		t.Errorf("%d lines logged, want one a mended file:\n%s", n, logged.String())
+	}
+	m, err := cpu.Open(dir)
+	if err != nil {
+		t.Fatalf("the mended demo does not open: %v", err)
+	}
+	m.Close()
+
+	// An intact copy is left as it is, and nothing is logged.
+	logged.Reset()
+	if _, err := DemoDir(); err != nil || logged.Len() != 0 {
+		t.Errorf("intact copy: %v, logged %q", err, logged.String())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != len(demo.Names) {
+		t.Errorf("the folder holds %d entries after mending, want the model's %d files", len(entries), len(demo.Names))
 	}
 }
