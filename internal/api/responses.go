@@ -14,11 +14,12 @@ import (
 )
 
 // responsesRequest is a POST /v1/responses body in OpenAI's Responses API,
-// as the openai SDK and Codex send it. Nothing is stored: the whole
-// conversation comes in input each time (store:false), and prompt_cache_key
-// needs nothing, as the prefix cache finds the shared start of the prompt
-// by itself. Fields that change nothing here (include, metadata,
-// client_metadata, truncation, user, ...) are accepted and ignored.
+// as the openai SDK, the AI SDK and Codex send it. A stored response
+// (store, true unless false) is kept in memory (see responseStore) for
+// previous_response_id and item_reference; prompt_cache_key needs nothing,
+// as the prefix cache finds the shared start of the prompt by itself.
+// Fields that change nothing here (include, metadata, client_metadata,
+// truncation, user, ...) are accepted and ignored.
 type responsesRequest struct {
 	Model              string          `json:"model"`
 	Input              json.RawMessage `json:"input"`
@@ -28,6 +29,7 @@ type responsesRequest struct {
 	MaxOutputTokens    *int            `json:"max_output_tokens"`
 	Stream             bool            `json:"stream"`
 	PreviousResponseID *string         `json:"previous_response_id"`
+	Store              *bool           `json:"store"`
 	PromptCacheKey     string          `json:"prompt_cache_key"`
 	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
 	Reasoning          *struct {
@@ -39,7 +41,17 @@ type responsesRequest struct {
 	} `json:"text"`
 	sample.Overrides
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+
+	// store resolves previous_response_id and item references; the
+	// handler sets it before the body is read.
+	store *responseStore
+	// conversation is every input item, the previous response's first and
+	// references resolved, and own the items this request added, once read.
+	conversation, own []json.RawMessage
 }
+
+// stored reports whether the response is to be stored: OpenAI's default.
+func (q *responsesRequest) stored() bool { return q.Store == nil || *q.Store }
 
 // responsesTool is a tool of the Responses API: function fields at the top
 // level, not under "function".
@@ -73,9 +85,6 @@ type responsesPart struct {
 }
 
 func (q *responsesRequest) toService() (*service.Request, error) {
-	if q.PreviousResponseID != nil && *q.PreviousResponseID != "" {
-		return nil, badParam("previous_response_id", "previous_response_id needs stored responses, and this server stores none (store is always false): send the whole conversation in input")
-	}
 	msgs, err := q.messages()
 	if err != nil {
 		return nil, err
@@ -133,13 +142,14 @@ func (q *responsesRequest) messages() ([]chattemplate.Message, error) {
 	if q.Instructions != nil && *q.Instructions != "" {
 		msgs = append(msgs, chattemplate.Message{Role: "system", Content: chattemplate.TextContent(*q.Instructions)})
 	}
-	var one string
-	if err := json.Unmarshal(q.Input, &one); err == nil {
-		return append(msgs, chattemplate.Message{Role: "user", Content: chattemplate.TextContent(one)}), nil
+	if err := q.resolve(); err != nil {
+		return nil, err
 	}
-	var items []responsesItem
-	if err := json.Unmarshal(q.Input, &items); err != nil {
-		return nil, badParam("input", "input must be a string or a list of items")
+	items := make([]responsesItem, len(q.conversation))
+	for i, raw := range q.conversation {
+		if err := json.Unmarshal(raw, &items[i]); err != nil {
+			return nil, badParam("input", "input item %d is malformed: %v", i, err)
+		}
 	}
 	var reasoning *string
 	// assistant is the assistant message the next items join, or nil.
@@ -207,13 +217,55 @@ func (q *responsesRequest) messages() ([]chattemplate.Message, error) {
 				return nil, err
 			}
 			msgs = append(msgs, chattemplate.Message{Role: "tool", ToolCallID: it.CallID, Content: chattemplate.TextContent(text)})
-		case "item_reference":
-			return nil, badParam("input", "%s refers to a stored item, and this server stores none: send the item itself", where)
 		default:
 			return nil, badParam("input", "%s has type %q, which this server cannot take (it takes message, reasoning, function_call and function_call_output)", where, it.Type)
 		}
 	}
 	return msgs, nil
+}
+
+// resolve reads input into q.conversation: the items of the previous
+// response, if any, then those of input with each item_reference replaced
+// by the stored item it names.
+func (q *responsesRequest) resolve() error {
+	var one string
+	var input []json.RawMessage
+	if err := json.Unmarshal(q.Input, &one); err == nil {
+		raw, _ := json.Marshal(struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		}{"message", "user", one})
+		input = []json.RawMessage{raw}
+	} else if err := json.Unmarshal(q.Input, &input); err != nil {
+		return badParam("input", "input must be a string or a list of items")
+	}
+	q.conversation = nil
+	if id := q.PreviousResponseID; id != nil && *id != "" {
+		prev, ok := q.store.conversation(*id)
+		if !ok {
+			e := badParam("previous_response_id", "previous response %q was not found: this server keeps the last %d stored responses in memory, not across restarts, and stores none sent with store false; send the whole conversation in input", *id, MaxStoredResponses)
+			e.Code = "previous_response_not_found"
+			return e
+		}
+		q.conversation = append(q.conversation, prev...)
+	}
+	for i, raw := range input {
+		var ref struct {
+			Type string `json:"type"`
+			ID   string `json:"id"`
+		}
+		if json.Unmarshal(raw, &ref) == nil && ref.Type == "item_reference" {
+			item, ok := q.store.item(ref.ID)
+			if !ok {
+				return badParam("input", "input item %d refers to item %q, which was not found: this server keeps the items of the last %d stored responses in memory, not across restarts; send the item itself", i, ref.ID, MaxStoredResponses)
+			}
+			raw = item
+		}
+		q.conversation = append(q.conversation, raw)
+		q.own = append(q.own, raw)
+	}
+	return nil
 }
 
 // itemText reads content given as a string or as text parts.
@@ -457,7 +509,7 @@ func (b *responseBuilder) finish(sum service.Summary) {
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
-	var body responsesRequest
+	body := responsesRequest{store: s.stored}
 	g, err := s.begin(r, &body)
 	if err != nil {
 		return err
@@ -466,7 +518,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	resp := &responseObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Model: s.svc.Info().Name, Output: []*outputItem{}, Instructions: body.Instructions, MaxOutputTokens: body.MaxOutputTokens,
 		ParallelToolCalls: body.ParallelToolCalls == nil || *body.ParallelToolCalls, Temperature: body.Temperature, TopP: body.TopP,
-		ToolChoice: body.ToolChoice, Tools: body.Tools, Text: json.RawMessage(`{"format":{"type":"text"}}`), Truncation: "disabled"}
+		ToolChoice: body.ToolChoice, Tools: body.Tools, Text: json.RawMessage(`{"format":{"type":"text"}}`), Truncation: "disabled",
+		PreviousResponseID: body.PreviousResponseID, Store: body.stored()}
 	if len(resp.ToolChoice) == 0 {
 		resp.ToolChoice = json.RawMessage(`"auto"`)
 	}
@@ -486,6 +539,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		b.finish(sum)
+		s.keep(&body, resp)
 		httpgate.WriteJSON(w, http.StatusOK, resp)
 		return nil
 	}
@@ -514,10 +568,29 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	b.finish(sum)
+	s.keep(&body, resp)
 	event := "response.completed"
 	if resp.Status == "incomplete" {
 		event = "response.incomplete"
 	}
 	b.emit(event, map[string]any{"response": resp})
 	return nil
+}
+
+// keep stores a finished response that asked to be stored.
+func (s *Server) keep(q *responsesRequest, resp *responseObject) {
+	if !q.stored() {
+		return
+	}
+	own := append([]json.RawMessage(nil), q.own...)
+	conversation := append([]json.RawMessage(nil), q.conversation...)
+	for _, it := range resp.Output {
+		raw, err := json.Marshal(it)
+		if err != nil {
+			continue
+		}
+		conversation = append(conversation, raw)
+		own = append(own, raw)
+	}
+	s.stored.put(resp.ID, conversation, own)
 }

@@ -182,10 +182,9 @@ func TestResponses(t *testing.T) {
 func TestResponsesErrors(t *testing.T) {
 	ts := newTestServer(t, service.Options{}, Options{}, constant("ok"))
 	for _, c := range []struct{ body, want string }{
-		{`{"input":"hi","previous_response_id":"resp_1"}`, "stores none"},
-		{`{"input":[{"type":"item_reference","id":"x"}]}`, "stores none"},
+		{`{"input":"hi","previous_response_id":"resp_1"}`, `previous response \"resp_1\" was not found`},
+		{`{"input":[{"type":"item_reference","id":"x"}]}`, `refers to item \"x\", which was not found`},
 		{`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}]}`, "reads text only"},
-		{`{"input":[{"type":"function_call","name":"f","call_id":"c","arguments":"{"}]}`, "not JSON"},
 		{`{"input":[{"type":"hologram"}]}`, "hologram"},
 		{`{"input":5}`, "string or a list"},
 		{`{"input":[]}`, "at least one"},

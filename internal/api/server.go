@@ -74,6 +74,8 @@ type Server struct {
 	logger *log.Logger
 	routes map[string]*route // by path
 	hosts  map[string]bool
+	// responses is the Responses API's store, shared by every copy.
+	stored *responseStore
 }
 
 // New returns the API over svc, which stays the caller's to close.
@@ -84,7 +86,7 @@ func New(svc *service.Service, opts Options) *Server {
 // NewOnSlot returns the API over the service slot holds at each request,
 // which another model's service can replace while the server runs.
 func NewOnSlot(slot *service.Slot, opts Options) *Server {
-	s := &Server{slot: slot, opts: opts, logger: opts.Logger, hosts: map[string]bool{}}
+	s := &Server{slot: slot, opts: opts, logger: opts.Logger, hosts: map[string]bool{}, stored: newResponseStore()}
 	if s.logger == nil {
 		s.logger = log.New(io.Discard, "", 0)
 	}
