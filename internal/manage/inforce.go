@@ -4,6 +4,8 @@ import (
 	"net"
 	"slices"
 	"strconv"
+
+	"petal/internal/httpgate"
 )
 
 // Where a server setting in force came from.
@@ -118,22 +120,20 @@ func (st *SettingsStore) Apply(o Overrides) (Applied, error) {
 		if err != nil {
 			return Applied{}, err
 		}
-		// Port 0 (any free port) is what a listener gives: the port in
-		// force is then the one it picks, which the caller does not know
-		// yet, so 0 is reported.
+		// Port 0 asks the listener for any free port: the routes then
+		// report the one it took (Options.Running's).
 		run.Port, _ = strconv.Atoi(port)
-		run.Expose = !loopbackName(h)
+		run.Expose = !httpgate.LoopbackHost(h)
 		pin(FieldPort, FieldExpose)
 	}
-	run.APIKey = saved.APIKey
 	a.APIKey = saved.APIKey
 	switch {
 	case o.APIKey != nil:
 		run.APIKey, a.APIKey = *o.APIKey, *o.APIKey
 		pin(FieldAPIKey)
 	case saved.APIKey == "" && run.Expose && saved.AccessToken != "":
-		// Other machines need the access token; as the desktop app, the
-		// server takes it as its one key.
+		// Other machines need the access token; as in the desktop app,
+		// the server takes it as its one key.
 		a.APIKey = saved.AccessToken
 		sources[FieldAPIKey] = src("access_token")
 	}
@@ -180,15 +180,6 @@ func (a Applied) FromSettings() []string {
 		}
 	}
 	return out
-}
-
-// loopbackName reports whether host names this machine only.
-func loopbackName(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // state is what the settings routes answer besides the saved settings:

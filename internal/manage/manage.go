@@ -164,7 +164,10 @@ type Options struct {
 	// report (POST /manage/doctor); it may refuse with ErrDoctorBusy.
 	Doctor func(ctx context.Context) (any, error)
 	// Settings are kept here; Running are the values the server applied at
-	// start, which tell which saved settings wait for a restart.
+	// start, which tell which saved settings wait for a restart. Where the
+	// server built itself with Settings.Apply (petal serve), what Apply
+	// recorded is reported instead, with each value's source; only
+	// Running's port, the one the listener took, is read then.
 	Settings *SettingsStore
 	Running  Settings
 	// OnSettings, when set, is called with the settings after each save
