@@ -30,6 +30,23 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 	metric("petal_decode_host_seconds_total", "counter", "Host time spent preparing decode steps: encoding and submitting them on a GPU, computing them on the CPU backend.", m.DecodeHostSeconds)
 	metric("petal_prefix_cache_entries", "gauge", "Sequences held by the prefix cache.", float64(m.CacheEntries))
 	metric("petal_prefix_cache_bytes", "gauge", "Memory held by the prefix cache.", float64(m.CacheBytes))
+	metric("petal_prefix_cache_memory_hits_total", "counter", "Requests whose prompt start came from the prefix cache's memory tier.", float64(m.CacheMemoryHits))
+	metric("petal_prefix_cache_disk_hits_total", "counter", "Requests whose prompt start came from the prefix cache's disk tier.", float64(m.CacheDiskHits))
+	if d := m.Disk; d != nil {
+		on := 0.0
+		if d.On {
+			on = 1
+		}
+		metric("petal_prefix_disk_load_seconds_total", "counter", "Time spent finding and loading snapshots from the disk tier, over the hits.", d.LoadSeconds)
+		metric("petal_prefix_disk_loaded_tokens_total", "counter", "Prompt tokens restored from the disk tier.", float64(d.HitTokens))
+		metric("petal_prefix_disk_misses_total", "counter", "Disk tier lookups that found no snapshot.", float64(d.Misses))
+		metric("petal_prefix_disk_writes_total", "counter", "Snapshots written to the disk tier.", float64(d.Writes))
+		metric("petal_prefix_disk_dropped_total", "counter", "Snapshots dropped because the write queue was full.", float64(d.Dropped))
+		metric("petal_prefix_disk_rejected_total", "counter", "Snapshot files deleted as damaged, foreign or of an older format.", float64(d.Rejected))
+		metric("petal_prefix_disk_files", "gauge", "Snapshot files in the disk tier's folder.", float64(d.Files))
+		metric("petal_prefix_disk_bytes", "gauge", "Bytes in the disk tier's folder.", float64(d.Bytes))
+		metric("petal_prefix_disk_on", "gauge", "1 while the disk tier takes snapshots, 0 once a full disk turned it off.", on)
+	}
 	const ttft = "petal_time_to_first_token_seconds"
 	fmt.Fprintf(&b, "# HELP %s Time from request to first token, queueing included.\n# TYPE %s histogram\n", ttft, ttft)
 	for i, le := range service.TTFTBuckets {

@@ -50,6 +50,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	queue := fs.Int("queue", service.DefaultQueueLimit, "requests that may wait for the model")
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")
 	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
+	diskDir, diskGB := prefixDiskFlags(fs)
 	settingsFile := fs.String("settings", "", "the web UI's settings file, whose server settings apply where no flag sets them (default: petal/settings.json in the user's config folder)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -71,10 +72,18 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
+	logger := log.New(os.Stderr, "petal: ", log.LstdFlags)
+	disk, diskNote, err := openPrefixDisk(*diskDir, *diskGB, logger.Printf)
+	if err != nil {
+		return err
+	}
+	if disk != nil {
+		defer disk.Close() // after the runtime's, which ends the writes
+	}
 	rt, err := runtime.Open(runtime.Config{
 		Load:       runtime.LoadRequest{Dir: *dir, Backend: *backend, Context: applied.ContextLength, CacheBytes: *cacheMB << 20, MemoryGB: *memGB},
 		QueueLimit: *queue, Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins, AllowedHosts: splitList(*hosts),
-		Settings: store, Pull: setupPull, Log: log.New(os.Stderr, "petal: ", log.LstdFlags), Notes: stdout,
+		Settings: store, Pull: setupPull, Log: logger, Notes: stdout, PrefixDisk: disk,
 	})
 	if err != nil {
 		return err
@@ -84,6 +93,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, line := range rt.Startup() {
 		fmt.Fprintln(stdout, line)
 	}
+	fmt.Fprintln(stdout, diskNote)
 	errc := make(chan error, 1)
 	go func() { errc <- rt.Serve() }()
 	select {

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/adrg/xdg"
 )
 
 // Limits and defaults of a Store.
@@ -23,19 +21,27 @@ const (
 	// dropped, as each holds a copy of a sequence's state in memory.
 	QueueDepth = 2
 	// MaxBudget caps the default budget.
-	MaxBudget = 20 << 30
+	MaxBudget = 20e9
 	// FreeShare is the part of the free disk the default budget takes.
 	FreeShare = 0.10
 	// fallbackBudget is the default where the free space is unknown.
-	fallbackBudget = 2 << 30
+	fallbackBudget = 2e9
 	// StaleTemp is how old a temporary file must be before a Store removes
 	// it: a younger one may be another process's write in progress.
 	StaleTemp = 15 * time.Minute
 	dirPerm   = 0o700
 )
 
-// DefaultDir is petal/prefix in the user's cache folder.
-func DefaultDir() string { return filepath.Join(xdg.CacheHome, "petal", "prefix") }
+// DefaultDir is petal/prefix in the user's cache folder (as the demo
+// model's and the kernels' caches, os.UserCacheDir: $XDG_CACHE_HOME or
+// ~/.cache, ~/Library/Caches on a Mac); "" when there is none.
+func DefaultDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "petal", "prefix")
+}
 
 // DefaultBudget is FreeShare of the free space where dir is (or would be),
 // at most MaxBudget.

@@ -11,6 +11,7 @@ import (
 	"petal/internal/fit"
 	"petal/internal/manage"
 	"petal/internal/models"
+	"petal/internal/prefixdisk"
 	"petal/internal/service"
 )
 
@@ -24,6 +25,7 @@ type liveModel struct {
 	// memory asked at start; its Dir is replaced by the download's.
 	next  LoadRequest
 	queue int
+	disk  *prefixdisk.Store // the prefix cache's disk tier, nil: none
 	// downloads pulls the real model for the Setup screen, and names the
 	// folder a load opens; shared by every handler of the process, so that
 	// there is one download. Without it nothing can be loaded.
@@ -45,7 +47,7 @@ func newLiveModel(l Loaded, dir string, opts service.Options, next LoadRequest, 
 		l.Model.Close()
 		return nil, err
 	}
-	m := &liveModel{next: next, queue: opts.QueueLimit, downloads: downloads, log: log, dir: dir}
+	m := &liveModel{next: next, queue: opts.QueueLimit, disk: opts.PrefixDisk, downloads: downloads, log: log, dir: dir}
 	m.slot = service.NewSlot(svc, m.releaser(svc, l))
 	return m, nil
 }
@@ -97,7 +99,7 @@ func (m *liveModel) load(context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc, err := service.New(l.Model, d.Dir, service.Options{ContextLength: l.Context, QueueLimit: m.queue, CacheBytes: l.CacheBytes})
+	svc, err := service.New(l.Model, d.Dir, service.Options{ContextLength: l.Context, QueueLimit: m.queue, CacheBytes: l.CacheBytes, PrefixDisk: m.disk})
 	if err != nil {
 		l.Model.Close()
 		return err

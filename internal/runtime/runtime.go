@@ -15,6 +15,7 @@ import (
 	"petal/internal/api"
 	"petal/internal/hub"
 	"petal/internal/manage"
+	"petal/internal/prefixdisk"
 	"petal/internal/service"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	// ShutdownTimeout bounds how long Close waits for running requests (0:
 	// DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// PrefixDisk is the prefix cache's disk tier, which every model loaded
+	// uses; nil: none. Its owner closes it after Close.
+	PrefixDisk *prefixdisk.Store
 }
 
 // Runtime is a loaded model served over HTTP with the web UI: the
@@ -97,7 +101,7 @@ func Open(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	live, err := newLiveModel(l, cfg.Load.Dir, service.Options{ContextLength: l.Context, QueueLimit: cfg.QueueLimit, CacheBytes: l.CacheBytes},
+	live, err := newLiveModel(l, cfg.Load.Dir, service.Options{ContextLength: l.Context, QueueLimit: cfg.QueueLimit, CacheBytes: l.CacheBytes, PrefixDisk: cfg.PrefixDisk},
 		cfg.Load, manage.NewHubDownloader(cfg.Pull), notes)
 	if err != nil {
 		return nil, err
