@@ -46,9 +46,13 @@ func Load[T io.Closer](s *Store, model ModelID, tokens []int, shorter int, load 
 		v, err := loadFile(path, model, tokens[:n], load)
 		if err == nil {
 			touch(path)
+			took := time.Since(start)
 			s.hits.Add(1)
 			s.hitTokens.Add(int64(n))
-			s.loadNanos.Add(int64(time.Since(start)))
+			s.loadNanos.Add(int64(took))
+			// One line a hit, as a request's log would say it: the server
+			// has no access log.
+			s.logf("prefix cache on disk: loaded %d tokens from %s in %v", n, name, took.Round(time.Millisecond))
 			return v, n
 		}
 		if errors.Is(err, os.ErrNotExist) {

@@ -95,13 +95,16 @@ func TestSaveLoadLongestPrefix(t *testing.T) {
 		save(t, dir, modelA, long[:n])
 	}
 	save(t, dir, modelB, long[:48])
-	s, _ := open(t, dir, 1<<30)
+	s, l := open(t, dir, 1<<30)
 	var closed bool
 	// A restart: a new Store over the folder finds the longest prefix of
 	// this model's, not model B's longer one.
 	v, n := Load(s, modelA, long, 0, loadAll(&closed))
 	if n != 45 || !bytes.Equal(v.data, payload(45)) {
 		t.Fatalf("loaded %d tokens (%q...), want 45", n, v.data[:min(10, len(v.data))])
+	}
+	if !strings.Contains(l.text(), "loaded 45 tokens from "+fileName(modelA, long[:45])) {
+		t.Errorf("log %q", l.text())
 	}
 	if _, n := Load(s, modelA, long[:40], 0, loadAll(&closed)); n != 30 {
 		t.Errorf("prefix of 40 tokens loaded %d, want 30", n)
