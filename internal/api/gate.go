@@ -33,7 +33,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 		h.Set("Access-Control-Allow-Origin", origin)
 		h.Add("Vary", "Origin")
 		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, Anthropic-Version")
-		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
 		h.Set("Access-Control-Max-Age", strconv.Itoa(PreflightMaxAge))
 	}
 	if rt == nil {
@@ -65,7 +65,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 		return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 			Message: "missing or wrong API key: send it as " + how}
 	}
-	if method == http.MethodPost {
+	if method == http.MethodPost || method == http.MethodDelete {
 		// A browser sends an Origin with every POST and may send a form or
 		// text/plain to any site without asking first, so a page's body
 		// must say JSON; a caller without one (curl's -d sends a form type,

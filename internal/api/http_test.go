@@ -346,7 +346,7 @@ func TestOllama(t *testing.T) {
 	if final.Message.Content != "The forecast: rain" || !final.Done || final.DoneReason != "stop" || final.EvalCount == 0 {
 		t.Errorf("final %s", body)
 	}
-	if resp, body := do(t, post(t, ts.URL+"/api/chat", `{"messages":[]}`)); resp.StatusCode != 400 || !strings.Contains(body, `"error":"`) {
+	if resp, body := do(t, post(t, ts.URL+"/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"num_ctx":0}}`)); resp.StatusCode != 400 || !strings.Contains(body, `"error":"`) {
 		t.Errorf("ollama error shape: %d %s", resp.StatusCode, body)
 	}
 }

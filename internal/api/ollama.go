@@ -33,6 +33,9 @@ type ollamaMessage struct {
 	Thinking  string           `json:"thinking,omitempty"`
 	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
 	ToolName  string           `json:"tool_name,omitempty"`
+	// Images are base64 pictures, which this model cannot see: a message
+	// with any is refused rather than read without them.
+	Images []string `json:"images,omitempty"`
 }
 
 type ollamaToolCall struct {
@@ -47,7 +50,10 @@ type ollamaOptions struct {
 	// RepeatPenalty is Ollama's name of the repetition penalty.
 	RepeatPenalty *float64 `json:"repeat_penalty"`
 	NumPredict    *int     `json:"num_predict"`
-	Stop          stopList `json:"stop"`
+	// NumCtx bounds prompt and reply together; the context the model was
+	// loaded with (what fits in memory) stays the most.
+	NumCtx *int     `json:"num_ctx"`
+	Stop   stopList `json:"stop"`
 }
 
 type ollamaChatRequest struct {
@@ -58,6 +64,9 @@ type ollamaChatRequest struct {
 	Tools    []chattemplate.Tool `json:"tools"`
 	Format   json.RawMessage     `json:"format"`
 	Options  ollamaOptions       `json:"options"`
+	// KeepAlive of 0 asks to unload the model, a duration (a number of
+	// seconds or a string such as "5m") to keep it that long.
+	KeepAlive json.RawMessage `json:"keep_alive"`
 
 	Logprobs    bool `json:"logprobs"`
 	TopLogprobs *int `json:"top_logprobs"`
@@ -73,6 +82,9 @@ func (o *ollamaChatRequest) toService() (*service.Request, error) {
 	}
 	msgs := make([]chattemplate.Message, len(o.Messages))
 	for i, m := range o.Messages {
+		if len(m.Images) > 0 {
+			return nil, notText(fmt.Sprintf("messages[%d]", i), "image")
+		}
 		msgs[i] = chattemplate.Message{Role: m.Role, Content: chattemplate.TextContent(m.Content), Name: m.ToolName}
 		if m.Thinking != "" {
 			msgs[i].ReasoningContent = &m.Thinking
@@ -110,7 +122,41 @@ func (opt ollamaOptions) request() (*service.Request, error) {
 	if opt.NumPredict != nil && *opt.NumPredict > 0 { // -1 and -2 mean no limit
 		req.MaxTokens = *opt.NumPredict
 	}
+	if opt.NumCtx != nil {
+		if *opt.NumCtx < 1 {
+			return nil, badParam("num_ctx", "num_ctx must be at least 1, not %d", *opt.NumCtx)
+		}
+		req.ContextLimit = *opt.NumCtx
+	}
 	return req, nil
+}
+
+// ollamaUnload reports whether keep_alive asks to unload the model: 0, as
+// a number or a duration ("0", "0s").
+func ollamaUnload(keepAlive json.RawMessage) bool {
+	var secs float64
+	if json.Unmarshal(keepAlive, &secs) == nil {
+		return secs == 0
+	}
+	var text string
+	if json.Unmarshal(keepAlive, &text) != nil {
+		return false
+	}
+	if text == "0" {
+		return true
+	}
+	d, err := time.ParseDuration(text)
+	return err == nil && d == 0
+}
+
+// ollamaLoadReason is the done_reason of a request that only loads or
+// unloads the model. Petal's one model stays loaded while it serves, so
+// both are answered at once, as Ollama answers them once done.
+func ollamaLoadReason(keepAlive json.RawMessage) string {
+	if ollamaUnload(keepAlive) {
+		return "unload"
+	}
+	return "load"
 }
 
 // ollamaThink maps "think", a boolean or an effort name, to the template's
@@ -180,16 +226,32 @@ type ollamaChatResponse struct {
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	clock := newOllamaClock()
 	var body ollamaChatRequest
-	g, err := s.begin(r, &body)
-	if err != nil {
+	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	defer g.Close()
 	name := s.svc.Info().Name
 	msg := func(m ollamaMessage) ollamaChatResponse {
 		m.Role = "assistant"
 		return ollamaChatResponse{Model: name, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Message: m}
 	}
+	if len(body.Messages) == 0 {
+		// No messages is how clients load (or, with keep_alive 0,
+		// unload) a model.
+		done := msg(ollamaMessage{})
+		done.Done, done.DoneReason = true, ollamaLoadReason(body.KeepAlive)
+		httpgate.WriteJSON(w, http.StatusOK, done)
+		return nil
+	}
+	req, err := body.toService()
+	if err != nil {
+		return err
+	}
+	req.Client = clientOf(r)
+	g, err := s.svc.Begin(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
 	args := map[int]string{}
 	names := map[int]string{}
 	// call turns a finished tool call into Ollama's form, arguments as an

@@ -29,6 +29,8 @@ type ollamaGenerateRequest struct {
 	Think    json.RawMessage `json:"think"`
 	Format   json.RawMessage `json:"format"`
 	Options  ollamaOptions   `json:"options"`
+	// KeepAlive is as in ollamaChatRequest.
+	KeepAlive json.RawMessage `json:"keep_alive"`
 
 	Logprobs    bool `json:"logprobs"`
 	TopLogprobs *int `json:"top_logprobs"`
@@ -99,9 +101,10 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		return ollamaGenerateResponse{Model: name, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	}
 	if body.Prompt == "" && len(body.Context) == 0 {
-		// An empty prompt is how clients load a model; it is loaded.
+		// An empty prompt is how clients load (or, with keep_alive 0,
+		// unload) a model.
 		done := chunk()
-		done.Done, done.DoneReason = true, "load"
+		done.Done, done.DoneReason = true, ollamaLoadReason(body.KeepAlive)
 		httpgate.WriteJSON(w, http.StatusOK, done)
 		return nil
 	}

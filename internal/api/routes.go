@@ -70,6 +70,10 @@ func table() map[string]*route {
 	add("GET", "/api/ps", (*Server).ollamaPs, ollamaErrors)
 	add("POST", "/api/embed", (*Server).ollamaEmbed, ollamaErrors)
 	add("POST", "/api/embeddings", (*Server).ollamaEmbed, ollamaErrors)
+	add("POST", "/api/pull", (*Server).ollamaPull, ollamaErrors)
+	add("DELETE", "/api/delete", (*Server).ollamaDelete, ollamaErrors)
+	add("POST", "/api/copy", (*Server).ollamaCopy, ollamaErrors)
+	add("POST", "/api/create", (*Server).ollamaCreate, ollamaErrors)
 	return t
 }
 

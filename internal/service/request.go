@@ -28,6 +28,10 @@ type Request struct {
 	// MaxTokens bounds the reply; 0, or more than the room the prompt
 	// leaves, means up to the end of the context.
 	MaxTokens int
+	// ContextLimit, when above 0 and below the service's context, bounds
+	// prompt and reply together as a smaller context would (Ollama's
+	// num_ctx); the context the service was loaded with is the most.
+	ContextLimit int
 	// Stop strings end the reply and are not part of it.
 	Stop []string
 	// Grammar, when set, constrains the reply's content (after any
@@ -98,6 +102,10 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 		return nil, ctx.Err()
 	}
 	p := &prepared{grammar: req.Grammar}
+	ctxLen := s.ctxLen
+	if req.ContextLimit > 0 && req.ContextLimit < ctxLen {
+		ctxLen = req.ContextLimit
+	}
 	text, err := s.promptText(ctx, req)
 	if err != nil {
 		return nil, err
@@ -117,14 +125,14 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	}
 	// No token is longer than maxTokenBytes, so a text this long cannot
 	// fit: refused without tokenizing it (PromptTokens is then that bound).
-	if least := len(text) / (normalizeShrink * s.maxTokenBytes); least >= s.ctxLen {
-		return nil, &ContextError{PromptTokens: least, ContextLength: s.ctxLen}
+	if least := len(text) / (normalizeShrink * s.maxTokenBytes); least >= ctxLen {
+		return nil, &ContextError{PromptTokens: least, ContextLength: ctxLen}
 	}
 	p.tokens = s.tok.Encode(text)
-	if len(p.tokens) >= s.ctxLen {
-		return nil, &ContextError{PromptTokens: len(p.tokens), ContextLength: s.ctxLen}
+	if len(p.tokens) >= ctxLen {
+		return nil, &ContextError{PromptTokens: len(p.tokens), ContextLength: ctxLen}
 	}
-	p.maxTokens = s.ctxLen - len(p.tokens)
+	p.maxTokens = ctxLen - len(p.tokens)
 	if req.MaxTokens < 0 {
 		return nil, badRequestf("max_tokens %d must be positive", req.MaxTokens)
 	}
