@@ -18,9 +18,9 @@ import (
 // that change nothing here (user, parallel_tool_calls, prompt_cache_key,
 // ...) are accepted and ignored.
 type chatRequest struct {
-	Model    string                 `json:"model"`
-	Messages []chattemplate.Message `json:"messages"`
-	Stream   bool                   `json:"stream"`
+	Model    string         `json:"model"`
+	Messages []chatInputMsg `json:"messages"`
+	Stream   bool           `json:"stream"`
 
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -33,6 +33,10 @@ type chatRequest struct {
 
 	Tools      []chattemplate.Tool `json:"tools"`
 	ToolChoice json.RawMessage     `json:"tool_choice"`
+	// Functions and FunctionCall are the legacy forms of tools and
+	// tool_choice, which older clients still send.
+	Functions    []chattemplate.FunctionDef `json:"functions"`
+	FunctionCall json.RawMessage            `json:"function_call"`
 
 	ResponseFormat     json.RawMessage            `json:"response_format"`
 	ReasoningEffort    *string                    `json:"reasoning_effort"`
@@ -42,6 +46,35 @@ type chatRequest struct {
 
 	Logprobs    *bool `json:"logprobs"`
 	TopLogprobs *int  `json:"top_logprobs"`
+}
+
+// chatInputMsg is a message of the request: the template's, with the
+// legacy functions API's function_call of an assistant.
+type chatInputMsg struct {
+	chattemplate.Message
+	FunctionCall *chattemplate.FunctionCall `json:"function_call"`
+}
+
+// legacy reports a request in the legacy functions API, which is answered
+// in it: a function_call, not tool_calls.
+func (c *chatRequest) legacy() bool { return len(c.Functions) > 0 && len(c.Tools) == 0 }
+
+// templateMessages maps the messages for the template: a legacy
+// function_call becomes the assistant's tool call, and a message of role
+// function the tool's result.
+func (c *chatRequest) templateMessages() []chattemplate.Message {
+	msgs := make([]chattemplate.Message, len(c.Messages))
+	for i, in := range c.Messages {
+		m := in.Message
+		if in.FunctionCall != nil && len(m.ToolCalls) == 0 {
+			m.ToolCalls = []chattemplate.ToolCall{{Type: "function", Function: *in.FunctionCall}}
+		}
+		if m.Role == "function" {
+			m.Role = "tool"
+		}
+		msgs[i] = m
+	}
+	return msgs
 }
 
 // toService checks the request and maps it to the service's.
@@ -57,21 +90,32 @@ func (c *chatRequest) toService() (*service.Request, error) {
 	if err := checkN(c.N); err != nil {
 		return nil, err
 	}
-	if err := textOnly(c.Messages); err != nil {
+	msgs := c.templateMessages()
+	if err := textOnly(msgs); err != nil {
 		return nil, err
+	}
+	tools := c.Tools
+	for i, f := range c.Functions {
+		if f.Name == "" {
+			return nil, badParam("functions", "function %d needs a name", i)
+		}
+		tools = append(tools, chattemplate.Tool{Type: "function", Function: f})
+	}
+	if len(tools) > MaxTools {
+		return nil, badParam("tools", "%d tools are more than the %d allowed", len(tools), MaxTools)
 	}
 	limit, err := maxTokens(c.MaxCompletionTokens, c.MaxTokens)
 	if err != nil {
 		return nil, err
 	}
-	req := &service.Request{Messages: c.Messages, Tools: c.Tools, MaxTokens: limit, Stop: c.Stop, Sampling: c.Overrides}
+	req := &service.Request{Messages: msgs, Tools: tools, MaxTokens: limit, Stop: c.Stop, Sampling: c.Overrides}
 	if req.Logprobs, req.TopLogprobs, err = logprobsParams(c.Logprobs != nil && *c.Logprobs, c.TopLogprobs); err != nil {
 		return nil, err
 	}
 	if req.Grammar, err = responseFormat(c.ResponseFormat); err != nil {
 		return nil, err
 	}
-	if toolChoiceNone(c.ToolChoice) {
+	if toolChoiceNone(c.ToolChoice) || toolChoiceNone(c.FunctionCall) {
 		req.Tools = nil
 	}
 	req.Kwargs = thinkingKwargs(c.ChatTemplateKwargs, c.EnableThinking, c.ReasoningEffort)
@@ -161,6 +205,8 @@ type (
 		ReasoningContent *string    `json:"reasoning_content,omitempty"`
 		Reasoning        *string    `json:"reasoning,omitempty"`
 		ToolCalls        []toolCall `json:"tool_calls,omitempty"`
+		// FunctionCall answers a request in the legacy functions API.
+		FunctionCall *toolFunction `json:"function_call,omitempty"`
 	}
 	toolCall struct {
 		Index    *int         `json:"index,omitempty"`
@@ -198,7 +244,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	defer g.Close()
 	head := chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.svc.Info().Name}
 	if body.Stream {
-		s.streamChat(w, r, g, head, body.StreamOptions != nil && body.StreamOptions.IncludeUsage, body.Logprobs != nil && *body.Logprobs)
+		s.streamChat(w, r, g, head, body.StreamOptions != nil && body.StreamOptions.IncludeUsage, body.Logprobs != nil && *body.Logprobs, body.legacy())
 		return nil
 	}
 	var res reply.Result
@@ -217,6 +263,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		msg.Content = nil // as OpenAI answers a reply that only calls tools
 	}
 	finish := string(sum.Finish)
+	if body.legacy() && len(msg.ToolCalls) > 0 {
+		// The legacy API has one call per reply.
+		msg.FunctionCall, msg.ToolCalls, finish = &msg.ToolCalls[0].Function, nil, legacyFinish
+	}
 	head.Object = "chat.completion"
 	head.Choices = []chatChoice{{Message: msg, FinishReason: &finish, Logprobs: chatLogprobsOf(body.Logprobs != nil && *body.Logprobs, sum.Logprobs)}}
 	head.Usage = usageOf(sum)
@@ -225,7 +275,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 }
 
 // streamChat sends the reply as chat.completion.chunk events.
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.Generation, head chatCompletion, includeUsage, logprobs bool) {
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.Generation, head chatCompletion, includeUsage, logprobs, legacy bool) {
 	head.Object = "chat.completion.chunk"
 	st := s.startStream(w, r, true)
 	defer st.close()
@@ -247,7 +297,11 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.G
 		return nil
 	}
 	sum, err := g.Run(r.Context(), func(e reply.Event) error {
-		if d := chatDelta(e); d != nil {
+		d := chatDelta(e)
+		if legacy {
+			d = legacyDelta(d)
+		}
+		if d != nil {
 			return chunk(d, nil, taken())
 		}
 		return nil
@@ -257,6 +311,9 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *service.G
 		return
 	}
 	finish := string(sum.Finish)
+	if legacy && sum.Finish == service.FinishToolCalls {
+		finish = legacyFinish
+	}
 	if chunk(&chatMessage{}, &finish, taken()) != nil {
 		return
 	}
@@ -302,4 +359,22 @@ func chatDelta(e reply.Event) *chatMessage {
 		return &chatMessage{ToolCalls: []toolCall{{Index: &i, Function: toolFunction{Arguments: text}}}}
 	}
 	return nil
+}
+
+// legacyFinish is the finish reason of a reply that calls a function in the
+// legacy functions API.
+const legacyFinish = "function_call"
+
+// legacyDelta is a delta in the legacy functions API: the first tool
+// call's name and arguments as function_call; later calls, which the
+// legacy API cannot express, are dropped.
+func legacyDelta(d *chatMessage) *chatMessage {
+	if d == nil || d.ToolCalls == nil {
+		return d
+	}
+	c := d.ToolCalls[0]
+	if c.Index != nil && *c.Index > 0 {
+		return nil
+	}
+	return &chatMessage{FunctionCall: &toolFunction{Name: c.Function.Name, Arguments: c.Function.Arguments}}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"petal/internal/httpgate"
 )
@@ -28,7 +29,37 @@ func (s *Server) model() modelEntry {
 		LoadedContextLength: info.ContextLength}
 }
 
+// anthropicModel is a model in Anthropic's Models API.
+type anthropicModel struct {
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+}
+
+// fromAnthropic reports a request from Anthropic's SDK, which lists models
+// in Anthropic's shape: it sends anthropic-version on every request, and
+// its key as x-api-key.
+func fromAnthropic(r *http.Request) bool {
+	return r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != ""
+}
+
+func (s *Server) anthropicModel() anthropicModel {
+	info := s.svc.Info()
+	return anthropicModel{Type: "model", ID: info.Name, DisplayName: info.Name, CreatedAt: info.Created.UTC().Format(time.RFC3339)}
+}
+
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
+	if fromAnthropic(r) {
+		m := s.anthropicModel()
+		httpgate.WriteJSON(w, http.StatusOK, struct {
+			Data    []anthropicModel `json:"data"`
+			FirstID string           `json:"first_id"`
+			LastID  string           `json:"last_id"`
+			HasMore bool             `json:"has_more"`
+		}{[]anthropicModel{m}, m.ID, m.ID, false})
+		return nil
+	}
 	httpgate.WriteJSON(w, http.StatusOK, struct {
 		Object string       `json:"object"`
 		Data   []modelEntry `json:"data"`
@@ -39,6 +70,10 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 // getModel answers for any id with the served model: clients often name a
 // model the server does not know, and there is only one.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
+	if fromAnthropic(r) {
+		httpgate.WriteJSON(w, http.StatusOK, s.anthropicModel())
+		return nil
+	}
 	httpgate.WriteJSON(w, http.StatusOK, s.model())
 	return nil
 }

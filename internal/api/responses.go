@@ -48,19 +48,12 @@ type responsesRequest struct {
 	// conversation is every input item, the previous response's first and
 	// references resolved, and own the items this request added, once read.
 	conversation, own []json.RawMessage
+	// modelTools tell what each tool offered to the model stands for.
+	modelTools map[string]modelTool
 }
 
 // stored reports whether the response is to be stored: OpenAI's default.
 func (q *responsesRequest) stored() bool { return q.Store == nil || *q.Store }
-
-// responsesTool is a tool of the Responses API: function fields at the top
-// level, not under "function".
-type responsesTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
 
 // responsesItem is one input item of any type; which fields are set
 // depends on Type.
@@ -71,8 +64,13 @@ type responsesItem struct {
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
+	Namespace string          `json:"namespace"`
 	Output    json.RawMessage `json:"output"`
-	Summary   []struct {
+	// Input is a custom tool call's; ID and Action a local shell call's.
+	Input   string          `json:"input"`
+	ID      string          `json:"id"`
+	Action  json.RawMessage `json:"action"`
+	Summary []struct {
 		Text string `json:"text"`
 	} `json:"summary"`
 }
@@ -85,6 +83,7 @@ type responsesPart struct {
 }
 
 func (q *responsesRequest) toService() (*service.Request, error) {
+	q.modelTools = map[string]modelTool{}
 	msgs, err := q.messages()
 	if err != nil {
 		return nil, err
@@ -108,22 +107,8 @@ func (q *responsesRequest) toService() (*service.Request, error) {
 		}
 	}
 	if !toolChoiceNone(q.ToolChoice) {
-		for i, t := range q.Tools {
-			// Hosted tools (web_search, file_search, ...) and Codex's
-			// custom and namespace entries are the API provider's to run;
-			// the model is offered the functions the client runs.
-			if t.Type != "function" {
-				continue
-			}
-			if t.Name == "" {
-				return nil, badParam("tools", "tool %d needs a name", i)
-			}
-			params := t.Parameters
-			if len(params) == 0 || string(params) == "null" {
-				params = json.RawMessage(emptySchema)
-			}
-			req.Tools = append(req.Tools, chattemplate.Tool{Type: "function",
-				Function: chattemplate.FunctionDef{Name: t.Name, Description: t.Description, Parameters: params}})
+		if req.Tools, err = offerTools(q.Tools, "", nil, q.modelTools); err != nil {
+			return nil, err
 		}
 	}
 	var effort *string
@@ -207,10 +192,34 @@ func (q *responsesRequest) messages() ([]chattemplate.Message, error) {
 			raw, _ := json.Marshal(it.Arguments)
 			m := assistant()
 			m.ToolCalls = append(m.ToolCalls, chattemplate.ToolCall{ID: it.CallID, Type: "function",
-				Function: chattemplate.FunctionCall{Name: it.Name, Arguments: raw}})
-		case "function_call_output":
+				Function: chattemplate.FunctionCall{Name: modelName(it.Namespace, it.Name), Arguments: raw}})
+		case "custom_tool_call":
+			if it.Name == "" || it.CallID == "" {
+				return nil, badParam("input", "%s: a custom_tool_call needs a name and a call_id", where)
+			}
+			m := assistant()
+			m.ToolCalls = append(m.ToolCalls, chattemplate.ToolCall{ID: it.CallID, Type: "function",
+				Function: chattemplate.FunctionCall{Name: modelName(it.Namespace, it.Name), Arguments: customArguments(it.Input)}})
+		case "local_shell_call":
+			// Codex's local shell: the call's action (the command, its
+			// directory and timeout) is what the model gave.
+			id := it.CallID
+			if id == "" {
+				id = it.ID
+			}
+			args := it.Action
+			if firstNonSpace(args) != '{' {
+				args = json.RawMessage("{}")
+			}
+			m := assistant()
+			m.ToolCalls = append(m.ToolCalls, chattemplate.ToolCall{ID: id, Type: "function",
+				Function: chattemplate.FunctionCall{Name: "local_shell", Arguments: args}})
+		case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
+			if it.CallID == "" && it.Type == "local_shell_call_output" {
+				it.CallID = it.ID // OpenAI names the call by id here
+			}
 			if it.CallID == "" {
-				return nil, badParam("input", "%s: a function_call_output needs the call_id of its call", where)
+				return nil, badParam("input", "%s: a %s needs the call_id of its call", where, it.Type)
 			}
 			text, err := itemText(where, it.Output)
 			if err != nil {
@@ -218,7 +227,7 @@ func (q *responsesRequest) messages() ([]chattemplate.Message, error) {
 			}
 			msgs = append(msgs, chattemplate.Message{Role: "tool", ToolCallID: it.CallID, Content: chattemplate.TextContent(text)})
 		default:
-			return nil, badParam("input", "%s has type %q, which this server cannot take (it takes message, reasoning, function_call and function_call_output)", where, it.Type)
+			return nil, badParam("input", "%s has type %q, which this server cannot take (it takes message, reasoning, function_call, custom_tool_call, local_shell_call, their outputs and item_reference)", where, it.Type)
 		}
 	}
 	return msgs, nil
@@ -327,7 +336,12 @@ type (
 		Summary   *[]outputPart  `json:"summary,omitempty"`
 		CallID    string         `json:"call_id,omitempty"`
 		Name      string         `json:"name,omitempty"`
+		Namespace string         `json:"namespace,omitempty"`
 		Arguments *string        `json:"arguments,omitempty"`
+		// Input is a custom_tool_call's, taken from the arguments the
+		// model gave (args) once they are whole.
+		Input *string `json:"input,omitempty"`
+		args  string
 	}
 	outputPart struct {
 		Type        string    `json:"type"`
@@ -360,9 +374,11 @@ type (
 // delta, with the indices the SDKs accumulate by.
 type responseBuilder struct {
 	resp *responseObject
-	open bool // the last item still takes deltas
-	seq  int
-	send func(event string, v map[string]any) error
+	// tools tell the tool each name the model calls stands for.
+	tools map[string]modelTool
+	open  bool // the last item still takes deltas
+	seq   int
+	send  func(event string, v map[string]any) error
 }
 
 func (b *responseBuilder) emit(event string, v map[string]any) error {
@@ -388,12 +404,24 @@ func (b *responseBuilder) add(e reply.Event) error {
 		return b.text("message", "output_text", e.Text)
 	case reply.KindToolStart:
 		empty := ""
-		return b.start(&outputItem{Type: "function_call", ID: newID("fc_"), Status: "in_progress", CallID: e.ID, Name: e.Name, Arguments: &empty})
+		t, ok := b.tools[e.Name]
+		if !ok {
+			t = modelTool{name: e.Name}
+		}
+		if t.custom {
+			return b.start(&outputItem{Type: "custom_tool_call", ID: newID("ctc_"), Status: "in_progress", CallID: e.ID, Name: t.name, Namespace: t.namespace, Input: &empty})
+		}
+		return b.start(&outputItem{Type: "function_call", ID: newID("fc_"), Status: "in_progress", CallID: e.ID, Name: t.name, Namespace: t.namespace, Arguments: &empty})
 	case reply.KindToolArgs:
 		if !b.open || e.Text == "" {
 			return nil
 		}
 		it, n := b.last()
+		if it.Type == "custom_tool_call" {
+			// Its input is known once the arguments are whole.
+			it.args += e.Text
+			return nil
+		}
 		if it.Type != "function_call" {
 			return nil
 		}
@@ -465,6 +493,18 @@ func (b *responseBuilder) stop() error {
 	b.open = false
 	it, n := b.last()
 	switch it.Type {
+	case "custom_tool_call":
+		*it.Input = customInputOf(it.args)
+		ev := map[string]any{"item_id": it.ID, "output_index": n}
+		if *it.Input != "" {
+			ev["delta"] = *it.Input
+			if err := b.emit("response.custom_tool_call_input.delta", ev); err != nil {
+				return err
+			}
+		}
+		if err := b.emit("response.custom_tool_call_input.done", map[string]any{"item_id": it.ID, "output_index": n, "input": *it.Input}); err != nil {
+			return err
+		}
 	case "function_call":
 		if !json.Valid([]byte(*it.Arguments)) {
 			return fmt.Errorf("api: function call %q has arguments that are not JSON: %q", it.Name, *it.Arguments)
@@ -529,7 +569,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	if body.Text != nil && len(body.Text.Format) > 0 {
 		resp.Text, _ = json.Marshal(body.Text)
 	}
-	b := &responseBuilder{resp: resp}
+	b := &responseBuilder{resp: resp, tools: body.modelTools}
 	if !body.Stream {
 		sum, err := g.Run(r.Context(), b.add)
 		if err == nil {

@@ -60,6 +60,9 @@ func accumulate(t *testing.T, data []map[string]any) []any {
 		case "response.function_call_arguments.delta":
 			it := at(d)
 			it["arguments"] = it["arguments"].(string) + d["delta"].(string)
+		case "response.custom_tool_call_input.delta":
+			it := at(d)
+			it["input"] = it["input"].(string) + d["delta"].(string)
 		case "response.output_item.done":
 			it := at(d)
 			it["status"] = "completed"

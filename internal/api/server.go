@@ -74,7 +74,7 @@ type Server struct {
 	logger *log.Logger
 	routes map[string]*route // by path
 	hosts  map[string]bool
-	// responses is the Responses API's store, shared by every copy.
+	// stored is the Responses API's store, shared by every copy.
 	stored *responseStore
 }
 
