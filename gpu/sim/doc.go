@@ -98,10 +98,11 @@
 //     but within the 16-byte alignment padding, or into a wrapped buffer, is
 //     not caught). Writes to read-only mapped memory and overflows of a
 //     simulated thread's stack are reported the same way.
-//   - [ErrTrap]: integer division by zero, which traps on the CPU, and a
-//     shift by the width of its operand or more (or by a negative amount),
-//     which the kernels are compiled to trap on (see cxxFlags): both are
-//     undefined, and a GPU answers them differently from the CPU.
+//   - [ErrTrap]: integer division by zero, which traps on the CPU, and,
+//     unless Options.Fast, a shift by the width of its operand or more (or
+//     by a negative amount), which the kernels are then compiled to trap on
+//     (see shiftCheckFlags): both are undefined, and a GPU answers them
+//     differently from the CPU.
 //
 // Faults in Go code are passed on to Go's own handler, so they still panic.
 package sim

@@ -66,7 +66,8 @@ type Options struct {
 	Workers int
 	// Fast skips the race check, which runs every dispatch twice (threads in
 	// index order, then in reverse, with different poison in threadgroup
-	// memory) and compares every buffer it could have written.
+	// memory) and compares every buffer it could have written, and the
+	// shift check (shiftCheckFlags).
 	Fast bool
 }
 
@@ -85,15 +86,28 @@ type Options struct {
 // math mode does and results do not depend on whether the host has FMA
 // (x86-64 without -mfma never fuses, arm64 would). -fno-math-errno only
 // stops libm from setting errno.
-//
-// A shift by the width of its (promoted) left operand or more, or by a
-// negative amount, is undefined in MSL as in C++, and the CPU hides it: x86
-// takes the amount mod 32, so a kernel shifting by 32 gets its answer here
-// and another on a GPU. -fsanitize=shift-exponent checks every shift whose
-// amount is not a constant and traps (no runtime library) when it is out of
-// range; the sim reports the trap as ErrTrap.
-var cxxFlags = []string{"-std=c++14", "-pedantic-errors", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-ffp-contract=off",
-	"-fsanitize=shift-exponent", "-fsanitize-undefined-trap-on-error"}
+var cxxFlags = []string{"-std=c++14", "-pedantic-errors", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-ffp-contract=off"}
+
+// shiftCheckFlags are added where the device checks for hazards (not
+// Options.Fast). A shift by the width of its (promoted) left operand or
+// more, or by a negative amount, is undefined in MSL as in C++, and the CPU
+// hides it: x86 takes the amount mod 32, so a kernel shifting by 32 gets
+// its answer here and another on a GPU. -fsanitize=shift-exponent checks
+// every shift whose amount is not a constant and traps (no runtime
+// library) when it is out of range; the sim reports the trap as ErrTrap.
+// The checks cost the sampler's radix passes 7-9% (BenchmarkSample at
+// 248,320 logits), so a fast device, the product's sim backend among them,
+// goes without.
+var shiftCheckFlags = []string{"-fsanitize=shift-exponent", "-fsanitize-undefined-trap-on-error"}
+
+// flags are the compiler flags of d's libraries, a new slice.
+func (d *Device) flags() []string {
+	f := append([]string{}, cxxFlags...)
+	if !d.opts.Fast {
+		f = append(f, shiftCheckFlags...)
+	}
+	return f
+}
 
 // compatHeaders are what kernels include: metal_compat.h and the
 // petal/gpu/msl headers it includes.
@@ -272,7 +286,7 @@ func (d *Device) NewPipeline(src gpu.Source, function string, constants ...gpu.C
 func (d *Device) library(name string, rw *msl.Rewritten) (*library, error) {
 	text := fmt.Sprintf("#include %q\n%s", compatDir+"/metal_compat.h", rw.Text)
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", d.compiler, strings.Join(cxxFlags, " "), compatDir, text)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", d.compiler, strings.Join(d.flags(), " "), compatDir, text)
 	sum := hex.EncodeToString(h.Sum(nil))[:32]
 	if lib, ok := d.libs[sum]; ok {
 		return lib, nil
@@ -320,7 +334,7 @@ func (d *Device) compile(name, text, path string) error {
 	}
 	lib := strings.TrimSuffix(src.Name(), ".cpp") + ".so"
 	defer os.Remove(lib)
-	args := append(append([]string{}, cxxFlags...), "-x", "c++", src.Name(), "-o", lib)
+	args := append(d.flags(), "-x", "c++", src.Name(), "-o", lib)
 	out, err := exec.Command(d.compiler, args...).CombinedOutput()
 	if err != nil {
 		// Keep the source for inspection, named after the library.
