@@ -174,6 +174,8 @@ type Options struct {
 	// (the desktop app applies start-at-login there).
 	OnSettings func(Settings)
 	Logger     *log.Logger
+	// PrefixCache is the prefix cache's disk tier; nil: none.
+	PrefixCache PrefixCache
 }
 
 // Handler serves the routes under Prefix.
@@ -201,6 +203,8 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("POST /manage/doctor", h.doctor)
 	h.mux.HandleFunc("GET /manage/settings", h.getSettings)
 	h.mux.HandleFunc("PUT /manage/settings", h.putSettings)
+	h.mux.HandleFunc("GET /manage/prefix-cache", h.prefixCache)
+	h.mux.HandleFunc("POST /manage/prefix-cache/clear", h.clearPrefixCache)
 	h.mux.HandleFunc("/manage/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no management route "+strconv.Quote(r.URL.Path))
 	})

@@ -90,6 +90,7 @@ func webUI(c uiConfig) (http.Handler, error) {
 		OnSettings: c.onSettings,
 		Logger:     c.logger,
 	}
+	opts.PrefixCache = managedPrefixCache(c.live.disk)
 	if c.live.downloads != nil {
 		opts.Load = c.live.load
 	}
