@@ -17,9 +17,12 @@ const DefaultCompletionTokens = 16
 
 // completionRequest is a /v1/completions body: a raw prompt, no template.
 type completionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	Stream        bool            `json:"stream"`
+	Model  string          `json:"model"`
+	Prompt json.RawMessage `json:"prompt"`
+	// Suffix, when set, asks for the text between the prompt and it
+	// (fill-in-the-middle).
+	Suffix        *string `json:"suffix"`
+	Stream        bool    `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -83,6 +86,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 		limit = DefaultCompletionTokens
 	}
 	req := &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: body.Stop, Sampling: body.Overrides, Client: clientOf(r)}
+	if body.Suffix != nil {
+		fim, stop, err := s.fim(fimInput{Prefix: prompt, Suffix: *body.Suffix}, body.Stop)
+		if err != nil {
+			return err
+		}
+		req.Prompt, req.Stop = &fim, stop
+	}
 	if n := body.Logprobs; n != nil {
 		if *n < 0 || *n > sample.MaxTopLogprobs {
 			return badParam("logprobs", "logprobs %d must be in [0, %d]", *n, sample.MaxTopLogprobs)

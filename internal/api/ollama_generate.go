@@ -36,16 +36,12 @@ type ollamaGenerateRequest struct {
 	TopLogprobs *int `json:"top_logprobs"`
 }
 
-// toService maps the request; the prompt of a request that continues a
-// "context" is completed by the caller.
+// toService maps the request; the prompt of a request with a suffix or
+// that continues a "context" is completed by the caller.
 func (o *ollamaGenerateRequest) toService() (*service.Request, error) {
 	switch {
 	case len(o.Images) > 0:
 		return nil, notText("the request", "image")
-	case o.Suffix != "":
-		// Ollama refuses a suffix unless the template renders one, and
-		// this model's template has no fill-in-the-middle form.
-		return nil, badParam("suffix", "this model does not support insert: its template has no fill-in-the-middle form, so suffix cannot be used")
 	case o.Template != "":
 		return nil, badParam("template", "template overrides are not supported: the model's own chat template is used (send raw:true with a prompt you formatted)")
 	case len(o.Context) > MaxOllamaContext:
@@ -113,6 +109,15 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Client = clientOf(r)
+	if body.Suffix != "" {
+		// Fill-in-the-middle, which Ollama renders through the
+		// template's suffix form: the system prompt has no place in it.
+		fim, stop, err := s.fim(fimInput{Prefix: body.Prompt, Suffix: body.Suffix}, req.Stop)
+		if err != nil {
+			return err
+		}
+		req.Prompt, req.Stop, req.Messages, req.Kwargs = &fim, stop, nil, nil
+	}
 	prompt, err := s.svc.Tokens(r.Context(), req)
 	if err != nil {
 		return err

@@ -48,6 +48,10 @@ func table() map[string]*route {
 	add("POST", "/chat/completions", (*Server).chatCompletions, openAIErrors)
 	add("POST", "/v1/completions", (*Server).completions, openAIErrors)
 	add("POST", "/completions", (*Server).completions, openAIErrors)
+	add("POST", "/v1/fim/completions", (*Server).fimCompletions, openAIErrors)
+	add("POST", "/fim/completions", (*Server).fimCompletions, openAIErrors)
+	// llama.cpp's fill-in-the-middle, which llama.vscode calls.
+	add("POST", "/infill", (*Server).infill, openAIErrors)
 	add("POST", "/v1/responses", (*Server).responses, openAIErrors)
 	add("POST", "/responses", (*Server).responses, openAIErrors)
 	add("GET", "/v1/models", (*Server).listModels, openAIErrors)
