@@ -186,6 +186,9 @@ func TestFillInTheMiddle(t *testing.T) {
 	if c.Content != "x *" || c.StopType != "limit" || c.TokensPredicted != 3 {
 		t.Errorf("n_predict 3: %s", body)
 	}
+	if _, body := do(t, post(t, ts.URL+"/api/show", `{"model":"qwen-test"}`)); !strings.Contains(body, `"insert"`) {
+		t.Errorf("/api/show does not say the model takes a suffix: %s", body)
+	}
 	// The client's stop strings still apply, and say so.
 	_, body = do(t, post(t, ts.URL+"/infill", `{"input_prefix":`+pre+`,"input_suffix":`+suf+`,"stop":["*"]}`))
 	if json.Unmarshal([]byte(body), &c); c.Content != "x " || c.StopType != "word" || c.StoppingWord != "*" {
@@ -207,5 +210,8 @@ func TestFillInTheMiddleNeedsTheTokens(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(text, "this model cannot fill in the middle: its tokenizer has no <|fim_prefix|> token") {
 			t.Errorf("%s: %d %s", path, resp.StatusCode, text)
 		}
+	}
+	if _, body := do(t, post(t, ts.URL+"/api/show", `{"model":"qwen-test"}`)); strings.Contains(body, `"insert"`) {
+		t.Errorf("/api/show says a model without FIM tokens takes a suffix: %s", body)
 	}
 }

@@ -431,6 +431,11 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) error {
 	if info.Chat {
 		caps = append(caps, "tools", "thinking")
 	}
+	if _, _, err := s.fim(fimInput{}, nil); err == nil {
+		// Ollama's word for a suffix taken (fill-in-the-middle), which
+		// Continue checks before it sends one.
+		caps = append(caps, "insert")
+	}
 	httpgate.WriteJSON(w, http.StatusOK, map[string]any{
 		"modelfile": "", "parameters": "", "template": "",
 		"details": s.ollamaDetails(),
