@@ -196,7 +196,9 @@ func (s *Sequence) decodeConstrained(ctx context.Context, d *engine.Decode, base
 			draw, err = dev.NewCommandBuffer()
 		}
 		if err == nil {
-			err = s.pick(draw, gen(g+1))
+			e := enc{k: s.m.k, cb: draw}
+			s.pick(&e, gen(g+1))
+			err = e.err()
 		}
 		if err == nil {
 			err = draw.Commit()
@@ -250,13 +252,14 @@ func (s *Sequence) feed(n int, next *shaders.View) (gpu.CommandBuffer, int, erro
 	var pending gpu.CommandBuffer
 	pendingSteps := 0
 	base := s.pos
+	per := s.stepsPerBuffer(base, n)
 	for i := 0; i < n; {
 		cb, err := dev.NewCommandBuffer()
 		if err != nil {
 			return s.drain(pending, pendingSteps, err)
 		}
 		j := i
-		for ; j < n && j-i < maxStepsPerCommandBuffer; j++ {
+		for ; j < n && j-i < per; j++ {
 			if j > i {
 				cb.Barrier()
 			}

@@ -27,13 +27,23 @@
 //
 // # Prefill
 //
-// A prompt of at least prefillMinTokens runs in chunks, one command buffer
-// each: every matrix product is a token-tiled GEMM that dequantizes each
-// weight tile into threadgroup memory once per chunk; attention runs over
+// A prompt of at least prefillMinTokens runs in chunks: every matrix
+// product is a token-tiled GEMM that dequantizes each weight tile into
+// threadgroup memory once per chunk; attention runs over
 // the chunk and the cache, the DeltaNet conv in one dispatch and its
 // recurrence in the chunked form (64-token blocks of small matrix products,
 // the fp32 state in registers across the chunk); the MoE is a grouped GEMM
 // over a routing (histogram, scan, scatter, block map) built on the GPU in
-// the same command buffer, so nothing is read back until the logits.
-// Shorter runs take the decode kernels one token at a time.
+// the same chunk, so nothing is read back until the logits. Shorter runs
+// take the decode kernels one token at a time.
+//
+// # Bounded command buffers
+//
+// macOS ends a command buffer that keeps the GPU too long, so none may
+// carry more work than the base M1 finishes in 250 ms at its full rate
+// (cost.go: every op's flops and bytes from its shapes). A chunk is cut
+// into command buffers between layers, and at long contexts its attention
+// into blocks of query rows; a decode step is far below the bound even at
+// the model's last position, and a prompt's few decode steps share a
+// command buffer only within it.
 package gpumodel

@@ -21,6 +21,9 @@ type StepReport struct {
 	// encodings on the recording driver (which only counts dispatches).
 	HostMicros float64
 	Allocs     float64
+	// MaxCommandBuffer is the step's cost: a decode command buffer holds
+	// one step (a prompt's few steps share one only within the bound).
+	MaxCommandBuffer Cost
 }
 
 // HostSteps is how many encodings of the step DryRun times.
@@ -63,7 +66,10 @@ func DryRun(cfg *checkpoint.Config, pos int) (StepReport, error) {
 		return StepReport{}, err
 	}
 	tr := cb.Trace()
-	r := StepReport{Position: pos, Dispatches: tr.Dispatches(), Levels: tr.Levels(), WeightBytes: ckpt.DecodeWeightBytes()}
+	r := StepReport{
+		Position: pos, Dispatches: tr.Dispatches(), Levels: tr.Levels(), WeightBytes: ckpt.DecodeWeightBytes(),
+		MaxCommandBuffer: s.stepCost(st),
+	}
 	cbs := make([]gpu.CommandBuffer, HostSteps)
 	for i := range cbs {
 		if cbs[i], err = dev.NewCommandBuffer(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"petal/engine/checkpoint"
+	"petal/gpu"
 	"petal/gpu/record"
 	"petal/shaders"
 )
@@ -50,12 +51,16 @@ func deltaStateBytes(cfg *checkpoint.Config) int64 {
 
 // ChunkReport describes one recorded prefill chunk.
 type ChunkReport struct {
-	Position    int   // positions cached before the chunk
-	Tokens      int   // tokens in the chunk
-	Dispatches  int   // kernels in the chunk's command buffer
-	Levels      int   // dependency levels: runs of dispatches between barriers
-	WeightBytes int64 // weight bytes the chunk reads: every matrix once, the experts the chunk can route to, the embedding rows
-	CacheBytes  int64 // KV rows the attention kernels read (each threadgroup's tokens read their prefix once; no reuse across threadgroups assumed) and the DeltaNet states read and written once
+	Position       int   // positions cached before the chunk
+	Tokens         int   // tokens in the chunk
+	CommandBuffers int   // command buffers the chunk is cut into
+	Dispatches     int   // kernels in the chunk's command buffers
+	Levels         int   // dependency levels: runs of dispatches between barriers
+	WeightBytes    int64 // weight bytes the chunk reads: every matrix once, the experts the chunk can route to, the embedding rows
+	CacheBytes     int64 // KV rows the attention kernels read (each threadgroup's tokens read their prefix once; no reuse across threadgroups assumed) and the DeltaNet states read and written once
+	// MaxCommandBuffer is the cost of the chunk's costliest command
+	// buffer.
+	MaxCommandBuffer Cost
 }
 
 // BytesMoved is the chunk's weight and cache traffic.
@@ -79,12 +84,15 @@ func DryRunPrefill(cfg *checkpoint.Config, pos, tokens int) (ChunkReport, error)
 	if err != nil {
 		return ChunkReport{}, err
 	}
-	dev := record.New()
-	m, err := New(ckpt, dev)
+	m, err := New(ckpt, record.New())
 	if err != nil {
 		return ChunkReport{}, err
 	}
 	defer m.Close()
+	return m.dryRunPrefill(pos, tokens)
+}
+
+func (m *Model) dryRunPrefill(pos, tokens int) (ChunkReport, error) {
 	m.prefillChunk = tokens
 	s, err := m.newSequence()
 	if err != nil {
@@ -100,31 +108,34 @@ func DryRunPrefill(cfg *checkpoint.Config, pos, tokens int) (ChunkReport, error)
 	if err := s.ensureChunk(tokens, false); err != nil {
 		return ChunkReport{}, err
 	}
-	cb, err := dev.NewCommandBuffer()
+	r := ChunkReport{Position: pos, Tokens: tokens, WeightBytes: m.ckpt.StepWeightBytes(tokens), CacheBytes: deltaStateBytes(m.cfg)}
+	next := s.slot(tokens)
+	err = s.encodeChunk(chunk{pos: pos, slot: 0, n: tokens, logits: lastLogits, next: &next}, func(cb gpu.CommandBuffer, c Cost) error {
+		tr := cb.Trace()
+		r.CommandBuffers++
+		r.Dispatches += tr.Dispatches()
+		r.Levels += tr.Levels()
+		if c.M1Millis() > r.MaxCommandBuffer.M1Millis() {
+			r.MaxCommandBuffer = c
+		}
+		return nil
+	})
 	if err != nil {
 		return ChunkReport{}, err
 	}
-	next := s.slot(tokens)
-	if err := s.encodeChunk(cb, chunk{pos: pos, slot: 0, n: tokens, logits: lastLogits, next: &next}); err != nil {
-		return ChunkReport{}, err
-	}
-	tr := cb.Trace()
 	// Each attention threadgroup's tokens read rows 0 .. pos+its last
 	// token once.
-	var rows int64
 	if m.hasAttention() {
-		g, err := m.k.AttnPrefillGroupTokens(m.attn)
+		g, err := m.attnGroupTokens()
 		if err != nil {
 			return ChunkReport{}, err
 		}
-		g = min(g, (tokens+shaders.AttnPrefillTokens-1)/shaders.AttnPrefillTokens*shaders.AttnPrefillTokens)
+		g = min(g, shaders.AttnPrefillRows(tokens))
+		var rows int64
 		for t0 := 0; t0 < tokens; t0 += g {
 			rows += int64(pos + min(t0+g, tokens))
 		}
+		r.CacheBytes += attnCacheBytes(m.cfg, rows)
 	}
-	return ChunkReport{
-		Position: pos, Tokens: tokens, Dispatches: tr.Dispatches(), Levels: tr.Levels(),
-		WeightBytes: ckpt.StepWeightBytes(tokens),
-		CacheBytes:  attnCacheBytes(cfg, rows) + deltaStateBytes(cfg),
-	}, nil
+	return r, nil
 }

@@ -1,8 +1,6 @@
 package gpumodel
 
 import (
-	"errors"
-
 	"petal/engine/checkpoint"
 	"petal/gpu"
 	"petal/shaders"
@@ -24,106 +22,105 @@ type step struct {
 // vector between blocks: the norms before a block's products are folded
 // into them, the residual adds into the products that end a block.
 func (s *Sequence) encodeOps(cb gpu.CommandBuffer, st step) error {
-	m, k, act := s.m, s.m.k, &s.act
-	c := m.cfg
-	var errs []error
-	do := func(err error) { errs = append(errs, err) }
+	e := enc{k: s.m.k, cb: cb}
+	s.encodeStep(&e, st)
+	return e.err()
+}
 
-	do(k.Embed(cb, act.x, m.embed, st.token))
-	cb.Barrier()
+// stepCost is the cost of the decode step st.
+func (s *Sequence) stepCost(st step) Cost {
+	e := enc{k: s.m.k}
+	s.encodeStep(&e, st)
+	return e.cost
+}
+
+func (s *Sequence) encodeStep(e *enc, st step) {
+	m, act := s.m, &s.act
+	c := m.cfg
+	e.embed(act.x, m.embed, st.token)
+	e.barrier()
 	for i := range m.layers {
 		l, ls := &m.layers[i], &s.layers[i]
 		if l.kind == checkpoint.Attention {
-			do(s.attention(cb, l, ls, st.pos))
+			s.attention(e, l, ls, st.pos)
 		} else {
-			do(s.deltaNet(cb, l, ls))
+			s.deltaNet(e, l, ls)
 		}
-		cb.Barrier()
-		do(s.moe(cb, l))
-		cb.Barrier()
+		e.barrier()
+		s.moe(e, l)
+		e.barrier()
 	}
 	if st.logits || st.next.Buf != nil {
-		do(k.RMSNorm(cb, act.xn, act.x, m.finalNorm, c.Hidden, 1, c.RMSNormEps))
-		cb.Barrier()
-		do(k.QMV(cb, act.logits, m.lmHead, act.xn))
+		e.rmsNorm(act.xn, act.x, m.finalNorm, c.Hidden, 1, c.RMSNormEps)
+		e.barrier()
+		e.qmv(act.logits, m.lmHead, act.xn)
 		if st.next.Buf != nil {
-			cb.Barrier()
-			do(s.pick(cb, st.next))
+			e.barrier()
+			s.pick(e, st.next)
 		}
 	}
-	return errors.Join(errs...)
 }
 
-func (s *Sequence) attention(cb gpu.CommandBuffer, l *layer, ls *layerState, pos int) error {
-	k, act, a := s.m.k, &s.act, s.m.attn
-	var errs []error
-	do := func(err error) { errs = append(errs, err) }
-	do(s.qmvs(cb, []shaders.View{act.qg, act.k, act.v}, []shaders.QMatrix{l.q, l.kp, l.v}, l.inNorm))
-	cb.Barrier()
-	do(k.AttnPrep(cb, shaders.AttnPrepIO{
+func (s *Sequence) attention(e *enc, l *layer, ls *layerState, pos int) {
+	act, a := &s.act, s.m.attn
+	s.qmvs(e, []shaders.View{act.qg, act.k, act.v}, []shaders.QMatrix{l.q, l.kp, l.v}, l.inNorm)
+	e.barrier()
+	e.attnPrep(shaders.AttnPrepIO{
 		Q: act.q, Gate: act.gate, QG: act.qg, K: act.k, V: act.v, KCache: ls.kCache, VCache: ls.vCache,
 		QNorm: l.qNorm, KNorm: l.kNorm, Shape: a, Pos: pos,
-	}))
-	cb.Barrier()
-	do(k.AttnDecode(cb, shaders.AttnDecodeIO{
+	}, 1)
+	e.barrier()
+	e.attnDecode(shaders.AttnDecodeIO{
 		AttnIO:  shaders.AttnIO{O: act.o, Q: act.q, Gate: act.gate, KCache: ls.kCache, VCache: ls.vCache, Shape: a},
 		Scratch: act.attnScratch, N: pos + 1,
-	}))
-	cb.Barrier()
-	do(k.QMVAdd(cb, act.x, l.o, act.o))
-	return errors.Join(errs...)
+	})
+	e.barrier()
+	e.qmvAdd(act.x, l.o, act.o)
 }
 
-func (s *Sequence) deltaNet(cb gpu.CommandBuffer, l *layer, ls *layerState) error {
-	k, act, d := s.m.k, &s.act, s.m.delta
-	var errs []error
-	do := func(err error) { errs = append(errs, err) }
-	do(s.qmvs(cb, []shaders.View{act.u, act.z, act.b, act.a}, []shaders.QMatrix{l.qkv, l.z, l.b, l.a}, l.inNorm))
-	cb.Barrier()
-	do(k.DeltaStepConv(cb, shaders.DeltaStepConvIO{
+func (s *Sequence) deltaNet(e *enc, l *layer, ls *layerState) {
+	act, d := &s.act, s.m.delta
+	s.qmvs(e, []shaders.View{act.u, act.z, act.b, act.a}, []shaders.QMatrix{l.qkv, l.z, l.b, l.a}, l.inNorm)
+	e.barrier()
+	e.deltaStepConv(shaders.DeltaStepConvIO{
 		DeltaStepIO: shaders.DeltaStepIO{
 			O: act.dOut, QKV: act.u, Z: act.z, B: act.b, A: act.a,
 			State: ls.state, NegA: l.negA, DtBias: l.dtBias, Norm: l.gnNorm, Shape: d,
 		},
 		ConvState: ls.conv, ConvW: l.conv,
-	}))
-	cb.Barrier()
-	do(k.QMVAdd(cb, act.x, l.out, act.dOut))
+	})
+	e.barrier()
+	e.qmvAdd(act.x, l.out, act.dOut)
 	// The step read the conv state; only now may this token shift in.
-	do(k.DeltaConvShift(cb, act.u, ls.conv, d.Channels(), d.ConvKernel))
-	return errors.Join(errs...)
+	e.deltaConvShift(act.u, ls.conv, d.Channels(), d.ConvKernel)
 }
 
 // moe runs the MoE block on RMSNorm(act.x) * l.postNorm and adds its
 // output to the residual stream act.x.
-func (s *Sequence) moe(cb gpu.CommandBuffer, l *layer) error {
-	k, act, c := s.m.k, &s.act, s.m.cfg
+func (s *Sequence) moe(e *enc, l *layer) {
+	act, c := &s.act, s.m.cfg
 	norm := shaders.Norm{W: l.postNorm, Eps: c.RMSNormEps}
-	var errs []error
-	do := func(err error) { errs = append(errs, err) }
-	do(s.qmvs(cb, []shaders.View{act.routerLogits, act.shGate}, []shaders.QMatrix{l.router, l.shExpertGate}, l.postNorm))
-	do(k.NormQMVSwiGLU(cb, shaders.NormQMVSwiGLUIO{Out: act.shH, Gate: l.shGate, Up: l.shUp, X: act.x, Norm: norm}))
-	cb.Barrier()
+	s.qmvs(e, []shaders.View{act.routerLogits, act.shGate}, []shaders.QMatrix{l.router, l.shExpertGate}, l.postNorm)
+	e.normQMVSwiGLU(shaders.NormQMVSwiGLUIO{Out: act.shH, Gate: l.shGate, Up: l.shUp, X: act.x, Norm: norm})
+	e.barrier()
 	// The expert SwiGLU routes for itself (no level of its own for the
 	// top-k).
-	do(k.NormQMVExpertsSwiGLURouted(cb, shaders.RoutedSwiGLUIO{
+	e.routedSwiGLU(shaders.RoutedSwiGLUIO{
 		Out: act.eh, Gate: l.gate, Up: l.up, X: act.x, Norm: norm,
 		IDs: act.ids, Weights: act.weights, Logits: act.routerLogits, Experts: c.Experts, TopK: c.TopK, NormalizeTopK: c.NormTopK,
-	}))
-	cb.Barrier()
-	do(k.MoEDownCombine(cb, shaders.MoEDownIO{
+	})
+	e.barrier()
+	e.moeDownCombine(shaders.MoEDownIO{
 		X: act.x, Down: l.down, H: act.eh, IDs: act.ids, Weights: act.weights, TopK: c.TopK,
 		SharedDown: l.shDown, SharedH: act.shH, SharedGate: act.shGate,
-	}))
-	return errors.Join(errs...)
+	})
 }
 
 // qmvs writes outs[i] = ms[i] · RMSNorm(act.x) * norm in as few dispatches
 // as NormQMVMulti allows: matrices of one width and bit width share one,
 // up to its limit (a checkpoint may quantize the projections of one input
 // differently).
-func (s *Sequence) qmvs(cb gpu.CommandBuffer, outs []shaders.View, ms []shaders.QMatrix, norm shaders.View) error {
-	var errs []error
+func (s *Sequence) qmvs(e *enc, outs []shaders.View, ms []shaders.QMatrix, norm shaders.View) {
 	done := make([]bool, len(ms))
 	for i := range ms {
 		if done[i] {
@@ -137,9 +134,8 @@ func (s *Sequence) qmvs(cb gpu.CommandBuffer, outs []shaders.View, ms []shaders.
 				o, g = append(o, outs[j]), append(g, ms[j])
 			}
 		}
-		errs = append(errs, s.m.k.NormQMVMulti(cb, shaders.NormQMVMultiIO{
+		e.normQMVMulti(shaders.NormQMVMultiIO{
 			Outs: o, Ms: g, X: s.act.x, Norm: shaders.Norm{W: norm, Eps: s.m.cfg.RMSNormEps},
-		}))
+		})
 	}
-	return errors.Join(errs...)
 }

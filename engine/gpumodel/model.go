@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
@@ -33,8 +34,14 @@ type Model struct {
 	layers        []layer
 	attn          shaders.AttnShape
 	delta         shaders.DeltaShape
-	// prefillChunk is the tokens per prefill command buffer.
+	// prefillChunk is the tokens per prefill chunk.
 	prefillChunk int
+	// maxMillis bounds a command buffer's Cost.M1Millis
+	// (maxCommandBufferMillis; tests lower it to cut small models).
+	maxMillis float64
+	// attnGroupTokens is how many query rows one AttnPrefill threadgroup
+	// attends, from its pipeline, looked up on the first prefill.
+	attnGroupTokens func() (int, error)
 }
 
 type layer struct {
@@ -70,6 +77,7 @@ func New(ckpt *checkpoint.Model, dev gpu.Device) (*Model, error) {
 	c := ckpt.Config
 	m := &Model{
 		ckpt: ckpt, cfg: c, k: shaders.NewKernels(dev), prefillChunk: defaultPrefillChunk,
+		maxMillis: maxCommandBufferMillis,
 		attn: shaders.AttnShape{
 			Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
 			RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps,
@@ -80,6 +88,7 @@ func New(ckpt *checkpoint.Model, dev gpu.Device) (*Model, error) {
 			ConvKernel: c.ConvKernel, Eps: c.RMSNormEps,
 		},
 	}
+	m.attnGroupTokens = sync.OnceValues(func() (int, error) { return m.k.AttnPrefillGroupTokens(m.attn) })
 	for _, k := range c.Layers {
 		check := m.attn.Check
 		if k == checkpoint.DeltaNet {

@@ -2,6 +2,7 @@ package gpumodel
 
 import (
 	"errors"
+	"fmt"
 
 	"petal/engine/checkpoint"
 	"petal/gpu"
@@ -168,154 +169,278 @@ func (m *Model) hasDeltaNet() bool {
 // row is row r of a chunk activation of width floats per token.
 func row(v shaders.View, r, width int) shaders.View { return v.At(4 * r * width) }
 
-// chunk describes one prefill command buffer: n tokens read from token
-// slots slot.. slot+n-1, at positions pos.. pos+n-1.
+// chunk describes one prefill chunk: n tokens read from token slots
+// slot.. slot+n-1, at positions pos.. pos+n-1.
 type chunk struct {
 	pos, slot, n int
 	logits       logitsMode
 	next         *shaders.View // with lastLogits: where the argmax goes
 }
 
-// encodeChunk records one prefill chunk into cb: the whole model over n
-// tokens, every matrix product a token-tiled GEMM with the weights
-// dequantized in threadgroup memory, the mixers over the whole chunk
-// (attention over the chunk and the cache; the DeltaNet conv, then its
-// chunked recurrence), the MoE as a grouped GEMM over a routing built
-// on the GPU. The caches must hold pos+n positions.
-func (s *Sequence) encodeChunk(cb gpu.CommandBuffer, ch chunk) error {
-	m, k, ca := s.m, s.m.k, &s.chunk
+// A chunk runs as pieces in order, as many to a command buffer as stay
+// within the bound (Cost.M1Millis at most Model.maxMillis): whole layers
+// while the context is short, and at long contexts each attention layer's
+// attention cut into blocks of query rows. Cutting between layers and
+// query rows keeps the chunk's length, so every weight is still read once
+// per chunk (shorter chunks as the context grows would read them again for
+// fewer tokens); the query blocks read the K/V rows AttnPrepRows wrote for
+// the whole chunk, and write disjoint rows of o, so blocks in one command
+// buffer need no barrier between them.
+type pieceKind uint8
+
+const (
+	pieceEmbed   pieceKind = iota // the embedding and the first layer's norm
+	pieceDelta                    // a DeltaNet layer with its MoE block
+	pieceAttnIn                   // an attention layer's q, k, v products and their prep
+	pieceAttn                     // the attention of the chunk's query rows t0..t1-1
+	pieceAttnOut                  // an attention layer's output product and its MoE block
+	pieceLogits                   // the logits the chunk asks for
+)
+
+type piece struct {
+	kind   pieceKind
+	layer  int
+	t0, t1 int
+}
+
+// buffer is the pieces one command buffer holds and their cost.
+type buffer struct {
+	pieces []piece
+	cost   Cost
+}
+
+// fits says whether c stays within the model's command-buffer bound.
+func (m *Model) fits(c Cost) bool { return c.M1Millis() <= m.maxMillis }
+
+// splitChunk groups ch's pieces into command buffers, in order, each
+// holding as many as fit (a piece that alone does not fit goes alone;
+// query blocks are sized so that none needs to).
+func (s *Sequence) splitChunk(ch chunk) ([]buffer, error) {
+	m := s.m
+	var bufs []buffer
+	var cur buffer
+	add := func(p piece) {
+		c := s.pieceCost(ch, p)
+		if len(cur.pieces) > 0 && !m.fits(cur.cost.Plus(c)) {
+			bufs = append(bufs, cur)
+			cur = buffer{}
+		}
+		cur.pieces = append(cur.pieces, p)
+		cur.cost = cur.cost.Plus(c)
+	}
+	add(piece{kind: pieceEmbed})
+	for i := range m.layers {
+		if m.layers[i].kind != checkpoint.Attention {
+			add(piece{kind: pieceDelta, layer: i})
+			continue
+		}
+		add(piece{kind: pieceAttnIn, layer: i})
+		g, err := m.attnGroupTokens()
+		if err != nil {
+			return nil, err
+		}
+		// Blocks of whole threadgroups, each as long as fits alone.
+		for t0 := 0; t0 < ch.n; {
+			t1 := min(t0+g, ch.n)
+			for t1 < ch.n && m.fits(s.pieceCost(ch, piece{kind: pieceAttn, layer: i, t0: t0, t1: min(t1+g, ch.n)})) {
+				t1 = min(t1+g, ch.n)
+			}
+			add(piece{kind: pieceAttn, layer: i, t0: t0, t1: t1})
+			t0 = t1
+		}
+		add(piece{kind: pieceAttnOut, layer: i})
+	}
+	if ch.logits != noLogits {
+		add(piece{kind: pieceLogits})
+	}
+	return append(bufs, cur), nil
+}
+
+// pieceCost is the cost of piece p of ch.
+func (s *Sequence) pieceCost(ch chunk, p piece) Cost {
+	e := enc{k: s.m.k}
+	s.encodePiece(&e, ch, p)
+	return e.cost
+}
+
+// encodeChunk encodes ch's command buffers and hands each, with its cost,
+// to done as soon as it is encoded. The caches must hold pos+n positions.
+func (s *Sequence) encodeChunk(ch chunk, done func(gpu.CommandBuffer, Cost) error) error {
+	bufs, err := s.splitChunk(ch)
+	if err != nil {
+		return err
+	}
+	for _, b := range bufs {
+		cb, err := s.m.k.Device().NewCommandBuffer()
+		if err != nil {
+			return err
+		}
+		e := enc{k: s.m.k, cb: cb}
+		for i, p := range b.pieces {
+			// Query blocks of one layer are independent.
+			if i == 0 || p.kind != pieceAttn || b.pieces[i-1].kind != pieceAttn {
+				e.barrier()
+			}
+			s.encodePiece(&e, ch, p)
+		}
+		if err := e.err(); err != nil {
+			return err
+		}
+		if err := done(cb, e.cost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodePiece encodes piece p of ch: every matrix product a token-tiled
+// GEMM with the weights dequantized in threadgroup memory, the mixers over
+// the whole chunk (attention over the chunk and the cache; the DeltaNet
+// conv, then its chunked recurrence), the MoE as a grouped GEMM over a
+// routing built on the GPU.
+func (s *Sequence) encodePiece(e *enc, ch chunk, p piece) {
+	m, ca := s.m, &s.chunk
 	c := m.cfg
 	h, n := c.Hidden, ch.n
-	var errs []error
-	do := func(err error) { errs = append(errs, err) }
-
-	do(k.EmbedRows(cb, ca.x, m.embed, s.slot(ch.slot), n))
-	cb.Barrier()
-	do(k.RMSNorm(cb, ca.xn, ca.x, m.layers[0].inNorm, h, n, c.RMSNormEps))
-	cb.Barrier()
-	for i := range m.layers {
-		l, ls := &m.layers[i], &s.layers[i]
-		if l.kind == checkpoint.Attention {
-			do(s.attentionChunk(cb, l, ls, ch))
-		} else {
-			do(s.deltaNetChunk(cb, l, ls, n))
+	switch p.kind {
+	case pieceEmbed:
+		e.embedRows(ca.x, m.embed, s.slot(ch.slot), n)
+		e.barrier()
+		e.rmsNorm(ca.xn, ca.x, m.layers[0].inNorm, h, n, c.RMSNormEps)
+	case pieceDelta:
+		s.deltaNetChunk(e, &m.layers[p.layer], &s.layers[p.layer], n)
+		s.layerEnd(e, p.layer, n)
+	case pieceAttnIn:
+		s.attentionIn(e, &m.layers[p.layer], &s.layers[p.layer], ch)
+	case pieceAttn:
+		s.attentionRows(e, &s.layers[p.layer], ch, p.t0, p.t1)
+	case pieceAttnOut:
+		e.qmm(ca.delta, m.layers[p.layer].o, ca.o, n)
+		s.layerEnd(e, p.layer, n)
+	case pieceLogits:
+		switch ch.logits {
+		case lastLogits:
+			e.qmv(s.act.logits, m.lmHead, row(ca.xn, n-1, h))
+			if ch.next != nil {
+				e.barrier()
+				s.pick(e, *ch.next)
+			}
+		case allLogits:
+			e.qmm(ca.all, m.lmHead, ca.xn, n)
 		}
-		cb.Barrier()
-		do(k.AddRMSNormRows(cb, ca.x, ca.delta, ca.xn, l.postNorm, h, n, c.RMSNormEps))
-		cb.Barrier()
-		do(s.moeChunk(cb, l, n))
-		cb.Barrier()
-		next := m.finalNorm
-		if i+1 < len(m.layers) {
-			next = m.layers[i+1].inNorm
-		}
-		do(k.AddRMSNormRows(cb, ca.x, ca.delta, ca.xn, next, h, n, c.RMSNormEps))
-		cb.Barrier()
 	}
-	switch ch.logits {
-	case lastLogits:
-		do(k.QMV(cb, s.act.logits, m.lmHead, row(ca.xn, n-1, h)))
-		if ch.next != nil {
-			cb.Barrier()
-			do(s.pick(cb, *ch.next))
-		}
-	case allLogits:
-		do(k.QMM(cb, ca.all, m.lmHead, ca.xn, n))
-	}
-	return errors.Join(errs...)
 }
 
-func (s *Sequence) attentionChunk(cb gpu.CommandBuffer, l *layer, ls *layerState, ch chunk) error {
-	k, ca, a := s.m.k, &s.chunk, s.m.attn
-	n := ch.n
-	var errs []error
-	do := func(err error) { errs = append(errs, err) }
-	do(k.QMM(cb, ca.qg, l.q, ca.xn, n))
-	do(k.QMM(cb, ca.k, l.kp, ca.xn, n))
-	do(k.QMM(cb, ca.v, l.v, ca.xn, n))
-	cb.Barrier()
-	do(k.AttnPrepRows(cb, shaders.AttnPrepIO{
+// layerEnd adds the mixer's output in delta to the stream, runs the MoE
+// block and adds its output, leaving the next layer's (or the final) norm
+// of the stream in xn.
+func (s *Sequence) layerEnd(e *enc, i, n int) {
+	m, ca, c := s.m, &s.chunk, s.m.cfg
+	l, h := &m.layers[i], c.Hidden
+	e.barrier()
+	e.addRMSNormRows(ca.x, ca.delta, ca.xn, l.postNorm, h, n, c.RMSNormEps)
+	e.barrier()
+	s.moeChunk(e, l, n)
+	e.barrier()
+	next := m.finalNorm
+	if i+1 < len(m.layers) {
+		next = m.layers[i+1].inNorm
+	}
+	e.addRMSNormRows(ca.x, ca.delta, ca.xn, next, h, n, c.RMSNormEps)
+}
+
+func (s *Sequence) attentionIn(e *enc, l *layer, ls *layerState, ch chunk) {
+	ca, n := &s.chunk, ch.n
+	e.qmm(ca.qg, l.q, ca.xn, n)
+	e.qmm(ca.k, l.kp, ca.xn, n)
+	e.qmm(ca.v, l.v, ca.xn, n)
+	e.barrier()
+	e.attnPrep(shaders.AttnPrepIO{
 		Q: ca.q, Gate: ca.gate, QG: ca.qg, K: ca.k, V: ca.v, KCache: ls.kCache, VCache: ls.vCache,
-		QNorm: l.qNorm, KNorm: l.kNorm, Shape: a, Pos: ch.pos,
-	}, n))
-	cb.Barrier()
-	do(k.AttnPrefill(cb, shaders.AttnPrefillIO{
-		AttnIO: shaders.AttnIO{O: ca.o, Q: ca.q, Gate: ca.gate, KCache: ls.kCache, VCache: ls.vCache, Shape: a},
-		Pos0:   ch.pos, Tokens: n,
-	}))
-	cb.Barrier()
-	do(k.QMM(cb, ca.delta, l.o, ca.o, n))
-	return errors.Join(errs...)
+		QNorm: l.qNorm, KNorm: l.kNorm, Shape: s.m.attn, Pos: ch.pos,
+	}, n)
 }
 
-func (s *Sequence) deltaNetChunk(cb gpu.CommandBuffer, l *layer, ls *layerState, n int) error {
-	k, ca, d := s.m.k, &s.chunk, s.m.delta
-	var errs []error
-	do := func(err error) { errs = append(errs, err) }
-	do(k.QMM(cb, ca.u, l.qkv, ca.xn, n))
-	do(k.QMM(cb, ca.z, l.z, ca.xn, n))
-	do(k.QMM(cb, ca.b, l.b, ca.xn, n))
-	do(k.QMM(cb, ca.a, l.a, ca.xn, n))
-	cb.Barrier()
-	do(k.DeltaConvRows(cb, ca.conv, ca.u, ls.conv, l.conv, d.Channels(), d.ConvKernel, n))
-	cb.Barrier()
-	do(k.DeltaScan(cb, shaders.DeltaScanIO{
+// attentionRows attends the chunk's query rows t0..t1-1 (t0 a multiple of
+// shaders.AttnPrefillTokens, so that the rows the kernel writes past t1
+// are its own block's).
+func (s *Sequence) attentionRows(e *enc, ls *layerState, ch chunk, t0, t1 int) {
+	ca, a := &s.chunk, s.m.attn
+	hd := a.Heads * a.HeadDim
+	g, err := s.m.attnGroupTokens()
+	e.check(err)
+	e.attnPrefill(shaders.AttnPrefillIO{
+		AttnIO: shaders.AttnIO{
+			O: row(ca.o, t0, hd), Q: row(ca.q, t0, hd), Gate: row(ca.gate, t0, hd),
+			KCache: ls.kCache, VCache: ls.vCache, Shape: a,
+		},
+		Pos0: ch.pos + t0, Tokens: t1 - t0,
+	}, g)
+}
+
+func (s *Sequence) deltaNetChunk(e *enc, l *layer, ls *layerState, n int) {
+	ca, d := &s.chunk, s.m.delta
+	e.qmm(ca.u, l.qkv, ca.xn, n)
+	e.qmm(ca.z, l.z, ca.xn, n)
+	e.qmm(ca.b, l.b, ca.xn, n)
+	e.qmm(ca.a, l.a, ca.xn, n)
+	e.barrier()
+	e.deltaConvRows(ca.conv, ca.u, ls.conv, l.conv, d.Channels(), d.ConvKernel, n)
+	e.barrier()
+	e.deltaScan(shaders.DeltaScanIO{
 		DeltaStepIO: shaders.DeltaStepIO{
 			O: ca.dOut, QKV: ca.conv, Z: ca.z, B: ca.b, A: ca.a,
 			State: ls.state, NegA: l.negA, DtBias: l.dtBias, Norm: l.gnNorm, Shape: d,
 		},
 		Scratch: ca.dScratch, Tokens: n,
-	}))
-	cb.Barrier()
-	do(k.QMM(cb, ca.delta, l.out, ca.dOut, n))
-	return errors.Join(errs...)
+	})
+	e.barrier()
+	e.qmm(ca.delta, l.out, ca.dOut, n)
 }
 
 // moeChunk writes the MoE block's output for the chunk's normalised rows
 // into delta. The routing is a counting sort on the GPU whose block map
 // has a capacity fixed by the shape, so nothing is read back.
-func (s *Sequence) moeChunk(cb gpu.CommandBuffer, l *layer, n int) error {
-	k, ca, c := s.m.k, &s.chunk, s.m.cfg
-	e, topK, pairs := c.Experts, c.TopK, n*c.TopK
-	var errs []error
-	do := func(err error) { errs = append(errs, err) }
-	do(k.QMM(cb, ca.router, l.router, ca.xn, n))
-	do(k.QMM(cb, ca.shGate, l.shExpertGate, ca.xn, n))
-	do(k.QMM(cb, ca.shG, l.shGate, ca.xn, n))
-	do(k.QMM(cb, ca.shU, l.shUp, ca.xn, n))
-	cb.Barrier()
-	do(k.RouterTopKRows(cb, ca.ids, ca.weights, ca.router, e, topK, c.NormTopK, n))
-	do(k.SwiGLU(cb, ca.shH, ca.shG, ca.shU, n*c.SharedIntermediate))
-	cb.Barrier()
-	do(k.MoERoute(cb, ca.mapping, ca.slotOf, ca.blocks, ca.ids, pairs, e))
-	do(k.QMM(cb, ca.shOut, l.shDown, ca.shH, n))
-	cb.Barrier()
-	do(k.QMMExperts(cb, ca.eg, l.gate, ca.xn, n, topK, ca.blocks, ca.mapping, pairs, e))
-	do(k.QMMExperts(cb, ca.eu, l.up, ca.xn, n, topK, ca.blocks, ca.mapping, pairs, e))
-	cb.Barrier()
-	do(k.SwiGLU(cb, ca.eh, ca.eg, ca.eu, pairs*c.ExpertIntermediate))
-	cb.Barrier()
-	do(k.QMMExperts(cb, ca.ys, l.down, ca.eh, pairs, 0, ca.blocks, ca.mapping, pairs, e))
-	cb.Barrier()
-	do(k.MoECombineRows(cb, ca.delta, ca.ys, ca.weights, ca.slotOf, ca.shOut, ca.shGate, c.Hidden, topK, n))
-	return errors.Join(errs...)
+func (s *Sequence) moeChunk(e *enc, l *layer, n int) {
+	ca, c := &s.chunk, s.m.cfg
+	ex, topK, pairs := c.Experts, c.TopK, n*c.TopK
+	e.qmm(ca.router, l.router, ca.xn, n)
+	e.qmm(ca.shGate, l.shExpertGate, ca.xn, n)
+	e.qmm(ca.shG, l.shGate, ca.xn, n)
+	e.qmm(ca.shU, l.shUp, ca.xn, n)
+	e.barrier()
+	e.routerTopKRows(ca.ids, ca.weights, ca.router, ex, topK, c.NormTopK, n)
+	e.swiGLU(ca.shH, ca.shG, ca.shU, n*c.SharedIntermediate)
+	e.barrier()
+	e.moeRoute(ca.mapping, ca.slotOf, ca.blocks, ca.ids, pairs, ex)
+	e.qmm(ca.shOut, l.shDown, ca.shH, n)
+	e.barrier()
+	e.qmmExperts(ca.eg, l.gate, ca.xn, n, topK, ca.blocks, ca.mapping, pairs, ex)
+	e.qmmExperts(ca.eu, l.up, ca.xn, n, topK, ca.blocks, ca.mapping, pairs, ex)
+	e.barrier()
+	e.swiGLU(ca.eh, ca.eg, ca.eu, pairs*c.ExpertIntermediate)
+	e.barrier()
+	e.qmmExperts(ca.ys, l.down, ca.eh, pairs, 0, ca.blocks, ca.mapping, pairs, ex)
+	e.barrier()
+	e.moeCombineRows(ca.delta, ca.ys, ca.weights, ca.slotOf, ca.shOut, ca.shGate, c.Hidden, topK, n)
 }
 
 // prefill runs the n tokens in slots from slot through the model in
-// chunks, at positions from s.pos; the caches must hold them. Chunks are
-// committed back to back, each waited for only after the next is
-// committed (the GPU runs them in order), except with allLogits, where
-// each chunk's logits are copied into out before the buffer is reused.
-// With lastLogits the final chunk computes the last position's logits
-// (and writes their argmax to next, if set). It returns the final chunk's
-// command buffer, committed and not yet waited for, and its token count.
+// chunks, at positions from s.pos; the caches must hold them. A chunk's
+// command buffers are committed as they are encoded, and waited for once
+// the next chunk's are committed (the GPU runs them in order), except with
+// allLogits, where each chunk's logits are copied into out before the
+// buffer is reused. With lastLogits the final chunk computes the last
+// position's logits (and writes their argmax to next, if set). It returns
+// the final chunk's last command buffer, committed and not yet waited for,
+// and its token count.
 func (s *Sequence) prefill(slot, n int, mode logitsMode, out []float32, next *shaders.View) (gpu.CommandBuffer, int, error) {
 	size := min(n, s.m.prefillChunk)
 	if err := s.ensureChunk(size, mode == allLogits); err != nil {
 		return nil, 0, err
 	}
-	dev, v := s.m.k.Device(), s.m.cfg.Vocab
-	var pending gpu.CommandBuffer
+	v := s.m.cfg.Vocab
+	var pending, current []gpu.CommandBuffer
 	pendingSteps := 0
 	base := s.pos // s.pos advances as chunks complete
 	for i := 0; i < n; i += size {
@@ -326,31 +451,55 @@ func (s *Sequence) prefill(slot, n int, mode logitsMode, out []float32, next *sh
 		} else if i+cnt == n {
 			ch.logits, ch.next = mode, next
 		}
-		cb, err := dev.NewCommandBuffer()
-		if err != nil {
-			return s.drain(pending, pendingSteps, err)
-		}
-		if err := s.encodeChunk(cb, ch); err != nil {
-			return s.drain(pending, pendingSteps, err)
-		}
-		if err := cb.Commit(); err != nil {
-			return s.drain(pending, pendingSteps, err)
-		}
-		if pending != nil {
-			if err := s.wait(pending, pendingSteps); err != nil {
-				return s.drain(cb, cnt, err)
+		current = current[:0]
+		err := s.encodeChunk(ch, func(cb gpu.CommandBuffer, _ Cost) error {
+			if err := cb.Commit(); err != nil {
+				return err
 			}
+			current = append(current, cb)
+			return nil
+		})
+		if err != nil {
+			s.drainChunk(pending, pendingSteps, nil)
+			return nil, 0, s.drainChunk(current, 0, err)
 		}
-		pending, pendingSteps = cb, cnt
+		if err := s.drainChunk(pending, pendingSteps, nil); err != nil {
+			return nil, 0, s.drainChunk(current, 0, err)
+		}
+		pending, current, pendingSteps = current, pending, cnt
 		if mode == allLogits {
-			if err := s.wait(pending, pendingSteps); err != nil {
+			if err := s.drainChunk(pending, pendingSteps, nil); err != nil {
 				return nil, 0, err
 			}
 			readFloats(out[i*v:(i+cnt)*v], s.chunk.all.Buf.Contents()[s.chunk.all.Off:])
-			pending, pendingSteps = nil, 0
+			pending, pendingSteps = pending[:0], 0
 		}
 	}
-	return pending, pendingSteps, nil
+	if len(pending) == 0 {
+		return nil, 0, nil
+	}
+	// All but the last, whose errors would otherwise go unseen.
+	last := len(pending) - 1
+	if err := s.drainChunk(pending[:last], 0, nil); err != nil {
+		return nil, 0, s.drainChunk(pending[last:], 0, err)
+	}
+	return pending[last], pendingSteps, nil
+}
+
+// drainChunk waits for a chunk's committed command buffers in order and
+// advances the sequence by steps once all are done; it returns err or
+// else the first error, having waited for every one, so no work of the
+// sequence is left running.
+func (s *Sequence) drainChunk(cbs []gpu.CommandBuffer, steps int, err error) error {
+	for _, cb := range cbs {
+		if werr := cb.Wait(); werr != nil && err == nil {
+			err = fmt.Errorf("gpumodel: prefill from position %d: %w", s.pos, werr)
+		}
+	}
+	if err == nil {
+		s.pos += steps
+	}
+	return err
 }
 
 // drain waits for a committed command buffer before returning err, so no

@@ -282,6 +282,7 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 	if len(tokens) >= prefillMinTokens {
 		return s.forwardChunks(len(tokens), all, out)
 	}
+	per := s.stepsPerBuffer(s.pos, len(tokens))
 	for i := 0; i < len(tokens); {
 		// One command buffer runs steps up to the next one whose logits
 		// are wanted; the CPU needs nothing from the steps before it.
@@ -290,7 +291,7 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 			return err
 		}
 		j, want := i, false
-		for j < len(tokens) && !want && j-i < maxStepsPerCommandBuffer {
+		for j < len(tokens) && !want && j-i < per {
 			want = all || (len(out) > 0 && j == len(tokens)-1)
 			if j > i {
 				cb.Barrier()
@@ -315,9 +316,17 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 	return nil
 }
 
-// maxStepsPerCommandBuffer bounds one command buffer of prompt steps, so
-// the GPU's watchdog never sees one that runs for seconds.
-const maxStepsPerCommandBuffer = 64
+// stepsPerBuffer is how many of the n decode steps from position pos one
+// command buffer holds within the bound (at least one), each costed as the
+// last, the costliest.
+func (s *Sequence) stepsPerBuffer(pos, n int) int {
+	c := s.stepCost(step{pos: pos + n - 1, logits: true})
+	k := 1
+	for k < n && s.m.fits(Cost{Flops: int64(k+1) * c.Flops, Bytes: int64(k+1) * c.Bytes}) {
+		k++
+	}
+	return k
+}
 
 // samplerBufs are the GPU sampler's mask and request state.
 type samplerBufs struct {
@@ -340,15 +349,16 @@ func (s *Sequence) record(next shaders.View) shaders.View {
 
 // pick encodes the choice of the next token from the step's logits into
 // next: the sampler during a sampled Decode, else the argmax.
-func (s *Sequence) pick(cb gpu.CommandBuffer, next shaders.View) error {
+func (s *Sequence) pick(e *enc, next shaders.View) {
 	if s.sampling {
 		sm := shaders.Sampling{Logits: s.act.logits, N: s.m.cfg.Vocab, Mask: s.samp.mask, State: s.samp.state, Out: next}
 		if s.samp.logprobs {
 			sm.Record, sm.TopLogprobs = s.record(next), s.samp.top
 		}
-		return s.m.k.Sample(cb, sm)
+		e.sample(sm)
+		return
 	}
-	return s.m.k.Argmax(cb, next, s.act.logits, s.argmaxIDs())
+	e.argmax(next, s.act.logits, s.argmaxIDs())
 }
 
 // argmaxIDs is how many leading logits the GPU argmax chooses from.
