@@ -4,8 +4,12 @@
 # @langchain/openai; versions pinned in tools/clients/package.json) and
 # prints the table of clients x flows: chat, stream, tools, structured
 # outputs (each parsed object checked against its schema, on every one of
-# PETAL_SCHEMA_TRIES tries, default 5), the Responses API, Ollama's
-# generate and ps. Then the coding-agent CLIs pinned there each complete
+# PETAL_SCHEMA_TRIES tries, default 5), the Responses API (the AI SDK's
+# default OpenAI provider over three turns, by item references and by
+# previous_response_id), Claude Code's tool search replayed through
+# Anthropic's SDK (a deferred tool loaded by a tool_reference, and
+# count_tokens without it), Anthropic's models list, Ollama's generate and
+# ps. Then the coding-agent CLIs pinned there each complete
 # one turn on their defaults: Codex (`codex exec`, a model provider with
 # wire_api = "responses" at petal serve's /v1) and Claude Code (`claude -p`,
 # ANTHROPIC_BASE_URL at petal serve, its tools and mid-conversation system

@@ -399,6 +399,7 @@ func FuzzMessagesRequest(f *testing.F) {
 		`{"system":[{"type":"text","text":"s"}],"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
 		`{"tools":[{"name":"f","input_schema":{"type":"object","properties":{"a":{"type":"integer"}}}}],"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"x"},{"type":"tool_use","id":"c","name":"f","input":{"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c","content":"r","is_error":true}]}]}`,
 		`{"messages":[{"role":"user","content":"x"}],"temperature":0.5,"top_p":0.9,"top_k":20,"stop_sequences":["a"],"thinking":{"type":"enabled","budget_tokens":1024},"tool_choice":{"type":"none"}}`,
+		`{"tools":[{"name":"ToolSearch","input_schema":{"type":"object"}},{"name":"g","defer_loading":true}],"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"s","name":"ToolSearch","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"s","content":[{"type":"tool_reference","tool_name":"g"}]}]},{"role":"system","content":[{"type":"tool_removal","tool":{"type":"tool_reference","name":"g"}},{"type":"tool_addition","tool":{"type":"tool_definition","definition":{"name":"h"}}}]},{"role":"user","content":"go"}]}`,
 		`{"messages":[{"role":"assistant","content":null}]}`, `{"system":7}`, `[]`, `null`, ``,
 	}
 	fuzzRoute(f, "/v1/messages", seeds, "an Anthropic error", func(body string) bool {

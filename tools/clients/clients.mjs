@@ -6,6 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import { generateText, streamText, generateObject, jsonSchema, tool } from 'ai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { createOpenAI } from '@ai-sdk/openai';
 import { ChatOpenAI } from '@langchain/openai';
 
 globalThis.AI_SDK_LOG_WARNINGS = false; // the deprecation notes of generateObject are not failures
@@ -52,6 +53,16 @@ const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'none' });
 const anthropic = new Anthropic({ baseURL: base, apiKey: 'none' });
 const ollama = new Ollama({ host: base });
 const provider = createOpenAICompatible({ name: 'petal', baseURL: `${base}/v1`, apiKey: 'none', supportsStructuredOutputs: true });
+// The AI SDK's default OpenAI provider: the Responses API with store on,
+// which sends its last turn's items back as item references.
+const openaiDefault = createOpenAI({ baseURL: `${base}/v1`, apiKey: 'none' });
+
+// searchTools are Claude Code's tool search: a ToolSearch tool, and tools
+// deferred until a tool_reference loads them.
+const searchTools = (deferred) => [
+  { name: 'ToolSearch', description: 'Loads deferred tools', input_schema: { type: 'object', properties: { query: { type: 'string' } } } },
+  { name: 'mcp__gh__create_issue', description: 'Opens an issue', input_schema: weather.function.parameters, ...(deferred ? { defer_loading: true } : {}) },
+];
 const lc = new ChatOpenAI({ model, apiKey: 'none', configuration: { baseURL: `${base}/v1` }, maxTokens: 60 });
 
 const flows = {
@@ -115,6 +126,23 @@ const flows = {
         obeys(JSON.parse(r.content.find((b) => b.type === 'text').text));
       }
     },
+    // toolsearch replays Claude Code's tool search: the ToolSearch call's
+    // result loads a deferred tool by reference; count_tokens leaves
+    // deferred tools out.
+    toolsearch: async () => {
+      const ask = { role: 'user', content: 'Open an issue about the login bug.' };
+      const messages = [ask, { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'ToolSearch', input: { query: 'issue' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'tool_reference', tool_name: 'mcp__gh__create_issue' }] }] }];
+      const r = await anthropic.messages.create({ model, max_tokens: 60, tools: searchTools(true), messages });
+      ok(['end_turn', 'max_tokens', 'tool_use'].includes(r.stop_reason), r.stop_reason);
+      const some = await anthropic.messages.countTokens({ model, tools: searchTools(true), messages: [ask] });
+      const all = await anthropic.messages.countTokens({ model, tools: searchTools(false), messages: [ask] });
+      ok(some.input_tokens < all.input_tokens, `count_tokens ${some.input_tokens} with the tool deferred, ${all.input_tokens} without`);
+    },
+    ps: async () => {
+      const page = await anthropic.models.list();
+      ok(page.data.length === 1 && page.data[0].type === 'model' && page.data[0].created_at, `models ${JSON.stringify(page.data)}`);
+    },
   },
   ollama: {
     chat: async () => {
@@ -175,6 +203,19 @@ const flows = {
         obeys(r.object);
       }
     },
+    // responses: the default OpenAI provider over two turns (the second
+    // refers to the first's items by id), then a third by
+    // previous_response_id.
+    responses: async () => {
+      const first = [{ role: 'user', content: 'My name is Ada.' }];
+      const one = await generateText({ model: openaiDefault(model), messages: first, maxOutputTokens: 40 });
+      const two = await generateText({ model: openaiDefault(model), messages: [...first, ...one.response.messages, { role: 'user', content: 'What is my name?' }], maxOutputTokens: 40 });
+      ok(two.usage.outputTokens > 0, 'no second turn');
+      const id = two.providerMetadata?.openai?.responseId;
+      ok(id, `no response id in ${JSON.stringify(two.providerMetadata)}`);
+      const three = await generateText({ model: openaiDefault(model), prompt: 'And again?', maxOutputTokens: 40, providerOptions: { openai: { previousResponseId: id } } });
+      ok(three.usage.outputTokens > 0, 'no third turn');
+    },
   },
   langchain: {
     chat: async () => {
@@ -198,7 +239,7 @@ const flows = {
   },
 };
 
-const columns = ['chat', 'stream', 'tools', 'structured', 'responses', 'generate', 'ps'];
+const columns = ['chat', 'stream', 'tools', 'toolsearch', 'structured', 'responses', 'generate', 'ps'];
 const rows = [];
 let failed = 0;
 for (const [client, fs] of Object.entries(flows)) {
