@@ -115,7 +115,7 @@ func runBench(args []string, stdout io.Writer) error {
 	fs := newFlags("bench", os.Stderr)
 	dir, backendName := modelFlags(fs, "checkpoint folder (with --dry-run, only config.json is read; default: the Qwen3.6-35B-A3B shape)")
 	dry := fs.Bool("dry-run", false, "record one GPU decode step and one prefill chunk instead of running anything")
-	context := fs.Int("context", 0, "dry run: the step's position; run: one prompt length (instead of --contexts)")
+	context := fs.Int("context", 0, "dry run: the step's and the chunk's position (at the model's end, its last step and chunk); run: one prompt length (instead of --contexts)")
 	contexts := fs.String("contexts", "256", "run: comma-separated prompt lengths, one arm (process) each, or 'all' for 256..131072")
 	steps := fs.Int("steps", benchDecodeSteps, "run: measured decode steps (the contract's 64)")
 	arm := fs.Bool("arm", false, "run: measure one context in this process and print its JSON (the parent runs each arm so)")
@@ -294,6 +294,8 @@ type dryRunDecode struct {
 	// encoding the step (gpumodel.StepReport).
 	HostMicros float64 `json:"host_us_per_step"`
 	Allocs     float64 `json:"allocs_per_step"`
+	// MaxCommandBuffer is the step's command buffer's work.
+	MaxCommandBuffer dryRunWork `json:"max_command_buffer"`
 }
 
 type dryRunPrefill struct {
@@ -304,6 +306,23 @@ type dryRunPrefill struct {
 	WeightBytes int64        `json:"weight_bytes"`
 	BytesMoved  int64        `json:"bytes_moved"`
 	Rates       []dryRunRate `json:"rates"`
+	// CommandBuffers is how many the chunk is cut into, MaxCommandBuffer
+	// the costliest one's work.
+	CommandBuffers   int        `json:"command_buffers"`
+	MaxCommandBuffer dryRunWork `json:"max_command_buffer"`
+}
+
+// dryRunWork is a command buffer's estimated work (gpumodel.Cost) and the
+// time the smallest supported GPU, the base M1, takes for it at its full
+// rate.
+type dryRunWork struct {
+	Flops   int64   `json:"flops"`
+	Bytes   int64   `json:"bytes"`
+	EstMsM1 float64 `json:"est_ms_m1"`
+}
+
+func work(c gpumodel.Cost) dryRunWork {
+	return dryRunWork{Flops: c.Flops, Bytes: c.Bytes, EstMsM1: c.M1Millis()}
 }
 
 // dryRunRate is what a bandwidth allows: tokens per second if the weights
@@ -323,11 +342,17 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 		}
 		cfg, name = c, dir
 	}
-	r, err := gpumodel.DryRun(cfg, pos)
+	// A context at the model's end records its last step and the chunk
+	// that ends at its last position.
+	decodePos, prefillPos := pos, pos
+	if last := cfg.MaxPositions; last > 0 {
+		decodePos, prefillPos = min(pos, last-1), max(0, min(pos, last-chunk))
+	}
+	r, err := gpumodel.DryRun(cfg, decodePos)
 	if err != nil {
 		return err
 	}
-	p, err := gpumodel.DryRunPrefill(cfg, pos, chunk)
+	p, err := gpumodel.DryRunPrefill(cfg, prefillPos, chunk)
 	if err != nil {
 		return err
 	}
@@ -335,12 +360,13 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 		Model: name,
 		Decode: dryRunDecode{
 			Position: r.Position, Dispatches: r.Dispatches, Levels: r.Levels,
-			WeightBytes: r.WeightBytes, BytesMoved: r.WeightBytes + gpumodel.DecodeCacheBytes(cfg, pos),
-			HostMicros: r.HostMicros, Allocs: r.Allocs,
+			WeightBytes: r.WeightBytes, BytesMoved: r.WeightBytes + gpumodel.DecodeCacheBytes(cfg, decodePos),
+			HostMicros: r.HostMicros, Allocs: r.Allocs, MaxCommandBuffer: work(r.MaxCommandBuffer),
 		},
 		Prefill: dryRunPrefill{
 			Position: p.Position, Tokens: p.Tokens, Dispatches: p.Dispatches, Levels: p.Levels,
 			WeightBytes: p.WeightBytes, BytesMoved: p.BytesMoved(),
+			CommandBuffers: p.CommandBuffers, MaxCommandBuffer: work(p.MaxCommandBuffer),
 		},
 	}
 	for _, bw := range bandwidths {
@@ -355,6 +381,7 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 	d := rep.Decode
 	fmt.Fprintf(w, "model:                %s\n", name)
 	fmt.Fprintf(w, "decode step at position %d (one command buffer)\n", d.Position)
+	printWork(w, d.MaxCommandBuffer)
 	fmt.Fprintf(w, "dispatches:           %d\n", d.Dispatches)
 	fmt.Fprintf(w, "dependency levels:    %d\n", d.Levels)
 	fmt.Fprintf(w, "host encoding:        %.0f µs CPU, %.0f allocations per step (mean of %d on the recording driver)\n", d.HostMicros, d.Allocs, gpumodel.HostSteps)
@@ -367,7 +394,8 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f tokens/s\n", rt.GBps, rt.MovedTokS)
 	}
 	f := rep.Prefill
-	fmt.Fprintf(w, "prefill chunk of %d tokens after position %d (one command buffer)\n", f.Tokens, f.Position)
+	fmt.Fprintf(w, "prefill chunk of %d tokens after position %d (%d command buffers)\n", f.Tokens, f.Position, f.CommandBuffers)
+	printWork(w, f.MaxCommandBuffer)
 	fmt.Fprintf(w, "dispatches:           %d (%.1f per token)\n", f.Dispatches, float64(f.Dispatches)/float64(f.Tokens))
 	fmt.Fprintf(w, "dependency levels:    %d\n", f.Levels)
 	fmt.Fprintf(w, "weight bytes read:    %d (%.3f GB)\n", f.WeightBytes, float64(f.WeightBytes)/1e9)
@@ -376,4 +404,9 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f prompt tokens/s\n", rt.GBps, rt.MovedTokS)
 	}
 	return nil
+}
+
+// printWork says what the costliest command buffer carries.
+func printWork(w io.Writer, c dryRunWork) {
+	fmt.Fprintf(w, "largest command buffer: %.3g flops, %.3g bytes: %.1f ms on a base M1 at full rate\n", float64(c.Flops), float64(c.Bytes), c.EstMsM1)
 }

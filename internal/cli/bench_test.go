@@ -154,3 +154,47 @@ func TestBenchDryRunJSON(t *testing.T) {
 		t.Errorf("moved rate %v, want %v", d.Rates[0].MovedTokS, want)
 	}
 }
+
+// At every context up to the model's last position, the dry run's largest
+// prefill and decode command buffers stay within the bound on the base M1
+// (250 ms at 2.6 TFLOPS and 68 GB/s), reported under max_command_buffer
+// beside every field the report had.
+func TestBenchDryRunBounded(t *testing.T) {
+	for _, ctx := range []int{0, 32768, 131072, 262144} {
+		var js bytes.Buffer
+		if err := Run([]string{"bench", "--dry-run", "--json", "--context", fmt.Sprint(ctx)}, &js); err != nil {
+			t.Fatalf("context %d: %v", ctx, err)
+		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(js.Bytes(), &raw); err != nil {
+			t.Fatal(err)
+		}
+		for part, keys := range map[string][]string{
+			"decode_step":   {"position", "dispatches", "dependency_levels", "weight_bytes", "bytes_moved", "rates", "host_us_per_step", "allocs_per_step", "max_command_buffer"},
+			"prefill_chunk": {"position", "tokens", "dispatches", "dependency_levels", "weight_bytes", "bytes_moved", "rates", "command_buffers", "max_command_buffer"},
+		} {
+			var fields map[string]any
+			if err := json.Unmarshal(raw[part], &fields); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				if _, ok := fields[k]; !ok {
+					t.Errorf("context %d: %s lacks %q", ctx, part, k)
+				}
+			}
+		}
+		var rep dryRunReport
+		if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		for part, w := range map[string]dryRunWork{"decode": rep.Decode.MaxCommandBuffer, "prefill": rep.Prefill.MaxCommandBuffer} {
+			est := max(float64(w.Flops)/2.6e12, float64(w.Bytes)/68e9) * 1000
+			if w.Flops <= 0 || w.Bytes <= 0 || math.Abs(w.EstMsM1-est) > 1e-9*est || w.EstMsM1 > 250 {
+				t.Errorf("context %d: the largest %s command buffer %+v (%.1f ms on the M1), bound 250 ms", ctx, part, w, est)
+			}
+		}
+		if last := 262144; rep.Decode.Position != min(ctx, last-1) || rep.Prefill.Position+rep.Prefill.Tokens > last {
+			t.Errorf("context %d: decode at %d, prefill after %d", ctx, rep.Decode.Position, rep.Prefill.Position)
+		}
+	}
+}
