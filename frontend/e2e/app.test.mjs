@@ -196,6 +196,45 @@ test('the chat window says the demo is a toy, asks it not to think, and keeps a 
   await page.context().close();
 });
 
+test('a window opened while the model loads says so, then chats once it is loaded, with no refresh', async () => {
+  // petal serve listens only once its model is loaded, so the wait the desktop app shows (its
+  // window opens first: loading.go) is played here in the page: until the load "ends", the status
+  // says loading and every other route answers loading.go's 503; then the real server answers.
+  const status = await (await fetch(baseURL + '/manage/status')).json();
+  const loading = { ...status, downloads: false, fit: false, load: false, doctor: false, model: { ...status.model, state: 'loading', context_length: 0 } };
+  const busy = { error: { message: 'Petal is loading the model; try again in a moment', type: 'model_loading', param: null, code: null } };
+  const ctx = await browser.newContext({ viewport: { width: 1100, height: 760 } });
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e));
+  // Chromium logs each 503 it is given as a console error: those are the wait itself.
+  page.on('console', (m) => m.type() === 'error' && !/\b503\b/.test(m.text()) && errors.push(new Error(m.text())));
+  const hold = async (route) => {
+    const path = new URL(route.request().url()).pathname;
+    if (path === '/manage/status') await route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(loading) });
+    else await route.fulfill({ status: 503, contentType: 'application/json', headers: { 'Retry-After': '1' }, body: JSON.stringify(busy) });
+  };
+  await page.route(/\/(v1|manage)\//, hold);
+  await page.goto(baseURL + '/');
+  await page.getByTestId('chat-loading').filter({ hasText: 'Loading the model…' }).waitFor({ timeout: START_MS });
+  await page.getByRole('status').filter({ hasText: 'Loading…' }).waitFor();
+  assert.equal(await page.getByLabel('Message').isDisabled(), true);
+  assert.equal(await page.getByRole('alert').count(), 0, 'the wait is shown as an error');
+  await shot(page, 'chat-model-loading');
+
+  await page.unroute(/\/(v1|manage)\//, hold);
+  await page.getByTestId('chat-model').waitFor({ timeout: START_MS });
+  await page.getByRole('status').filter({ hasText: 'Ready' }).waitFor();
+  assert.equal(await page.getByLabel('Message').isDisabled(), false);
+  // Settings refused while loading are read again once the model is ready.
+  await page.keyboard.press('Control+3');
+  await page.getByRole('heading', { name: 'Settings' }).waitFor();
+  await page.getByLabel('Sampling preset').waitFor();
+  assert.equal(await page.getByRole('alert').count(), 0, 'an error from the wait is still shown');
+  assert.deepEqual(errors, []);
+  await ctx.close();
+});
+
 test('a slow stream shows partial text and Stop ends it, keeping what arrived', async () => {
   const { page, errors } = await newPage('dark');
   const cdp = await page.context().newCDPSession(page);

@@ -50,8 +50,43 @@ export function doctorBackend(fitBackend: string | undefined, last: DoctorReport
   return last?.backend;
 }
 
-/** The headline of a finished run, which says what was tested. */
+function checks(n: number): string {
+  return n === 1 ? '1 check' : `${n} checks`;
+}
+
+/** How many of r's checks were skipped: the report's count, else its checks' marks. */
+function skippedCount(r: DoctorReport): number {
+  return r.skipped ?? r.checks.filter((c) => c.skipped).length;
+}
+
+/**
+ * The headline of a finished run, which says what was tested, and never that
+ * all passed when some could not run.
+ */
 export function doctorVerdict(r: DoctorReport): string {
   const where = r.backend === 'metal' ? ` on ${r.device || 'this Mac’s GPU'}` : ' in the GPU simulator (no GPU of this machine was tested)';
-  return r.pass ? `All ${r.checks.length} checks passed${where}` : `${r.failed} of ${r.checks.length} checks failed${where}`;
+  const skipped = skippedCount(r);
+  if (!skipped) return r.pass ? `All ${r.checks.length} checks passed${where}` : `${r.failed} of ${r.checks.length} checks failed${where}`;
+  const ran = r.checks.length - skipped;
+  if (r.failed) return `${r.failed} of ${checks(ran)} that ran failed, ${skipped} skipped${where}`;
+  if (ran === 0) return `No check ran, ${skipped} skipped${where}`;
+  return `${checks(ran)} passed, ${skipped} skipped${where}`;
+}
+
+/** The colour of the verdict: failed, incomplete (some skipped or none ran), or passed. */
+export function doctorLevel(r: DoctorReport): 'fits' | 'reduced' | 'no' {
+  if (r.failed) return 'no';
+  return !r.pass || skippedCount(r) ? 'reduced' : 'fits';
+}
+
+/** Why checks were skipped: each reason once, with the checks it kept from running. */
+export function doctorSkips(r: DoctorReport): { reason: string; checks: string[] }[] {
+  const byReason = new Map<string, string[]>();
+  for (const c of r.checks) {
+    if (!c.skipped) continue;
+    const names = byReason.get(c.message) ?? [];
+    names.push(c.name);
+    byReason.set(c.message, names);
+  }
+  return [...byReason].map(([reason, checks]) => ({ reason, checks }));
 }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { applyChunk, emptyReply, streamChat } from './chat';
+import { applyChunk, emptyReply, listModels, streamChat } from './chat';
 import { ApiError } from './http';
 import type { ChatChunk, ChatRequest } from './types';
 
@@ -79,6 +79,15 @@ describe('streamChat', () => {
       }),
     );
     await expect(streamChat(req, () => {})).rejects.toMatchObject({ status: 400, code: 'context_length_exceeded' });
+  });
+
+  it('keeps the error type of an answer with no code, as the app sends while its model loads', async () => {
+    // The body loading.go writes for every route but /manage/status until the model is loaded.
+    const body = { error: { message: 'Petal is loading the model; try again in a moment', type: 'model_loading', param: null, code: null } };
+    vi.stubGlobal('fetch', async () => new Response(JSON.stringify(body), { status: 503, headers: { 'Retry-After': '1' } }));
+    const err = await listModels().catch((e) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err).toMatchObject({ status: 503, code: 'http_503', type: 'model_loading' });
   });
 
   it('turns an error event inside the stream into an ApiError', async () => {

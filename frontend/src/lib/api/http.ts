@@ -14,11 +14,14 @@ export const BAD_RESPONSE = 'bad_response';
 export class ApiError extends Error {
   readonly status: number;
   readonly code: string;
-  constructor(status: number, code: string, message: string) {
+  /** The body's error type where it gives one ('model_loading'); some answers name their kind there, with no code. */
+  readonly type: string;
+  constructor(status: number, code: string, message: string, type = '') {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
+    this.type = type;
   }
 }
 
@@ -48,14 +51,16 @@ export function headers(): Record<string, string> {
 export async function errorFrom(res: Response): Promise<ApiError> {
   let code = `http_${res.status}`;
   let message = `${res.status} ${res.statusText}`.trim();
+  let type = '';
   try {
     const body = (await res.json()) as Partial<ErrorBody>;
     if (body.error?.message) message = body.error.message;
     if (typeof body.error?.code === 'string' && body.error.code) code = body.error.code;
+    if (typeof body.error?.type === 'string') type = body.error.type;
   } catch {
     // Not JSON: keep the status line.
   }
-  return new ApiError(res.status, code, message);
+  return new ApiError(res.status, code, message, type);
 }
 
 /** fetch that throws ApiError for network failures too. */

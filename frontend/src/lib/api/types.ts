@@ -125,7 +125,9 @@ export interface DoctorCheck {
   section: 'device' | 'compile' | 'kernel' | 'model';
   name: string;
   pass: boolean;
-  /** What was measured on a pass; the exact compiler or runtime message on a failure. */
+  /** A check that could not run on this machine (a GPU below Apple7, a virtual machine's); message says why. Older servers leave it out. */
+  skipped?: boolean;
+  /** What was measured on a pass; the exact compiler or runtime message on a failure; the reason on a skip. */
   message: string;
   seconds: number;
   gb_per_s?: number;
@@ -137,8 +139,11 @@ export interface DoctorReport {
   device: string;
   os: string;
   arch: string;
+  /** True when none failed and at least one ran. */
   pass: boolean;
   failed: number;
+  /** How many checks were skipped; left out when none were (and by older servers). */
+  skipped?: number;
   /** When the run started (RFC 3339). */
   started: string;
   seconds: number;

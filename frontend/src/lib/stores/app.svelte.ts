@@ -10,6 +10,9 @@ export const model = new ModelStore();
 export const settings = new SettingsStore();
 export const doctor = new DoctorStore();
 
+// Settings read while the model was still loading were refused (503); read them once it is ready.
+model.whenReady(() => settings.load());
+
 export type View = 'chat' | 'setup' | 'settings' | 'endpoint';
 export const VIEWS: { id: View; label: string; key: string }[] = [
   { id: 'chat', label: 'Chat', key: '1' },

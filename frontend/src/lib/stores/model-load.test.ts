@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DOWNLOAD_POLL_MS, ModelStore, loadable, type ModelApi } from './model.svelte';
+import { DOWNLOAD_POLL_MS, MODEL_LOADING, ModelStore, STATUS_POLL_MS, loadable, stillLoading, type ModelApi } from './model.svelte';
 import { ApiError } from '../api/http';
 import type { DownloadStatus, Status } from '../api/types';
 
@@ -100,5 +100,115 @@ describe('loading the downloaded model', () => {
     expect(m.status?.model.dir).toBe('/cache/demo');
     expect(m.busy).toBe(false);
     expect(m.loading).toBe(false);
+  });
+});
+
+/** What the desktop app answers while it loads its model behind the open window (loading.go). */
+function startingServer() {
+  let state: 'loading' | 'ready' | 'failed' = 'loading';
+  const calls = { status: 0, models: 0 };
+  const api: ModelApi = {
+    status: async () => {
+      calls.status++;
+      const st = status('/cache/demo', false);
+      st.model.state = state;
+      if (state === 'failed') st.model.error = 'not enough memory for this context';
+      return st;
+    },
+    fit: async () => {
+      throw new Error('not used');
+    },
+    download: async () => download('idle'),
+    action: async () => download('idle'),
+    load: async () => {
+      throw new Error('not used');
+    },
+    models: async () => {
+      calls.models++;
+      if (state !== 'ready') throw new ApiError(503, 'http_503', 'Petal is loading the model; try again in a moment', MODEL_LOADING);
+      return { object: 'list', data: [{ id: 'demo', object: 'model', owned_by: 'petal', context_length: 4096 }] };
+    },
+  };
+  return { api, calls, set: (s: typeof state) => (state = s) };
+}
+
+describe('the model loading at start', () => {
+  it('is a wait, not an error, and names the model once the status says ready', async () => {
+    vi.useFakeTimers();
+    const srv = startingServer();
+    const m = new ModelStore(srv.api);
+    let readied = 0;
+    m.whenReady(() => readied++);
+    await m.refresh();
+    expect(m.error).toBeNull();
+    expect(m.starting).toBe(true);
+    expect(m.modelId).toBe('');
+    m.poll();
+    for (let t = 0; t < 3; t++) await vi.advanceTimersByTimeAsync(DOWNLOAD_POLL_MS);
+    expect(srv.calls.status).toBe(4); // polled at the fast rate while loading
+    expect(m.modelId).toBe('');
+    srv.set('ready');
+    await vi.advanceTimersByTimeAsync(DOWNLOAD_POLL_MS);
+    expect(m.starting).toBe(false);
+    expect(m.modelId).toBe('demo');
+    expect(m.error).toBeNull();
+    expect(readied).toBe(1);
+    // Ready, the status goes back to the slow rate and the model is not read again.
+    const models = srv.calls.models;
+    await vi.advanceTimersByTimeAsync(STATUS_POLL_MS * 2);
+    m.stopPolling();
+    expect(srv.calls.models).toBe(models);
+    expect(readied).toBe(1);
+  });
+
+  it('reads the model when the load ends between the two reads of refresh', async () => {
+    vi.useFakeTimers();
+    const srv = startingServer();
+    const api: ModelApi = {
+      ...srv.api,
+      models: async () => {
+        const l = srv.api.models();
+        srv.set('ready'); // the status read next says ready
+        return l;
+      },
+    };
+    const m = new ModelStore(api);
+    await m.refresh();
+    expect(m.status?.model.state).toBe('ready');
+    expect(m.modelId).toBe('');
+    m.poll();
+    await vi.advanceTimersByTimeAsync(DOWNLOAD_POLL_MS);
+    m.stopPolling();
+    expect(m.modelId).toBe('demo');
+  });
+
+  it('keeps a failed load as the status says it, and other 503s as errors', async () => {
+    vi.useFakeTimers();
+    const srv = startingServer();
+    const m = new ModelStore(srv.api);
+    await m.refresh();
+    m.poll();
+    srv.set('failed');
+    await vi.advanceTimersByTimeAsync(DOWNLOAD_POLL_MS);
+    m.stopPolling();
+    expect(m.starting).toBe(false);
+    expect(m.status?.model.error).toContain('not enough memory');
+    expect(m.modelId).toBe('');
+
+    const busy = new ModelStore({
+      ...srv.api,
+      models: async () => {
+        throw new ApiError(503, 'http_503', 'the model failed to load: not enough memory', 'model_failed');
+      },
+    });
+    await busy.refresh();
+    expect(busy.error?.message).toContain('failed to load');
+  });
+
+  it('tells the loading 503 from others', () => {
+    expect(stillLoading(new ApiError(503, 'http_503', 'loading', MODEL_LOADING))).toBe(true);
+    expect(stillLoading(new ApiError(503, 'http_503', 'overloaded', 'server_error'))).toBe(false);
+    expect(stillLoading(new ApiError(500, 'http_500', 'x', MODEL_LOADING))).toBe(false);
+    expect(stillLoading(new Error('loading'))).toBe(false);
   });
 });

@@ -13,6 +13,17 @@ export const DOWNLOAD_POLL_MS = 500;
 /** How often the status is polled otherwise. */
 export const STATUS_POLL_MS = 5000;
 
+/**
+ * The error type of the 503 every route but /manage/status answers while the
+ * desktop app loads the model behind its open window: a wait, not a fault.
+ */
+export const MODEL_LOADING = 'model_loading';
+
+/** Whether e is the server saying it is still loading the model. */
+export function stillLoading(e: unknown): boolean {
+  return e instanceof ApiError && e.status === 503 && e.type === MODEL_LOADING;
+}
+
 export interface ModelApi {
   status: typeof getStatus;
   fit: typeof getFit;
@@ -82,6 +93,8 @@ export class ModelStore {
   loading = $state(false);
   /** True while the fit verdict is asked for: the first time on a CPU machine, the server measures the CPU for a second. */
   fitting = $state(false);
+  /** True while the server loads its model at start, before /v1 answers; the status is polled fast meanwhile. */
+  starting = $derived(this.status?.model.state === 'loading');
   /** The served model's name for people: the server's, else one made from the id. */
   displayName = $derived(
     this.status?.model.name === this.modelId && this.status.model.display_name
@@ -101,9 +114,21 @@ export class ModelStore {
   /** Set by an action whose download, once done and verified, is to be loaded. */
   #loadWhenDone = false;
   #timer: ReturnType<typeof setTimeout> | null = null;
+  #onReady: (() => void)[] = [];
+  /** Set when /v1/models last answered that the model is still loading: the id is yet to be read. */
+  #idPending = false;
 
   constructor(api: ModelApi = defaultApi) {
     this.#api = api;
+  }
+
+  /**
+   * Calls f each time polling sees the model become ready after the server
+   * said otherwise (after a load at start), once this store has read the
+   * model anew: what else was refused while loading can be asked again.
+   */
+  whenReady(f: () => void): void {
+    this.#onReady.push(f);
   }
 
   /** Reads everything once; management routes that are missing leave their fields null. */
@@ -116,8 +141,10 @@ export class ModelStore {
         this.contextLength = m.context_length;
       }
       this.error = null;
+      this.#idPending = false;
     } catch (e) {
-      this.error = e instanceof ApiError ? e : null;
+      this.#idPending = stillLoading(e);
+      this.error = e instanceof ApiError && !this.#idPending ? e : null;
     }
     try {
       this.status = await this.#api.status();
@@ -175,18 +202,32 @@ export class ModelStore {
     if (loadable(this.status, this.download)) await this.load();
   }
 
-  /** Polls fast while a download moves, slowly otherwise, until stopPolling. */
+  /**
+   * Reads the model anew once the status turns ready where it was not, or
+   * where /v1/models last answered that it was still loading (the load can end
+   * between the two reads of refresh).
+   */
+  async #afterReady(was: string | undefined): Promise<void> {
+    if (this.status?.model.state !== 'ready' || (was === 'ready' && !this.#idPending)) return;
+    await this.refresh();
+    for (const f of this.#onReady) f();
+  }
+
+  /** Polls fast while a download moves or the model loads, slowly otherwise, until stopPolling. */
   poll(): void {
     this.stopPolling();
     const tick = async () => {
       try {
+        const was = this.status?.model.state;
         if (this.status?.downloads) this.download = await this.#api.download();
         this.status = await this.#api.status();
+        await this.#afterReady(was);
         await this.#afterDownload();
       } catch {
         // A missed poll is retried at the next tick.
       }
-      this.#timer = setTimeout(tick, downloadActive(this.download) ? DOWNLOAD_POLL_MS : STATUS_POLL_MS);
+      const fast = downloadActive(this.download) || this.starting;
+      this.#timer = setTimeout(tick, fast ? DOWNLOAD_POLL_MS : STATUS_POLL_MS);
     };
     this.#timer = setTimeout(tick, DOWNLOAD_POLL_MS);
   }
