@@ -56,6 +56,9 @@ type Options struct {
 	BodyReadTimeout time.Duration
 	// Logger receives internal errors; nil discards them.
 	Logger *log.Logger
+	// NoAccessLog turns off the line per API request that Logger gets
+	// (accesslog.go).
+	NoAccessLog bool
 	// Fallback, when set, serves the paths that are no route of the API
 	// (the web UI and its management routes), once the Host header has
 	// passed the gate. Paths under /v1 and /api (in any case) never reach it: clients
@@ -132,6 +135,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.opts.Fallback.ServeHTTP(w, r)
 		return
 	}
+	a, w, r := s.startAccess(w, r)
+	defer a.log(s.logger)
 	if err := s.gate(w, r, rt); err != nil {
 		shape := openAIErrors
 		switch {

@@ -51,6 +51,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")
 	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
 	diskDir, diskGB := prefixDiskFlags(fs)
+	accessLog := fs.Bool("access-log", true, "log one line per API request to stderr: client, route, status, tokens and time, never what was sent")
 	settingsFile := fs.String("settings", "", "the web UI's settings file, whose server settings apply where no flag sets them (default: petal/settings.json in the user's config folder)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -83,7 +84,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	rt, err := runtime.Open(runtime.Config{
 		Load:       runtime.LoadRequest{Dir: *dir, Backend: *backend, Context: applied.ContextLength, CacheBytes: *cacheMB << 20, MemoryGB: *memGB},
 		QueueLimit: *queue, Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins, AllowedHosts: splitList(*hosts),
-		Settings: store, Pull: setupPull, Log: logger, Notes: stdout, PrefixDisk: disk,
+		Settings: store, Pull: setupPull, Log: logger, Notes: stdout, PrefixDisk: disk, NoAccessLog: !*accessLog,
 	})
 	if err != nil {
 		return err

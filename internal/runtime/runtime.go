@@ -50,8 +50,10 @@ type Config struct {
 	// Face Hub into its folder under the models root (tests point it at a
 	// fake Hub).
 	Pull hub.Options
-	// Log receives the servers' errors; nil discards them.
-	Log *log.Logger
+	// Log receives the servers' errors and, unless NoAccessLog, a line
+	// per API request; nil discards them.
+	Log         *log.Logger
+	NoAccessLog bool
 	// Notes receives what the loads and the listen say (a lowered context,
 	// a model loaded from the Setup screen); nil discards it.
 	Notes io.Writer
@@ -114,7 +116,8 @@ func Open(cfg Config) (*Runtime, error) {
 		live.slot.Close()
 		return nil, &ListenError{Addr: cfg.Addr, Err: err}
 	}
-	opts := api.Options{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: slices.Clone(cfg.AllowedHosts), Logger: logger}
+	opts := api.Options{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: slices.Clone(cfg.AllowedHosts), Logger: logger,
+		NoAccessLog: cfg.NoAccessLog}
 	if host, _, err := net.SplitHostPort(r.ln.Addr().String()); err == nil {
 		switch ip := net.ParseIP(host); {
 		case ip != nil && ip.IsUnspecified():

@@ -135,13 +135,16 @@ func TestDiskTierSurvivesRestart(t *testing.T) {
 	if got.sum.CachedTokens*10 < shared*9 || got.sum.CachedTokens > shared {
 		t.Errorf("%d tokens cached of a shared prefix of %d", got.sum.CachedTokens, shared)
 	}
+	if got.sum.DiskCachedTokens != got.sum.CachedTokens || got.sum.DiskLoad <= 0 {
+		t.Errorf("summary: %d of %d cached tokens from disk in %v", got.sum.DiskCachedTokens, got.sum.CachedTokens, got.sum.DiskLoad)
+	}
 	if m.CacheDiskHits != 1 || m.CacheMemoryHits != 0 || m.Disk.Hits != 1 || m.Disk.LoadSeconds <= 0 {
 		t.Errorf("metrics: memory hits %d, disk hits %d, disk %+v", m.CacheMemoryHits, m.CacheDiskHits, *m.Disk)
 	}
 	// The restored prefix is in memory now: the same prompt again is a
 	// memory hit.
 	again := ask(t, s, second)
-	if m := s.Metrics(); m.CacheMemoryHits != 1 || again.sum.CachedTokens < got.sum.CachedTokens {
+	if m := s.Metrics(); m.CacheMemoryHits != 1 || again.sum.CachedTokens < got.sum.CachedTokens || again.sum.DiskCachedTokens != 0 {
 		t.Errorf("again: %d cached, memory hits %d", again.sum.CachedTokens, m.CacheMemoryHits)
 	}
 

@@ -28,6 +28,10 @@ type Summary struct {
 	CompletionTokens int
 	// CachedTokens is how many prompt tokens came from the prefix cache.
 	CachedTokens int
+	// DiskCachedTokens is CachedTokens when the prefix cache's disk tier
+	// restored them (0 when memory held them), in DiskLoad.
+	DiskCachedTokens int
+	DiskLoad         time.Duration
 	// Seed is the seed the draws came from, the request's or a random one.
 	Seed uint64
 	// StopSequence is the stop string that ended the reply; "" when
@@ -136,6 +140,7 @@ func (g *Generation) Run(ctx context.Context, emit Emit) (Summary, error) {
 		return Summary{}, err
 	}
 	sum, err := s.run(ctx, g.p, emit, g.start)
+	addUsage(ctx, sum)
 	if err != nil {
 		s.stats.failed.Add(1)
 	} else {
@@ -170,9 +175,13 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	}
 	sum.Seed = sampler.Seed()
 	// At least the last prompt token must run, for its logits.
-	seq, cached, err := s.lookup(p.tokens[:len(p.tokens)-1])
+	hit, err := s.lookup(p.tokens[:len(p.tokens)-1])
 	if err != nil {
 		return sum, err
+	}
+	seq, cached := hit.seq, hit.tokens
+	if hit.disk {
+		sum.DiskCachedTokens, sum.DiskLoad = cached, hit.diskTime
 	}
 	if seq == nil {
 		if seq, err = s.model.NewSequence(); err != nil {

@@ -3,6 +3,7 @@ package service
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"petal/engine"
 )
@@ -17,22 +18,32 @@ const (
 	SnapshotStride = 4096
 )
 
-// lookup returns a sequence holding the longest cached prefix of tokens
-// and that prefix's length: from memory, or from disk when the disk tier
-// holds a longer one (which the memory tier then keeps too). A nil
-// sequence when neither holds any.
-func (s *Service) lookup(tokens []int) (engine.Sequence, int, error) {
+// cacheHit is what the prefix cache gave a request.
+type cacheHit struct {
+	seq    engine.Sequence // nil: nothing
+	tokens int
+	// disk is whether the disk tier gave it, in diskTime.
+	disk     bool
+	diskTime time.Duration
+}
+
+// lookup returns a sequence holding the longest cached prefix of tokens:
+// from memory, or from disk when the disk tier holds a longer one (which
+// the memory tier then keeps too).
+func (s *Service) lookup(tokens []int) (cacheHit, error) {
 	seq, n, err := s.cache.get(tokens)
 	if err != nil {
-		return nil, 0, err
+		return cacheHit{}, err
 	}
+	start := time.Now()
 	dseq, dn := s.disk.get(tokens, n)
 	if dseq == nil {
 		if seq != nil {
 			s.memoryHits.Add(1)
 		}
-		return seq, n, nil
+		return cacheHit{seq: seq, tokens: n}, nil
 	}
+	hit := cacheHit{seq: dseq, tokens: dn, disk: true, diskTime: time.Since(start)}
 	if seq != nil {
 		seq.Close()
 	}
@@ -42,7 +53,7 @@ func (s *Service) lookup(tokens []int) (engine.Sequence, int, error) {
 			f.Close()
 		}
 	}
-	return dseq, dn, nil
+	return hit, nil
 }
 
 // prefixCache keeps sequences after known token prefixes, bounded in bytes

@@ -1,0 +1,42 @@
+package service
+
+import (
+	"context"
+	"sync"
+)
+
+// Usage collects the token counts of the generations run under a context,
+// for a log line that the layer above writes once its request is answered.
+type Usage struct {
+	mu                         sync.Mutex
+	prompt, cached, completion int
+}
+
+type usageKey struct{}
+
+// WithUsage returns a context whose generations (Generation.Run with it or
+// a context derived from it) add their counts to the returned Usage.
+func WithUsage(ctx context.Context) (context.Context, *Usage) {
+	u := &Usage{}
+	return context.WithValue(ctx, usageKey{}, u), u
+}
+
+// Counts are the prompt, cached and reply tokens so far.
+func (u *Usage) Counts() (prompt, cached, completion int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.prompt, u.cached, u.completion
+}
+
+// addUsage adds sum's counts to ctx's Usage, if it has one.
+func addUsage(ctx context.Context, sum Summary) {
+	u, ok := ctx.Value(usageKey{}).(*Usage)
+	if !ok {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.prompt += sum.PromptTokens
+	u.cached += sum.CachedTokens
+	u.completion += sum.CompletionTokens
+}
