@@ -210,16 +210,18 @@ func TestDiskTierDamagedFiles(t *testing.T) {
 	sameAnswer(t, got, ask(t, fresh, msgs))
 }
 
-func TestSnapshotPointsInLongPrompts(t *testing.T) {
-	s := &Service{turnStart: 1}
-	tokens := make([]int, 2*SnapshotStride+100)
-	tokens[50], tokens[SnapshotStride+10] = 1, 1
-	got := s.snapshotPoints(tokens)
-	want := []int{50, SnapshotStride, SnapshotStride + 10, 2 * SnapshotStride}
-	if !slices.Equal(got, want) {
+func TestLongPromptPoints(t *testing.T) {
+	turns := []int{50, SnapshotStride + 10}
+	s := &Service{}
+	if got := s.withLongPromptPoints(turns, 3*SnapshotStride); !slices.Equal(got, turns) {
+		t.Errorf("without a disk tier: points %v", got)
+	}
+	s.disk = &diskTier{}
+	got := s.withLongPromptPoints(turns, 2*SnapshotStride+100)
+	if want := []int{50, SnapshotStride, SnapshotStride + 10, 2 * SnapshotStride}; !slices.Equal(got, want) {
 		t.Errorf("points %v, want %v", got, want)
 	}
-	if got := s.snapshotPoints(tokens[:LongPromptTokens]); !slices.Equal(got, []int{50}) {
+	if got := s.withLongPromptPoints(turns, LongPromptTokens); !slices.Equal(got, turns) {
 		t.Errorf("short prompt: points %v", got)
 	}
 }

@@ -251,12 +251,19 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		params.Seed = &seed
 		d.Picker, d.Sampling = sampler, &engine.Sampling{Params: params, Prompt: p.tokens}
 	}
-	for _, b := range s.snapshotPoints(p.tokens) {
+	turns := s.snapshotPoints(p.tokens)
+	for _, b := range s.withLongPromptPoints(turns, len(p.tokens)) {
 		if b > cached {
 			d.Splits = append(d.Splits, b-cached)
 		}
 	}
-	d.AtSplit = func(n int, seq engine.Sequence) { s.snapshot(p.tokens[:cached+n], seq) }
+	d.AtSplit = func(n int, seq engine.Sequence) {
+		if slices.Contains(turns, cached+n) {
+			s.snapshot(p.tokens[:cached+n], seq)
+		} else {
+			s.disk.put(p.tokens[:cached+n], seq)
+		}
+	}
 	st, err := engine.Run(ctx, seq, s.vocab.Size, d)
 	s.stats.observeLoop(st)
 	if err == nil {
@@ -299,24 +306,9 @@ func deviceGreedy(p sample.Params) bool {
 // snapshotPoints are where later requests will most likely differ from
 // this one, ascending: the end of the first message (the system prompt,
 // which an agent sends unchanged at the head of every new conversation),
-// the start of the last turn (the assistant's opener, which the next turn
-// of this conversation renders differently), and in a prompt longer than
-// LongPromptTokens every SnapshotStride tokens.
+// and the start of the last turn (the assistant's opener, which the next
+// turn of this conversation renders differently).
 func (s *Service) snapshotPoints(tokens []int) []int {
-	var points []int
-	if len(tokens) > LongPromptTokens {
-		for i := SnapshotStride; i < len(tokens); i += SnapshotStride {
-			points = append(points, i)
-		}
-	}
-	points = append(points, s.turnPoints(tokens)...)
-	slices.Sort(points)
-	return slices.Compact(points)
-}
-
-// turnPoints are the end of the first message and the start of the last
-// turn.
-func (s *Service) turnPoints(tokens []int) []int {
 	if s.turnStart < 0 {
 		return nil
 	}

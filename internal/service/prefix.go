@@ -18,6 +18,23 @@ const (
 	SnapshotStride = 4096
 )
 
+// withLongPromptPoints adds to the turn points of an n-token prompt, when
+// there is a disk tier and the prompt is longer than LongPromptTokens, a
+// point every SnapshotStride tokens, ascending. The disk tier alone keeps
+// those: each holds all the prompt before it, so memory would hold a long
+// prompt several times over and evict the turns' snapshots for them.
+func (s *Service) withLongPromptPoints(turns []int, n int) []int {
+	if s.disk == nil || n <= LongPromptTokens {
+		return turns
+	}
+	points := slices.Clone(turns)
+	for i := SnapshotStride; i < n; i += SnapshotStride {
+		points = append(points, i)
+	}
+	slices.Sort(points)
+	return slices.Compact(points)
+}
+
 // cacheHit is what the prefix cache gave a request.
 type cacheHit struct {
 	seq    engine.Sequence // nil: nothing
