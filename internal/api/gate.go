@@ -19,7 +19,7 @@ const PreflightMaxAge = 600
 
 // gate checks what every request must satisfy before its handler runs.
 func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
-	if !s.hostAllowed(r.Host) {
+	if !s.hostAllowed(r) {
 		return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "host_not_allowed",
 			Message: "the Host header " + strconv.Quote(r.Host) + " does not name this server"}
 	}
@@ -86,15 +86,33 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, rt *route) error {
 	return nil
 }
 
-// hostAllowed reports whether the Host header names this server: a
-// loopback name or one of the allowed hosts.
-func (s *Server) hostAllowed(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
+// hostAllowed reports whether the Host header names this server, the
+// guard against DNS rebinding: a page of another site whose name was
+// pointed at this machine reaches it under that name. Allowed are a
+// loopback name, one of the allowed hosts, the address the request
+// arrived at (a machine on the network names the server by that address;
+// a rebinding page names it by a domain, never by an address), and any
+// name on a request that carries the API key: the key is what a
+// rebinding page cannot know, so a client that sends it may name the
+// server as its network does (mybox.local, a VPN's name).
+func (s *Server) hostAllowed(r *http.Request) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.ToLower(strings.Trim(host, "[]"))
-	return httpgate.LoopbackHost(host) || host != "" && s.hosts[host]
+	if httpgate.LoopbackHost(host) || host != "" && s.hosts[host] || arrivedAt(r, host) {
+		return true
+	}
+	return httpgate.KeyMatches(r, s.opts.APIKey) // false without a key set
+}
+
+// arrivedAt reports whether host is the IP address of the connection's
+// own end: the address of this machine the request was sent to.
+func arrivedAt(r *http.Request, host string) bool {
+	ip := net.ParseIP(host)
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	return ip != nil && ok && !local.IP.IsUnspecified() && local.IP.Equal(ip)
 }
 
 // appSchemes are the origin schemes of pages that an application installed

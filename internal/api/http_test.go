@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -94,10 +95,18 @@ func TestGate(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"rebinding host", func() *http.Request { r := auth(get(t, ts.URL+"/v1/models")); r.Host = "evil.example"; return r }(), 403, "host_not_allowed"},
+		// A foreign Host is refused without the key; with it, it passes
+		// (TestHostWithKey): a DNS-rebinding page cannot know the key.
+		{"rebinding host", func() *http.Request { r := get(t, ts.URL+"/v1/models"); r.Host = "evil.example"; return r }(), 403, "host_not_allowed"},
+		{"rebinding host with a wrong key", func() *http.Request {
+			r := get(t, ts.URL+"/v1/models")
+			r.Host = "evil.example"
+			r.Header.Set("Authorization", "Bearer nope")
+			return r
+		}(), 403, "host_not_allowed"},
 		{"rebinding host on health", func() *http.Request { r := get(t, ts.URL+"/health"); r.Host = "evil.example:80"; return r }(), 403, "host_not_allowed"},
 		{"host under localhost's name", func() *http.Request {
-			r := auth(get(t, ts.URL+"/v1/models"))
+			r := get(t, ts.URL+"/v1/models")
 			r.Host = "localhost.evil.example"
 			return r
 		}(), 403, "host_not_allowed"},
@@ -174,6 +183,117 @@ func TestGate(t *testing.T) {
 			t.Errorf("Host %s with X-Api-Key: %d %s", host, resp.StatusCode, body)
 		}
 	}
+}
+
+// TestHostWithKey: a server exposed to the network refused every request
+// that named it as the network does (its IP address, mybox.local) unless
+// that name was given to --allow-host, the correct key included. The key
+// now lets a request past the Host check, as a DNS-rebinding page cannot
+// know it; without the key, or with a wrong one, a foreign name is
+// refused as before, and a server without a key lets no token stand in.
+func TestHostWithKey(t *testing.T) {
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ui") })
+	keyed := newTestServer(t, service.Options{}, Options{APIKey: "k", Fallback: ui}, constant("ok"))
+	open := newTestServer(t, service.Options{}, Options{Fallback: ui}, constant("ok"))
+	for _, host := range []string{"mybox.local:8080", "evil.example", "192.168.1.20:8080", "[fd00::20]:8080"} {
+		for _, c := range []struct {
+			name, header, value, path string
+			server                    *testServer
+			status                    int
+			body                      string
+		}{
+			{"Bearer key", "Authorization", "Bearer k", "/v1/models", keyed, 200, `"context_length"`},
+			{"X-Api-Key", "X-Api-Key", "k", "/api/tags", keyed, 200, `"models"`},
+			{"the UI with the key", "Authorization", "Bearer k", "/", keyed, 200, "ui"},
+			{"no key", "", "", "/v1/models", keyed, 403, "host_not_allowed"},
+			{"no key, health", "", "", "/health", keyed, 403, "host_not_allowed"},
+			{"no key, the UI", "", "", "/", keyed, 403, "host_not_allowed"},
+			{"wrong key", "Authorization", "Bearer kk", "/v1/models", keyed, 403, "host_not_allowed"},
+			{"a token, no key set", "Authorization", "Bearer k", "/v1/models", open, 403, "host_not_allowed"},
+		} {
+			r := get(t, c.server.URL+c.path)
+			r.Host = host
+			if c.header != "" {
+				r.Header.Set(c.header, c.value)
+			}
+			if resp, body := do(t, r); resp.StatusCode != c.status || !strings.Contains(body, c.body) {
+				t.Errorf("Host %s, %s: %d %s, want %d with %s", host, c.name, resp.StatusCode, body, c.status, c.body)
+			}
+		}
+	}
+}
+
+// TestHostArrivedAt: a server listening on every interface is named by
+// other machines with the address they reach it at, which the Host check
+// refused without --allow-host. The address a request arrived at is this
+// machine's own, and a DNS-rebinding page names a domain, never an
+// address: it passes without a key; another address or any name does not.
+func TestHostArrivedAt(t *testing.T) {
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ui") })
+	ts := newTestServer(t, service.Options{}, Options{Fallback: ui}, constant("ok"))
+	h := ts.Config.Handler
+	for _, c := range []struct {
+		host, local, path string
+		status            int
+		body              string
+	}{
+		{"192.0.2.7:8080", "192.0.2.7", "/v1/models", 200, `"context_length"`},
+		{"192.0.2.7", "192.0.2.7", "/", 200, "ui"},
+		{"[2001:db8::7]:8080", "2001:db8::7", "/v1/models", 200, `"context_length"`},
+		{"192.0.2.7:8080", "::ffff:192.0.2.7", "/v1/models", 200, `"context_length"`},
+		{"192.0.2.8:8080", "192.0.2.7", "/v1/models", 403, "host_not_allowed"},
+		{"192.0.2.8:8080", "192.0.2.7", "/", 403, "host_not_allowed"},
+		{"mybox.local:8080", "192.0.2.7", "/v1/models", 403, "host_not_allowed"},
+		{"0.0.0.0:8080", "0.0.0.0", "/v1/models", 403, "host_not_allowed"},
+		{"192.0.2.7:8080", "", "/v1/models", 403, "host_not_allowed"},
+	} {
+		r := httptest.NewRequest("GET", c.path, nil)
+		r.Host = c.host
+		if c.local != "" {
+			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP(c.local), Port: 8080}))
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code != c.status || !strings.Contains(rec.Body.String(), c.body) {
+			t.Errorf("Host %s arrived at %s, %s: %d %s, want %d with %s", c.host, c.local, c.path, rec.Code, rec.Body, c.status, c.body)
+		}
+	}
+
+	// Through a listener on every interface, as petal serve --addr
+	// 0.0.0.0:8080 runs, reached at this machine's network address.
+	ip := networkAddress(t)
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	url := "http://" + net.JoinHostPort(ip.String(), fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+	if resp, body := do(t, get(t, url+"/v1/models")); resp.StatusCode != 200 {
+		t.Errorf("%s/v1/models: %d %s", url, resp.StatusCode, body)
+	}
+	named := get(t, url+"/v1/models")
+	named.Host = "mybox.local"
+	if resp, body := do(t, named); resp.StatusCode != 403 {
+		t.Errorf("%s/v1/models as mybox.local: %d %s", url, resp.StatusCode, body)
+	}
+}
+
+// networkAddress is an IPv4 address of this machine other than loopback.
+func networkAddress(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP
+		}
+	}
+	t.Skip("this machine has no network address besides loopback")
+	return nil
 }
 
 // TestTrailingQuestionMark sends the request line Xcode sends.

@@ -47,8 +47,10 @@ type Options struct {
 	// "http://localhost:3000") that may call the API; same-origin requests
 	// are always allowed.
 	AllowedOrigins []string
-	// AllowedHosts are host names, besides loopback ones, that the Host
-	// header may carry (the address the server listens on, for one).
+	// AllowedHosts are host names, besides loopback ones and the address
+	// a request arrived at, that the Host header may carry without the
+	// API key (the address the server listens on, for one; see
+	// hostAllowed).
 	AllowedHosts []string
 	// PingInterval overrides DefaultPingInterval.
 	PingInterval time.Duration
@@ -131,7 +133,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Request-Id", id)
 	// Every answer, streams and the UI's files included, not only JSON.
 	httpgate.NoSniff(w.Header())
-	if rt == nil && s.opts.Fallback != nil && s.hostAllowed(r.Host) && !apiPath(r.URL.Path) {
+	if rt == nil && s.opts.Fallback != nil && s.hostAllowed(r) && !apiPath(r.URL.Path) {
 		s.opts.Fallback.ServeHTTP(w, r)
 		return
 	}

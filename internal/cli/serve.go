@@ -45,7 +45,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.String("addr", "", "address to listen on (default: the saved settings' port, on every interface when they expose the server, else "+DefaultAddr+")")
 	fs.String("api-key", "", "API key clients must send as a Bearer token (default: $"+envAPIKey+", else the saved settings')")
 	fs.String("allow-origin", "", "comma-separated browser origins allowed to call the API (default: the saved settings')")
-	hosts := fs.String("allow-host", "", "comma-separated host names the Host header may carry besides loopback")
+	hosts := fs.String("allow-host", "", "comma-separated host names the Host header may carry without the API key, besides loopback and the address a request arrives at")
 	ctxLen := fs.Int("context", 0, "context length in tokens (default: the saved settings', else the model's); lowered to the largest that fits the memory")
 	queue := fs.Int("queue", service.DefaultQueueLimit, "requests that may wait for the model")
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")

@@ -121,7 +121,7 @@ func Open(cfg Config) (*Runtime, error) {
 	if host, _, err := net.SplitHostPort(r.ln.Addr().String()); err == nil {
 		switch ip := net.ParseIP(host); {
 		case ip != nil && ip.IsUnspecified():
-			fmt.Fprintln(notes, "note: listening on every interface; requests must name this machine with a host given to --allow-host (or a loopback name)")
+			fmt.Fprintln(notes, "note: listening on every interface; other machines name this one by its address, or by any name with the API key (a name without the key must be given to --allow-host)")
 		case ip != nil:
 			opts.AllowedHosts = append(opts.AllowedHosts, host)
 		}
