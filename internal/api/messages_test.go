@@ -361,7 +361,7 @@ func TestMessagesErrors(t *testing.T) {
 		{"prompt over the context", `{"messages":[{"role":"user","content":"` + long + `"}]}`, nil, 400, "invalid_request_error"},
 		{"no key", `{` + user + `}`, func(r *http.Request) { r.Header.Del("x-api-key") }, 401, "authentication_error"},
 		{"wrong key", `{` + user + `}`, func(r *http.Request) { r.Header.Set("x-api-key", "nope") }, 401, "authentication_error"},
-		{"rebinding host", `{` + user + `}`, func(r *http.Request) { r.Host = "evil.example" }, 403, "permission_error"},
+		{"rebinding host", `{` + user + `}`, func(r *http.Request) { r.Host = "evil.example"; r.Header.Del("x-api-key") }, 403, "permission_error"},
 		{"foreign origin", `{` + user + `}`, func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, 403, "permission_error"},
 		{"text/plain from a page", `{` + user + `}`, func(r *http.Request) {
 			r.Header.Set("Content-Type", "text/plain")
