@@ -35,6 +35,9 @@ type Overrides struct {
 	FrequencyPenalty  *float64 `json:"frequency_penalty"`
 	RepetitionPenalty *float64 `json:"repetition_penalty"`
 	Seed              *Seed    `json:"seed"`
+	// LogitBias is not one of Params, which stay comparable: the caller
+	// hands it to Sampler.SetLogitBias.
+	LogitBias LogitBias `json:"logit_bias"`
 }
 
 // Apply returns p with the fields o sets replaced.
@@ -57,6 +60,7 @@ func (o Overrides) Apply(p Params) Params {
 		seed := uint64(*o.Seed)
 		p.Seed = &seed
 	}
+
 	return p
 }
 
@@ -94,6 +98,41 @@ func (s *Seed) UnmarshalJSON(b []byte) error {
 	return &json.UnmarshalTypeError{Value: kind, Type: reflect.TypeFor[int64]()}
 }
 
+// LogitBias maps token ids to what is added to their logits before
+// anything else (OpenAI's logit_bias): -100 all but bans a token, 100 all
+// but forces it. In JSON it is an object keyed by the ids in decimal.
+type LogitBias map[int]float64
+
+// UnmarshalJSON reads the object; a key that is no token id is a
+// *json.UnmarshalTypeError, which names the field.
+func (b *LogitBias) UnmarshalJSON(data []byte) error {
+	var raw map[string]float64
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*b = nil
+		return nil
+	}
+	m := make(LogitBias, len(raw))
+	for k, v := range raw {
+		id, err := strconv.Atoi(k)
+		if err != nil {
+			return &json.UnmarshalTypeError{Value: "key " + strconv.Quote(k), Type: reflect.TypeFor[int]()}
+		}
+		m[id] = v
+	}
+	*b = m
+	return nil
+}
+
+// Bounds of logit_bias, OpenAI's: a bias in [-MaxLogitBias, MaxLogitBias],
+// and at most MaxLogitBiasTokens ids.
+const (
+	MaxLogitBias       = 100
+	MaxLogitBiasTokens = 300
+)
+
 // MaxPenalty bounds the presence and frequency penalties, as the OpenAI API
 // does.
 const MaxPenalty = 2
@@ -130,6 +169,27 @@ func (p Params) Validate() error {
 		return invalid("frequency_penalty %v must be in [-%d, %d]", p.FrequencyPenalty, MaxPenalty, MaxPenalty)
 	case !finite(p.RepetitionPenalty) || p.RepetitionPenalty < 1.0/MaxRepetitionPenalty || p.RepetitionPenalty > MaxRepetitionPenalty:
 		return invalid("repetition_penalty %v must be in [%g, %d] (1 means off)", p.RepetitionPenalty, 1.0/MaxRepetitionPenalty, MaxRepetitionPenalty)
+	}
+	return nil
+}
+
+// Validate reports a bias out of range, or an id vocab's tokenizer cannot
+// produce.
+func (b LogitBias) Validate(vocab Vocab) error {
+	if len(b) > MaxLogitBiasTokens {
+		return invalid("logit_bias holds %d tokens, at most %d", len(b), MaxLogitBiasTokens)
+	}
+	n := vocab.TokenizerSize
+	if n == 0 {
+		n = vocab.Size
+	}
+	for id, x := range b {
+		switch {
+		case id < 0 || id >= n:
+			return invalid("logit_bias: %d is no token id of this model (they are 0 to %d)", id, n-1)
+		case !finite(x) || math.Abs(x) > MaxLogitBias:
+			return invalid("logit_bias of token %d is %v, not in [-%d, %d]", id, x, MaxLogitBias, MaxLogitBias)
+		}
 	}
 	return nil
 }

@@ -42,7 +42,8 @@ type Sampler struct {
 	inPrompt []bool  // id occurs in the prompt
 	touched  []int32 // ids with counts > 0 or inPrompt, each once
 
-	eos map[int]bool
+	eos  map[int]bool
+	bias LogitBias
 
 	// Scratch reused across calls.
 	cands   []cand
@@ -112,6 +113,15 @@ func New(p Params, vocab Vocab, prompt []int) (*Sampler, error) {
 		}
 	}
 	return s, nil
+}
+
+// SetLogitBias makes every later pick add b to the logits first.
+func (s *Sampler) SetLogitBias(b LogitBias) error {
+	if err := b.Validate(s.vocab); err != nil {
+		return err
+	}
+	s.bias = b
+	return nil
 }
 
 // Seed returns the seed the draws come from, the request's or a random one.
@@ -298,6 +308,9 @@ func (s *Sampler) Probabilities(logits []float32) ([]float64, error) {
 func (s *Sampler) candidates(logits []float32) (kept []keptToken, dense []float64, err error) {
 	if len(logits) != s.vocab.Size {
 		return nil, nil, fmt.Errorf("sample: %d logits, want vocab size %d", len(logits), s.vocab.Size)
+	}
+	for id, b := range s.bias {
+		logits[id] += float32(b)
 	}
 	if s.penalized() {
 		s.penalize(logits)

@@ -170,6 +170,9 @@ func (g *Generation) Close() { g.ticket.leave() }
 func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Time) (Summary, error) {
 	sum := Summary{PromptTokens: len(p.tokens)}
 	sampler, err := sample.New(p.params, s.vocab, p.tokens)
+	if err == nil {
+		err = sampler.SetLogitBias(p.bias)
+	}
 	if err != nil {
 		return sum, &badRequest{err}
 	}
@@ -245,11 +248,17 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		// or not.
 		d.Constraint = con
 	}
-	if con != nil || p.logprobs || !deviceGreedy(p.params) {
+	if con != nil || p.logprobs || !deviceGreedy(p.params) || len(p.bias) > 0 {
 		params := p.params
 		seed := sampler.Seed()
 		params.Seed = &seed
 		d.Picker, d.Sampling = sampler, &engine.Sampling{Params: params, Prompt: p.tokens}
+	}
+	if len(p.bias) > 0 {
+		// The device's sampler takes no bias: with the Picker alone, a
+		// GPU backend runs the host loop, copying each step's logits to
+		// the host to be biased and picked there.
+		d.Sampling = nil
 	}
 	turns := s.snapshotPoints(p.tokens)
 	for _, b := range s.withLongPromptPoints(turns, len(p.tokens)) {

@@ -65,6 +65,7 @@ type prepared struct {
 	tokens    []int
 	maxTokens int
 	params    sample.Params
+	bias      sample.LogitBias
 	stopper   *sample.Stopper
 	parser    *reply.Parser // nil for a raw prompt
 	grammar   *grammar.Grammar
@@ -157,6 +158,10 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	if err := p.params.Validate(); err != nil {
 		return nil, &badRequest{err}
 	}
+	if err := req.Sampling.LogitBias.Validate(s.vocab); err != nil {
+		return nil, &badRequest{err}
+	}
+	p.bias = req.Sampling.LogitBias
 	return p, nil
 }
 
