@@ -11,8 +11,8 @@
 // petal/gpu) and function constants, cached by gpu.PipelineKey; libraries
 // are cached per source, and a library Petal.app bundles (built by
 // scripts/macapp.sh from the very source text, library.go) is loaded
-// instead of compiling when its hash matches; [Device.Libraries] says
-// which. Buffers are shared (zeroed on creation, since Metal does not
+// instead of compiling when its hash matches, and dropped for the source
+// if it cannot make a pipeline; [Device.Libraries] says which. Buffers are shared (zeroed on creation, since Metal does not
 // promise it) or no-copy views of mmapped checkpoint shards; a shard longer
 // than the device's maxBufferLength is wrapped as overlapping views with
 // every tensor inside one (views.go, gpu.WrapTensors). A command buffer

@@ -3,12 +3,10 @@
 package metal
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"unsafe"
 
@@ -75,26 +73,18 @@ func open(ms mathSettings) (*Device, error) {
 		RecommendedMaxWorkingSetSize: dev.RecommendedMaxWorkingSetSize(),
 		UnifiedMemory:                dev.HasUnifiedMemory(),
 	}
-	comp := &mtlCompiler{dev: dev, math: ms, libs: map[[32]byte]mtl.Library{}, bundle: bundledLibraries()}
+	comp := newLibraries(&mtlCompiler{dev: dev, math: ms}, bundledLibraries())
 	maxBuffer := int(min(dev.MaxBufferLength(), uint64(math.MaxInt)))
 	return newDevice(darwinCalls, uintptr(dev.ID), uintptr(q.ID), info, os.Getpagesize(), maxBuffer, comp), nil
 }
 
-// mtlCompiler compiles MSL with Metal, or loads the .metallib macapp.sh
-// bundled for a source (library.go), one library per source text.
+// mtlCompiler makes libraries and pipelines with Metal (the librarian of
+// library.go): it loads the .metallib macapp.sh bundled for a source or
+// compiles MSL.
 type mtlCompiler struct {
-	dev    mtl.Device
-	math   mathSettings
-	libs   map[[32]byte]mtl.Library
-	bundle string // the bundle's library folder, "" outside Petal.app
-	notes  []string
+	dev  mtl.Device
+	math mathSettings
 }
-
-func (c *mtlCompiler) note(name, where string) {
-	c.notes = append(c.notes, name+": "+where)
-}
-
-func (c *mtlCompiler) libraryNotes() []string { return slices.Clone(c.notes) }
 
 // bundledLibraries is the library folder of the bundle this executable
 // runs from, "" outside one.
@@ -109,10 +99,28 @@ func bundledLibraries() string {
 	return bundledLibraryDir(exe)
 }
 
-func (c *mtlCompiler) close() {
-	for _, l := range c.libs {
-		l.Release()
-	}
+func (c *mtlCompiler) release(lib uintptr) {
+	mtl.WithPool(func() { mtl.LibraryOf(lib).Release() })
+}
+
+func (c *mtlCompiler) load(path string) (lib uintptr, err error) {
+	mtl.WithPool(func() {
+		var l mtl.Library
+		l, err = c.dev.NewLibraryWithURL(path)
+		lib = uintptr(l.ID)
+	})
+	return lib, err
+}
+
+func (c *mtlCompiler) compile(src gpu.Source) (lib uintptr, err error) {
+	mtl.WithPool(func() {
+		opts := c.compileOptions()
+		defer opts.Release()
+		var l mtl.Library
+		l, err = c.dev.NewLibraryWithSource(src.Text, opts)
+		lib = uintptr(l.ID)
+	})
+	return lib, err
 }
 
 // compileOptions are MSL 3.1 (bfloat needs it) with fast math off as
@@ -130,18 +138,13 @@ func (c *mtlCompiler) compileOptions() mtl.CompileOptions {
 	return o
 }
 
-// pipeline compiles (or reuses) the library of src and specialises
-// function with constants.
-func (c *mtlCompiler) pipeline(src gpu.Source, function string, constants []gpu.Constant) (pso uintptr, maxThreads int, err error) {
-	mtl.WithPool(func() { pso, maxThreads, err = c.compile(src, function, constants) })
+// specialise makes the pipeline of function in lib with constants.
+func (c *mtlCompiler) specialise(lib uintptr, function string, constants []gpu.Constant) (pso uintptr, maxThreads int, err error) {
+	mtl.WithPool(func() { pso, maxThreads, err = c.pipeline(mtl.LibraryOf(lib), function, constants) })
 	return pso, maxThreads, err
 }
 
-func (c *mtlCompiler) compile(src gpu.Source, function string, constants []gpu.Constant) (uintptr, int, error) {
-	lib, err := c.library(src)
-	if err != nil {
-		return 0, 0, err
-	}
+func (c *mtlCompiler) pipeline(lib mtl.Library, function string, constants []gpu.Constant) (uintptr, int, error) {
 	values := mtl.NewFunctionConstantValues()
 	defer values.Release()
 	// Metal copies each value in setConstantValue, so one slot per
@@ -164,41 +167,12 @@ func (c *mtlCompiler) compile(src gpu.Source, function string, constants []gpu.C
 	}
 	fn, err := lib.NewFunctionWithConstants(function, values)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %s: %s: %v", gpu.ErrCompile, src.Name, function, err)
+		return 0, 0, err
 	}
 	defer fn.Release()
 	pso, err := c.dev.NewComputePipelineStateWithFunction(fn)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %s: %s: %v", gpu.ErrCompile, src.Name, function, err)
+		return 0, 0, err
 	}
 	return uintptr(pso.ID), pso.MaxTotalThreadsPerThreadgroup(), nil
-}
-
-// library is src's library: the bundled one built from this very text
-// when there is one (library.go), else compiled from source. Either way
-// it notes where it came from.
-func (c *mtlCompiler) library(src gpu.Source) (mtl.Library, error) {
-	sum := sha256.Sum256([]byte(src.Text))
-	if lib, ok := c.libs[sum]; ok {
-		return lib, nil
-	}
-	path, why := pickLibrary(c.bundle, src)
-	if path != "" {
-		lib, err := c.dev.NewLibraryWithURL(path)
-		if err == nil {
-			c.libs[sum] = lib
-			c.note(src.Name, why)
-			return lib, nil
-		}
-		why = fmt.Sprintf("loading the bundled library failed: %v", err)
-	}
-	opts := c.compileOptions()
-	lib, err := c.dev.NewLibraryWithSource(src.Text, opts)
-	opts.Release()
-	if err != nil {
-		return mtl.Library{}, fmt.Errorf("%w: %s: %v", gpu.ErrCompile, src.Name, err)
-	}
-	c.libs[sum] = lib
-	c.note(src.Name, "compiled from source: "+why)
-	return lib, nil
 }

@@ -28,7 +28,7 @@ func openMac(t *testing.T) *Device {
 }
 
 func TestCompileOptionsTurnFastMathOff(t *testing.T) {
-	c := openMac(t).comp.(*mtlCompiler)
+	c := openMac(t).comp.(*libraries).m.(*mtlCompiler)
 	mtl.WithPool(func() {
 		o := c.compileOptions()
 		defer o.Release()

@@ -435,6 +435,9 @@ func (o CompileOptions) FastMathEnabled() bool { return objc.Send[bool](o.ID, se
 // Reference: https://developer.apple.com/documentation/metal/mtllibrary
 type Library struct{ Object }
 
+// LibraryOf is the library whose id is lib (petal/gpu/metal keeps ids).
+func LibraryOf(lib uintptr) Library { return Library{Object{objc.ID(lib)}} }
+
 // NewFunctionWithConstants specialises a function (owned result).
 //
 // Reference: https://developer.apple.com/documentation/metal/mtllibrary/1640020-newfunctionwithname
