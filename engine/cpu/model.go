@@ -226,11 +226,28 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 func (s *Sequence) chunk(sc *scratch, tokens []int, dst []float32, all bool) {
 	m, c := s.m, s.m.cfg
 	t, h := len(tokens), c.Hidden
-	x := take(&sc.x, t*h)
+	x, xn := s.layersChunk(sc, tokens)
+	if dst == nil {
+		return
+	}
+	if !all {
+		x = x[(t-1)*h:]
+		t = 1
+	}
+	rmsNormRows(xn[:t*h], x, m.finalNorm, h, c.RMSNormEps)
+	m.lmHead.mul(sc, 0, xn[:t*h], t, dst)
+}
+
+// layersChunk runs tokens through every layer and returns the residual
+// stream after the last (x) and scratch of its size (xn), both in sc.
+func (s *Sequence) layersChunk(sc *scratch, tokens []int) (x, xn []float32) {
+	m, c := s.m, s.m.cfg
+	t, h := len(tokens), c.Hidden
+	x = take(&sc.x, t*h)
 	for i, id := range tokens {
 		m.embed.row(id, x[i*h:(i+1)*h])
 	}
-	xn := take(&sc.xn, t*h)
+	xn = take(&sc.xn, t*h)
 	delta := take(&sc.delta, t*h)
 	for li := range m.layers {
 		l := &m.layers[li]
@@ -246,15 +263,7 @@ func (s *Sequence) chunk(sc *scratch, tokens []int, dst []float32, all bool) {
 		add(x, delta)
 	}
 	s.pos += t
-	if dst == nil {
-		return
-	}
-	if !all {
-		x = x[(t-1)*h:]
-		t = 1
-	}
-	rmsNormRows(xn[:t*h], x, m.finalNorm, h, c.RMSNormEps)
-	m.lmHead.mul(sc, 0, xn[:t*h], t, dst)
+	return x, xn
 }
 
 func add(dst, src []float32) {
