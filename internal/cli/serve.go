@@ -12,8 +12,10 @@ import (
 	"strings"
 	"syscall"
 
+	"petal/internal/fit"
 	"petal/internal/hub"
 	"petal/internal/manage"
+	"petal/internal/models"
 	"petal/internal/runtime"
 	"petal/internal/service"
 )
@@ -91,6 +93,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	info := rt.Info()
 	fmt.Fprintf(stdout, "serving %s (context %d tokens) on %s\n", info.Name, info.ContextLength, rt.Endpoint())
+	if err := printWebUI(stdout, rt.Endpoint(), models.DisplayName(*dir, info.Name) == models.DemoDisplayName); err != nil {
+		rt.Close()
+		return err
+	}
 	for _, line := range rt.Startup() {
 		fmt.Fprintln(stdout, line)
 	}
@@ -107,6 +113,23 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	return <-errc
+}
+
+// printWebUI tells where the web UI is, from the API's endpoint (its
+// root, /v1 off), and, when the demo model is served, that it is a toy and
+// how to get the real one, with its size as the download counts it.
+func printWebUI(w io.Writer, endpoint string, demo bool) error {
+	fmt.Fprintf(w, "web UI: %s (chat, the Model screen, settings)\n", strings.TrimSuffix(endpoint, "v1"))
+	if !demo {
+		return nil
+	}
+	m, err := fit.Qwen36()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "the demo model is a toy: get the real one (%.1f GB) with `petal pull`, or the Download button on the web UI's Model screen\n",
+		float64(m.WeightsBytes)/1e9)
+	return nil
 }
 
 // envAPIKey names the environment variable --api-key defaults to; set, it
