@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-exe= out=build/bin
+exe='' out=build/bin
 while [ $# -gt 0 ]; do
 	case $1 in
 	--exe) exe=${2:?--exe needs a file}; shift 2 ;;
@@ -53,21 +53,31 @@ app=$(go run ./build/macapp -exe "$exe" -out "$out")
 # (gpu/metal/compile.go), for the oldest macOS the app runs on. The link
 # goes through metal too, given the same deployment target: the metallib
 # tool alone stamps the library with the SDK's macOS, newer than 14.
-if xcrun -sdk macosx --find metal >/dev/null 2>&1; then
+# xcrun finds metal even where it cannot run it (from Xcode 26 the Metal
+# Toolchain is a separate download), so a one-line kernel is compiled
+# first: a compiler that cannot run skips the step, as none at all does,
+# while a kernel of Petal's that fails to compile fails the build.
+metal_flags=(-std=metal3.1 -fno-fast-math -mmacosx-version-min=14.0)
+probe=$work/probe
+mkdir -p "$probe"
+printf 'kernel void probe() {}\n' >"$probe/probe.metal"
+if ! xcrun -sdk macosx --find metal >/dev/null 2>&1; then
+	echo "macapp: no Metal compiler here (xcrun metal comes with Xcode), so no kernel libraries are bundled: the app compiles its kernels from source at launch"
+elif ! xcrun -sdk macosx metal "${metal_flags[@]}" -c "$probe/probe.metal" -o "$probe/probe.air" >"$probe/log" 2>&1; then
+	echo "macapp: Apple's Metal compiler does not run here ($(head -n 1 "$probe/log"); xcodebuild -downloadComponent MetalToolchain installs it), so no kernel libraries are bundled: the app compiles its kernels from source at launch"
+else
 	src=$work/metal lib=$app/Contents/Resources/metallib
 	go run ./gpu/metal/metalsrc -out "$src"
 	mkdir -p "$lib"
 	n=0
 	for f in "$src"/*.metal; do
 		name=$(basename "$f" .metal)
-		xcrun -sdk macosx metal -std=metal3.1 -fno-fast-math -mmacosx-version-min=14.0 -c "$f" -o "$src/$name.air"
+		xcrun -sdk macosx metal "${metal_flags[@]}" -c "$f" -o "$src/$name.air"
 		xcrun -sdk macosx metal -mmacosx-version-min=14.0 "$src/$name.air" -o "$lib/$name.metallib"
 		cp "$f.sha256" "$lib/"
 		n=$((n + 1))
 	done
 	echo "macapp: compiled $n kernel libraries into $lib"
-else
-	echo "macapp: no Metal compiler here (xcrun metal comes with Xcode), so no kernel libraries are bundled: the app compiles its kernels from source at launch"
 fi
 
 if $mac; then
