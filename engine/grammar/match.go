@@ -21,7 +21,9 @@ const (
 
 	stString  // inside a string, after the opening quote
 	stNumber  // inside a number
-	stLiteral // inside a literal
+	stLiteral // inside a literal or markup text
+	stSeq     // inside a sequence of markup, before its element count
+	stRaw     // inside a raw value
 )
 
 // frame is one open value. Frames are values and stacks are never changed
@@ -154,6 +156,10 @@ func step(s stack, b byte, out []stack) []stack {
 		return stepString(s, f, b, out)
 	case stNumber:
 		return stepNumber(s, f, b, out)
+	case stSeq:
+		return stepSeq(s, f, b, out)
+	case stRaw:
+		return stepRaw(s, f, b, out)
 	case stLiteral:
 		if f.n.text[f.count] != b {
 			return out
@@ -287,6 +293,9 @@ func fits(s stack, n *node) bool { return s.len()+int(n.need) <= maxFrames }
 
 // startValue reads the first byte of a value of f.n.
 func startValue(s stack, f frame, b byte, out []stack) []stack {
+	if f.n.kind >= kSeq {
+		return startMarkup(s, f, b, out)
+	}
 	if isSpace(b) {
 		return space(s, f, out)
 	}

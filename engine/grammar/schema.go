@@ -71,6 +71,13 @@ const (
 	kLiteral // one JSON text: true, false, null, an enum or const value
 	kAlt     // any one of alts
 	kRef     // a $ref, until Compile resolves it to its target
+
+	// The markup of a tool call (ToolCall), which takes no whitespace
+	// around it as JSON does.
+	kSeq    // alts, one after the other (those marked optional may be left out)
+	kText   // text, byte for byte
+	kRaw    // raw text up to and including items, a kText (see stepRaw)
+	kChoice // any one of alts, which are markup
 )
 
 // node is one compiled schema.
@@ -104,8 +111,10 @@ type node struct {
 	// which the value must obey too (nil: none). References: the $ref.
 	text   string
 	within *node
-	// alternatives; a reference's target is alts[0]
+	// alternatives; a reference's target is alts[0]; a sequence's elements
 	alts []*node
+	// optional: an element of a sequence that may be left out
+	optional bool
 }
 
 type prop struct {
