@@ -33,3 +33,12 @@ func (s *Sequence) Hidden(tokens []int, out []float32) error {
 	}
 	return nil
 }
+
+// NewHiddenSequence starts an empty sequence that reports hidden states.
+func (m *Model) NewHiddenSequence() (engine.HiddenSequence, error) {
+	seq, err := m.NewSequence()
+	if err != nil {
+		return nil, err
+	}
+	return seq.(*Sequence), nil
+}

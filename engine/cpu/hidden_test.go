@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"petal/engine"
 	"petal/engine/reftest"
 )
 
@@ -32,9 +31,9 @@ func TestHiddenIsWhatTheHeadReads(t *testing.T) {
 	if err := seq.Forward(tokens, logits); err != nil {
 		t.Fatal(err)
 	}
-	hs, _ := m.NewSequence()
+	hs, _ := m.NewHiddenSequence()
 	hidden := make([]float32, len(tokens)*c.Hidden)
-	if err := hs.(engine.HiddenStater).Hidden(tokens, hidden); err != nil {
+	if err := hs.Hidden(tokens, hidden); err != nil {
 		t.Fatal(err)
 	}
 	if hs.Len() != len(tokens) {
@@ -51,7 +50,7 @@ func TestHiddenIsWhatTheHeadReads(t *testing.T) {
 	if worst > logitTolerance {
 		t.Errorf("head over the hidden states differs from Forward's logits by %g", worst)
 	}
-	if err := hs.(engine.HiddenStater).Hidden(tokens[:2], hidden); err == nil {
+	if err := hs.Hidden(tokens[:2], hidden); err == nil {
 		t.Error("a buffer of the wrong size was taken")
 	}
 }

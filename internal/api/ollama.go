@@ -410,13 +410,6 @@ func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ollamaEmbed answers /api/embed and /api/embeddings: the model generates
-// text, not embeddings.
-func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) error {
-	return &apiError{Status: http.StatusNotImplemented, Type: "invalid_request_error", Code: "embeddings_unsupported",
-		Message: "this model does not support embeddings: Petal serves one chat model"}
-}
-
 // ollamaShow describes the model, whatever name the request gives.
 func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) error {
 	var body struct {

@@ -115,8 +115,8 @@ func TestOllamaSurface(t *testing.T) {
 		method, path, body string
 		status             int
 	}{
-		{"POST", "/api/embed", `{"model":"x","input":"hi"}`, 501},
-		{"POST", "/api/embeddings", `{"model":"x","prompt":"hi"}`, 501},
+		{"POST", "/api/embed", `{"model":"x","input":"hi"}`, 400}, // a scripted model has no hidden states
+		{"POST", "/api/embeddings", `{"model":"x","prompt":"hi"}`, 400},
 		{"GET", "/api/nothing", "", 404},
 		{"DELETE", "/api/tags", "", 405},
 		{"POST", "/api/generate", `{"prompt":"a","suffix":"b"}`, 400},
