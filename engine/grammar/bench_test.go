@@ -124,9 +124,11 @@ func objects(k, n int) string {
 // BenchmarkMaskWorstCase measures one token's mask (Allowed) on issue 28's
 // hostile schemas over Qwen3's vocabulary, at the deepest state each
 // reaches: the exponential schemas merged to one state, the unmergeable
-// one at an eighth of MaxStates, MaxStates enum values alive at once, free JSON and a bounded string walking most or
-// every token, and 4,000 nested objects. ns/op, B/op and allocs/op are per
-// token; states is how many the matcher holds.
+// one at an eighth of MaxStates, MaxStates enum values alive at once,
+// MaxAlternatives strings of distinct maxLengths, free JSON and a string
+// beside a string const walking most or every token, and 4,000 nested
+// objects. ns/op, B/op and allocs/op are per token; states is how many the
+// matcher holds.
 func BenchmarkMaskWorstCase(b *testing.B) {
 	_, v := qwen3(b)
 	mask := make([]uint64, (v.Size()+63)/64)
@@ -141,7 +143,8 @@ func BenchmarkMaskWorstCase(b *testing.B) {
 		{"objects-1024", objects(4, 256), `{"a":"x`},
 		{"objects-1024-after", objects(4, 256), `{"a":"x"`},
 		{"free-json", `{}`, `{"a":[`},
-		{"bounded-string", `{"type":"string","maxLength":1000}`, `"`},
+		{"bounded-strings-256", boundedStrings(MaxAlternatives, 1000), `"Hello`},
+		{"string-or-const", `{"anyOf":[{"type":"string","maxLength":1000},{"const":"x"}]}`, `"`},
 		{"nested-4000", deepSchema(4000), `{`},
 	} {
 		b.Run("schema="+c.name, func(b *testing.B) {

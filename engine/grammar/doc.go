@@ -36,11 +36,12 @@
 // stacks are kept once, by hash. [Matcher.Allowed] walks the [Vocab]'s
 // trie of token bytes from the current stacks, so one step serves every
 // token that shares a prefix, and a prefix that breaks the grammar cuts
-// off all tokens under it. Inside an unbounded string, where most tokens
-// go, the tokens that stay in the string are looked up in tables by the
-// string's escape and UTF-8 state, and only tokens holding a quote are
-// walked. Whitespace between tokens is bounded ([MaxWhitespace]) and
-// numbers have a length bound, so the reply keeps moving towards its end;
+// off all tokens under it. Inside a string, where most tokens go, the
+// tokens that stay in the string are looked up in tables by the string's
+// escape and UTF-8 state (ordered by the characters they add, for a
+// maxLength), and only tokens holding a quote are walked. Whitespace
+// between tokens is bounded ([MaxWhitespace]) and numbers have a length
+// bound, so the reply keeps moving towards its end;
 // a value opens only where its need fits, so every state can complete.
 //
 // # Limits

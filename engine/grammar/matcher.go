@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -88,13 +89,9 @@ func (m *Matcher) allowed(ctx context.Context, mask []uint64, deadline time.Time
 		}
 	}
 	t := &m.v.all
-	if m.freeString() {
-		for _, s := range m.states {
-			f := s.top()
-			for i, w := range m.v.inside[stringState(f.esc, f.cont)] {
-				mask[i] |= w
-				some = some || w != 0
-			}
+	if m.inString() {
+		if m.insideString(mask) {
+			some = true
 		}
 		t = &m.v.quoted
 	}
@@ -111,18 +108,42 @@ func (m *Matcher) allowed(ctx context.Context, mask []uint64, deadline time.Time
 	return nil
 }
 
-// freeString reports that every state is inside a string of unbounded
-// length.
-func (m *Matcher) freeString() bool {
+// inString reports that every state is inside a string.
+func (m *Matcher) inString() bool {
 	for _, s := range m.states {
-		if s == nil {
-			return false
-		}
-		if f := s.top(); f.st != stString || !f.n.free() {
+		if s == nil || s.top().st != stString {
 			return false
 		}
 	}
 	return true
+}
+
+// insideString sets in mask the tokens without a quote that the states,
+// all inside strings, take, and reports whether there is any. The tokens
+// a string takes with k characters of room are among those it takes with
+// more, so each entry state's tokens are those of its state with the most
+// room: at most stringStates lookups, however many states.
+func (m *Matcher) insideString(mask []uint64) bool {
+	var room [stringStates]int
+	for e := range room {
+		room[e] = -1 // no state
+	}
+	for _, s := range m.states {
+		f := s.top()
+		r := math.MaxInt
+		if f.n.maxLen >= 0 {
+			r = f.n.maxLen - int(f.count)
+		}
+		e := stringState(f.esc, f.cont)
+		room[e] = max(room[e], r)
+	}
+	some := false
+	for e, r := range room {
+		if r >= 0 && m.v.insideRoom(e, r, mask) {
+			some = true
+		}
+	}
+	return some
 }
 
 // walk sets the tokens under trie node `node` that states take, and

@@ -8,20 +8,28 @@ import (
 // Vocab is a model's vocabulary arranged for masking. Built once per
 // model; safe for concurrent use.
 //
-// Inside a string of unbounded length, which is where most of a reply's
-// tokens go, a token's effect depends only on the string's escape and
-// UTF-8 state, so the tokens that stay inside are tabled by that state; only
-// the tokens holding a quote, which may end the string, are walked. Every
-// other state walks the trie of all tokens, where a prefix that breaks the
-// grammar cuts off every token under it.
+// Inside a string, which is where most of a reply's tokens go, whether a
+// token stays inside depends only on the string's escape and UTF-8 state,
+// and what it does to a string of bounded length only on the characters
+// it adds, so the tokens that stay inside are tabled by that state and
+// ordered by their characters; only the tokens holding a quote, which may
+// end the string, are walked. Every other state walks the trie of all
+// tokens, where a prefix that breaks the grammar cuts off every token
+// under it.
 type Vocab struct {
 	size int
 	eos  []int
 	// all holds every token with bytes, quoted those holding a '"'.
 	all, quoted trie
-	// inside[e] are the tokens without a quote that a free string in
-	// entry state e takes.
+	// inside[e] are the tokens without a quote that a string in entry
+	// state e takes, whatever its length bound.
 	inside [stringStates][]uint64
+	// byChars[e] are inside[e]'s tokens by the characters each adds to
+	// the string, fewest first; upTo[e][k] counts those adding at most k
+	// (len(upTo[e])-1 is the most any adds), for strings with little
+	// room left.
+	byChars [stringStates][]int32
+	upTo    [stringStates][]int32
 }
 
 // stringStates counts a free string's states: UTF-8 continuation bytes
@@ -56,6 +64,7 @@ func NewVocab(size int, bytesOf func(id int) ([]byte, bool), eos []int) *Vocab {
 	}
 	tokens := make([][]byte, size)
 	var all, quoted []int32
+	var chars [stringStates][]int // the characters of byChars' tokens
 	for id := range size {
 		b, ok := bytesOf(id)
 		if !ok || len(b) == 0 {
@@ -72,24 +81,86 @@ func NewVocab(size int, bytesOf func(id int) ([]byte, bool), eos []int) *Vocab {
 			if e > 3 {
 				esc, cont = byte(e-3), 0
 			}
-			if staysInside(b, esc, cont) {
+			if n, ok := staysInside(b, esc, cont); ok {
 				v.inside[e][id/64] |= 1 << (id % 64)
+				v.byChars[e] = append(v.byChars[e], int32(id))
+				chars[e] = append(chars[e], n)
 			}
 		}
+	}
+	for e := range stringStates {
+		v.byChars[e], v.upTo[e] = orderByChars(v.byChars[e], chars[e])
 	}
 	v.all = buildTrie(tokens, all)
 	v.quoted = buildTrie(tokens, quoted)
 	return v
 }
 
-func staysInside(b []byte, esc, cont byte) bool {
+// staysInside reports whether b leaves a string entered in state esc, cont
+// still open, and how many characters it adds to it (a string's length
+// bound counts them as stepString does).
+func staysInside(b []byte, esc, cont byte) (int, bool) {
+	n := 0
 	for _, c := range b {
-		var ok, closes bool
-		if esc, cont, _, closes, ok = stringByte(esc, cont, c); !ok || closes {
-			return false
+		var char, ok, closes bool
+		if esc, cont, char, closes, ok = stringByte(esc, cont, c); !ok || closes {
+			return 0, false
+		}
+		if char {
+			n++
 		}
 	}
-	return true
+	return n, true
+}
+
+// orderByChars sorts ids by their chars (a counting sort: a token adds
+// few) and returns them with upTo, where upTo[k] counts the ids adding at
+// most k characters.
+func orderByChars(ids []int32, chars []int) ([]int32, []int32) {
+	most := 0
+	for _, n := range chars {
+		most = max(most, n)
+	}
+	upTo := make([]int32, most+1)
+	for _, n := range chars {
+		upTo[n]++
+	}
+	for k := 1; k <= most; k++ {
+		upTo[k] += upTo[k-1]
+	}
+	sorted := make([]int32, len(ids))
+	next := make([]int32, most+1) // where the next id of each count goes
+	for k := 1; k <= most; k++ {
+		next[k] = upTo[k-1]
+	}
+	for i, id := range ids {
+		sorted[next[chars[i]]] = id
+		next[chars[i]]++
+	}
+	return sorted, upTo
+}
+
+// insideRoom sets in mask the tokens without a quote that a string in
+// entry state e takes with room characters left before its maxLength, and
+// reports whether there is any.
+func (v *Vocab) insideRoom(e, room int, mask []uint64) bool {
+	upTo := v.upTo[e]
+	if len(upTo) == 0 {
+		return false
+	}
+	if room >= len(upTo)-1 {
+		some := false
+		for i, w := range v.inside[e] {
+			mask[i] |= w
+			some = some || w != 0
+		}
+		return some
+	}
+	fit := v.byChars[e][:upTo[room]]
+	for _, id := range fit {
+		mask[id/64] |= 1 << (id % 64)
+	}
+	return len(fit) > 0
 }
 
 // Size is the number of ids a mask covers.
