@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"log"
 	"math"
 	"net/http/httptest"
 	"strconv"
@@ -32,7 +33,8 @@ func TestEmbeddings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	srv := httptest.NewServer(New(svc, Options{}))
+	lines := make(lineWriter, 64)
+	srv := httptest.NewServer(New(svc, Options{Logger: log.New(lines, "", 0)}))
 	defer srv.Close()
 	hidden := m.Config().Hidden
 
@@ -84,6 +86,10 @@ func TestEmbeddings(t *testing.T) {
 	}
 	if len(one.Data) != 1 || len(hello) != hidden || math.Abs(norm-1) > 1e-5 || one.Usage.PromptTokens != 5 || one.Object != "list" || one.Data[0].Object != "embedding" {
 		t.Errorf("one input: %d vectors of %d floats, norm² %v, usage %+v", len(one.Data), len(hello), norm, one.Usage)
+	}
+	// The access log counts an embedding's tokens as its prompt.
+	if line := lines.next(t); !strings.Contains(line, `"POST /v1/embeddings" 200 prompt=5 cached=0 completion=0 `) {
+		t.Errorf("access log %q", line)
 	}
 	two := openAI(`{"input":["hello","world"]}`)
 	if len(two.Data) != 2 || two.Data[1].Index != 1 || !same(vector(two.Data[0].Embedding), hello) || same(vector(two.Data[1].Embedding), hello) || two.Usage.TotalTokens != 10 {

@@ -59,6 +59,7 @@ func (s *Service) Embed(ctx context.Context, req *EmbedRequest) (*Embeddings, er
 	}
 	h := s.model.Config().Hidden
 	out := &Embeddings{Tokens: total}
+	addUsage(ctx, Summary{PromptTokens: total})
 	for _, ids := range inputs {
 		seq, err := hm.NewHiddenSequence()
 		if err != nil {
