@@ -3,6 +3,7 @@ package metal
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"petal/gpu"
@@ -115,6 +116,67 @@ func TestCommandBufferErrors(t *testing.T) {
 	}
 	if err := cb.Commit(); !errors.Is(err, gpu.ErrInvalid) {
 		t.Errorf("second commit: %v", err)
+	}
+	if f.pools != 0 {
+		t.Errorf("%d autorelease pools left open", f.pools)
+	}
+}
+
+// TestCommandBuffersOnManyGoroutines: command buffers encoded on
+// goroutines of their own, each waited on and polled by several more,
+// share no argument block (run it with -race), keep the pools balanced
+// and release each command buffer once.
+func TestCommandBuffersOnManyGoroutines(t *testing.T) {
+	const cbs, waiters = 64, 4
+	d, f := newFake(t, 1<<30)
+	p, _ := d.NewPipeline(gpu.Source{Name: "a.metal"}, "a")
+	x, _ := d.NewBuffer(4096)
+	f.counts()
+	var wg sync.WaitGroup
+	for range cbs {
+		wg.Go(func() {
+			cb, err := d.NewCommandBuffer()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for i := range 8 {
+				if err := cb.Dispatch(&gpu.Dispatch{Pipeline: p, Groups: one(), Threads: one(),
+					Args: []gpu.Arg{gpu.BufferArg(0, x, 16*i), gpu.BytesArg(1, []byte{byte(i), 0, 0, 0})}}); err != nil {
+					t.Error(err)
+				}
+				cb.Barrier()
+			}
+			if err := cb.Commit(); err != nil {
+				t.Error(err)
+			}
+			// Pollers message the command buffer until it completes,
+			// unsynchronised with the waiters' calls inside Wait.
+			var polls sync.WaitGroup
+			for range waiters {
+				polls.Go(func() {
+					for cb.Status() == gpu.Committed {
+					}
+				})
+			}
+			for range waiters {
+				polls.Go(func() {
+					if err := cb.Wait(); err != nil {
+						t.Error(err)
+					}
+					if s := cb.Status(); s != gpu.Completed {
+						t.Errorf("status %v after Wait", s)
+					}
+				})
+			}
+			polls.Wait()
+		})
+	}
+	wg.Wait()
+	n := f.counts()
+	if n[cCommandBuffer] != cbs || n[cWait] != cbs || n[cRelease] != 2*cbs || n[cRetain] != 2*cbs {
+		t.Errorf("%d command buffers, %d waits, %d retains, %d releases; want %d, %d, %d, %d",
+			n[cCommandBuffer], n[cWait], n[cRetain], n[cRelease], cbs, cbs, 2*cbs, 2*cbs)
 	}
 	if f.pools != 0 {
 		t.Errorf("%d autorelease pools left open", f.pools)

@@ -61,7 +61,8 @@ type noCopy struct {
 }
 
 // fake stands in for Metal. Counting allocates nothing; with log set it
-// also keeps the bindings and views made.
+// also keeps the bindings and views made. Like the darwin calls, each
+// writes into the argument block it is handed.
 type fake struct {
 	mu     sync.Mutex
 	n      [numCalls]int
@@ -105,15 +106,17 @@ func (f *fake) table() *calls {
 			f.mu.Unlock()
 			return 1
 		},
-		poolPop: func(_ *frame, _ uintptr) {
+		poolPop: func(fr *frame, pool uintptr) {
+			send(fr, pool)
 			f.count(cPoolPop)
 			f.mu.Lock()
 			f.pools--
 			f.mu.Unlock()
 		},
-		retain:  func(*frame, uintptr) { f.count(cRetain) },
-		release: func(*frame, uintptr) { f.count(cRelease) },
-		newBuffer: func(_ *frame, _ uintptr, length uint) (uintptr, unsafe.Pointer) {
+		retain:  func(fr *frame, id uintptr) { send(fr, id); f.count(cRetain) },
+		release: func(fr *frame, id uintptr) { send(fr, id); f.count(cRelease) },
+		newBuffer: func(fr *frame, dev uintptr, length uint) (uintptr, unsafe.Pointer) {
+			send(fr, dev)
 			f.count(cNewBuffer)
 			b := make([]byte, length)
 			for i := range b {
@@ -125,7 +128,8 @@ func (f *fake) table() *calls {
 			f.mu.Unlock()
 			return id, unsafe.Pointer(&b[0])
 		},
-		newNoCopy: func(_ *frame, _ uintptr, p unsafe.Pointer, length uint) uintptr {
+		newNoCopy: func(fr *frame, dev uintptr, p unsafe.Pointer, length uint) uintptr {
+			send(fr, dev)
 			f.count(cNewNoCopy)
 			id := f.id()
 			if f.log {
@@ -135,22 +139,25 @@ func (f *fake) table() *calls {
 			}
 			return id
 		},
-		commandBuffer: func(*frame, uintptr) uintptr { f.count(cCommandBuffer); return f.id() },
-		encoder:       func(*frame, uintptr) uintptr { f.count(cEncoder); return f.id() },
-		setPipeline:   func(*frame, uintptr, uintptr) { f.count(cSetPipeline) },
-		setBuffer: func(_ *frame, _ uintptr, buf uintptr, offset, index uint) {
+		commandBuffer: func(fr *frame, queue uintptr) uintptr { send(fr, queue); f.count(cCommandBuffer); return f.id() },
+		encoder:       func(fr *frame, cb uintptr) uintptr { send(fr, cb); f.count(cEncoder); return f.id() },
+		setPipeline:   func(fr *frame, enc, _ uintptr) { send(fr, enc); f.count(cSetPipeline) },
+		setBuffer: func(fr *frame, enc uintptr, buf uintptr, offset, index uint) {
+			send(fr, enc)
 			f.count(cSetBuffer)
 			if f.log {
 				f.binds = append(f.binds, bound{buf, offset, index})
 			}
 		},
-		setBufferOffset: func(_ *frame, _ uintptr, offset, index uint) {
+		setBufferOffset: func(fr *frame, enc uintptr, offset, index uint) {
+			send(fr, enc)
 			f.count(cSetBufferOffset)
 			if f.log {
 				f.binds = append(f.binds, bound{0, offset, index})
 			}
 		},
-		setBuffers: func(_ *frame, _ uintptr, bufs *uintptr, offsets *uint, start, count uint) {
+		setBuffers: func(fr *frame, enc uintptr, bufs *uintptr, offsets *uint, start, count uint) {
+			send(fr, enc)
 			f.count(cSetBuffers)
 			if f.log {
 				b, o := unsafe.Slice(bufs, count), unsafe.Slice(offsets, count)
@@ -159,20 +166,24 @@ func (f *fake) table() *calls {
 				}
 			}
 		},
-		setBytes:             func(*frame, uintptr, unsafe.Pointer, uint, uint) { f.count(cSetBytes) },
-		setThreadgroupMemory: func(*frame, uintptr, uint, uint) { f.count(cSetThreadgroupMemory) },
-		dispatch:             func(*frame, uintptr, *mtlSize, *mtlSize) { f.count(cDispatch) },
-		barrier:              func(*frame, uintptr) { f.count(cBarrier) },
-		endEncoding:          func(*frame, uintptr) { f.count(cEndEncoding) },
-		commit:               func(*frame, uintptr) { f.count(cCommit) },
-		wait:                 func(*frame, uintptr) { f.count(cWait) },
-		status:               func(*frame, uintptr) cbStatus { f.count(cStatus); return f.status },
+		setBytes:             func(fr *frame, enc uintptr, _ unsafe.Pointer, _, _ uint) { send(fr, enc); f.count(cSetBytes) },
+		setThreadgroupMemory: func(fr *frame, enc uintptr, _, _ uint) { send(fr, enc); f.count(cSetThreadgroupMemory) },
+		dispatch:             func(fr *frame, enc uintptr, _, _ *mtlSize) { send(fr, enc); f.count(cDispatch) },
+		barrier:              func(fr *frame, enc uintptr) { send(fr, enc); f.count(cBarrier) },
+		endEncoding:          func(fr *frame, enc uintptr) { send(fr, enc); f.count(cEndEncoding) },
+		commit:               func(fr *frame, cb uintptr) { send(fr, cb); f.count(cCommit) },
+		wait:                 func(fr *frame, cb uintptr) { send(fr, cb); f.count(cWait) },
+		status:               func(fr *frame, cb uintptr) cbStatus { send(fr, cb); f.count(cStatus); return f.status },
 		errorOf: func(uintptr) error {
 			f.count(cErrorOf)
 			return fmt.Errorf("the GPU timed out")
 		},
 	}
 }
+
+// send writes a call's receiver into its argument block, as the darwin
+// calls do, so that the race detector sees two calls sharing a block.
+func send(fr *frame, id uintptr) { fr[0] = id }
 
 // fakeCompiler hands out pipeline ids.
 type fakeCompiler struct{ f *fake }
