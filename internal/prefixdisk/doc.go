@@ -15,8 +15,9 @@
 // Each is written to a temporary file in the same folder, synced and
 // renamed, so a reader (in this process or another sharing the folder)
 // sees a whole file or none; a temporary file left by a killed writer is
-// never read and is removed once stale. Eviction removes the least
-// recently used files (by modification time, which a load refreshes) past
-// the byte budget and tolerates files another process removed first. A
-// full disk turns the Store off with one log line.
+// never read and is removed once stale (when a Store opens, and after each
+// of its writes). Eviction removes the least recently used files (by
+// modification time, which a load refreshes) past the byte budget and
+// tolerates files another process removed first. A full disk turns the
+// Store off with one log line.
 package prefixdisk

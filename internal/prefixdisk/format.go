@@ -66,11 +66,20 @@ func (h *header) encode() []byte {
 	return b
 }
 
-var errNotSnapshot = errors.New("not a prefix snapshot")
+var (
+	errNotSnapshot = errors.New("not a prefix snapshot")
+	errReserved    = errors.New("header's reserved bytes are not zero")
+)
 
 func decodeHeader(b []byte) (header, error) {
 	if len(b) != headerBytes || string(b[:8]) != magic {
 		return header{}, errNotSnapshot
+	}
+	// Bytes 12 to 16 are unused. The checksum covers only what follows the
+	// header, and every other field is compared with what was asked, so a
+	// bit flipped here would otherwise load unnoticed.
+	if binary.LittleEndian.Uint32(b[12:]) != 0 {
+		return header{}, errReserved
 	}
 	var h header
 	h.version = binary.LittleEndian.Uint32(b[8:])

@@ -5,6 +5,7 @@ package prefixdisk
 import (
 	"errors"
 	"math"
+	"os"
 	"syscall"
 )
 
@@ -20,4 +21,14 @@ func freeBytes(dir string) (int64, error) {
 // isDiskFull reports the file system's "no space left" or "quota exceeded".
 func isDiskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// syncDir flushes dir's entries: the renames and removals in it.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

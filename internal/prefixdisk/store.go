@@ -27,7 +27,8 @@ const (
 	// fallbackBudget is the default where the free space is unknown.
 	fallbackBudget = 2e9
 	// StaleTemp is how old a temporary file must be before a Store removes
-	// it: a younger one may be another process's write in progress.
+	// it (when it opens and after each write): a younger one may be another
+	// process's write in progress.
 	StaleTemp = 15 * time.Minute
 	dirPerm   = 0o700
 )
@@ -225,7 +226,15 @@ func (s *Store) writeFile(path string, j job) (err error) {
 	if err = f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	// The rename is durable only once the folder is synced; before, a
+	// power cut may lose the snapshot (never corrupt it: its contents are
+	// synced). Best effort, as the file is whole whatever this says, and
+	// some file systems refuse to sync a folder.
+	syncDir(s.dir)
+	return nil
 }
 
 type countWriter struct {
@@ -313,8 +322,11 @@ func (s *Store) Usage() (files int, bytes int64) {
 func (s *Store) Clear() (files int, bytes int64, err error) { return Clear(s.dir) }
 
 // evict removes the least recently used snapshots, of any model, until the
-// folder is within the budget.
+// folder is within the budget, and the stale temporary files, which it does
+// not count: a long-running Store would otherwise keep those another
+// process left when killed until it is opened again.
 func (s *Store) evict() {
+	s.removeStaleTemps(time.Now())
 	entries, err := List(s.dir)
 	if err != nil {
 		s.logf("prefix cache on disk: %v", err)

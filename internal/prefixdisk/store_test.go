@@ -53,7 +53,7 @@ func (l *logBuf) text() string {
 
 var modelA, modelB = NewModelID("checkpoint A", "cpu/kv-f32"), NewModelID("checkpoint B", "cpu/kv-f32")
 
-func open(t *testing.T, dir string, budget int64) (*Store, *logBuf) {
+func open(t testing.TB, dir string, budget int64) (*Store, *logBuf) {
 	t.Helper()
 	var l logBuf
 	s, err := Open(dir, budget, l.logf)
@@ -65,7 +65,7 @@ func open(t *testing.T, dir string, budget int64) (*Store, *logBuf) {
 }
 
 // save writes the snapshot of tokens and waits until it is on disk.
-func save(t *testing.T, dir string, model ModelID, tokens []int) string {
+func save(t testing.TB, dir string, model ModelID, tokens []int) string {
 	t.Helper()
 	s, _ := open(t, dir, 1<<30)
 	released := false
@@ -151,6 +151,7 @@ func TestDamagedFilesAreDeleted(t *testing.T) {
 		{"payload bit flipped", func(t *testing.T, dir, path string) { flip(t, path, -10) }, "checksum mismatch"},
 		{"token bit flipped", func(t *testing.T, dir, path string) { flip(t, path, headerBytes+5) }, "other tokens"},
 		{"checksum bit flipped", func(t *testing.T, dir, path string) { flip(t, path, 53) }, "checksum mismatch"},
+		{"reserved bit flipped", func(t *testing.T, dir, path string) { flip(t, path, 13) }, "reserved bytes"},
 		{"another model", func(t *testing.T, dir, path string) {
 			// Model B's snapshot of the same tokens under model A's name.
 			b := save(t, t.TempDir(), modelB, long[:35])
@@ -263,6 +264,35 @@ func TestKilledWrite(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Errorf("a temporary file young enough to be another writer's was removed: %v", err)
+	}
+}
+
+// TestStaleTempRemovedWhileOpen: a temporary file left by a process killed
+// after this Store opened is removed once stale by the Store's next write,
+// not at its next start only; a younger one is kept.
+func TestStaleTempRemovedWhileOpen(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := open(t, dir, 1<<30)
+	stale, fresh := filepath.Join(dir, tempPrefix+"killed"), filepath.Join(dir, tempPrefix+"writing")
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, payload(3), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-StaleTemp - time.Minute)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s.Save(modelA, seq(4), func(w io.Writer) error { _, err := w.Write(payload(4)); return err }, func() {})
+	s.Close()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale temporary file kept: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("young temporary file removed: %v", err)
+	}
+	if !s.Has(modelA, seq(4)) {
+		t.Error("the snapshot was not written")
 	}
 }
 
