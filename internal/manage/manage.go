@@ -67,7 +67,12 @@ type ModelStatus struct {
 	ContextLength int    `json:"context_length"`
 	Backend       string `json:"backend"`
 	Dir           string `json:"dir"`
-	Error         string `json:"error,omitempty"`
+	// Demo says the model is the built-in demo, a toy; Thinks that the
+	// model thinks before answering when thinking is left on (the demo
+	// never does), so the chat window offers the switch only then.
+	Demo   bool   `json:"demo"`
+	Thinks bool   `json:"thinks"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Status is the answer of GET /manage/status.

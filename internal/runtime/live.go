@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"petal/engine/chattemplate"
 	"petal/internal/fit"
 	"petal/internal/manage"
 	"petal/internal/models"
@@ -64,10 +65,34 @@ func (m *liveModel) releaser(svc *service.Service, l Loaded) func() {
 // status is the served model as /manage/status reports it.
 func (m *liveModel) status() manage.ModelStatus {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	info := m.slot.Current().Info()
-	return manage.ModelStatus{Name: info.Name, DisplayName: models.DisplayName(m.dir, info.Name), State: manage.StateReady,
-		ContextLength: info.ContextLength, Backend: m.next.Backend, Dir: m.dir}
+	svc, dir := m.slot.Current(), m.dir
+	m.mu.Unlock()
+	info := svc.Info()
+	display := models.DisplayName(dir, info.Name)
+	return manage.ModelStatus{Name: info.Name, DisplayName: display, State: manage.StateReady,
+		ContextLength: info.ContextLength, Backend: m.next.Backend, Dir: dir,
+		Demo: display == models.DemoDisplayName, Thinks: thinks(svc)}
+}
+
+// thinkOpen is the tag a chat prompt ends with when the reply starts
+// inside the model's reasoning.
+const thinkOpen = "<think>"
+
+// thinks reports whether svc's model thinks before answering when a
+// request leaves thinking on: its chat template's prompt for a first
+// message ends inside an open think block, the rule the service reads
+// replies by. The demo's template closes the block at once: it never
+// thinks. A model without a chat template has no chat to think in.
+func thinks(svc *service.Service) bool {
+	if !svc.Info().Chat {
+		return false
+	}
+	first := &service.Request{Messages: []chattemplate.Message{{Role: "user", Content: chattemplate.TextContent("Hello")}}}
+	tokens, err := svc.Tokens(context.Background(), first)
+	if err != nil {
+		return false
+	}
+	return strings.HasSuffix(strings.TrimRight(svc.Tokenizer().Decode(tokens), " \t\r\n"), thinkOpen)
 }
 
 // load serves the downloaded model in place of the current one. A model
