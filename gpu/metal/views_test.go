@@ -3,6 +3,7 @@ package metal
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,5 +177,66 @@ func TestPlanViewsHoldsEveryTensor(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestViewsRebindInOneEncoder: within one encoder, tensors of a split
+// shard bound one after another at the same slot move the binding to the
+// view holding each (setBuffer), or only its offset when the view stays
+// (setBufferOffset), and a tensor bound again as it is bound sends
+// nothing: what the encoder holds is always the tensor's view and offset.
+func TestViewsRebindInOneEncoder(t *testing.T) {
+	const limit = 6 * applePage
+	d, f := newFake(t, limit)
+	f.log = true
+	ts, n := shardTensors(2*applePage, applePage+8, 3*applePage, 16, 2*applePage+4, applePage, 3*applePage+12, 40)
+	mem := mapped(t, n)
+	b, err := d.WrapNoCopyTensors(mem, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	if len(f.views) < 3 {
+		t.Fatalf("%d views, want at least 3", len(f.views))
+	}
+	start := map[uintptr]int{}
+	base := uintptr(unsafe.Pointer(&mem[0]))
+	for _, v := range f.views {
+		start[v.id] = int(uintptr(v.p) - base)
+	}
+	p, _ := d.NewPipeline(gpu.Source{Name: "k.metal"}, "k")
+	cb, err := d.NewCommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held bound // what the encoder has at slot 0
+	order := []int{0, 1, 2, 2, 3, 4, 1, 5, 6, 6, 7, 0, 7}
+	for _, i := range order {
+		tn := ts[i]
+		off := (tn.Offset + 3) / 4 * 4
+		f.binds = f.binds[:0]
+		if err := cb.Dispatch(&gpu.Dispatch{Pipeline: p, Groups: one(), Threads: one(), Args: []gpu.Arg{gpu.BufferArg(0, b, off)}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, bd := range f.binds {
+			if bd.buf == 0 {
+				bd.buf = held.buf // setBufferOffset keeps the buffer
+			}
+			held = bd
+		}
+		v, ok := start[held.buf]
+		if !ok || v+int(held.offset) != off {
+			t.Fatalf("%s at %d: the encoder holds view %d at %d", tn.Name, off, held.buf, held.offset)
+		}
+		view := f.views[slices.IndexFunc(f.views, func(c noCopy) bool { return c.id == held.buf })]
+		if v > off || tn.Offset+tn.Len > v+int(view.length) {
+			t.Errorf("%s (%d bytes at %d) bound in the view of %d bytes at %d", tn.Name, tn.Len, tn.Offset, view.length, v)
+		}
+	}
+	if err := cb.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.counts(); c[cSetBufferOffset] == 0 || c[cSetBuffer] < 2 {
+		t.Errorf("%d setBuffer and %d setBufferOffset calls: the order should need both", c[cSetBuffer], c[cSetBufferOffset])
 	}
 }
