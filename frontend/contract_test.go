@@ -46,6 +46,19 @@ type fakeDownloader struct{ status manage.DownloadStatus }
 func (d fakeDownloader) Status() manage.DownloadStatus           { return d.status }
 func (d fakeDownloader) Do(context.Context, manage.Action) error { return nil }
 
+// fakePrefixCache is a disk tier holding two snapshots until cleared.
+type fakePrefixCache struct{ files *int }
+
+func (c fakePrefixCache) PrefixCacheStatus() manage.PrefixCacheStatus {
+	return manage.PrefixCacheStatus{Enabled: true, Dir: "/cache/petal/prefix", On: true, BudgetBytes: 20e9, Files: *c.files, Bytes: int64(*c.files) * 300e6}
+}
+
+func (c fakePrefixCache) ClearPrefixCache() (int, int64, error) {
+	n := *c.files
+	*c.files = 0
+	return n, int64(n) * 300e6, nil
+}
+
 func manageHandler(t *testing.T, model manage.ModelStatus, dl manage.DownloadStatus) http.Handler {
 	t.Helper()
 	st, err := manage.OpenSettings(filepath.Join(t.TempDir(), "manage-settings.json"))
@@ -53,13 +66,14 @@ func manageHandler(t *testing.T, model manage.ModelStatus, dl manage.DownloadSta
 		t.Fatal(err)
 	}
 	h, err := manage.New(manage.Options{
-		Model:      func() manage.ModelStatus { return model },
-		Endpoint:   "http://127.0.0.1:8080/v1",
-		Fit:        func(int) (any, error) { return map[string]any{}, nil },
-		Downloader: fakeDownloader{dl},
-		Load:       func(context.Context) error { return nil },
-		Settings:   st,
-		Running:    manage.DefaultSettings(),
+		Model:       func() manage.ModelStatus { return model },
+		Endpoint:    "http://127.0.0.1:8080/v1",
+		Fit:         func(int) (any, error) { return map[string]any{}, nil },
+		Downloader:  fakeDownloader{dl},
+		Load:        func(context.Context) error { return nil },
+		Settings:    st,
+		Running:     manage.DefaultSettings(),
+		PrefixCache: fakePrefixCache{files: new(2)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +95,8 @@ func manageFixtures(t *testing.T, c bodies) {
 	c["manage-download-retrying.json"] = get(t, h, "GET", "/manage/download", "")
 	c["manage-settings.json"] = get(t, h, "GET", "/manage/settings", "")
 	c["manage-error.json"] = get(t, h, "PUT", "/manage/settings", `{"port":0}`)
+	c["manage-prefix-cache.json"] = get(t, h, "GET", "/manage/prefix-cache", "")
+	c["manage-prefix-cache-cleared.json"] = get(t, h, "POST", "/manage/prefix-cache/clear", "{}")
 
 	failed := manage.ModelStatus{Name: "demo", State: "failed", Backend: "cpu", Dir: "/m", Error: "model.safetensors is damaged"}
 	idle := manage.DownloadStatus{State: "idle", Repo: "r", Revision: "main", Dir: "/m"}

@@ -221,6 +221,10 @@ test('a window opened while the model loads says so, then chats once it is loade
   assert.equal(await page.getByLabel('Message').isDisabled(), true);
   assert.equal(await page.getByRole('alert').count(), 0, 'the wait is shown as an error');
   await shot(page, 'chat-model-loading');
+  await page.keyboard.press('Control+3');
+  await page.getByTestId('settings-waiting').waitFor();
+  assert.equal(await page.getByRole('alert').count(), 0, 'the Settings screen shows the wait as an error');
+  await page.keyboard.press('Control+1');
 
   await page.unroute(/\/(v1|manage)\//, hold);
   await page.getByTestId('chat-model').waitFor({ timeout: START_MS });
@@ -230,6 +234,8 @@ test('a window opened while the model loads says so, then chats once it is loade
   await page.keyboard.press('Control+3');
   await page.getByRole('heading', { name: 'Settings' }).waitFor();
   await page.getByLabel('Sampling preset').waitFor();
+  await page.getByTestId('in-force').waitFor();
+  assert.equal(await page.getByTestId('settings-waiting').count(), 0);
   assert.equal(await page.getByRole('alert').count(), 0, 'an error from the wait is still shown');
   assert.deepEqual(errors, []);
   await ctx.close();
@@ -367,6 +373,44 @@ test('the Settings screen says which values are in force and why, and what the A
   assert.doesNotMatch(note, /api_key|\bport\b/);
   await shot(page, 'settings-in-force');
   await ctx.close();
+});
+
+test('the Settings screen shows the prompt cache on disk and clears it after asking', async () => {
+  // A reply leaves a snapshot of its conversation on disk, written in the background.
+  const asked = await fetch(baseURL + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'What is the capital of France?' }], max_tokens: 8 }),
+  });
+  assert.equal(asked.status, 200);
+  let held;
+  for (const until = Date.now() + REPLY_MS; Date.now() < until; await new Promise((ok) => setTimeout(ok, 200))) {
+    held = await (await fetch(baseURL + '/manage/prefix-cache')).json();
+    if (held.files > 0) break;
+  }
+  assert.ok(held.enabled && held.files > 0, `no snapshot on disk: ${JSON.stringify(held)}`);
+
+  const { page, errors } = await newPage();
+  await page.keyboard.press('Control+3');
+  const card = page.getByTestId('prefix-cache');
+  await card.waitFor();
+  assert.match(await page.getByTestId('prefix-cache-size').innerText(), /^[\d.]+ [kMG]?B of [\d.]+ [kMG]?B in \d+ snapshots?$/);
+  await card.getByRole('button', { name: 'Clear…' }).click();
+  const question = page.getByTestId('prefix-cache-confirm');
+  assert.match(await question.innerText(), /^Remove \d+ snapshots? \(/);
+  await card.scrollIntoViewIfNeeded();
+  await shot(page, 'settings-prefix-cache-confirm');
+  // Cancel keeps every file; Remove, asked again, takes them all.
+  await card.getByRole('button', { name: 'Cancel' }).click();
+  assert.ok((await (await fetch(baseURL + '/manage/prefix-cache')).json()).files > 0, 'Cancel removed snapshots');
+  await card.getByRole('button', { name: 'Clear…' }).click();
+  await card.getByRole('button', { name: 'Remove' }).click();
+  await page.getByTestId('prefix-cache-cleared').filter({ hasText: /^Removed \d+ snapshots? \(/ }).waitFor();
+  assert.equal((await (await fetch(baseURL + '/manage/prefix-cache')).json()).files, 0);
+  assert.match(await page.getByTestId('prefix-cache-size').innerText(), / in 0 snapshots$/);
+  assert.equal(await card.getByRole('button', { name: 'Clear…' }).isDisabled(), true);
+  assert.deepEqual(errors, []);
+  await page.context().close();
 });
 
 test('the endpoint panel shows this server and setups to copy', async () => {

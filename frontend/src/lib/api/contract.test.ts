@@ -21,6 +21,8 @@ import type {
   InForceSettings,
   ModelInfo,
   ModelList,
+  PrefixCacheCleared,
+  PrefixCacheStatus,
   Settings,
   SettingsReply,
   Status,
@@ -34,6 +36,8 @@ import apiModels from './contract/api-models.json';
 import manageDownloadIdle from './contract/manage-download-idle.json';
 import manageDownloadRetrying from './contract/manage-download-retrying.json';
 import manageError from './contract/manage-error.json';
+import managePrefixCache from './contract/manage-prefix-cache.json';
+import managePrefixCacheCleared from './contract/manage-prefix-cache-cleared.json';
 import manageSettings from './contract/manage-settings.json';
 import manageStatus from './contract/manage-status.json';
 import manageStatusFailed from './contract/manage-status-failed.json';
@@ -213,6 +217,9 @@ const settingsReply = obj<SettingsReply>({
   overridden_by_flag: opt(arr(str)),
 });
 
+const prefixCacheSpec: Spec<PrefixCacheStatus> = { enabled: bool, dir: opt(str), on: bool, budget_bytes: num, files: num, bytes: num };
+const prefixCacheCleared: Spec<PrefixCacheCleared> = { removed_files: num, removed_bytes: num };
+
 const doctorCheckSpec: Spec<DoctorCheck> = {
   section: oneOf('device', 'compile', 'kernel', 'model'),
   name: str,
@@ -265,6 +272,8 @@ describe('the JSON the Go servers write matches the UI types', () => {
     ['manage-download-retrying.json', manageDownloadRetrying, obj(downloadSpec)],
     ['manage-download-idle.json', manageDownloadIdle, obj(downloadSpec)],
     ['manage-settings.json', manageSettings, settingsReply],
+    ['manage-prefix-cache.json', managePrefixCache, obj(prefixCacheSpec)],
+    ['manage-prefix-cache-cleared.json', managePrefixCacheCleared, obj(prefixCacheCleared)],
     ['runtime-doctor.json', runtimeDoctor, doctorReply],
     ['runtime-fit-metal.json', runtimeFitMetal, obj(fitSpec)],
     ['runtime-fit-cpu.json', runtimeFitCPU, obj(fitSpec)],

@@ -1,9 +1,19 @@
 // The management client: same-origin routes under /manage that only the UI
-// uses (model status, memory fit, downloads, settings, the doctor's checks). The server refuses
-// them from any other origin.
+// uses (model status, memory fit, downloads, settings, the doctor's checks,
+// the prefix cache on disk). The server refuses them from any other origin.
 
 import { request } from './http';
-import type { DoctorReply, DownloadAction, DownloadStatus, FitReport, Settings, SettingsReply, Status } from './types';
+import type {
+  DoctorReply,
+  DownloadAction,
+  DownloadStatus,
+  FitReport,
+  PrefixCacheCleared,
+  PrefixCacheStatus,
+  Settings,
+  SettingsReply,
+  Status,
+} from './types';
 
 /** The management routes, in one place so the Go side can be checked against them. */
 export const routes = {
@@ -13,6 +23,7 @@ export const routes = {
   load: '/manage/model/load',
   settings: '/manage/settings',
   doctor: '/manage/doctor',
+  prefixCache: '/manage/prefix-cache',
 } as const;
 
 export function getStatus(signal?: AbortSignal): Promise<Status> {
@@ -48,4 +59,13 @@ export function putSettings(s: Settings): Promise<SettingsReply> {
 /** Runs petal doctor's checks on the server's machine: up to a minute or two. */
 export function runDoctor(signal?: AbortSignal): Promise<DoctorReply> {
   return request<DoctorReply>('POST', routes.doctor, {}, signal);
+}
+
+export function getPrefixCache(signal?: AbortSignal): Promise<PrefixCacheStatus> {
+  return request<PrefixCacheStatus>('GET', routes.prefixCache, undefined, signal);
+}
+
+/** Removes every snapshot of the prefix cache on disk. */
+export function clearPrefixCache(): Promise<PrefixCacheCleared> {
+  return request<PrefixCacheCleared>('POST', `${routes.prefixCache}/clear`, {});
 }

@@ -120,6 +120,24 @@ export interface Status {
   doctor?: boolean;
 }
 
+/** The prefix cache's tier on disk (GET /manage/prefix-cache): snapshots of prompts already read, kept across restarts. */
+export interface PrefixCacheStatus {
+  /** False when the server runs without one; the other fields are then zero. */
+  enabled: boolean;
+  dir?: string;
+  /** False once a full disk turned the tier off until Petal starts again. */
+  on: boolean;
+  budget_bytes: number;
+  files: number;
+  bytes: number;
+}
+
+/** What POST /manage/prefix-cache/clear removed. */
+export interface PrefixCacheCleared {
+  removed_files: number;
+  removed_bytes: number;
+}
+
 /** One line of petal doctor's report. */
 export interface DoctorCheck {
   section: 'device' | 'compile' | 'kernel' | 'model';

@@ -3,15 +3,20 @@
 import { ChatStore } from './chat.svelte';
 import { DoctorStore } from './doctor.svelte';
 import { ModelStore } from './model.svelte';
+import { PrefixCacheStore } from './prefixcache.svelte';
 import { SettingsStore } from './settings.svelte';
 
 export const chat = new ChatStore();
 export const model = new ModelStore();
 export const settings = new SettingsStore();
 export const doctor = new DoctorStore();
+export const prefixCache = new PrefixCacheStore();
 
-// Settings read while the model was still loading were refused (503); read them once it is ready.
-model.whenReady(() => settings.load());
+// What was read while the model was still loading was refused (503); read it again once it is ready.
+model.whenReady(() => {
+  settings.load();
+  prefixCache.load();
+});
 
 export type View = 'chat' | 'setup' | 'settings' | 'endpoint';
 export const VIEWS: { id: View; label: string; key: string }[] = [

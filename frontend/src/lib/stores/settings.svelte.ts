@@ -3,6 +3,7 @@
 
 import { ApiError } from '../api/http';
 import { getSettings, putSettings } from '../api/manage';
+import { stillLoading } from './model.svelte';
 import type { InForceSettings, Settings, SettingsReply } from '../api/types';
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -40,6 +41,8 @@ export class SettingsStore {
   overriddenByFlag = $state<string[]>([]);
   /** Whether the server keeps settings; false means edits stay in this page. */
   managed = $state(false);
+  /** True while the server is still loading its model and answers no settings yet (read again once it is ready). */
+  waiting = $state(false);
   error = $state<ApiError | null>(null);
   saving = $state(false);
 
@@ -70,11 +73,13 @@ export class SettingsStore {
     try {
       this.#take(await this.#api.get());
       this.managed = true;
+      this.waiting = false;
       this.error = null;
     } catch (e) {
       this.managed = false;
-      // A server without the management routes is not an error worth showing.
-      this.error = e instanceof ApiError && e.status !== 404 ? e : null;
+      this.waiting = stillLoading(e);
+      // A server without the management routes, or one still loading its model, is not an error worth showing.
+      this.error = e instanceof ApiError && e.status !== 404 && !this.waiting ? e : null;
     }
   }
 

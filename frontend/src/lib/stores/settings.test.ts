@@ -104,4 +104,24 @@ describe('SettingsStore theme', () => {
     s.toggleTheme(false);
     expect(s.theme).toBe('dark');
   });
+
+  it('waits, showing no error, while the server still loads its model, and takes the settings once it answers', async () => {
+    let loading = true;
+    const s = new SettingsStore({
+      get: async () => {
+        if (loading) throw new ApiError(503, 'http_503', 'Petal is loading the model; try again in a moment', 'model_loading');
+        return { settings: { ...DEFAULT_SETTINGS, preset: 'coding' }, restart_required: [] };
+      },
+      put: async (next) => ({ settings: next, restart_required: [] }),
+    });
+    await s.load();
+    expect(s.waiting).toBe(true);
+    expect(s.error).toBeNull();
+    expect(s.managed).toBe(false);
+    loading = false;
+    await s.load();
+    expect(s.waiting).toBe(false);
+    expect(s.managed).toBe(true);
+    expect(s.settings.preset).toBe('coding');
+  });
 });
