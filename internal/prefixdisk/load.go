@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,7 +44,7 @@ func Load[T io.Closer](s *Store, model ModelID, tokens []int, shorter int, load 
 			continue
 		}
 		path := filepath.Join(s.dir, name)
-		v, err := loadFile(path, model, tokens[:n], load)
+		v, read, err := loadFile(path, model, tokens[:n], load)
 		if err == nil {
 			touch(path)
 			took := time.Since(start)
@@ -59,6 +60,12 @@ func Load[T io.Closer](s *Store, model ModelID, tokens []int, shorter int, load 
 			continue // evicted by another process since the listing
 		}
 		s.rejected.Add(1)
+		if now, statErr := os.Stat(path); read != nil && statErr == nil && !os.SameFile(read, now) {
+			// Another process renamed a whole snapshot over the file while
+			// it was read: only the file read was wrong.
+			s.logf("prefix cache on disk: ignored %s, since replaced: %v", name, err)
+			continue
+		}
 		s.logf("prefix cache on disk: deleted %s: %v", name, err)
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			s.logf("prefix cache on disk: %v", err)
@@ -68,18 +75,27 @@ func Load[T io.Closer](s *Store, model ModelID, tokens []int, shorter int, load 
 	return zero, 0
 }
 
-// loadFile checks and loads one file; on any error what load made is closed.
-func loadFile[T io.Closer](path string, model ModelID, tokens []int, load func(io.Reader, int) (T, error)) (T, error) {
+// loadFile checks and loads one file; on any error what load made is
+// closed. It also returns the file it read, once opened, which another
+// process may since have renamed another over.
+func loadFile[T io.Closer](path string, model ModelID, tokens []int, load func(io.Reader, int) (T, error)) (T, fs.FileInfo, error) {
 	var zero T
 	f, err := os.Open(path)
 	if err != nil {
-		return zero, err
+		return zero, nil, err
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return zero, err
+		return zero, nil, err
 	}
+	v, err := readSnapshot(f, info.Size(), model, tokens, load)
+	return v, info, err
+}
+
+// readSnapshot checks and loads the snapshot f of size bytes.
+func readSnapshot[T io.Closer](f io.Reader, size int64, model ModelID, tokens []int, load func(io.Reader, int) (T, error)) (T, error) {
+	var zero T
 	hb := make([]byte, headerBytes)
 	if _, err := io.ReadFull(f, hb); err != nil {
 		return zero, fmt.Errorf("header: %w", err)
@@ -94,8 +110,8 @@ func loadFile[T io.Closer](path string, model ModelID, tokens []int, load func(i
 		return zero, errors.New("written for another model")
 	case int(h.tokens) != len(tokens):
 		return zero, fmt.Errorf("holds %d tokens, its name %d", h.tokens, len(tokens))
-	case uint64(info.Size()) != headerBytes+4*uint64(h.tokens)+h.payload:
-		return zero, fmt.Errorf("%d bytes, its header says %d", info.Size(), headerBytes+4*uint64(h.tokens)+h.payload)
+	case uint64(size) != headerBytes+4*uint64(h.tokens)+h.payload:
+		return zero, fmt.Errorf("%d bytes, its header says %d", size, headerBytes+4*uint64(h.tokens)+h.payload)
 	}
 	crc := crc32.New(castagnoli)
 	body := io.TeeReader(f, crc)
@@ -134,7 +150,8 @@ type Stats struct {
 	// LoadSeconds is the time lookups that hit took, listing and reading.
 	LoadSeconds float64
 	// Writes counts snapshots written, Dropped those the full queue
-	// refused, Rejected the files deleted as damaged, foreign or stale.
+	// refused, Rejected the files found damaged, foreign or stale (and
+	// deleted, unless another process wrote one over them meanwhile).
 	Writes, Dropped, Rejected int64
 	// On is false once a full disk turned the Store off.
 	On bool
