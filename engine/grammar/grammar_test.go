@@ -251,6 +251,11 @@ func TestUnsupportedKeywords(t *testing.T) {
 		{`{"type":"object","properties":{"a":{"type":"string"}},"patternProperties":{"x":{}}}`, "patternProperties"},
 		{`{"type":"integer","multipleOf":3}`, "multipleOf"},
 		{`{"$ref":"https://example.com/s.json"}`, "$ref"},
+		// Beside a $ref a keyword says more of the same value (JSON
+		// Schema 2019-09 on); it was ignored, and the integer of the
+		// reference generated for a string.
+		{`{"$defs":{"a":{"type":"integer"}},"$ref":"#/$defs/a","type":"string"}`, "type"},
+		{`{"type":"object","properties":{"s":{"$ref":"#/$defs/s","maxLength":3}},"$defs":{"s":{"type":"string"}}}`, "maxLength"},
 		{`{"type":"object","properties":{"a":{}},"required":["b"]}`, "required"},
 		{`{"type":"strange"}`, "type"},
 		{`{"not":{"type":"string"}}`, "not"},

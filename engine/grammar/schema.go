@@ -173,9 +173,10 @@ func JSONObject() *Grammar { return &Grammar{root: anyObject} }
 // send (type, properties, required, additionalProperties, items, minItems,
 // maxItems, enum, const, minLength, maxLength, minimum, maximum and their
 // exclusive forms, anyOf, oneOf, allOf of one schema, $ref into $defs or
-// definitions). A keyword outside it that changes what is valid is an
-// error naming it; annotations (title, description, default, examples,
-// $schema, strict) are ignored. So is a schema that no value obeys, or
+// definitions; beside anyOf, oneOf or $ref only annotations). A keyword
+// outside it that changes what is valid is an error naming it;
+// annotations (title, description, default, examples, $schema, strict)
+// are ignored. So is a schema that no value obeys, or
 // none within MaxDepth levels, and a reference that comes back to itself
 // before any value opens (it would recurse without reading a byte).
 func Compile(schema []byte) (*Grammar, error) {
@@ -242,6 +243,11 @@ func (c *compiler) compile(v any, at *loc) (*node, error) {
 
 func (c *compiler) compileObject(s map[string]any, at *loc) (*node, error) {
 	if ref, ok := s["$ref"]; ok {
+		// Beside a $ref, a keyword says more of the same value; only
+		// annotations are taken there.
+		if k := firstNot(s, "$ref"); k != "" {
+			return nil, fail(k, at, "this keyword beside $ref is not supported")
+		}
 		return c.ref(ref, at)
 	}
 	for k := range s {
@@ -488,15 +494,25 @@ func (c *compiler) object(s map[string]any, at *loc) (*node, error) {
 	return c.newNode(n, at)
 }
 
+// firstNot is the first keyword of s, in sorted order, other than keyword
+// and the annotations; "" if none.
+func firstNot(s map[string]any, keyword string) string {
+	first := ""
+	for k := range s {
+		if k != keyword && !annotations[k] && (first == "" || k < first) {
+			first = k
+		}
+	}
+	return first
+}
+
 func (c *compiler) alternatives(keyword string, raw any, s map[string]any, at *loc) (*node, error) {
 	list, ok := raw.([]any)
 	if !ok || len(list) == 0 || len(list) > MaxAlternatives {
 		return nil, fail(keyword, at, "%s must list 1 to %d schemas", keyword, MaxAlternatives)
 	}
-	for k := range s {
-		if k != keyword && !annotations[k] {
-			return nil, fail(k, at, "this keyword beside %s is not supported", keyword)
-		}
+	if k := firstNot(s, keyword); k != "" {
+		return nil, fail(k, at, "this keyword beside %s is not supported", keyword)
 	}
 	alts := make([]*node, 0, len(list))
 	for i, sub := range list {
