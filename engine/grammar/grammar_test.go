@@ -258,6 +258,7 @@ func TestUnsupportedKeywords(t *testing.T) {
 		{`{"type":"object","properties":{"s":{"$ref":"#/$defs/s","maxLength":3}},"$defs":{"s":{"type":"string"}}}`, "maxLength"},
 		{`{"type":"object","properties":{"a":{}},"required":["b"]}`, "required"},
 		{`{"type":"strange"}`, "type"},
+		{`{"type":[]}`, "type"}, // was taken as any value
 		{`{"not":{"type":"string"}}`, "not"},
 		{`false`, "false"},
 	} {

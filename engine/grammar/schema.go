@@ -321,6 +321,10 @@ func typeList(s map[string]any, at *loc) ([]string, error) {
 	case string:
 		return []string{t}, nil
 	case []any:
+		if len(t) == 0 {
+			// Nothing has no type: JSON Schema requires at least one.
+			return nil, fail("type", at, "type must name at least one type")
+		}
 		var out []string
 		for _, e := range t {
 			name, ok := e.(string)
