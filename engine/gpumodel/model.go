@@ -109,7 +109,16 @@ func (m *Model) load() error {
 	dev := m.k.Device()
 	bufOf := map[*safetensors.File]gpu.Buffer{}
 	for _, s := range m.ckpt.Shards {
-		b, err := dev.WrapNoCopy(s.Data)
+		// The driver is told where the tensors lie so that a shard longer
+		// than one device buffer (Metal's maxBufferLength, about half the
+		// memory on some Macs) can be wrapped as overlapping views, each
+		// tensor wholly inside one.
+		ts := s.Tensors()
+		ext := make([]gpu.Extent, len(ts))
+		for i, t := range ts {
+			ext[i] = gpu.Extent{Name: t.Name, Offset: int(t.Offset), Len: len(t.Data)}
+		}
+		b, err := gpu.WrapTensors(dev, s.Data, ext)
 		if err != nil {
 			return fmt.Errorf("gpumodel: wrapping %s: %w", s.Path, err)
 		}
