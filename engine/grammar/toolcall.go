@@ -39,7 +39,7 @@ var rawForbidden = [...]string{"</parameter>", "</function>", "</tool_call>"}
 const toolFrames = 2
 
 // ToolCall is the grammar of one call of one of tools, in the chat
-// template's form: the function named, its required parameters each
+// template's form, after at most two newlines: the function named, its required parameters each
 // once, its optional ones at will, in the order the schema lists them,
 // each value obeying its schema (a string parameter as raw text, an enum
 // of strings as one of them, anything else as JSON). A parameter schema
@@ -57,7 +57,12 @@ func ToolCall(tools []Tool) (*Grammar, error) {
 		choice.alts = append(choice.alts, body)
 		choice.need = max(choice.need, body.need)
 	}
-	root := &node{kind: kSeq, alts: []*node{textNode(callOpen), choice}}
+	// Up to two newlines may come first, as after "</think>".
+	lead := []*node{textNode("\n"), textNode("\n")}
+	for _, n := range lead {
+		n.optional = true
+	}
+	root := &node{kind: kSeq, alts: append(lead, textNode(callOpen), choice)}
 	root.need = 1 + choice.need
 	numberMarkup(root, map[*node]bool{})
 	return &Grammar{root: root}, nil

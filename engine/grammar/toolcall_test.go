@@ -42,7 +42,9 @@ func TestToolCallTexts(t *testing.T) {
 		{call("get_weather", [2]string{"city", ""}, [2]string{"days", "1"}), true},
 		{call("get_weather", [2]string{"city", "Zürich"}, [2]string{"days", "2"}), true},
 		{call("ping"), true},
-		{call("get_weather", [2]string{"city", "Paris"}), false},                                                 // days is required
+		{"\n\n" + call("ping"), true},
+		{"\n\n\n" + call("ping"), false},
+		{call("get_weather", [2]string{"city", "Paris"}), false}, // days is required
 		{call("get_weather", [2]string{"city", "Paris"}, [2]string{"days", "8"}), false},                         // above the maximum
 		{call("get_weather", [2]string{"city", "Paris"}, [2]string{"days", "three"}), false},                     // not JSON
 		{call("get_weather", [2]string{"city", "Paris"}, [2]string{"unit", "k"}, [2]string{"days", "3"}), false}, // not in the enum
@@ -100,7 +102,8 @@ func TestToolCallMask(t *testing.T) {
 		return string(out)
 	}
 	for _, c := range []struct{ prefix, want string }{
-		{"", "<"},
+		{"", "\n<"},
+		{"\n\n", "<"},
 		{"<tool_call>\n<function=", "gp"},
 		{"<tool_call>\n<function=get_weather>\n", "<"},
 		{"<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=", "du"},

@@ -17,6 +17,9 @@ type Options struct {
 	// NewID returns the id of call index (0, 1, ...). If nil, ids are
 	// "call_" and 24 random hex digits.
 	NewID func(index int) string
+	// CallsAsText reads a call the model writes as content, for a request
+	// that allows none (tool_choice "none").
+	CallsAsText bool
 }
 
 // state is where in the format the parser is.
@@ -41,8 +44,9 @@ type channel struct {
 // Parser parses one generated reply incrementally. It is not safe for
 // concurrent use.
 type Parser struct {
-	tools map[string]*function
-	newID func(int) string
+	tools       map[string]*function
+	newID       func(int) string
+	callsAsText bool
 
 	buf    string // text received but not yet decided
 	st     state
@@ -69,7 +73,7 @@ func New(opts Options) (*Parser, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Parser{tools: tools, newID: opts.NewID, mode: KindContent}
+	p := &Parser{tools: tools, newID: opts.NewID, mode: KindContent, callsAsText: opts.CallsAsText}
 	if p.newID == nil {
 		p.newID = randomID
 	}
@@ -257,6 +261,9 @@ func (p *Parser) stepText(eof bool) bool {
 		return true
 	}
 	vCall, name, n := callOpen(s, 0, eof)
+	if p.callsAsText {
+		vCall = no
+	}
 	if vCall == yes {
 		p.consume(n)
 		p.startCall(name)

@@ -115,7 +115,15 @@ func (c *chatRequest) toService() (*service.Request, error) {
 	if req.Grammar, err = responseFormat(c.ResponseFormat); err != nil {
 		return nil, err
 	}
-	if toolChoiceNone(c.ToolChoice) || toolChoiceNone(c.FunctionCall) {
+	choice := c.ToolChoice
+	read := openAIToolChoice
+	if len(choice) == 0 {
+		choice, read = c.FunctionCall, functionCall
+	}
+	if req.ToolChoice, err = read(choice); err != nil {
+		return nil, err
+	}
+	if req.ToolChoice.Mode == service.ToolsNone {
 		req.Tools = nil
 	}
 	req.Kwargs = thinkingKwargs(c.ChatTemplateKwargs, c.EnableThinking, c.ReasoningEffort)
@@ -136,13 +144,6 @@ func textOnly(msgs []chattemplate.Message) error {
 		}
 	}
 	return nil
-}
-
-// toolChoiceNone reports tool_choice "none": the tools are then not offered.
-// "required" and named tools cannot be forced and are taken as "auto".
-func toolChoiceNone(raw json.RawMessage) bool {
-	var s string
-	return json.Unmarshal(raw, &s) == nil && s == "none"
 }
 
 // thinkingKwargs returns the template variables with enable_thinking set

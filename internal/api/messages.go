@@ -31,6 +31,7 @@ type messagesRequest struct {
 	Tools         []anthropicTool    `json:"tools"`
 	ToolChoice    *struct {
 		Type string `json:"type"`
+		Name string `json:"name"`
 	} `json:"tool_choice"`
 	// Thinking switches reasoning: "enabled" or "adaptive" on, "disabled"
 	// off; absent leaves the model's default (on). The budget cannot be
@@ -167,8 +168,13 @@ func (m *messagesRequest) toService() (*service.Request, error) {
 	if req.Tools, err = toolsOf(tools.offered()); err != nil {
 		return nil, err
 	}
-	if m.ToolChoice != nil && m.ToolChoice.Type == "none" {
-		req.Tools = nil // "any" and named tools cannot be forced and are taken as "auto"
+	if m.ToolChoice != nil {
+		if req.ToolChoice, err = anthropicToolChoice(m.ToolChoice.Type, m.ToolChoice.Name); err != nil {
+			return nil, err
+		}
+	}
+	if req.ToolChoice.Mode == service.ToolsNone {
+		req.Tools = nil
 	}
 	var enable *bool
 	if m.Thinking != nil {

@@ -106,7 +106,10 @@ func (q *responsesRequest) toService() (*service.Request, error) {
 			return nil, err
 		}
 	}
-	if !toolChoiceNone(q.ToolChoice) {
+	if req.ToolChoice, err = openAIToolChoice(q.ToolChoice); err != nil {
+		return nil, err
+	}
+	if req.ToolChoice.Mode != service.ToolsNone {
 		if req.Tools, err = offerTools(q.Tools, "", nil, q.modelTools); err != nil {
 			return nil, err
 		}

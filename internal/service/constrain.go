@@ -22,6 +22,8 @@ type constraint struct {
 	// waiting: the reply is still in its reasoning, until thinkEnd.
 	waiting  bool
 	thinkEnd int
+	// forced: the grammar is a forced tool call's.
+	forced bool
 	// err is why the grammar could not give a mask; the reply then ends
 	// at once and run returns err.
 	err error
@@ -33,7 +35,7 @@ func (s *Service) constrain(ctx context.Context, p *prepared, isEOS func(int) bo
 		return nil
 	}
 	v := s.grammarVocabulary()
-	c := &constraint{ctx: ctx, m: p.grammar.Matcher(v), s: s, isEOS: isEOS, eos: s.vocab.EOS, thinkEnd: -1}
+	c := &constraint{ctx: ctx, m: p.grammar.Matcher(v), s: s, isEOS: isEOS, eos: s.vocab.EOS, thinkEnd: -1, forced: p.forced}
 	if id, ok := s.tok.TokenID("</think>"); ok && p.thinking {
 		c.waiting, c.thinkEnd = true, id
 	}
@@ -108,6 +110,34 @@ func (c *constraint) Err() error {
 		return nil
 	case c.ctx.Err() != nil:
 		return c.err
+	case c.forced:
+		return badRequestf("tool_choice: the tool's parameters cannot be followed: %v", c.err)
 	}
 	return badRequestf("response format: the schema cannot be followed: %v", c.err)
+}
+
+// forcedCall is the grammar of the call a request's tool_choice forces: of
+// the tool it names, or of any of its tools. A forced call and a response
+// format would each hold the whole reply, so they do not go together.
+func forcedCall(req *Request) (*grammar.Grammar, error) {
+	if req.Grammar != nil {
+		return nil, badRequestf("tool_choice: a forced tool call cannot be combined with a structured output format")
+	}
+	var tools []grammar.Tool
+	for _, t := range req.Tools {
+		if req.ToolChoice.Name == "" || t.Function.Name == req.ToolChoice.Name {
+			tools = append(tools, grammar.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters})
+		}
+	}
+	switch {
+	case len(tools) == 0 && req.ToolChoice.Name != "":
+		return nil, badRequestf("tool_choice: the tool %q is not among the tools", req.ToolChoice.Name)
+	case len(tools) == 0:
+		return nil, badRequestf("tool_choice: a call is required, but no tools are given")
+	}
+	g, err := grammar.ToolCall(tools)
+	if err != nil {
+		return nil, badRequestf("tool_choice: the call cannot be enforced: %v", err)
+	}
+	return g, nil
 }

@@ -37,6 +37,9 @@ type Request struct {
 	// Grammar, when set, constrains the reply's content (after any
 	// reasoning) to its JSON texts: structured outputs.
 	Grammar *grammar.Grammar
+	// ToolChoice says whether the reply may, must or must not call one of
+	// Tools.
+	ToolChoice ToolChoice
 	// Logprobs asks for each reply token's log probability (Summary.Logprobs)
 	// and TopLogprobs (0..sample.MaxTopLogprobs) most likely alternatives.
 	Logprobs    bool
@@ -45,6 +48,28 @@ type Request struct {
 	// different clients take turns. "" is a client like any other.
 	Client string
 }
+
+// ToolChoice is OpenAI's tool_choice and Anthropic's, in one.
+type ToolChoice struct {
+	Mode ToolMode
+	// Name, with ToolsRequired, is the one tool the reply must call; ""
+	// lets it call any of them.
+	Name string
+}
+
+// ToolMode is what a request lets the reply do with its tools.
+type ToolMode uint8
+
+const (
+	// ToolsAuto lets the model choose between text and a call.
+	ToolsAuto ToolMode = iota
+	// ToolsNone takes any call the model writes as text.
+	ToolsNone
+	// ToolsRequired holds the reply, after any reasoning, to one call in
+	// the template's form, of the named tool or any, whose arguments obey
+	// the tool's schema.
+	ToolsRequired
+)
 
 // Thinking reports whether the request leaves thinking on: the template's
 // enable_thinking variable, true unless set to false.
@@ -69,6 +94,8 @@ type prepared struct {
 	stopper   *sample.Stopper
 	parser    *reply.Parser // nil for a raw prompt
 	grammar   *grammar.Grammar
+	// forced: the grammar is a forced tool call's, not a response format.
+	forced bool
 	// thinking: the reply starts inside the reasoning, which the grammar
 	// does not constrain.
 	thinking bool
@@ -117,8 +144,15 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 			tools[i] = reply.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters}
 		}
 		p.thinking = strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), thinkOpen)
-		if p.parser, err = reply.New(reply.Options{Thinking: p.thinking, Tools: tools}); err != nil {
+		opts := reply.Options{Thinking: p.thinking, Tools: tools, CallsAsText: req.ToolChoice.Mode == ToolsNone}
+		if p.parser, err = reply.New(opts); err != nil {
 			return nil, &badRequest{err}
+		}
+		if req.ToolChoice.Mode == ToolsRequired {
+			if p.grammar, err = forcedCall(req); err != nil {
+				return nil, err
+			}
+			p.forced = true
 		}
 	}
 	if text == "" {
