@@ -15,14 +15,14 @@ import (
 
 func init() {
 	commands["fit"] = command{
-		summary: "whether the model fits this Mac's GPU memory (or a simulated one), and at which context",
+		summary: "whether the model fits the memory this machine gives it (or a simulated Mac's), and at which context",
 		run:     runFit,
 	}
 }
 
 func runFit(args []string, stdout io.Writer) error {
 	fs := newFlags("fit", os.Stderr)
-	memGB := fs.Float64("memory-gb", 0, "simulate an Apple silicon Mac with this much memory (GB as Apple counts them: 32 means 32 GiB); default: this machine")
+	memGB := fs.Float64("memory-gb", 0, "simulate an Apple silicon Mac of this memory size, as Apple names it (32 for a 32 GB Mac); default: this machine")
 	context := fs.Int("context", fit.DefaultContext, "context length to check, in tokens")
 	sessions := fs.Int("cached-sessions", fit.DefaultCachedSessions, "sessions kept besides the generating one")
 	dir := fs.String("model", "", "checkpoint folder to size (default: the Qwen3.6-35B-A3B shape)")
@@ -95,7 +95,7 @@ func fitModel(dir string) (fit.Model, error) {
 
 func printFit(w io.Writer, r fit.Report, guidance string) error {
 	fmt.Fprintf(w, "%s: %s\n", r.Model, r.Advice)
-	fmt.Fprintf(w, "budget: %s (%s)\n", size(r.WorkingSetBytes), r.WorkingSetSource)
+	fmt.Fprintf(w, "budget: %s (%s)\n", fit.FormatBytes(r.WorkingSetBytes), r.WorkingSetSource)
 	if r.MaxContext > 0 {
 		fmt.Fprintf(w, "largest context that fits: %d tokens\n\n", r.MaxContext)
 	} else {
@@ -119,7 +119,7 @@ func printFit(w io.Writer, r fit.Report, guidance string) error {
 		width = max(width, len(row.what))
 	}
 	for _, row := range rows {
-		fmt.Fprintf(w, "  %-*s %10s\n", width, row.what, size(row.n))
+		fmt.Fprintf(w, "  %-*s %10s\n", width, row.what, fit.FormatBytes(row.n))
 	}
 	if guidance == "" {
 		return nil
@@ -132,13 +132,4 @@ func printFit(w io.Writer, r fit.Report, guidance string) error {
 type fitRow struct {
 	what string
 	n    int64
-}
-
-// size formats bytes in GiB, or in MiB under one GiB, where two decimals
-// of a GiB would round a few megabytes to 0.00.
-func size(n int64) string {
-	if n < fit.GiB {
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.2f GiB", float64(n)/fit.GiB)
 }

@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
+	goruntime "runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -24,7 +26,7 @@ func TestFitPerVerdict(t *testing.T) {
 			t.Errorf("fit on 64 GB says %q:\n%s", lack, big.String())
 		}
 	}
-	if !strings.Contains(big.String(), "float32 copies of the model's vectors") || !strings.Contains(big.String(), " MiB\n") {
+	if !strings.Contains(big.String(), "float32 copies of the model's vectors") || !strings.Contains(big.String(), " MB\n") {
 		t.Errorf("fit on 64 GB does not give the vectors' megabytes:\n%s", big.String())
 	}
 
@@ -127,5 +129,33 @@ func TestVersion(t *testing.T) {
 	}
 	if err := Run([]string{"version", "extra"}, io.Discard); err == nil {
 		t.Error("petal version extra succeeded")
+	}
+}
+
+// TestFitOffAMacSaysNoMacWords: petal fit on Linux spoke of Metal's
+// working set and in GiB where the web UI writes GB (issue 28 B.3). Off a
+// Mac, this machine's report has neither; a simulated Mac keeps its words.
+func TestFitOffAMacSaysNoMacWords(t *testing.T) {
+	var here bytes.Buffer
+	err := Run([]string{"fit"}, &here)
+	if err != nil && !errors.Is(err, errDoesNotFit) {
+		t.Fatal(err)
+	}
+	if goruntime.GOOS != "darwin" {
+		for _, lack := range []string{"Mac", "Metal", "working set", "GiB", "MiB"} {
+			if strings.Contains(here.String(), lack) {
+				t.Errorf("fit on this machine says %q:\n%s", lack, here.String())
+			}
+		}
+	}
+	if !strings.Contains(here.String(), " GB\n") || !strings.Contains(here.String(), " GB (") {
+		t.Errorf("fit on this machine gives no sizes in GB:\n%s", here.String())
+	}
+	var mac bytes.Buffer
+	Run([]string{"fit", "--memory-gb", "16"}, &mac)
+	for _, want := range []string{"simulated 16 GB Mac", "Metal's working set", "Apple's 16 GB are 17.2 GB", "A 32 GB Mac runs"} {
+		if !strings.Contains(mac.String(), want) {
+			t.Errorf("fit --memory-gb 16 lacks %q:\n%s", want, mac.String())
+		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"petal/gpu"
 )
 
-// GiB is the unit every printed size is in.
+// GiB is the unit of Macs' memory sizes: Apple's "32 GB" are 32 GiB.
 const GiB = 1 << 30
 
 // Limits of a simulated Mac's memory, in GiB: Apple silicon Macs ship with
@@ -39,6 +39,9 @@ type Budget struct {
 	Bytes int64
 	// Source says where Bytes came from, for the user.
 	Source string
+	// Mac says the budget is a Mac's, real or simulated: the advice then
+	// speaks of Macs, and never off one.
+	Mac bool
 }
 
 // WorkingSetFraction is the share of a Mac's memory that Metal's
@@ -64,8 +67,10 @@ func SimulatedMac(memoryGiB float64) (Budget, error) {
 	}
 	num, den := WorkingSetFraction(memoryGiB)
 	return Budget{
-		Bytes:  int64(memoryGiB*GiB) * num / den,
-		Source: fmt.Sprintf("simulated %g GB Mac: Metal's working set is %d/%d of its memory", memoryGiB, num, den),
+		Bytes: int64(memoryGiB*GiB) * num / den,
+		Source: fmt.Sprintf("simulated %g GB Mac: Metal's working set is %d/%d of its memory; Apple's %g GB are %s",
+			memoryGiB, num, den, memoryGiB, FormatBytes(int64(memoryGiB*GiB))),
+		Mac: true,
 	}, nil
 }
 
@@ -81,7 +86,7 @@ func Host() (Budget, error) {
 			return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
 		}
 		num, den := WorkingSetFraction(float64(n) / GiB)
-		return Budget{Bytes: n / den * num, Source: fmt.Sprintf("%d/%d of this Mac's memory, Metal's default working set", num, den)}, nil
+		return Budget{Bytes: n / den * num, Source: fmt.Sprintf("%d/%d of this Mac's memory, Metal's default working set", num, den), Mac: true}, nil
 	case "linux":
 		f, err := os.Open(meminfoPath)
 		if err != nil {
@@ -92,7 +97,7 @@ func Host() (Budget, error) {
 		if err != nil {
 			return Budget{}, fmt.Errorf("%w: %w", ErrNoBudget, err)
 		}
-		return Budget{Bytes: n, Source: "MemAvailable of this machine"}, nil
+		return Budget{Bytes: n, Source: "the memory this machine has available, MemAvailable"}, nil
 	}
 	return Budget{}, fmt.Errorf("%w: no probe for %s", ErrNoBudget, runtime.GOOS)
 }
@@ -106,7 +111,27 @@ func Device(info gpu.Info) (Budget, error) {
 	if ws == 0 || ws > math.MaxInt64 {
 		return Budget{}, fmt.Errorf("%w: %s reports a working set of %d bytes", ErrNoBudget, info.Name, ws)
 	}
-	return Budget{Bytes: int64(ws), Source: "the memory " + info.Name + " reports it can use"}, nil
+	// Only Metal devices run on macOS.
+	return Budget{Bytes: int64(ws), Source: "the memory " + info.Name + " reports it can use", Mac: runtime.GOOS == "darwin"}, nil
+}
+
+// FormatBytes writes n in decimal units, as disks, the Hugging Face Hub
+// and the web UI count them (19.5 GB, not GiB), as the UI writes them:
+// one decimal below 100 of a unit, none from 100.
+func FormatBytes(n int64) string {
+	if n < 0 {
+		return "-" + FormatBytes(-n)
+	}
+	units := []string{"B", "KB", "MB", "GB", "TB"}
+	v, i := float64(n), 0
+	for v >= 1000 && i < len(units)-1 {
+		v /= 1000
+		i++
+	}
+	if v >= 100 || i == 0 {
+		return fmt.Sprintf("%.0f %s", v, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
 }
 
 // memAvailable reads MemAvailable from /proc/meminfo contents.

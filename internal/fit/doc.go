@@ -49,7 +49,8 @@
 //
 // # Units
 //
-// Memory sizes of Macs are binary: a "32 GB" Mac has 32 GiB. Every size
-// this package prints is in GiB (2^30 bytes) and says so; JSON carries
-// bytes.
+// Every size this package prints is in decimal units ([FormatBytes]: GB
+// are 10^9 bytes), as the web UI, disks and the Hub count them; JSON
+// carries bytes. Only the names of Macs' memory sizes are Apple's binary
+// ones: a "32 GB" Mac has 32 GiB, 34.4 GB.
 package fit

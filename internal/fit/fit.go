@@ -187,6 +187,8 @@ type Report struct {
 	// does not fit): the most a prefix cache may hold.
 	HeadroomBytes int64  `json:"headroom_bytes"`
 	Advice        string `json:"advice"`
+	// mac: the budget was a Mac's (Budget.Mac), for Guidance's words.
+	mac bool
 }
 
 // Check decides whether m fits budget at the asked context.
@@ -323,28 +325,25 @@ func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, 
 		KVCapacity: f.Capacity, KVBytes: f.KVBytes + f.ScratchBytes, KVGrowBytes: f.GrowthBytes,
 		Sessions: sessions, SessionStateBytes: f.StateBytes, SessionScratchBytes: f.ActivationBytes,
 		PrefillScratchBytes: f.PrefillBytes,
-		OverheadBytes:       RuntimeOverheadBytes, TotalBytes: total(f),
+		OverheadBytes:       RuntimeOverheadBytes, TotalBytes: total(f), mac: budget.Mac,
 	}
 	r.HeadroomBytes = budget.Bytes - r.TotalBytes
 	switch {
 	case r.TotalBytes <= budget.Bytes:
 		r.Verdict = Fits
-		r.Advice = fmt.Sprintf("Fits: %s of the %s working set at %d tokens of context, %s left.",
-			gib(r.TotalBytes), gib(budget.Bytes), ctx, gib(r.HeadroomBytes))
+		r.Advice = fmt.Sprintf("Fits: %s of the %s available at %d tokens of context, %s left.",
+			FormatBytes(r.TotalBytes), FormatBytes(budget.Bytes), ctx, FormatBytes(r.HeadroomBytes))
 	case maxCtx >= MinContext:
 		r.Verdict = Reduced
-		r.Advice = fmt.Sprintf("Does not fit at %d tokens of context (%s of %s); fits at up to %d tokens.",
-			ctx, gib(r.TotalBytes), gib(budget.Bytes), maxCtx)
+		r.Advice = fmt.Sprintf("Does not fit at %d tokens of context (%s of the %s available); fits at up to %d tokens.",
+			ctx, FormatBytes(r.TotalBytes), FormatBytes(budget.Bytes), maxCtx)
 	default:
 		r.Verdict = No
-		r.Advice = fmt.Sprintf("Does not fit: even %d tokens of context need more than the %s working set (the weights alone are %s).",
-			MinContext, gib(budget.Bytes), gib(m.WeightsBytes))
+		r.Advice = fmt.Sprintf("Does not fit: even %d tokens of context need more than the %s available (the weights alone are %s).",
+			MinContext, FormatBytes(budget.Bytes), FormatBytes(m.WeightsBytes))
 	}
 	return r
 }
-
-// gib formats bytes in GiB.
-func gib(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/GiB) }
 
 // MacSizes are the memory sizes, in GB, Apple silicon Macs are sold with
 // that [Guidance] walks through.
@@ -356,10 +355,12 @@ const guidanceMacGB = 32
 
 // Guidance says plainly, in one paragraph, what r's verdict leaves to do;
 // r is a check of m. A model that fits at the asked context needs no
-// advice, only where the whole context needs a larger Mac; one that fits
+// advice, only where the whole context needs more memory; one that fits
 // only at a shorter context gets that context and the advice to leave it
-// memory; one that does not fit gets which Macs run it: the smallest, what
-// a 32 GB Mac gets, and the smallest that holds the whole context.
+// memory; one that does not fit gets what would run it. On a Mac (the
+// budget's Budget.Mac) that is which Macs: the smallest, what a 32 GB Mac
+// gets, and the smallest that holds the whole context; off a Mac, Macs
+// are no answer, so it is the memory the whole context needs.
 func Guidance(m Model, r Report) (string, error) {
 	maxPos, err := maxContext(m.Config)
 	if err != nil {
@@ -368,6 +369,22 @@ func Guidance(m Model, r Report) (string, error) {
 	fps, contexts, err := measure(m.Config, maxPos)
 	if err != nil {
 		return "", err
+	}
+	if !r.mac {
+		whole := check(m, Budget{Bytes: r.WorkingSetBytes}, maxPos, r.Sessions, fps, contexts).TotalBytes
+		wholeNeeds := fmt.Sprintf("The whole %d-token context needs %s.", maxPos, FormatBytes(whole))
+		switch r.Verdict {
+		case Fits:
+			if r.MaxContext < maxPos {
+				return fmt.Sprintf("Contexts of up to %d tokens fit here. %s", r.MaxContext, wholeNeeds), nil
+			}
+		case Reduced:
+			return fmt.Sprintf("Ask for %d tokens of context at most (petal serve lowers a longer one by itself); quit other memory-hungry programs while it runs. %s",
+				r.MaxContext, wholeNeeds), nil
+		case No:
+			return fmt.Sprintf("Free memory for it (quit other memory-hungry programs) or run it on a machine with more. %s", wholeNeeds), nil
+		}
+		return "", nil
 	}
 	smallest, full := 0.0, 0.0
 	var atGuide Report
@@ -402,10 +419,10 @@ func Guidance(m Model, r Report) (string, error) {
 	case No:
 		if atGuide.Verdict == No {
 			lines = append(lines, fmt.Sprintf("A %d GB Mac cannot run %s: its GPU may use %s and the weights alone are %s.",
-				guidanceMacGB, m.Name, gib(atGuide.WorkingSetBytes), gib(m.WeightsBytes)))
+				guidanceMacGB, m.Name, FormatBytes(atGuide.WorkingSetBytes), FormatBytes(m.WeightsBytes)))
 		} else {
 			lines = append(lines, fmt.Sprintf("A %d GB Mac runs %s at up to %d tokens of context (its GPU may use %s; the weights take %s, and each token of context %d bytes of KV cache); quit other memory-hungry apps while it runs.",
-				guidanceMacGB, m.Name, atGuide.MaxContext, gib(atGuide.WorkingSetBytes), gib(m.WeightsBytes), atGuide.KVBytesPerToken))
+				guidanceMacGB, m.Name, atGuide.MaxContext, FormatBytes(atGuide.WorkingSetBytes), FormatBytes(m.WeightsBytes), atGuide.KVBytesPerToken))
 		}
 		if smallest > 0 {
 			lines = append(lines, fmt.Sprintf("Macs with less than %g GB cannot run it.", smallest), whole)

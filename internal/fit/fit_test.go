@@ -169,7 +169,8 @@ func TestThirtyTwoGB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"32 GB Mac runs", "65536 tokens", "21.33 GiB", "20480 bytes", "less than 32 GB", "36 GB or more"} {
+	// The 32 GB Mac's 21.33 GiB are 22.9 GB, the unit the UI writes.
+	for _, want := range []string{"32 GB Mac runs", "65536 tokens", "22.9 GB", "20480 bytes", "less than 32 GB", "36 GB or more"} {
 		if !strings.Contains(g, want) {
 			t.Errorf("guidance %q lacks %q", g, want)
 		}
@@ -428,4 +429,79 @@ func countMeasures(t *testing.T) *[][]int {
 	footprints = c
 	t.Cleanup(func() { footprints = old })
 	return asked
+}
+
+// TestNoMacWordsOffAMac: petal fit and the Setup screen spoke of Metal's
+// working set and of which Mac to buy on Linux, and in GiB where the UI
+// writes GB (issue 28 B.3). A budget that is no Mac's gets each verdict's
+// advice in decimal GB without a word of Macs, the whole context's need
+// in their place.
+func TestNoMacWordsOffAMac(t *testing.T) {
+	m, err := Qwen36()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac, err := SimulatedMac(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := Check(m, mac, Request{Context: 262144, CachedSessions: DefaultCachedSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	needs := "The whole 262144-token context needs " + FormatBytes(whole.TotalBytes) + "."
+	for _, c := range []struct {
+		bytes   int64
+		context int
+		verdict Verdict
+		want    []string
+	}{
+		{64 * GiB, 32768, Fits, nil},
+		{mac.Bytes, 32768, Fits, []string{"up to 65536 tokens fit here", needs}},
+		{mac.Bytes, 131072, Reduced, []string{"65536 tokens of context at most", "quit other memory-hungry programs", needs}},
+		{16 * GiB, 32768, No, []string{"a machine with more", needs}},
+	} {
+		r, err := Check(m, Budget{Bytes: c.bytes, Source: "the memory this machine has available"}, Request{Context: c.context, CachedSessions: DefaultCachedSessions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := Guidance(m, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != c.verdict {
+			t.Fatalf("%s at %d: verdict %s, want %s", FormatBytes(c.bytes), c.context, r.Verdict, c.verdict)
+		}
+		if c.want == nil && g != "" {
+			t.Errorf("%s at %d: guidance %q, want none", FormatBytes(c.bytes), c.context, g)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(g, w) {
+				t.Errorf("%s at %d: guidance %q lacks %q", FormatBytes(c.bytes), c.context, g, w)
+			}
+		}
+		for _, said := range []string{r.Advice, g} {
+			for _, lack := range []string{"Mac", "Metal", "working set", "GiB", "apps"} {
+				if strings.Contains(said, lack) {
+					t.Errorf("%s at %d: %q says %q", FormatBytes(c.bytes), c.context, said, lack)
+				}
+			}
+		}
+		if !strings.Contains(r.Advice, FormatBytes(c.bytes)+" available") {
+			t.Errorf("advice %q does not give the budget as the UI writes it", r.Advice)
+		}
+	}
+}
+
+// TestFormatBytes: sizes are written as the web UI's formatBytes writes
+// them (frontend/src/lib/format.ts), so the two agree on every screen.
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 999: "999 B", 1000: "1.0 KB", 4_600_000: "4.6 MB", 536_870_912: "537 MB",
+		19_508_787_456: "19.5 GB", 99_940_000_000: "99.9 GB", 100_000_000_000: "100 GB", 2_500_000_000_000: "2.5 TB", -2_700_000_000: "-2.7 GB",
+	} {
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
 }

@@ -21,7 +21,7 @@ func (e *NoFitError) Error() string {
 		largest = fmt.Sprintf("the largest context that fits is %d tokens, below the %d-token minimum", r.MaxContext, MinContext)
 	}
 	return fmt.Sprintf("%s does not fit (verdict %q; %s): %s Budget: %s (%s).",
-		r.Model, r.Verdict, largest, r.Advice, gib(r.WorkingSetBytes), r.WorkingSetSource)
+		r.Model, r.Verdict, largest, r.Advice, FormatBytes(r.WorkingSetBytes), r.WorkingSetSource)
 }
 
 // Is makes a NoFitError match ErrDoesNotFit.

@@ -41,7 +41,7 @@ func TestForLoad(t *testing.T) {
 				t.Fatalf("%g GB at %d: %v, want a NoFitError", tc.gb, tc.context, err)
 			}
 			msg := err.Error()
-			if nf.Report.Verdict != No || !strings.Contains(msg, `verdict "no"`) || !strings.Contains(msg, "GiB") {
+			if nf.Report.Verdict != No || !strings.Contains(msg, `verdict "no"`) || !strings.Contains(msg, FormatBytes(b.Bytes)) {
 				t.Errorf("%g GB at %d: verdict %s, message %q", tc.gb, tc.context, nf.Report.Verdict, msg)
 			}
 			continue
