@@ -28,8 +28,11 @@ const (
 )
 
 // floatBytes is the size of the float32 activations the kernels read and
-// write.
-const floatBytes = 4
+// write; routeEntryBytes of one entry of MoERoute's block map (a uint4).
+const (
+	floatBytes      = 4
+	routeEntryBytes = 16
+)
 
 // Cost is the work a dispatch or a command buffer carries, estimated from
 // the shapes of the ops it encodes.
@@ -345,7 +348,7 @@ func (e *enc) swiGLU(out, gate, up shaders.View, n int) {
 // block map.
 func (e *enc) moeRoute(mapping, slotOf, blocks, ids shaders.View, pairs, count int) {
 	c := moved(3 * pairs)
-	c.Bytes += int64(shaders.RouteCapacity(pairs, count)) * 16
+	c.Bytes += int64(shaders.RouteCapacity(pairs, count)) * routeEntryBytes
 	if e.add(c) {
 		e.check(e.k.MoERoute(e.cb, mapping, slotOf, blocks, ids, pairs, count))
 	}

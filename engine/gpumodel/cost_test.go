@@ -94,7 +94,7 @@ func TestLayerCostHandCount(t *testing.T) {
 		3*pairs + N*si + N*h + // routing, shared down
 		2*(pairs*h+pairs*ei) + 3*pairs*ei + pairs*ei + pairs*h + // experts
 		N*(topK*h+2*topK+2*h+1) // combine
-	bytes := weights + kv + 4*acts + N*2*kvh*hd*2 + 16*int64(shaders.RouteCapacity(int(pairs), int(ex)))
+	bytes := weights + kv + 4*acts + N*2*kvh*hd*2 + 16*int64(shaders.RouteCapacity(int(pairs), int(ex))) // a uint4 a block-map entry
 
 	if got.Flops != flops {
 		t.Errorf("flops %d, by hand %d", got.Flops, flops)
