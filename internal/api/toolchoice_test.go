@@ -113,6 +113,40 @@ func TestToolChoiceChat(t *testing.T) {
 		}
 	}
 
+	// Streamed, the forced call comes as tool_calls deltas.
+	call = false
+	resp, body := do(t, post(t, ts.URL+"/v1/chat/completions", `{"stream":true,"max_tokens":200,"tool_choice":{"type":"function","function":{"name":"ping"}},`+tools+`,"messages":[{"role":"user","content":"Weather in Paris?"}]}`))
+	data, _ := sseEvents(t, body)
+	var args, finish string
+	for _, d := range data {
+		var ev struct {
+			Choices []struct {
+				FinishReason *string `json:"finish_reason"`
+				Delta        struct {
+					Content   string
+					ToolCalls []struct {
+						Function struct{ Name, Arguments string }
+					} `json:"tool_calls"`
+				}
+			}
+		}
+		if d == "[DONE]" || json.Unmarshal([]byte(d), &ev) != nil || len(ev.Choices) == 0 {
+			continue
+		}
+		for _, c := range ev.Choices[0].Delta.ToolCalls {
+			args += c.Function.Arguments
+		}
+		if f := ev.Choices[0].FinishReason; f != nil {
+			finish = *f
+		}
+		if ev.Choices[0].Delta.Content != "" {
+			t.Errorf("stream: content %q beside the forced call", ev.Choices[0].Delta.Content)
+		}
+	}
+	if resp.StatusCode != 200 || finish != "tool_calls" || !argsObey(t, pingParams, args) {
+		t.Errorf("stream: %d, finish %q, arguments %q", resp.StatusCode, finish, args)
+	}
+
 	// "none": the call the model writes is text, and the reply stops.
 	call = true
 	for _, choice := range []string{`"tool_choice":"none"`, `"function_call":"none"`} {
