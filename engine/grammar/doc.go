@@ -46,9 +46,10 @@
 //
 // # Limits
 //
-// The work of one mask is bounded: past [MaxStates] distinct states or
-// [MaxMaskTime], or when the request's context ends (looked at inside the
-// walk, not only between tokens), Allowed returns an error
+// The work of one mask is bounded, and so is that of a reply's masks
+// together: past [MaxStates] distinct states, [MaxMaskTime] or the
+// reply's [MaxReplyMaskTime], or when the request's context ends (looked
+// at inside the walk, not only between tokens), Allowed returns an error
 // ([ErrTooManyStates], [ErrMaskTime], the context's cause) and the reply
 // ends with it; [ErrStuck] says no token of the vocabulary continues the
 // reply, where an empty mask would leave the sampler nothing to draw.

@@ -18,6 +18,13 @@ const (
 	MaxStates = 1024
 	// MaxMaskTime bounds the time one Allowed may take.
 	MaxMaskTime = time.Second
+	// MaxReplyMaskTime bounds the time the masks of one reply take in
+	// all: a schema that keeps a thousand readings open inside a string
+	// costs each token's mask a few hundred milliseconds, under
+	// MaxMaskTime, and a reply of thousands of tokens must not hold the
+	// engine for hours. Schemas that clients send take well under a
+	// millisecond a token.
+	MaxReplyMaskTime = time.Minute
 	// checkEvery is how many steps the mask takes between looks at the
 	// clock and the request's context.
 	checkEvery = 4096
@@ -31,7 +38,8 @@ var (
 	// ErrTooManyStates says the readings of the reply so far outgrew
 	// MaxStates.
 	ErrTooManyStates = errors.New("grammar: the schema leaves too many readings of the reply open")
-	// ErrMaskTime says one token's mask took longer than MaxMaskTime.
+	// ErrMaskTime says one token's mask took longer than MaxMaskTime, or
+	// the reply's masks longer than MaxReplyMaskTime.
 	ErrMaskTime = errors.New("grammar: the mask of the next token takes too long")
 	// ErrStuck says no token of the vocabulary continues the reply: its
 	// tokens cannot spell what the schema requires next.
@@ -52,9 +60,18 @@ type Matcher struct {
 	// since the last look at them, and the error that cut it short.
 	ctx      context.Context
 	deadline time.Time
+	late     error // the error past the deadline
 	steps    int
 	err      error
+	// spent is the time the reply's masks took so far.
+	spent time.Duration
 }
+
+// The errors past a mask's deadline: its own, or the reply's.
+var (
+	errMaskTime      = fmt.Errorf("%w: more than %v", ErrMaskTime, MaxMaskTime)
+	errReplyMaskTime = fmt.Errorf("%w: the reply's masks took more than %v in all", ErrMaskTime, MaxReplyMaskTime)
+)
 
 // Matcher starts a reply.
 func (g *Grammar) Matcher(v *Vocab) *Matcher {
@@ -67,15 +84,23 @@ func (m *Matcher) Done() bool { return slices.ContainsFunc(m.states, accepting) 
 // Allowed sets in mask (a bitset of Vocab.Size bits, cleared first) the
 // tokens that may come next: those whose bytes keep the reply a prefix of
 // a value, and the end-of-reply tokens once it is complete. It stops with
-// an error when ctx ends (its cause), past MaxStates or MaxMaskTime, or
-// when no token is allowed; the mask is then cleared.
+// an error when ctx ends (its cause), past MaxStates, MaxMaskTime or the
+// reply's MaxReplyMaskTime, or when no token is allowed; the mask is then
+// cleared.
 func (m *Matcher) Allowed(ctx context.Context, mask []uint64) error {
-	return m.allowed(ctx, mask, time.Now().Add(MaxMaskTime))
+	start := time.Now()
+	limit, late := MaxMaskTime, errMaskTime
+	if left := MaxReplyMaskTime - m.spent; left < limit {
+		limit, late = left, errReplyMaskTime
+	}
+	err := m.allowed(ctx, mask, start.Add(limit), late)
+	m.spent += time.Since(start)
+	return err
 }
 
-func (m *Matcher) allowed(ctx context.Context, mask []uint64, deadline time.Time) error {
+func (m *Matcher) allowed(ctx context.Context, mask []uint64, deadline time.Time, late error) error {
 	clear(mask)
-	m.ctx, m.deadline, m.steps, m.err = ctx, deadline, 0, nil
+	m.ctx, m.deadline, m.late, m.steps, m.err = ctx, deadline, late, 0, nil
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
@@ -195,7 +220,7 @@ func (m *Matcher) settle(states []stack, from int) []stack {
 		if err := context.Cause(m.ctx); err != nil {
 			m.err = err
 		} else if time.Now().After(m.deadline) {
-			m.err = fmt.Errorf("%w: more than %v", ErrMaskTime, MaxMaskTime)
+			m.err = m.late
 		}
 	}
 	return states
