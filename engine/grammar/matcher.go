@@ -119,6 +119,11 @@ func (m *Matcher) allowed(ctx context.Context, mask []uint64, deadline time.Time
 			some = true
 		}
 		t = &m.v.quoted
+	} else if r := rawFast(m.v, m.states); r != nil {
+		if r.inside(m.states, mask) {
+			some = true
+		}
+		t = &r.marked
 	}
 	if m.walk(t, 0, m.states, 0, mask) {
 		some = true

@@ -210,7 +210,7 @@ func startMarkup(s stack, f frame, b byte, out []stack) []stack {
 	switch n := f.n; n.kind {
 	case kText:
 		return step(s.with(frame{n: n, st: stLiteral}), b, out)
-	case kRaw:
+	case kRaw: // its end is paramClose, which rawTable marks
 		f = frame{n: n, st: stRaw}
 		return stepRaw(s.with(f), f, b, out)
 	case kChoice:
@@ -258,20 +258,9 @@ func stepRaw(s stack, f frame, b byte, out []stack) []stack {
 		}
 	}
 	g := f
-	switch {
-	case f.cont > 0:
-		if b&0xC0 != 0x80 {
-			return out
-		}
-		g.cont--
-	case b&0xC0 == 0x80 || b >= 0xF5 || b == 0xC0 || b == 0xC1:
-		return out // not UTF-8
-	case b >= 0xF0:
-		g.cont = 3
-	case b >= 0xE0:
-		g.cont = 2
-	case b >= 0xC2:
-		g.cont = 1
+	var ok bool
+	if g.cont, ok = utf8Byte(f.cont, b); !ok {
+		return out
 	}
 	var cands uint64
 	if f.count > 0 {

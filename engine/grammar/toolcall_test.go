@@ -226,3 +226,53 @@ func TestToolCallRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRawMaskTable: inside a raw value, the mask from the tables of
+// rawTable is the mask of the whole trie's walk, over Qwen's vocabulary.
+func TestRawMaskTable(t *testing.T) {
+	_, v := qwen3(t)
+	g, err := ToolCall(weatherTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := (v.Size() + 63) / 64
+	for _, p := range []string{"", "Par", "Z\xc3", "\xe2\x82", "a\nb", "a<", "x</par"} {
+		prefix := "<tool_call>\n<function=get_weather>\n<parameter=city>\n" + p
+		m := g.Matcher(v)
+		if err := m.Advance([]byte(prefix), false); err != nil {
+			t.Fatalf("%q: %v", prefix, err)
+		}
+		fast := make([]uint64, words)
+		if err := m.Allowed(context.Background(), fast); err != nil {
+			t.Fatal(err)
+		}
+		walked := make([]uint64, words)
+		m.ctx = context.Background()
+		m.walk(&v.all, 0, m.states, 0, walked)
+		n := 0
+		for i := range fast {
+			if fast[i] != walked[i] {
+				t.Errorf("%q: the masks differ in tokens %d to %d: %x, walked %x", p, 64*i, 64*i+63, fast[i], walked[i])
+			}
+			for w := fast[i]; w != 0; w &= w - 1 {
+				n++
+			}
+		}
+		if n < v.Size()/2 && p != "Z\xc3" && p != "\xe2\x82" {
+			t.Errorf("%q: only %d tokens allowed", p, n)
+		}
+	}
+	// A token that ends a closing tag begun is not taken from the tables.
+	tokens := []string{"a", "<", "/parameter>", "/par"}
+	small := NewVocab(len(tokens), func(id int) ([]byte, bool) { return []byte(tokens[id]), true }, nil)
+	m := g.Matcher(small)
+	for _, p := range []string{"<tool_call>\n<function=get_weather>\n<parameter=city>\n", "a", "<"} {
+		if err := m.Advance([]byte(p), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mask := make([]uint64, 1)
+	if err := m.Allowed(context.Background(), mask); err != nil || mask[0] != 0b1011 {
+		t.Errorf("after \"a<\" in a value: mask %b (%v), want a, < and /par", mask[0], err)
+	}
+}
