@@ -119,7 +119,7 @@ func (m *Matcher) allowed(ctx context.Context, mask []uint64, deadline time.Time
 			some = true
 		}
 		t = &m.v.quoted
-	} else if r := rawFast(m.v, m.states); r != nil {
+	} else if r := rawFast(m); r != nil {
 		if r.inside(m.states, mask) {
 			some = true
 		}
