@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	goruntime "runtime"
-	"strconv"
 	"time"
 
 	"petal/internal/loginitem"
@@ -65,17 +64,20 @@ var openRuntime = runtime.Open
 // the demo model) in the background and returns at once; the local
 // endpoint starts, as the settings say, when the model is loaded.
 func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
-	s := store.Get()
 	dir, demo, err := models.DefaultModelDir()
 	if err != nil {
 		return nil, err
 	}
-	host, apiKey := "127.0.0.1", s.APIKey
-	if s.Expose {
-		host = "0.0.0.0"
-		if apiKey == "" {
-			apiKey = s.AccessToken
-		}
+	// The rule petal serve applies, without its flags: where to listen,
+	// the one key (the API key, else the access token when exposed), and
+	// what the Settings screen reports in force and from where.
+	applied, err := store.Apply(manage.Overrides{})
+	if err != nil {
+		return nil, err
+	}
+	_, port, err := net.SplitHostPort(applied.Addr)
+	if err != nil {
+		return nil, err
 	}
 	// onSettings keeps the login item as the settings say, at start and
 	// on every change.
@@ -87,18 +89,18 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	a := &App{
 		// The endpoint's address as Runtime.Endpoint gives it: loopback
 		// for a listener on every interface.
-		Endpoint: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) + "/v1",
+		Endpoint: "http://" + net.JoinHostPort("127.0.0.1", port) + "/v1",
 		Demo:     demo, log: logger, dir: dir, backend: desktopBackend(), ready: make(chan struct{}),
 	}
 	a.Window = http.HandlerFunc(a.serveWindow)
 	cfg := runtime.Config{
-		Load: runtime.LoadRequest{Dir: dir, Backend: a.backend, Context: s.ContextLength, CacheBytes: service.DefaultCacheBytes},
-		Addr: net.JoinHostPort(host, strconv.Itoa(s.Port)), APIKey: apiKey, AllowedOrigins: s.AllowedOrigins,
+		Load: runtime.LoadRequest{Dir: dir, Backend: a.backend, Context: applied.ContextLength, CacheBytes: service.DefaultCacheBytes},
+		Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins,
 		Settings: store, OnSettings: onSettings, Log: logger, Notes: logLines{logger},
 		ShutdownTimeout: appShutdownTimeout,
 	}
-	go a.load(cfg, apiKey)
-	onSettings(s)
+	go a.load(cfg, applied.APIKey)
+	onSettings(store.Get())
 	return a, nil
 }
 

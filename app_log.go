@@ -16,16 +16,35 @@ const appLogMax = 4 << 20
 // ~/Library/Logs/Petal.log (Console lists it under Log Reports): an app
 // opened from Finder has its stderr on /dev/null.
 func desktopLogger() *log.Logger {
-	w := io.Writer(os.Stderr)
+	path := ""
 	if runtime.GOOS == "darwin" {
 		if home, err := os.UserHomeDir(); err == nil {
-			if f, err := openAppLog(filepath.Join(home, "Library", "Logs", "Petal.log")); err == nil {
-				w = io.MultiWriter(os.Stderr, f)
-			}
+			path = filepath.Join(home, "Library", "Logs", "Petal.log")
 		}
 	}
-	return log.New(w, "petal: ", log.LstdFlags)
+	return newAppLogger(path)
 }
+
+// newAppLogger is the app's logger, writing to stderr and, when path is
+// not "", the log file there. The log package's default logger writes
+// where it does, so that what the packages below log through it (the
+// demo model mended at start) reaches the file too.
+func newAppLogger(path string) *log.Logger {
+	w := io.Writer(os.Stderr)
+	if path != "" {
+		if f, err := openAppLog(path); err == nil {
+			w = io.MultiWriter(os.Stderr, f)
+		}
+	}
+	logger := log.New(w, appLogPrefix, log.LstdFlags)
+	log.SetOutput(w)
+	log.SetPrefix(appLogPrefix)
+	log.SetFlags(log.LstdFlags)
+	return logger
+}
+
+// appLogPrefix starts every line of the app's log.
+const appLogPrefix = "petal: "
 
 // openAppLog opens the log file at path for appending, emptied first when
 // it has grown past appLogMax.

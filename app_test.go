@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -132,4 +135,103 @@ func readAll(t *testing.T, r io.Reader) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestAppAppliesSettingsAsServeDoes: the desktop app laid the settings
+// over its runtime by a rule of its own, and the Settings screen then
+// reported an exposed app's access token, its one key, as a default
+// setting. The app now applies the settings as petal serve does
+// (manage's Apply, without flags): the token is required on the
+// endpoint, also from the network, and reported set, from the settings.
+func TestAppAppliesSettingsAsServeDoes(t *testing.T) {
+	saved := appHome(t)
+	const token = "access-0123456789abcdef"
+	s := saved.Get()
+	// A file that names only what it changes, as one written by hand: the
+	// key in force is the access token, a setting of the file's.
+	file := fmt.Sprintf(`{"port":%d,"expose":true,"access_token":%q}`, s.Port, token)
+	if err := os.WriteFile(saved.Path(), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := manage.OpenSettings(saved.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := startApp(store, desktopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := a.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	models := func(base, key string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/models", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := models(a.Endpoint, ""); got != http.StatusUnauthorized {
+		t.Errorf("the endpoint without the access token: %d", got)
+	}
+	if got := models(a.Endpoint, token); got != 200 {
+		t.Errorf("the endpoint with the access token: %d", got)
+	}
+	if ip := networkAddress(t); ip != nil {
+		if got := models("http://"+net.JoinHostPort(ip.String(), strconv.Itoa(s.Port))+"/v1", token); got != 200 {
+			t.Errorf("the endpoint at %s with the access token: %d", ip, got)
+		}
+	}
+
+	req := httptest.NewRequest("GET", "wails://wails/manage/settings", nil)
+	req.Host, req.RemoteAddr = "wails", ""
+	rec := httptest.NewRecorder()
+	a.Window.ServeHTTP(rec, req)
+	var reply struct {
+		InForce         map[string]manage.InForce `json:"in_force"`
+		RestartRequired []string                  `json:"restart_required"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil {
+		t.Fatalf("GET /manage/settings: %d %s", rec.Code, rec.Body)
+	}
+	want := map[string]manage.InForce{
+		manage.FieldAPIKey: {Value: "set", Source: manage.SourceSettings},
+		manage.FieldExpose: {Value: true, Source: manage.SourceSettings},
+		manage.FieldPort:   {Value: float64(s.Port), Source: manage.SourceSettings},
+	}
+	for f, w := range want {
+		if got := reply.InForce[f]; got != w {
+			t.Errorf("in force %s: %+v, want %+v", f, got, w)
+		}
+	}
+	if len(reply.RestartRequired) != 0 {
+		t.Errorf("restart required for %v right after the start", reply.RestartRequired)
+	}
+}
+
+// networkAddress is an IPv4 address of this machine other than loopback,
+// or nil when it has none.
+func networkAddress(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP
+		}
+	}
+	return nil
 }
