@@ -521,7 +521,7 @@ func TestEveryClientField(t *testing.T) {
 		"presence_penalty": 0.5, "frequency_penalty": 0.1, "repetition_penalty": 1.05, "seed": 42,
 		"stop": ["\n\n\n", "` + strings.Repeat("x", 300) + `"],
 		"tools": [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}],
-		"tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": false,
+		"tool_choice": "auto", "parallel_tool_calls": false,
 		"reasoning_effort": "medium", "chat_template_kwargs": {"enable_thinking": true, "preserve_thinking": false},
 		"prompt_cache_key": "k", "response_format": {"type": "text"}, "user": "u", "n": 1,
 		"logprobs": false, "top_logprobs": 0, "metadata": {"x": 1}, "store": false, "some_future_field": [1, 2]
