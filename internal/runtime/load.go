@@ -140,7 +140,7 @@ func check(fm fit.Model, req LoadRequest, budget func() (fit.Budget, error), w i
 	}
 	if r.Context < asked {
 		fmt.Fprintf(w, "context lowered from %d to %d tokens, the largest that fits %s (%s): %s\n",
-			asked, r.Context, gibString(b.Bytes), b.Source, r.Advice)
+			asked, r.Context, fit.FormatBytes(b.Bytes), b.Source, r.Advice)
 	}
 	return Loaded{Context: r.Context, CacheBytes: cacheBudget(req.CacheBytes, r.HeadroomBytes), Report: &r}, nil
 }
@@ -207,6 +207,5 @@ func DescribeCache(l Loaded, requested int64) string {
 	return "prefix cache: " + mibString(l.CacheBytes)
 }
 
-func gibString(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/fit.GiB) }
 
 func mibString(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
