@@ -58,10 +58,6 @@ func errorFor(err error, logger *log.Logger) *apiError {
 		// OpenAI's words, which clients parse to trim the conversation.
 		msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.",
 			ce.ContextLength, ce.PromptTokens)
-		if ce.MaxTokens > 0 {
-			msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-				ce.ContextLength, ce.PromptTokens+ce.MaxTokens, ce.PromptTokens, ce.MaxTokens)
-		}
 		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages",
 			Code: "context_length_exceeded", Message: msg}
 	case errors.Is(err, service.ErrBadRequest):

@@ -623,13 +623,9 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
 }
 
 // anthropicContextMessage is a context overflow in Anthropic's words,
-// which Claude Code reads: it retries with a max_tokens that fits, or
-// compacts the conversation when the prompt alone is too long.
+// which Claude Code reads: it compacts the conversation when the prompt
+// alone is too long.
 func anthropicContextMessage(ce *service.ContextError) string {
-	if ce.MaxTokens > 0 {
-		return fmt.Sprintf("input length and `max_tokens` exceed context limit: %d + %d > %d, decrease input length or `max_tokens` and try again",
-			ce.PromptTokens, ce.MaxTokens, ce.ContextLength)
-	}
 	return fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ce.PromptTokens, ce.ContextLength)
 }
 

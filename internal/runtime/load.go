@@ -207,5 +207,4 @@ func DescribeCache(l Loaded, requested int64) string {
 	return "prefix cache: " + mibString(l.CacheBytes)
 }
 
-
 func mibString(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }

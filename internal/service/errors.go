@@ -18,21 +18,14 @@ var (
 	ErrContextFull = errors.New("service: prompt does not fit the context")
 )
 
-// ContextError reports a prompt, or a prompt and the reply's max_tokens,
-// too long for the context, with the counts.
+// ContextError reports a prompt too long for the context, with the counts.
+// A max_tokens past the room the prompt leaves is lowered, never refused.
 type ContextError struct {
 	PromptTokens  int
 	ContextLength int
-	// MaxTokens is the reply limit that did not fit after the prompt; 0
-	// when the prompt alone leaves no room.
-	MaxTokens int
 }
 
 func (e *ContextError) Error() string {
-	if e.MaxTokens > 0 {
-		return fmt.Sprintf("the prompt has %d tokens and max_tokens asks for %d more, but the context holds %d: lower max_tokens or shorten the conversation",
-			e.PromptTokens, e.MaxTokens, e.ContextLength)
-	}
 	return fmt.Sprintf("the prompt has %d tokens but the context holds %d (prompt plus reply): shorten the conversation",
 		e.PromptTokens, e.ContextLength)
 }
