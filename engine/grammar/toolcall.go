@@ -97,14 +97,14 @@ func toolBody(t Tool) (*node, error) {
 	body := &node{kind: kSeq, need: 1, alts: []*node{textNode(t.Name + callNameEnd)}}
 	params := bytes.TrimSpace(t.Parameters)
 	if len(params) > 0 && string(params) != "null" {
-		g, err := Compile(params)
+		root, err := argumentsNode(params)
 		if err != nil {
 			if se := (*SchemaError)(nil); errors.As(err, &se) {
 				return nil, &SchemaError{Keyword: se.Keyword, Path: se.Path, Reason: fmt.Sprintf("tool %q: %s", t.Name, se.Reason)}
 			}
 			return nil, err
 		}
-		if root := g.root; root.kind == kObject && root.props != nil {
+		if root.kind == kObject && root.props != nil {
 			for _, name := range propertyOrder(params, root.props) {
 				i := propIndex(root.props, name)
 				p := root.props[i]
@@ -123,6 +123,87 @@ func toolBody(t Tool) (*node, error) {
 	}
 	body.alts = append(body.alts, textNode(callClose))
 	return body, nil
+}
+
+// argumentsNode compiles a tool's parameters. Tool schemas are written
+// for prompts, not for Compile's subset (pydantic's "format": "date-time",
+// a "pattern"), and a forced call must still be possible: where the whole
+// schema does not compile, each property is compiled by itself (beside the
+// schema's $defs), and one that does not compile either takes any string
+// when its type is string, else any JSON value.
+func argumentsNode(params []byte) (*node, error) {
+	g, err := Compile(params)
+	switch {
+	case err == nil:
+		return g.root, nil
+	case !unsupported(err):
+		return nil, err
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(params, &doc) != nil {
+		return nil, err
+	}
+	var props map[string]json.RawMessage
+	var required []string
+	if json.Unmarshal(doc["properties"], &props) != nil || len(props) > MaxProperties {
+		return nil, err
+	}
+	if raw, ok := doc["required"]; ok && json.Unmarshal(raw, &required) != nil {
+		return nil, err
+	}
+	root := &node{kind: kObject, need: 1, maxItems: -1, maxLen: -1}
+	for name, sub := range props {
+		n, err := looseValue(sub, doc)
+		if err != nil {
+			return nil, err
+		}
+		root.props = append(root.props, prop{name: name, node: n})
+	}
+	slices.SortFunc(root.props, func(a, b prop) int { return strings.Compare(a.name, b.name) })
+	for _, r := range required {
+		i := propIndex(root.props, r)
+		if i < 0 {
+			return nil, err
+		}
+		root.required |= 1 << i
+		root.need = max(root.need, 1+root.props[i].node.need)
+	}
+	return root, nil
+}
+
+// looseValue compiles one property's schema, with the $defs and
+// definitions of the schema it is in; see argumentsNode.
+func looseValue(sub json.RawMessage, doc map[string]json.RawMessage) (*node, error) {
+	var s map[string]json.RawMessage
+	if json.Unmarshal(sub, &s) != nil {
+		return anyNode, nil
+	}
+	for _, k := range []string{"$defs", "definitions"} {
+		if _, ok := s[k]; !ok && doc[k] != nil {
+			s[k] = doc[k]
+		}
+	}
+	text, err := json.Marshal(s)
+	if err != nil {
+		return anyNode, nil
+	}
+	g, err := Compile(text)
+	switch {
+	case err == nil:
+		return g.root, nil
+	case !unsupported(err):
+		return nil, err // a schema no value obeys stays refused
+	case string(bytes.TrimSpace(s["type"])) == `"string"`:
+		return anyString, nil
+	}
+	return anyNode, nil
+}
+
+// unsupported reports a SchemaError naming a keyword Compile does not
+// read, rather than one that says the schema is wrong.
+func unsupported(err error) bool {
+	var se *SchemaError
+	return errors.As(err, &se) && se.Keyword != "" && !handled[se.Keyword] && !annotations[se.Keyword]
 }
 
 func propIndex(props []prop, name string) int {

@@ -218,7 +218,8 @@ func TestToolCallRefused(t *testing.T) {
 	for _, tools := range [][]Tool{
 		nil,
 		{{Name: "a>b"}},
-		{{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"x":{"type":"string","pattern":"a+"}}}`)}},
+		{{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"x":{"type":"integer","minimum":2,"maximum":1}}}`)}},
+		{{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}},"required":["y"]}`)}},
 		{{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"a>b":{"type":"string"}}}`)}},
 	} {
 		if _, err := ToolCall(tools); !errors.Is(err, ErrSchema) {
@@ -274,5 +275,33 @@ func TestRawMaskTable(t *testing.T) {
 	mask := make([]uint64, 1)
 	if err := m.Allowed(context.Background(), mask); err != nil || mask[0] != 0b1011 {
 		t.Errorf("after \"a<\" in a value: mask %b (%v), want a, < and /par", mask[0], err)
+	}
+}
+
+// TestToolCallLoose: a tool whose schema holds keywords Compile does not
+// enforce (pydantic's format, a pattern) can still be forced: those
+// properties take any string, or any JSON value, and the rest keep their
+// schemas.
+func TestToolCallLoose(t *testing.T) {
+	g, err := ToolCall([]Tool{{Name: "book", Parameters: json.RawMessage(`{"type":"object","$defs":{"n":{"type":"integer","minimum":1}},
+		"properties":{"when":{"type":"string","format":"date-time"},"code":{"type":"integer","multipleOf":5},"ref":{"type":"string","pattern":"^[A-Z]+$"},"seats":{"$ref":"#/$defs/n"}},"required":["when","seats"]}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		text string
+		ok   bool
+	}{
+		{call("book", [2]string{"when", "2026-12-03T10:00"}, [2]string{"seats", "2"}), true},
+		{call("book", [2]string{"when", "now"}, [2]string{"code", "10"}, [2]string{"ref", "AB-1"}, [2]string{"seats", "2"}), true},
+		{call("book", [2]string{"code", "10"}, [2]string{"when", "now"}, [2]string{"seats", "2"}), false},  // out of order
+		{call("book", [2]string{"when", "now"}, [2]string{"code", "ten"}, [2]string{"seats", "2"}), false}, // not JSON
+		{call("book", [2]string{"when", "now"}, [2]string{"seats", "0"}), false},                           // below $defs' minimum
+		{call("book", [2]string{"when", "now"}), false},                                                    // seats is required
+	} {
+		m := g.Matcher(nil)
+		if got := m.Advance([]byte(c.text), false) == nil && m.Done(); got != c.ok {
+			t.Errorf("%q: taken %v, want %v", c.text, got, c.ok)
+		}
 	}
 }
