@@ -39,11 +39,13 @@ var rawForbidden = [...]string{"</parameter>", "</function>", "</tool_call>"}
 const toolFrames = 2
 
 // ToolCall is the grammar of one call of one of tools, in the chat
-// template's form, after at most two newlines: the function named, its required parameters each
-// once, its optional ones at will, in the order the schema lists them,
-// each value obeying its schema (a string parameter as raw text, an enum
-// of strings as one of them, anything else as JSON). A parameter schema
-// that Compile refuses is refused the same way, under the tool's name.
+// template's form, after at most two newlines: the function named, its
+// required parameters each once, its optional ones at will, in the order
+// the schema lists them, each value obeying its schema (a string
+// parameter as raw text, an enum of strings as one of them, anything else
+// as JSON). A property with a keyword Compile does not enforce is loosened
+// (see argumentsNode); a schema Compile finds wrong is refused with its
+// SchemaError, under the tool's name.
 func ToolCall(tools []Tool) (*Grammar, error) {
 	if len(tools) == 0 {
 		return nil, &SchemaError{Reason: "a forced tool call needs at least one tool"}
@@ -306,9 +308,8 @@ func startMarkup(s stack, f frame, b byte, out []stack) []stack {
 }
 
 // stepSeq starts the sequence's element f.count with b, or an optional
-// one after it, or ends the sequence when all that is left is optional.
-// The last element takes the sequence's place, so the sequence is done
-// when it is.
+// one after it. The last element, never optional in what ToolCall builds,
+// takes the sequence's place, so the sequence is done when it is.
 func stepSeq(s stack, f frame, b byte, out []stack) []stack {
 	elems := f.n.alts
 	for i := int(f.count); i < len(elems); i++ {
@@ -321,10 +322,10 @@ func stepSeq(s stack, f frame, b byte, out []stack) []stack {
 		}
 		out = startValue(next, frame{n: e}, b, out)
 		if !e.optional {
-			return out
+			break
 		}
 	}
-	return step(s.pop(), b, out)
+	return out
 }
 
 // stepRaw reads a byte of a raw value: any UTF-8 text without the tags
