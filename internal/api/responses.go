@@ -262,6 +262,7 @@ func (q *responsesRequest) resolve() error {
 		}
 		q.conversation = append(q.conversation, prev...)
 	}
+	referenced := 0
 	for i, raw := range input {
 		var ref struct {
 			Type string `json:"type"`
@@ -271,6 +272,9 @@ func (q *responsesRequest) resolve() error {
 			item, ok := q.store.item(ref.ID)
 			if !ok {
 				return badParam("input", "input item %d refers to item %q, which was not found: this server keeps the items of the last %d stored responses in memory, not across restarts; send the item itself", i, ref.ID, MaxStoredResponses)
+			}
+			if referenced += len(item); referenced > MaxReferencedBytes {
+				return badParam("input", "the items that input refers to hold more than %d MiB in all, as much as one request may send: send the later items themselves, or continue with previous_response_id", MaxReferencedBytes>>20)
 			}
 			raw = item
 		}

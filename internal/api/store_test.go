@@ -111,3 +111,26 @@ func TestResponseStoreBounds(t *testing.T) {
 		t.Error("the newest response was evicted")
 	}
 }
+
+// TestItemReferencesBounded: references to one stored item of 1 MiB may
+// bring in up to a body's worth of items, and past that the request is a
+// 400 at once, not parsed into a copy of the item per reference.
+func TestItemReferencesBounded(t *testing.T) {
+	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, func(string) string { return "</think>\n\nOK." })
+	const size = 1 << 20
+	big := `{"type":"message","role":"user","id":"msg_big","content":[{"type":"input_text","text":"hi","pad":"` + strings.Repeat("p", size) + `"}]}`
+	if resp, body := do(t, post(t, ts.URL+"/v1/responses", `{"input":[`+big+`]}`)); resp.StatusCode != 200 {
+		t.Fatalf("storing the item: %d %s", resp.StatusCode, body)
+	}
+	refs := func(n int) string {
+		return `{"input":[` + strings.TrimSuffix(strings.Repeat(`{"type":"item_reference","id":"msg_big"},`, n), ",") + `]}`
+	}
+	fit := MaxReferencedBytes / (size + 100)
+	if resp, body := do(t, post(t, ts.URL+"/v1/responses", refs(fit))); resp.StatusCode != 200 {
+		t.Errorf("%d references, within the bound: %d %s", fit, resp.StatusCode, body)
+	}
+	resp, body := do(t, post(t, ts.URL+"/v1/responses", refs(fit+2)))
+	if resp.StatusCode != 400 || !strings.Contains(body, "the items that input refers to hold more than 16 MiB") {
+		t.Errorf("%d references, past the bound: %d %s", fit+2, resp.StatusCode, body)
+	}
+}
