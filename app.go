@@ -12,6 +12,7 @@ import (
 	"petal/internal/loginitem"
 	"petal/internal/manage"
 	"petal/internal/models"
+	"petal/internal/prefixdisk"
 	"petal/internal/runtime"
 	"petal/internal/service"
 )
@@ -45,6 +46,8 @@ type App struct {
 	window    http.Handler
 	loadErr   error
 	modelName string
+	// disk is the prefix cache's disk tier, nil when off.
+	disk *prefixdisk.Store
 }
 
 // desktopBackend is the backend the app runs: the GPU on a Mac, the CPU
@@ -93,11 +96,12 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 		Demo:     demo, log: logger, dir: dir, backend: desktopBackend(), ready: make(chan struct{}),
 	}
 	a.Window = http.HandlerFunc(a.serveWindow)
+	a.disk = openPrefixDisk(logger)
 	cfg := runtime.Config{
 		Load: runtime.LoadRequest{Dir: dir, Backend: a.backend, Context: applied.ContextLength, CacheBytes: service.DefaultCacheBytes},
 		Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins,
 		Settings: store, OnSettings: onSettings, Log: logger, Notes: logLines{logger},
-		ShutdownTimeout: appShutdownTimeout,
+		ShutdownTimeout: appShutdownTimeout, PrefixDisk: a.disk,
 	}
 	go a.load(cfg, applied.APIKey)
 	onSettings(store.Get())
@@ -191,8 +195,31 @@ const appShutdownTimeout = 5 * time.Second
 // Close waits for a load under way to end, then stops the endpoint and
 // frees the model.
 func (a *App) Close() error {
-	if a.Wait() != nil {
+	var err error
+	if a.Wait() == nil {
+		err = a.rt.Close()
+	}
+	if a.disk != nil {
+		err = errors.Join(err, a.disk.Close())
+	}
+	return err
+}
+
+// openPrefixDisk gives the app the prefix cache's disk tier that petal
+// serve has by default (its folder, 10% of the free disk at most 20 GB), so
+// an agent's long system prompt survives the app's restart too. Without a
+// cache folder, or when it cannot be opened, the app keeps the memory tier
+// alone and its log says why.
+func openPrefixDisk(logger *log.Logger) *prefixdisk.Store {
+	dir := prefixdisk.DefaultDir()
+	if dir == "" {
+		logger.Print("prefix cache on disk: off (no cache folder)")
 		return nil
 	}
-	return a.rt.Close()
+	s, err := prefixdisk.Open(dir, prefixdisk.DefaultBudget(dir), logger.Printf)
+	if err != nil {
+		logger.Printf("prefix cache on disk: off: %v", err)
+		return nil
+	}
+	return s
 }

@@ -113,6 +113,20 @@ func TestAppServesEndpointAndWindow(t *testing.T) {
 	if store.Get().Preset != "coding" {
 		t.Error("the window's settings save did not reach the store")
 	}
+	// The prefix cache has its disk tier in the user's cache folder, as
+	// under petal serve, so an agent's prompt survives the app's restart.
+	var tier struct {
+		Enabled bool   `json:"enabled"`
+		Dir     string `json:"dir"`
+	}
+	if r := win("GET", "/manage/prefix-cache", ""); r.StatusCode != 200 {
+		t.Fatalf("window GET /manage/prefix-cache: %d", r.StatusCode)
+	} else if err := json.NewDecoder(r.Body).Decode(&tier); err != nil {
+		t.Fatal(err)
+	}
+	if !tier.Enabled || !strings.HasPrefix(tier.Dir, filepath.Join(home, "cache")) {
+		t.Errorf("prefix cache on disk: %+v, want it on under %s", tier, filepath.Join(home, "cache"))
+	}
 	// The webview's origin is not allowed on the network endpoint.
 	req, _ := http.NewRequest("PUT", strings.TrimSuffix(a.Endpoint, "/v1")+"/manage/settings", strings.NewReader(`{}`))
 	req.Header.Set("Content-Type", "application/json")
