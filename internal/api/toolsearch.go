@@ -41,11 +41,18 @@ func (s *toolSet) reference(where, name string) error {
 }
 
 // add offers a tool defined in the conversation; a later definition of a
-// name replaces an earlier one.
-func (s *toolSet) add(t anthropicTool) {
+// name replaces an earlier one. The tools defined so, with the request's,
+// are at most MaxTools, as the request's alone are: a body holds some
+// hundred thousand small definitions, and each is checked, kept and
+// offered (60,000 took 17 s of CPU before the prompt was found too long).
+func (s *toolSet) add(where string, t anthropicTool) error {
 	s.added = slices.DeleteFunc(s.added, func(a anthropicTool) bool { return a.Name == t.Name })
+	if len(s.all)+len(s.added) >= MaxTools {
+		return badParam("messages", "%s: a tool_addition makes the tools more than the %d allowed", where, MaxTools)
+	}
 	s.added = append(s.added, t)
 	s.on[t.Name] = true
+	return nil
 }
 
 func (s *toolSet) remove(name string) { s.on[name] = false }
@@ -92,8 +99,7 @@ func (s *toolSet) change(where string, b anthropicBlock) error {
 		if _, err := toolsOf([]anthropicTool{*t.Definition}); err != nil {
 			return err
 		}
-		s.add(*t.Definition)
-		return nil
+		return s.add(where, *t.Definition)
 	}
 	if b.Type == "tool_removal" {
 		return badParam("messages", "%s: a tool_removal's tool must be {\"type\":\"tool_reference\",\"name\":...}", where)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -91,5 +92,27 @@ func TestToolSearch(t *testing.T) {
 	resp, text := do(t, post(t, ts.URL+"/v1/messages", `{"max_tokens":10,`+tools(true)+`,`+strings.ReplaceAll(loaded, "mcp__gh__create_issue", "mcp__gh__delete_repo")+`]}`))
 	if resp.StatusCode != 400 || !strings.Contains(text, "mcp__gh__delete_repo") || !strings.Contains(text, "invalid_request_error") {
 		t.Errorf("a reference to an unknown tool: status %d: %s", resp.StatusCode, text)
+	}
+}
+
+// TestToolAdditionsBounded: tools defined by tool_addition count toward
+// MaxTools with the request's own; one past it is a 400 naming the bound,
+// as too many tools in the request are.
+func TestToolAdditionsBounded(t *testing.T) {
+	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, func(string) string { return "</think>\n\nok" })
+	body := func(additions int) string {
+		blocks := make([]string, additions)
+		for i := range blocks {
+			blocks[i] = `{"type":"tool_addition","tool":{"type":"tool_definition","definition":{"name":"t` + strconv.Itoa(i) + `","input_schema":{"type":"object"}}}}`
+		}
+		return `{"model":"m","max_tokens":8,"tools":[{"name":"base","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"},{"role":"system","content":[` +
+			strings.Join(blocks, ",") + `]},{"role":"user","content":"go"}]}`
+	}
+	if resp, text := do(t, post(t, ts.URL+"/v1/messages/count_tokens", body(MaxTools-1))); resp.StatusCode != 200 {
+		t.Errorf("%d tools in all: %d %s", MaxTools, resp.StatusCode, text)
+	}
+	resp, text := do(t, post(t, ts.URL+"/v1/messages/count_tokens", body(MaxTools)))
+	if want := "makes the tools more than the " + strconv.Itoa(MaxTools) + " allowed"; resp.StatusCode != 400 || !strings.Contains(text, want) {
+		t.Errorf("%d tools in all: %d %s, want a 400 saying %q", MaxTools+1, resp.StatusCode, text, want)
 	}
 }
