@@ -24,7 +24,18 @@ type Device struct {
 	mu     sync.Mutex
 	pipes  map[string]*pipeline
 	closed bool
+	// free holds settled command buffers handed back by Recycle, for
+	// NewCommandBuffer to reuse: free[:nfree].
+	free  [maxRecycled]*commandBuffer
+	nfree int
 }
+
+// maxRecycled bounds the settled command buffers a device keeps for reuse.
+// A decode has at most three in flight (a constrained step's forward pass
+// and draw, and the next forward pass), so four cover a step's turnover;
+// prefill commits more per chunk, and those past the bound are made anew
+// as before (a chunk's few dozen allocations beside 512 tokens' work).
+const maxRecycled = 4
 
 var (
 	_ gpu.Device        = (*Device)(nil)
@@ -82,6 +93,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
+	d.free, d.nfree = [maxRecycled]*commandBuffer{}, 0
 	var f frame
 	d.calls.inPool(&f, func() {
 		for _, p := range d.pipes {

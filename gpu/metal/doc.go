@@ -29,8 +29,11 @@
 // (calls.go) that the darwin build fills with purego calls on an argument
 // block each command buffer keeps, and tests fill with counting stand-ins.
 // Encoding a dispatch allocates nothing and sends only the bindings that
-// changed, a run of slots in one call; BenchmarkDecodeStep35B replays the
-// 35B decode step into it and reports the calls a step makes.
+// changed, a run of slots in one call; a settled command buffer handed
+// back with gpu.Recycle is reused by the next NewCommandBuffer (a few are
+// kept per device), so a whole decode step allocates nothing.
+// BenchmarkDecodeStep35B replays the 35B decode step into it and reports
+// the calls a step makes.
 //
 // # Threads and pools
 //

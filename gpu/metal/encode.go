@@ -40,6 +40,7 @@ type commandBuffer struct {
 
 	mu       sync.Mutex // guards cb against Status racing with its release
 	released bool
+	recycled bool // handed back to the device (guarded by mu)
 
 	// The encoder's bindings.
 	pso     uintptr
@@ -60,15 +61,27 @@ type commandBuffer struct {
 	inline            [gpu.MaxInlineBytes]byte
 }
 
-// NewCommandBuffer starts a concurrent compute pass.
+// NewCommandBuffer starts a concurrent compute pass, in a command buffer
+// recycled by Recycle when the device has one.
 func (d *Device) NewCommandBuffer() (gpu.CommandBuffer, error) {
+	var c *commandBuffer
 	d.mu.Lock()
 	closed := d.closed
+	if !closed && d.nfree > 0 {
+		d.nfree--
+		c, d.free[d.nfree] = d.free[d.nfree], nil
+	}
 	d.mu.Unlock()
 	if closed {
 		return nil, gpu.ErrClosed
 	}
-	c := &commandBuffer{dev: d, c: d.calls}
+	if c == nil {
+		c = new(commandBuffer)
+	}
+	// A recycled one keeps nothing of its last use: bindings, status,
+	// errors, the Once of its wait, trace, argument blocks and flags all
+	// start afresh.
+	*c = commandBuffer{dev: d, c: d.calls}
 	var err error
 	d.calls.inPool(&c.f, func() {
 		if c.cb = c.c.commandBuffer(&c.f, d.queue); c.cb == 0 {
@@ -236,6 +249,34 @@ func (c *commandBuffer) Wait() error {
 	})
 	return c.runErr
 }
+
+// Recycle hands the command buffer back to its device for reuse
+// (gpu.Recycler). Its Metal objects were released when it settled (the
+// encoder at Commit, the command buffer in settle), so only the Go value
+// is reused and nothing is released twice. One that has not settled, or
+// was recycled already, is ignored, as is one past the device's bound or
+// of a closed device.
+func (c *commandBuffer) Recycle() {
+	c.mu.Lock()
+	ok := c.released && !c.recycled
+	if ok {
+		c.recycled = true
+	}
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	d := c.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.nfree == len(d.free) {
+		return
+	}
+	d.free[d.nfree] = c
+	d.nfree++
+}
+
+var _ gpu.Recycler = (*commandBuffer)(nil)
 
 // Status reports the state without blocking.
 func (c *commandBuffer) Status() gpu.Status {
