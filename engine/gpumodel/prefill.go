@@ -489,10 +489,13 @@ func (s *Sequence) prefill(slot, n int, mode logitsMode, out []float32, next *sh
 // drainChunk waits for a chunk's committed command buffers in order and
 // advances the sequence by steps once all are done; it returns err or
 // else the first error, having waited for every one, so no work of the
-// sequence is left running.
+// sequence is left running. Each is recycled once waited for: the
+// callers drop cbs after (its slots are overwritten, never read).
 func (s *Sequence) drainChunk(cbs []gpu.CommandBuffer, steps int, err error) error {
 	for _, cb := range cbs {
-		if werr := cb.Wait(); werr != nil && err == nil {
+		werr := cb.Wait()
+		gpu.Recycle(cb)
+		if werr != nil && err == nil {
 			err = fmt.Errorf("gpumodel: prefill from position %d: %w", s.pos, werr)
 		}
 	}

@@ -392,8 +392,14 @@ func (s *Sequence) run(cb gpu.CommandBuffer, steps int) error {
 	return s.wait(cb, steps)
 }
 
+// wait waits for cb, the last use of it: every caller drops it after,
+// so it goes back to the driver for reuse (gpu.Recycle), and a decode
+// step makes no new command buffer. Then it advances the sequence by
+// steps.
 func (s *Sequence) wait(cb gpu.CommandBuffer, steps int) error {
-	if err := cb.Wait(); err != nil {
+	err := cb.Wait()
+	gpu.Recycle(cb)
+	if err != nil {
 		return fmt.Errorf("gpumodel: steps at positions %d..%d: %w", s.pos, s.pos+steps-1, err)
 	}
 	s.pos += steps
