@@ -64,7 +64,10 @@ func TestHostileSchemasAre400(t *testing.T) {
 // TestGrammarLimitEndsReply: a schema whose readings cannot be merged
 // (alternatives that differ only in maxItems, nested through items) ends
 // the reply with a 400 once they pass grammar.MaxStates, rather than
-// taking the engine; the chat and the Ollama routes say so alike.
+// taking the engine; the chat and the Ollama routes say so alike. On a
+// loaded machine the mask's time limit can trip first, which ends the
+// reply the same way; engine/grammar's TestStatesBounded holds MaxStates
+// itself without a clock.
 func TestGrammarLimitEndsReply(t *testing.T) {
 	alts := make([]string, 2)
 	for i := range alts {
@@ -74,7 +77,7 @@ func TestGrammarLimitEndsReply(t *testing.T) {
 	ts := newTestServer(t, service.Options{}, Options{}, constant("</think>\n\n"+strings.Repeat("[", 60)))
 	for _, e := range schemaEntries[:3] {
 		resp, body := do(t, post(t, ts.URL+e.path, strings.Replace(e.body(schema), "20", "200", 1)))
-		if resp.StatusCode != 400 || !strings.Contains(body, "too many readings") {
+		if resp.StatusCode != 400 || !(strings.Contains(body, "too many readings") || strings.Contains(body, "takes too long")) {
 			t.Errorf("%s: %d %s", e.name, resp.StatusCode, body)
 		}
 	}
