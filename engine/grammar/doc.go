@@ -1,6 +1,8 @@
 // Package grammar constrains a reply to a JSON Schema, token by token: the
 // structured outputs of response_format json_schema and json_object,
-// Ollama's format and the Responses API's text.format.
+// Ollama's format and the Responses API's text.format; and, through
+// [ToolCall], to one tool call in the chat template's markup when a client
+// forces one (tool_choice), its arguments obeying the tool's schema.
 //
 // # Compiling
 //
@@ -27,6 +29,17 @@
 //     left out, what has none is never offered.
 //   - The schema's path is kept as a chain of segments, written out only
 //     for an error, so compiling is linear in the schema's size.
+//
+// # Tool calls
+//
+// The Qwen3.5/3.6 template writes a call as markup, not JSON:
+// <tool_call>, <function=NAME>, then each <parameter=P> with its value as
+// raw text, closed in turn. [ToolCall] builds that form from fixed text,
+// a choice among the offered names and raw text that may not hold a
+// closing tag (engine/reply would end the value there); a parameter whose
+// schema is not a string is a JSON value of that schema, compiled as
+// above. Raw text is masked from tables by UTF-8 state too, and only
+// tokens holding '<' or a newline are walked.
 //
 // # Matching
 //
