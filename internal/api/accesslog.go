@@ -13,11 +13,13 @@ import (
 // The access log: one line per API request, written to Options.Logger
 // once the request is answered (a stream once it ends):
 //
-//	access: 127.0.0.1:52114 claude-cli/2.1.332 "POST /v1/messages" 200 prompt=3385 cached=3072 completion=41 2.315s
+//	access: 127.0.0.1:52114 claude-cli/2.1.332 "POST /v1/messages" 200 prompt=3385 cached=3072 disk=3072/0.041s completion=41 2.315s
 //
 // the client's address and the product its User-Agent names first, the
 // route, the status, the tokens of the prompt, of those read from the
-// prefix cache and of the reply, and how long it took. Never the body,
+// prefix cache (and, when its disk tier gave them, how many and in what
+// time: "disk=0" when memory held them), of the reply, and how long it
+// took. Never the body,
 // the query or the headers' other values: what a client sends stays its
 // own.
 
@@ -74,9 +76,13 @@ func (a *access) log(logger *log.Logger) {
 		status = http.StatusOK // a handler that wrote nothing
 	}
 	prompt, cached, completion := a.usage.Counts()
-	line := fmt.Sprintf("access: %s %s \"%s %s\" %d prompt=%d cached=%d completion=%d %.3fs",
+	disk := "disk=0"
+	if n, load := a.usage.Disk(); n > 0 {
+		disk = fmt.Sprintf("disk=%d/%.3fs", n, load.Seconds())
+	}
+	line := fmt.Sprintf("access: %s %s \"%s %s\" %d prompt=%d cached=%d %s completion=%d %.3fs",
 		a.r.RemoteAddr, userAgentProduct(a.r.UserAgent()), a.r.Method, a.r.URL.EscapedPath(), status,
-		prompt, cached, completion, time.Since(a.start).Seconds())
+		prompt, cached, disk, completion, time.Since(a.start).Seconds())
 	if logger.Flags()&(log.Ldate|log.Ltime) == 0 {
 		line = time.Now().UTC().Format(time.RFC3339) + " " + line
 	}

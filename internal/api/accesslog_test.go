@@ -45,7 +45,7 @@ func TestAccessLog(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	line := lines.next(t)
-	want := regexp.MustCompile(`^petal: \d{4}/\d\d/\d\d \d\d:\d\d:\d\d access: 127\.0\.0\.1:\d+ claude-cli/2\.1\.332 "POST /v1/chat/completions" 200 prompt=(\d+) cached=0 completion=2 \d+\.\d{3}s$`)
+	want := regexp.MustCompile(`^petal: \d{4}/\d\d/\d\d \d\d:\d\d:\d\d access: 127\.0\.0\.1:\d+ claude-cli/2\.1\.332 "POST /v1/chat/completions" 200 prompt=(\d+) cached=0 disk=0 completion=2 \d+\.\d{3}s$`)
 	if m := want.FindStringSubmatch(line); m == nil || m[1] == "0" || strings.Contains(line, secret) {
 		t.Errorf("line %q", line)
 	}
@@ -56,12 +56,12 @@ func TestAccessLog(t *testing.T) {
 	req.Header.Set("User-Agent", "")
 	do(t, req)
 	line = lines.next(t)
-	if !regexp.MustCompile(`access: 127\.0\.0\.1:\d+ - "POST /api/chat" 200 prompt=\d+ cached=[1-9]\d* completion=2 `).MatchString(line) {
+	if !regexp.MustCompile(`access: 127\.0\.0\.1:\d+ - "POST /api/chat" 200 prompt=\d+ cached=[1-9]\d* disk=0 completion=2 `).MatchString(line) {
 		t.Errorf("stream line %q", line)
 	}
 	// Refusals too, with no tokens.
 	do(t, get(t, ts.URL+"/v1/nothing"))
-	if line = lines.next(t); !strings.Contains(line, `"GET /v1/nothing" 404 prompt=0 cached=0 completion=0 `) {
+	if line = lines.next(t); !strings.Contains(line, `"GET /v1/nothing" 404 prompt=0 cached=0 disk=0 completion=0 `) {
 		t.Errorf("404 line %q", line)
 	}
 	do(t, post(t, ts.URL+"/v1/chat/completions", `{"messages":[]}`))

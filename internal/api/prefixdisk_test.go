@@ -1,8 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -15,7 +18,7 @@ import (
 
 // demoServerWithDisk serves the demo model on the CPU with the prefix cache's disk
 // tier in dir; stop ends the server, the service and the tier's writes.
-func demoServerWithDisk(t *testing.T, dir string) (url string, stop func()) {
+func demoServerWithDisk(t *testing.T, dir string, logger *log.Logger) (url string, stop func()) {
 	t.Helper()
 	m, err := cpu.Open("../../models/demo")
 	if err != nil {
@@ -29,7 +32,7 @@ func demoServerWithDisk(t *testing.T, dir string) (url string, stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(New(svc, Options{}))
+	ts := httptest.NewServer(New(svc, Options{Logger: logger}))
 	closed := false
 	stop = func() {
 		if !closed {
@@ -50,14 +53,15 @@ func demoServerWithDisk(t *testing.T, dir string) (url string, stop func()) {
 func TestDiskHitsAreReported(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "prefix")
 	system := "You are a coding agent.\n" + strings.Repeat("Read the file before editing it, keep changes small, and run the tests.\n", 30)
-	url, stop := demoServerWithDisk(t, dir)
+	url, stop := demoServerWithDisk(t, dir, log.New(io.Discard, "", 0))
 	body := fmt.Sprintf(`{"messages":[{"role":"system","content":%q},{"role":"user","content":"List the files."}],"max_tokens":2,"temperature":0}`, system)
 	if resp, out := do(t, post(t, url+"/v1/chat/completions", body)); resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, out)
 	}
 	stop()
 
-	url, _ = demoServerWithDisk(t, dir)
+	var lines bytes.Buffer
+	url, stop = demoServerWithDisk(t, dir, log.New(&lines, "", 0))
 	body = fmt.Sprintf(`{"model":"demo","system":%q,"messages":[{"role":"user","content":"Which test fails?"}],"max_tokens":2,"temperature":0}`, system)
 	resp, out := do(t, post(t, url+"/v1/messages", body))
 	var msg struct {
@@ -82,5 +86,9 @@ func TestDiskHitsAreReported(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %q:\n%s", want, metrics)
 		}
+	}
+	stop() // the access lines are written once each request is answered
+	if want := fmt.Sprintf(`cached=%d disk=%d/`, read, read); !strings.Contains(lines.String(), want) {
+		t.Errorf("the access log does not say the disk gave the %d cached tokens (%q):\n%s", read, want, lines.String())
 	}
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Usage collects the token counts of the generations run under a context,
@@ -10,6 +11,10 @@ import (
 type Usage struct {
 	mu                         sync.Mutex
 	prompt, cached, completion int
+	// disk counts the cached tokens the prefix cache's disk tier gave, read
+	// in diskLoad.
+	disk     int
+	diskLoad time.Duration
 }
 
 type usageKey struct{}
@@ -28,6 +33,14 @@ func (u *Usage) Counts() (prompt, cached, completion int) {
 	return u.prompt, u.cached, u.completion
 }
 
+// Disk is how many of the cached tokens the prefix cache's disk tier
+// restored, and how long reading them took.
+func (u *Usage) Disk() (tokens int, load time.Duration) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.disk, u.diskLoad
+}
+
 // addUsage adds sum's counts to ctx's Usage, if it has one.
 func addUsage(ctx context.Context, sum Summary) {
 	u, ok := ctx.Value(usageKey{}).(*Usage)
@@ -39,4 +52,6 @@ func addUsage(ctx context.Context, sum Summary) {
 	u.prompt += sum.PromptTokens
 	u.cached += sum.CachedTokens
 	u.completion += sum.CompletionTokens
+	u.disk += sum.DiskCachedTokens
+	u.diskLoad += sum.DiskLoad
 }
