@@ -23,6 +23,8 @@ const (
 	FieldExpose         = "expose"
 	FieldAPIKey         = "api_key"
 	FieldAllowedOrigins = "allowed_origins"
+	FieldPrefixCacheDir = "prefix_cache_dir"
+	FieldPrefixCacheGB  = "prefix_cache_gb"
 )
 
 // Words in force for a key, which is never sent back.
@@ -48,6 +50,10 @@ type Overrides struct {
 	APIKey         *string
 	AllowedOrigins *[]string
 	ContextLength  *int
+	// PrefixCacheDir and PrefixCacheGB are the prefix cache's disk tier,
+	// as in Settings.
+	PrefixCacheDir *string
+	PrefixCacheGB  *float64
 }
 
 // Applied is how a server starts: saved settings with the command line's
@@ -60,6 +66,11 @@ type Applied struct {
 	APIKey         string
 	AllowedOrigins []string
 	ContextLength  int
+	// PrefixCacheDir ("" for the default folder) and PrefixCacheGB
+	// (AutoPrefixCacheGB, 0 for off) are where the disk tier keeps its
+	// snapshots and how much disk they may take.
+	PrefixCacheDir string
+	PrefixCacheGB  float64
 	// running is what was applied in Settings' terms, and the values
 	// restart_required compares the saved ones with.
 	running Settings
@@ -70,7 +81,7 @@ type Applied struct {
 
 // serverFields are the settings a server applies at start, in the order
 // the Settings screen shows them.
-var serverFields = []string{FieldContextLength, FieldPort, FieldExpose, FieldAPIKey, FieldAllowedOrigins}
+var serverFields = []string{FieldContextLength, FieldPort, FieldExpose, FieldAPIKey, FieldAllowedOrigins, FieldPrefixCacheDir, FieldPrefixCacheGB}
 
 // Hosts a server listens on: loopback alone, or every interface when the
 // settings expose it.
@@ -147,6 +158,15 @@ func (st *SettingsStore) Apply(o Overrides) (Applied, error) {
 	}
 	run.AllowedOrigins = slices.Clone(a.AllowedOrigins)
 	a.ContextLength = run.ContextLength
+	if o.PrefixCacheDir != nil {
+		run.PrefixCacheDir = *o.PrefixCacheDir
+		pin(FieldPrefixCacheDir)
+	}
+	if o.PrefixCacheGB != nil {
+		run.PrefixCacheGB = *o.PrefixCacheGB
+		pin(FieldPrefixCacheGB)
+	}
+	a.PrefixCacheDir, a.PrefixCacheGB = run.PrefixCacheDir, run.PrefixCacheGB
 
 	key := keyNotSet
 	if a.APIKey != "" {
@@ -158,6 +178,8 @@ func (st *SettingsStore) Apply(o Overrides) (Applied, error) {
 		FieldExpose:         run.Expose,
 		FieldAPIKey:         key,
 		FieldAllowedOrigins: run.AllowedOrigins,
+		FieldPrefixCacheDir: run.PrefixCacheDir,
+		FieldPrefixCacheGB:  run.PrefixCacheGB,
 	}
 	for _, f := range serverFields {
 		a.inForce[f] = InForce{Value: values[f], Source: sources[f]}
@@ -211,7 +233,8 @@ func (st *SettingsStore) state(running Settings) (inForce map[string]InForce, re
 			running.AllowedOrigins = []string{}
 		}
 		values := map[string]any{FieldContextLength: running.ContextLength, FieldPort: running.Port, FieldExpose: running.Expose,
-			FieldAPIKey: key, FieldAllowedOrigins: running.AllowedOrigins}
+			FieldAPIKey: key, FieldAllowedOrigins: running.AllowedOrigins,
+			FieldPrefixCacheDir: running.PrefixCacheDir, FieldPrefixCacheGB: running.PrefixCacheGB}
 		for _, f := range serverFields {
 			source := SourceDefault
 			if st.inFile[f] {
@@ -235,6 +258,10 @@ func (st *SettingsStore) state(running Settings) (inForce map[string]InForce, re
 			next.APIKey = running.APIKey
 		case FieldAllowedOrigins:
 			next.AllowedOrigins = running.AllowedOrigins
+		case FieldPrefixCacheDir:
+			next.PrefixCacheDir = running.PrefixCacheDir
+		case FieldPrefixCacheGB:
+			next.PrefixCacheGB = running.PrefixCacheGB
 		}
 	}
 	return inForce, restartFields(running, next), pinned

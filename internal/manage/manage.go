@@ -405,7 +405,9 @@ func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
 		notAvailable(w, "keeping settings")
 		return
 	}
-	var s Settings
+	// A Settings screen that does not edit the disk tier's budget leaves
+	// it out: absent is auto, as in the file, where 0 would turn it off.
+	s := Settings{PrefixCacheGB: AutoPrefixCacheGB}
 	if !decode(w, r, &s) {
 		return
 	}

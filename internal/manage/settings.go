@@ -31,6 +31,13 @@ const (
 	maxPort = math.MaxUint16
 	// settingsFileMode keeps the file, which holds keys, private.
 	settingsFileMode = 0o600
+	// MaxPrefixCacheGB bounds prefix_cache_gb (and petal serve's
+	// --prefix-cache-gb), far past any disk, so that a typo cannot
+	// overflow the byte count.
+	MaxPrefixCacheGB = 1e6
+	// AutoPrefixCacheGB is prefix_cache_gb's default: 10% of the free
+	// disk, at most 20 GB (prefixdisk.DefaultBudget).
+	AutoPrefixCacheGB = -1
 )
 
 // Sampling presets of the model card (MODEL.md); the UI holds their values.
@@ -56,6 +63,13 @@ type Settings struct {
 	APIKey         string   `json:"api_key"`
 	AllowedOrigins []string `json:"allowed_origins"`
 	StartAtLogin   bool     `json:"start_at_login"`
+	// PrefixCacheDir is the folder of the prefix cache's snapshots on
+	// disk; "" means petal/prefix in the user's cache folder.
+	PrefixCacheDir string `json:"prefix_cache_dir"`
+	// PrefixCacheGB is the disk those snapshots may take, in GB:
+	// AutoPrefixCacheGB (also when the file has none) for the default
+	// budget, 0 to turn the disk tier off.
+	PrefixCacheGB float64 `json:"prefix_cache_gb"`
 }
 
 // DefaultPort is the port petal listens on unless told otherwise.
@@ -63,7 +77,7 @@ const DefaultPort = 8080
 
 // DefaultSettings are the settings of a fresh install.
 func DefaultSettings() Settings {
-	return Settings{Thinking: true, Preset: "thinking", Port: DefaultPort, AllowedOrigins: []string{}}
+	return Settings{Thinking: true, Preset: "thinking", Port: DefaultPort, AllowedOrigins: []string{}, PrefixCacheGB: AutoPrefixCacheGB}
 }
 
 // Validate reports the first thing wrong with s, wrapped in ErrBadSettings.
@@ -86,6 +100,12 @@ func (s Settings) Validate() error {
 		return bad("an API key needs at least %d characters", MinTokenChars)
 	case len(s.AllowedOrigins) > MaxOrigins:
 		return bad("at most %d allowed origins", MaxOrigins)
+	case s.PrefixCacheDir != "" && !filepath.IsAbs(s.PrefixCacheDir):
+		// Relative to what: the server's working folder changes with how
+		// it is started, so the snapshots would scatter.
+		return bad("prefix_cache_dir must be an absolute path (or empty for the default folder), not %q", s.PrefixCacheDir)
+	case s.PrefixCacheGB != AutoPrefixCacheGB && !(s.PrefixCacheGB >= 0 && s.PrefixCacheGB <= MaxPrefixCacheGB):
+		return bad("prefix_cache_gb must be %d (auto), 0 (off) or up to %g GB, not %g", AutoPrefixCacheGB, float64(MaxPrefixCacheGB), s.PrefixCacheGB)
 	}
 	if err := CheckKey(s.APIKey); err != nil {
 		return bad("api_key: %v", err)
@@ -194,6 +214,12 @@ func restartFields(running, saved Settings) []string {
 	}
 	if !slices.Equal(running.AllowedOrigins, saved.AllowedOrigins) {
 		out = append(out, FieldAllowedOrigins)
+	}
+	if running.PrefixCacheDir != saved.PrefixCacheDir {
+		out = append(out, FieldPrefixCacheDir)
+	}
+	if running.PrefixCacheGB != saved.PrefixCacheGB {
+		out = append(out, FieldPrefixCacheGB)
 	}
 	return out
 }

@@ -2,6 +2,8 @@ package manage
 
 import (
 	"encoding/json"
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -130,6 +132,8 @@ func TestApplyLaysFlagsOverSavedSettings(t *testing.T) {
 		FieldExpose:         {true, SourceSettings},
 		FieldAPIKey:         {"set", SourceSettings},
 		FieldAllowedOrigins: {[]string{"http://localhost:3000"}, SourceSettings},
+		FieldPrefixCacheDir: {"", SourceDefault},
+		FieldPrefixCacheGB:  {float64(AutoPrefixCacheGB), SourceDefault},
 	}
 	if !reflect.DeepEqual(inForce, want) || len(restart) != 0 || len(pinned) != 0 {
 		t.Errorf("in force %v, restart %v, pinned %v", inForce, restart, pinned)
@@ -137,16 +141,18 @@ func TestApplyLaysFlagsOverSavedSettings(t *testing.T) {
 
 	// Flags win, each over its own setting only.
 	st = open()
-	addr, key, ctx, origins := "127.0.0.1:7000", "flag-key", 8192, []string{}
-	if a, err = st.Apply(Overrides{Addr: &addr, APIKey: &key, ContextLength: &ctx, AllowedOrigins: &origins}); err != nil {
+	addr, key, ctx, origins, diskDir, diskGB := "127.0.0.1:7000", "flag-key", 8192, []string{}, "/flag/prefix", 0.0
+	if a, err = st.Apply(Overrides{Addr: &addr, APIKey: &key, ContextLength: &ctx, AllowedOrigins: &origins,
+		PrefixCacheDir: &diskDir, PrefixCacheGB: &diskGB}); err != nil {
 		t.Fatal(err)
 	}
-	if a.Addr != addr || a.APIKey != key || len(a.AllowedOrigins) != 0 || a.ContextLength != ctx {
+	if a.Addr != addr || a.APIKey != key || len(a.AllowedOrigins) != 0 || a.ContextLength != ctx || a.PrefixCacheDir != diskDir || a.PrefixCacheGB != 0 {
 		t.Errorf("applied under flags %+v", a)
 	}
 	inForce, restart, pinned = st.state(Settings{Port: 7000})
 	if inForce[FieldPort] != (InForce{7000, SourceFlag}) || inForce[FieldExpose] != (InForce{false, SourceFlag}) ||
-		inForce[FieldAPIKey] != (InForce{"set", SourceFlag}) || inForce[FieldContextLength] != (InForce{8192, SourceFlag}) {
+		inForce[FieldAPIKey] != (InForce{"set", SourceFlag}) || inForce[FieldContextLength] != (InForce{8192, SourceFlag}) ||
+		inForce[FieldPrefixCacheDir] != (InForce{diskDir, SourceFlag}) || inForce[FieldPrefixCacheGB] != (InForce{0.0, SourceFlag}) {
 		t.Errorf("in force under flags %v", inForce)
 	}
 	if len(restart) != 0 || !slices.Equal(pinned, serverFields) {
@@ -172,3 +178,105 @@ func TestApplyLaysFlagsOverSavedSettings(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPrefixCacheSettings: the disk tier's folder and budget are saved,
+// checked, applied with a flag winning over each, and wait for a restart
+// when changed.
+func TestPrefixCacheSettings(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "settings.json")
+	ok := DefaultSettings()
+	for _, s := range []Settings{
+		{PrefixCacheDir: "relative/prefix", PrefixCacheGB: 1},
+		{PrefixCacheDir: "./prefix", PrefixCacheGB: 1},
+		{PrefixCacheGB: -2},
+		{PrefixCacheGB: -0.5},
+		{PrefixCacheGB: MaxPrefixCacheGB + 1},
+		{PrefixCacheGB: math.Inf(1)},
+		{PrefixCacheGB: math.NaN()},
+	} {
+		bad := ok
+		bad.PrefixCacheDir, bad.PrefixCacheGB = s.PrefixCacheDir, s.PrefixCacheGB
+		if err := bad.Validate(); !errors.Is(err, ErrBadSettings) || !strings.Contains(err.Error(), "prefix_cache") {
+			t.Errorf("dir %q gb %v: %v", s.PrefixCacheDir, s.PrefixCacheGB, err)
+		}
+	}
+	for _, gb := range []float64{AutoPrefixCacheGB, 0, 0.5, MaxPrefixCacheGB} {
+		good := ok
+		good.PrefixCacheDir, good.PrefixCacheGB = dir, gb
+		if err := good.Validate(); err != nil {
+			t.Errorf("gb %v: %v", gb, err)
+		}
+	}
+
+	// A file without them is auto in the default folder.
+	if err := os.WriteFile(path, []byte(`{"port":9090}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenSettings(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Get(); got.PrefixCacheDir != "" || got.PrefixCacheGB != AutoPrefixCacheGB {
+		t.Errorf("absent: dir %q gb %v", got.PrefixCacheDir, got.PrefixCacheGB)
+	}
+	if err := os.WriteFile(path, []byte(`{"prefix_cache_dir":"prefix"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenSettings(path); !errors.Is(err, ErrBadSettings) {
+		t.Errorf("a relative folder in the file: %v", err)
+	}
+
+	// Saved: applied from the file; a flag wins over each.
+	if err := os.WriteFile(path, []byte(`{"prefix_cache_dir":"`+dir+`","prefix_cache_gb":3}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = OpenSettings(path); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.Apply(Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inForce, restart, _ := st.state(Settings{Port: DefaultPort})
+	if a.PrefixCacheDir != dir || a.PrefixCacheGB != 3 || inForce[FieldPrefixCacheDir] != (InForce{dir, SourceSettings}) ||
+		inForce[FieldPrefixCacheGB] != (InForce{3.0, SourceSettings}) || len(restart) != 0 {
+		t.Errorf("saved: applied %q %v, in force %v, restart %v", a.PrefixCacheDir, a.PrefixCacheGB, inForce, restart)
+	}
+	s := st.Get()
+	s.PrefixCacheDir, s.PrefixCacheGB = "", 0
+	if err := st.Set(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, restart, _ = st.state(Settings{Port: DefaultPort}); !slices.Equal(restart, []string{FieldPrefixCacheDir, FieldPrefixCacheGB}) {
+		t.Errorf("changed: restart %v", restart)
+	}
+
+	st, _ = OpenSettings(path)
+	flagGB := 1.5
+	if a, err = st.Apply(Overrides{PrefixCacheGB: &flagGB}); err != nil {
+		t.Fatal(err)
+	}
+	inForce, _, pinned := st.state(Settings{Port: DefaultPort})
+	if a.PrefixCacheGB != flagGB || inForce[FieldPrefixCacheGB] != (InForce{flagGB, SourceFlag}) ||
+		inForce[FieldPrefixCacheDir] != (InForce{"", SourceSettings}) || !slices.Equal(pinned, []string{FieldPrefixCacheGB}) {
+		t.Errorf("under --prefix-cache-gb: applied %v, in force %v, pinned %v", a.PrefixCacheGB, inForce, pinned)
+	}
+}
+
+// TestPrefixCacheGBAbsentFromPUTIsAuto: a Settings screen that does not
+// edit the disk tier sends no prefix_cache_gb; that keeps it auto, where
+// decoding into zero settings turned the tier off at the next start.
+func TestPrefixCacheGBAbsentFromPUTIsAuto(t *testing.T) {
+	f := newFixture(t, nil)
+	r := f.do(t, "PUT", "/manage/settings", `{"port":8080,"preset":"thinking"}`, nil)
+	if r.status != 200 {
+		t.Fatalf("PUT: %d %v", r.status, r.body)
+	}
+	if got := f.settings.Get().PrefixCacheGB; got != AutoPrefixCacheGB {
+		t.Errorf("prefix_cache_gb %v after a PUT without it, want auto (%d)", got, AutoPrefixCacheGB)
+	}
+	if r = f.do(t, "PUT", "/manage/settings", `{"port":8080,"preset":"thinking","prefix_cache_gb":-3}`, nil); r.status != 400 {
+		t.Errorf("prefix_cache_gb -3: %d %v", r.status, r.body)
+	}
+}
