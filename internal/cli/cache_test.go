@@ -151,11 +151,11 @@ func TestCacheCommandRefusesBadInput(t *testing.T) {
 		}
 	}
 	for _, gb := range []string{"-1", "lots", "NaN", "1e300"} {
-		if _, _, err := openPrefixDisk(t.TempDir(), gb, nil); err == nil || !strings.Contains(err.Error(), "--prefix-cache-gb") {
+		if _, err := parsePrefixCacheGB(gb); err == nil || !strings.Contains(err.Error(), "--prefix-cache-gb") {
 			t.Errorf("--prefix-cache-gb %s: %v", gb, err)
 		}
 	}
-	if s, note, err := openPrefixDisk(t.TempDir(), "0", nil); s != nil || err != nil || !strings.Contains(note, "off") {
+	if s, note, err := openPrefixDisk(t.TempDir(), 0, nil); s != nil || err != nil || !strings.Contains(note, "off") {
 		t.Errorf("--prefix-cache-gb 0: %v %q %v", s, note, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -52,7 +53,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	queue := fs.Int("queue", service.DefaultQueueLimit, "requests that may wait for the model")
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")
 	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
-	diskDir, diskGB := prefixDiskFlags(fs)
+	prefixDiskFlags(fs)
 	accessLog := fs.Bool("access-log", true, "log one line per API request to stderr: client, route, status, tokens and time, never what was sent")
 	settingsFile := fs.String("settings", "", "the web UI's settings file, whose server settings apply where no flag sets them (default: petal/settings.json in the user's config folder)")
 	if err := parseFlags(fs, args); err != nil {
@@ -76,7 +77,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := log.New(os.Stderr, "petal: ", log.LstdFlags)
-	disk, diskNote, err := openPrefixDisk(*diskDir, *diskGB, logger.Printf)
+	disk, diskNote, err := openPrefixDisk(applied.PrefixCacheDir, applied.PrefixCacheGB, logger.Printf)
 	if err != nil {
 		return err
 	}
@@ -156,6 +157,7 @@ func serveSettings(fs *flag.FlagSet, path string) (*manage.SettingsStore, manage
 	if key := os.Getenv(envAPIKey); key != "" {
 		over.APIKey = &key
 	}
+	var flagErr error
 	fs.Visit(func(f *flag.Flag) {
 		v := f.Value.String()
 		switch f.Name {
@@ -169,8 +171,30 @@ func serveSettings(fs *flag.FlagSet, path string) (*manage.SettingsStore, manage
 		case "context":
 			n := f.Value.(flag.Getter).Get().(int)
 			over.ContextLength = &n
+		case "prefix-cache-dir":
+			// A folder named on the command line is relative to where
+			// serve starts; the settings hold it whole.
+			if v != "" {
+				abs, err := filepath.Abs(v)
+				if err != nil {
+					flagErr = fmt.Errorf("--prefix-cache-dir: %w", err)
+					return
+				}
+				v = abs
+			}
+			over.PrefixCacheDir = &v
+		case "prefix-cache-gb":
+			gb, err := parsePrefixCacheGB(v)
+			if err != nil {
+				flagErr = err
+				return
+			}
+			over.PrefixCacheGB = &gb
 		}
 	})
+	if flagErr != nil {
+		return nil, over, flagErr
+	}
 	if over.APIKey != nil {
 		if err := manage.CheckKey(*over.APIKey); err != nil {
 			return nil, over, fmt.Errorf("--api-key (or $%s): %w", envAPIKey, err)

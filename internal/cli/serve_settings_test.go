@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -162,5 +163,92 @@ func TestServeRefusesKeysAndOriginsNoClientCanUse(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%q: %v", args, err)
 		}
+	}
+}
+
+// TestServeAppliesPrefixCacheSettings: the disk tier's folder and budget
+// saved in the settings file are where petal serve keeps its snapshots,
+// reported in force from the settings; --prefix-cache-dir and
+// --prefix-cache-gb win over them; a saved 0 turns the tier off.
+func TestServeAppliesPrefixCacheSettings(t *testing.T) {
+	model := scriptedFolder(t, func(string) string { return "</think>\n\nok" })
+	tmp := t.TempDir()
+	settings := filepath.Join(tmp, "settings.json")
+	saved, flagged := filepath.Join(tmp, "saved"), filepath.Join(tmp, "flagged")
+	save := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(settings, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tier := func(base string) (enabled bool, dir string, budget float64) {
+		t.Helper()
+		code, m := call(t, "GET", base+"/manage/prefix-cache", "", "")
+		if code != 200 {
+			t.Fatalf("GET /manage/prefix-cache: %d %v", code, m)
+		}
+		d, _ := m["dir"].(string)
+		b, _ := m["budget_bytes"].(float64)
+		return m["enabled"] == true, d, b
+	}
+	inForce := func(base string) map[string]any {
+		t.Helper()
+		_, m := call(t, "GET", base+"/manage/settings", "", "")
+		f, _ := m["in_force"].(map[string]any)
+		return map[string]any{"dir": f["prefix_cache_dir"], "gb": f["prefix_cache_gb"]}
+	}
+	args := []string{"--model", model, "--backend", "scripted", "--addr", "127.0.0.1:0", "--settings", settings}
+
+	save(`{"prefix_cache_dir":"` + saved + `","prefix_cache_gb":2}`)
+	base, printed := startServe(t, args...)
+	if on, dir, budget := tier(base); !on || dir != saved || budget != 2e9 {
+		t.Errorf("saved: enabled %v in %q, budget %v", on, dir, budget)
+	}
+	want := map[string]any{"dir": map[string]any{"value": saved, "source": "settings"}, "gb": map[string]any{"value": 2.0, "source": "settings"}}
+	if got := inForce(base); !reflect.DeepEqual(got, want) {
+		t.Errorf("saved: in force %v, want %v", got, want)
+	}
+	if !strings.Contains(strings.Join(printed, ""), "prefix_cache_dir, prefix_cache_gb") {
+		t.Errorf("serve did not say it applied the saved disk tier: %q", printed)
+	}
+
+	base, _ = startServe(t, append(args, "--prefix-cache-dir", flagged, "--prefix-cache-gb", "1")...)
+	if on, dir, budget := tier(base); !on || dir != flagged || budget != 1e9 {
+		t.Errorf("under the flags: enabled %v in %q, budget %v", on, dir, budget)
+	}
+	want = map[string]any{"dir": map[string]any{"value": flagged, "source": "flag"}, "gb": map[string]any{"value": 1.0, "source": "flag"}}
+	if got := inForce(base); !reflect.DeepEqual(got, want) {
+		t.Errorf("under the flags: in force %v, want %v", got, want)
+	}
+
+	save(`{"prefix_cache_dir":"` + saved + `","prefix_cache_gb":0}`)
+	base, _ = startServe(t, args...)
+	if on, _, _ := tier(base); on {
+		t.Error("a saved prefix_cache_gb of 0 left the disk tier on")
+	}
+	// A folder named on the command line is relative to where serve
+	// starts; the settings refuse one.
+	save(`{"prefix_cache_dir":"relative"}`)
+	if err := serve(context.Background(), args, io.Discard); err == nil || !strings.Contains(err.Error(), "prefix_cache_dir") {
+		t.Errorf("a relative saved folder: %v", err)
+	}
+}
+
+// TestCacheCommandUsesSavedFolder: petal cache looks where petal serve
+// keeps the snapshots: the saved prefix_cache_dir unless --dir names one.
+func TestCacheCommandUsesSavedFolder(t *testing.T) {
+	tmp := t.TempDir()
+	settings, saved := filepath.Join(tmp, "settings.json"), filepath.Join(tmp, "saved")
+	if err := os.WriteFile(settings, []byte(`{"prefix_cache_dir":"`+saved+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := Run([]string{"cache", "list", "--settings", settings}, &out); err != nil || !strings.Contains(out.String(), "in "+saved) {
+		t.Errorf("cache list: %v %q", err, out.String())
+	}
+	out.Reset()
+	other := filepath.Join(tmp, "other")
+	if err := Run([]string{"cache", "list", "--settings", settings, "--dir", other}, &out); err != nil || !strings.Contains(out.String(), "in "+other) {
+		t.Errorf("cache list --dir: %v %q", err, out.String())
 	}
 }
