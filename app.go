@@ -96,7 +96,7 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 		Demo:     demo, log: logger, dir: dir, backend: desktopBackend(), ready: make(chan struct{}),
 	}
 	a.Window = http.HandlerFunc(a.serveWindow)
-	a.disk = openPrefixDisk(logger)
+	a.disk = openPrefixDisk(applied.PrefixCacheDir, applied.PrefixCacheGB, logger)
 	cfg := runtime.Config{
 		Load: runtime.LoadRequest{Dir: dir, Backend: a.backend, Context: applied.ContextLength, CacheBytes: service.DefaultCacheBytes},
 		Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins,
@@ -189,6 +189,9 @@ func (writeThrough) Flush() {}
 
 func (w writeThrough) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// gigabyte is the unit of the settings' prefix_cache_gb, as disks are sold.
+const gigabyte = 1e9
+
 // appShutdownTimeout bounds how long quitting waits for running requests.
 const appShutdownTimeout = 5 * time.Second
 
@@ -205,18 +208,29 @@ func (a *App) Close() error {
 	return err
 }
 
-// openPrefixDisk gives the app the prefix cache's disk tier that petal
-// serve has by default (its folder, 10% of the free disk at most 20 GB), so
-// an agent's long system prompt survives the app's restart too. Without a
-// cache folder, or when it cannot be opened, the app keeps the memory tier
-// alone and its log says why.
-func openPrefixDisk(logger *log.Logger) *prefixdisk.Store {
-	dir := prefixdisk.DefaultDir()
+// openPrefixDisk gives the app the prefix cache's disk tier as the
+// settings say, as petal serve does: in dir ("" for the user's cache
+// folder) with gb GB (manage.AutoPrefixCacheGB: 10% of the free disk at
+// most 20 GB; 0: off), so an agent's long system prompt survives the app's
+// restart too. Without a cache folder, or when it cannot be opened, the
+// app keeps the memory tier alone and its log says why.
+func openPrefixDisk(dir string, gb float64, logger *log.Logger) *prefixdisk.Store {
+	if gb == 0 {
+		logger.Print("prefix cache on disk: off (the settings' prefix_cache_gb is 0)")
+		return nil
+	}
+	if dir == "" {
+		dir = prefixdisk.DefaultDir()
+	}
 	if dir == "" {
 		logger.Print("prefix cache on disk: off (no cache folder)")
 		return nil
 	}
-	s, err := prefixdisk.Open(dir, prefixdisk.DefaultBudget(dir), logger.Printf)
+	budget := int64(gb * gigabyte)
+	if gb == manage.AutoPrefixCacheGB {
+		budget = prefixdisk.DefaultBudget(dir)
+	}
+	s, err := prefixdisk.Open(dir, budget, logger.Printf)
 	if err != nil {
 		logger.Printf("prefix cache on disk: off: %v", err)
 		return nil

@@ -234,6 +234,74 @@ func TestAppAppliesSettingsAsServeDoes(t *testing.T) {
 	}
 }
 
+// TestAppAppliesPrefixCacheSettings: the desktop app opened the disk tier
+// in the default folder with the default budget whatever the settings
+// said. It now keeps it where prefix_cache_dir says, with prefix_cache_gb
+// GB, reports both in force from the settings, and a saved 0 turns the
+// tier off.
+func TestAppAppliesPrefixCacheSettings(t *testing.T) {
+	saved := appHome(t)
+	port := saved.Get().Port
+	dir := filepath.Join(filepath.Dir(saved.Path()), "snapshots")
+	start := func(gb string) (*App, map[string]any) {
+		t.Helper()
+		file := fmt.Sprintf(`{"port":%d,"prefix_cache_dir":%q,"prefix_cache_gb":%s}`, port, dir, gb)
+		if err := os.WriteFile(saved.Path(), []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		store, err := manage.OpenSettings(saved.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := startApp(store, desktopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := a.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		if err := a.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("GET", "wails://wails/manage/prefix-cache", nil)
+		req.Host, req.RemoteAddr = "wails", ""
+		rec := httptest.NewRecorder()
+		a.Window.ServeHTTP(rec, req)
+		var tier map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &tier); err != nil {
+			t.Fatalf("GET /manage/prefix-cache: %d %s", rec.Code, rec.Body)
+		}
+		req = httptest.NewRequest("GET", "wails://wails/manage/settings", nil)
+		req.Host, req.RemoteAddr = "wails", ""
+		rec = httptest.NewRecorder()
+		a.Window.ServeHTTP(rec, req)
+		var reply struct {
+			InForce map[string]manage.InForce `json:"in_force"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil {
+			t.Fatalf("GET /manage/settings: %d %s", rec.Code, rec.Body)
+		}
+		want := map[string]manage.InForce{
+			manage.FieldPrefixCacheDir: {Value: dir, Source: manage.SourceSettings},
+			manage.FieldPrefixCacheGB:  {Value: tier["budget_bytes"].(float64) / gigabyte, Source: manage.SourceSettings},
+		}
+		for f, w := range want {
+			if got := reply.InForce[f]; got != w {
+				t.Errorf("prefix_cache_gb %s: in force %s: %+v, want %+v", gb, f, got, w)
+			}
+		}
+		return a, tier
+	}
+	if a, tier := start("2"); a.disk == nil || tier["enabled"] != true || tier["dir"] != dir || tier["budget_bytes"] != 2e9 {
+		t.Errorf("saved 2 GB in %s: %v", dir, tier)
+	}
+	if a, tier := start("0"); a.disk != nil || tier["enabled"] != false {
+		t.Errorf("saved 0 GB: %v", tier)
+	}
+}
+
 // networkAddress is an IPv4 address of this machine other than loopback,
 // or nil when it has none.
 func networkAddress(t *testing.T) net.IP {
