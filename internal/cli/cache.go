@@ -32,7 +32,7 @@ func init() {
 // reads them when given, and the saved settings apply where they are not.
 func prefixDiskFlags(fs *flag.FlagSet) {
 	fs.String("prefix-cache-dir", "", "folder of the prefix cache's snapshots on disk, which outlive a restart (default: the saved settings', else "+defaultDirWords()+")")
-	fs.String("prefix-cache-gb", autoBudget, "disk the prefix cache's snapshots may take, in GB ('auto': 10% of the free disk, at most 20; 0 turns the disk tier off; default: the saved settings', else auto)")
+	fs.String("prefix-cache-gb", "", "disk the prefix cache's snapshots may take, in GB ('auto': 10% of the free disk, at most 20; 0 turns the disk tier off; default: the saved settings', else auto)")
 }
 
 // defaultDirWords names the disk tier's default folder for the help.
