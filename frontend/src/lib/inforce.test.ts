@@ -21,6 +21,22 @@ describe('inForceRows', () => {
     ]);
   });
 
+  it('says where the prefix cache keeps its snapshots and how much disk it may take', () => {
+    const words = (dir: string, gb: number) =>
+      inForceRows({ prefix_cache_dir: { value: dir, source: 'settings' }, prefix_cache_gb: { value: gb, source: 'flag' } }).map(
+        (r) => `${r.label}: ${r.value} (${r.from})`,
+      );
+    expect(words('', -1)).toEqual([
+      'Prefix cache folder: the default folder in the user cache (saved on this page)',
+      'Prefix cache size on disk: automatic: 10% of the free disk, at most 20 GB (from the command line (--prefix-cache-gb))',
+    ]);
+    expect(words('/data/petal', 0)[1]).toBe('Prefix cache size on disk: off (from the command line (--prefix-cache-gb))');
+    expect(words('/data/petal', 5)).toEqual([
+      'Prefix cache folder: /data/petal (saved on this page)',
+      'Prefix cache size on disk: 5 GB (from the command line (--prefix-cache-gb))',
+    ]);
+  });
+
   it('leaves out what an older server does not report', () => {
     expect(inForceRows(undefined)).toEqual([]);
     expect(inForceRows({ port: { value: 8080, source: 'default' } }).map((r) => r.field)).toEqual(['port']);

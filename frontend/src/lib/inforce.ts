@@ -15,6 +15,8 @@ export const SETTING_LABELS: Record<string, string> = {
   thinking: 'Think by default',
   preset: 'Sampling preset',
   start_at_login: 'Start at login',
+  prefix_cache_dir: 'Prefix cache folder',
+  prefix_cache_gb: 'Prefix cache size on disk',
 };
 
 /** The flag of petal serve that sets each server setting, for saying which one wins. */
@@ -24,10 +26,12 @@ export const SETTING_FLAGS: Record<ServerSetting, string> = {
   expose: '--addr',
   api_key: '--api-key (or $PETAL_API_KEY)',
   allowed_origins: '--allow-origin',
+  prefix_cache_dir: '--prefix-cache-dir',
+  prefix_cache_gb: '--prefix-cache-gb',
 };
 
 /** The order "In force now" lists the settings in, as the form above it does. */
-export const IN_FORCE_ORDER: ServerSetting[] = ['context_length', 'port', 'expose', 'api_key', 'allowed_origins'];
+export const IN_FORCE_ORDER: ServerSetting[] = ['context_length', 'port', 'expose', 'api_key', 'allowed_origins', 'prefix_cache_dir', 'prefix_cache_gb'];
 
 /** A field's label, or its wire name made readable when the server sends one the UI does not know. */
 export function settingLabel(field: string): string {
@@ -66,6 +70,11 @@ export function valueWords(field: ServerSetting, f: InForce<unknown>): string {
       return v === 'set' ? 'required from every client' : 'not required';
     case 'allowed_origins':
       return Array.isArray(v) && v.length ? v.join(', ') : 'none besides this page';
+    case 'prefix_cache_dir':
+      return typeof v === 'string' && v ? v : 'the default folder in the user cache';
+    case 'prefix_cache_gb':
+      if (typeof v !== 'number' || v < 0) return 'automatic: 10% of the free disk, at most 20 GB';
+      return v === 0 ? 'off' : `${v} GB`;
   }
 }
 

@@ -199,6 +199,8 @@ const settingsSpec: Spec<Settings> = {
   api_key: str,
   allowed_origins: arr(str),
   start_at_login: bool,
+  prefix_cache_dir: opt(str),
+  prefix_cache_gb: opt(num),
 };
 function inForce<V>(value: Check<V>): Check<InForce<V>> {
   return obj<InForce<V>>({ value, source: oneOf('flag', 'settings', 'default') });
@@ -209,6 +211,8 @@ const inForceSpec: Spec<InForceSettings> = {
   expose: opt(inForce(bool)),
   api_key: opt(inForce(oneOf('set', 'not set'))),
   allowed_origins: opt(inForce(arr(str))),
+  prefix_cache_dir: opt(inForce(str)),
+  prefix_cache_gb: opt(inForce(num)),
 };
 const settingsReply = obj<SettingsReply>({
   settings: obj(settingsSpec),

@@ -271,6 +271,8 @@ export interface Settings {
   api_key: string;
   allowed_origins: string[];
   start_at_login: boolean;
+  prefix_cache_dir?: string;
+  prefix_cache_gb?: number;
 }
 
 /** Where a value the server runs with came from. */
@@ -290,6 +292,10 @@ export interface InForceSettings {
   /** Whether a key is required; the key itself is never sent back in this form. */
   api_key?: InForce<'set' | 'not set'>;
   allowed_origins?: InForce<string[]>;
+  /** The prefix cache's folder on disk; "" for the default one. */
+  prefix_cache_dir?: InForce<string>;
+  /** The disk tier's budget in GB: -1 for auto (10% of the free disk, at most 20 GB), 0 for off. */
+  prefix_cache_gb?: InForce<number>;
 }
 
 /** The server-side settings' names, as restart_required and overridden_by_flag list them. */
