@@ -88,7 +88,7 @@ func TestEmbeddings(t *testing.T) {
 		t.Errorf("one input: %d vectors of %d floats, norm² %v, usage %+v", len(one.Data), len(hello), norm, one.Usage)
 	}
 	// The access log counts an embedding's tokens as its prompt.
-	if line := lines.next(t); !strings.Contains(line, `"POST /v1/embeddings" 200 prompt=5 cached=0 completion=0 `) {
+	if line := lines.next(t); !strings.Contains(line, `"POST /v1/embeddings" 200 prompt=5 cached=0 disk=0 completion=0 `) {
 		t.Errorf("access log %q", line)
 	}
 	two := openAI(`{"input":["hello","world"]}`)
