@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +45,39 @@ func newTestServer(t testing.TB, svcOpts service.Options, opts Options, reply fu
 }
 
 func constant(text string) func(string) string { return func(string) string { return text } }
+
+// prompts keeps the last prompt a test model was given, for tests that
+// check what a request rendered.
+type prompts struct {
+	mu sync.Mutex
+	p  string
+}
+
+// record is reply, noting each prompt first.
+func (s *prompts) record(reply func(string) string) func(string) string {
+	return func(p string) string {
+		s.mu.Lock()
+		s.p = p
+		s.mu.Unlock()
+		return reply(p)
+	}
+}
+
+// last is the last prompt given.
+func (s *prompts) last() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
+}
+
+// take is last, forgotten, so a request that renders nothing shows as "".
+func (s *prompts) take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.p
+	s.p = ""
+	return p
+}
 
 // lastUser is the text of the last user turn in a rendered prompt.
 func lastUser(prompt string) string {

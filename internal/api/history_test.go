@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"petal/internal/service"
@@ -16,14 +15,10 @@ import (
 // where the template used to fail with "Can only get item pairs from a
 // mapping".
 func TestLooseToolArguments(t *testing.T) {
-	var mu sync.Mutex
-	var last string
-	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, func(p string) string {
-		mu.Lock()
-		last = p
-		mu.Unlock()
+	var seen prompts
+	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, seen.record(func(p string) string {
 		return "</think>\n\nok"
-	})
+	}))
 	chat := func(args string) string {
 		return `{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":` + args + `}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`
 	}
@@ -48,10 +43,7 @@ func TestLooseToolArguments(t *testing.T) {
 		{"messages a string", "/v1/messages", messages(`"Paris"`), "<parameter=arguments>\nParis\n</parameter>"},
 	} {
 		resp, text := do(t, post(t, ts.URL+tc.route, tc.body))
-		mu.Lock()
-		prompt := last
-		last = ""
-		mu.Unlock()
+		prompt := seen.take()
 		if resp.StatusCode != 200 {
 			t.Errorf("%s: status %d: %s", tc.name, resp.StatusCode, text)
 			continue

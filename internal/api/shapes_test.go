@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"petal/internal/service"
@@ -15,14 +14,10 @@ import (
 // own shape: message.function_call and finish_reason "function_call",
 // streamed or not.
 func TestLegacyFunctions(t *testing.T) {
-	var mu sync.Mutex
-	var last string
-	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, func(p string) string {
-		mu.Lock()
-		last = p
-		mu.Unlock()
+	var seen prompts
+	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, seen.record(func(p string) string {
 		return "</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
-	})
+	}))
 	body := `{"functions":[{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}],"function_call":"auto",
 		"messages":[{"role":"user","content":"Weather in Rome?"},{"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":"{\"city\":\"Rome\"}"}},
 		{"role":"function","name":"get_weather","content":"18 C"},{"role":"user","content":"And Paris?"}]}`
@@ -44,9 +39,7 @@ func TestLegacyFunctions(t *testing.T) {
 		ch.Message.FunctionCall.Name != "get_weather" || ch.Message.FunctionCall.Arguments != `{"city":"Paris"}` {
 		t.Errorf("reply %s", text)
 	}
-	mu.Lock()
-	p := last
-	mu.Unlock()
+	p := seen.last()
 	for _, want := range []string{"Weather of a city", "<function=get_weather>\n<parameter=city>\nRome", "<tool_response>\n18 C\n</tool_response>"} {
 		if !strings.Contains(p, want) {
 			t.Errorf("the prompt lacks %q:\n%s", want, p)
@@ -126,17 +119,13 @@ func TestAnthropicModels(t *testing.T) {
 // local_shell_call history items are taken; hosted tools are echoed as
 // sent.
 func TestCodexTools(t *testing.T) {
-	var mu sync.Mutex
-	var last string
-	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, func(p string) string {
-		mu.Lock()
-		last = p
-		mu.Unlock()
+	var seen prompts
+	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, seen.record(func(p string) string {
 		if strings.Contains(lastUser(p), "patch") {
 			return "</think>\n\n<tool_call>\n<function=apply_patch>\n<parameter=input>\n*** Begin Patch\n*** End Patch\n</parameter>\n</function>\n</tool_call>"
 		}
 		return "</think>\n\n<tool_call>\n<function=mcp__gh__create_issue>\n<parameter=title>\nBug\n</parameter>\n</function>\n</tool_call>"
-	})
+	}))
 	tools := `[{"type":"namespace","name":"mcp__gh","description":"GitHub","tools":[{"type":"function","name":"create_issue","description":"Opens an issue","parameters":{"type":"object","properties":{"title":{"type":"string"}}}}]},
 		{"type":"custom","name":"apply_patch","description":"Applies a patch","format":{"type":"grammar","syntax":"lark","definition":"start: begin_patch"}},
 		{"type":"web_search","search_context_size":"high","user_location":{"type":"approximate","country":"FR"}}]`
@@ -152,9 +141,7 @@ func TestCodexTools(t *testing.T) {
 	if js, _ := json.Marshal(sent); string(js) != string(echo) {
 		t.Errorf("tools echoed as\n%s\nnot as sent\n%s", echo, js)
 	}
-	mu.Lock()
-	p := last
-	mu.Unlock()
+	p := seen.last()
 	for _, want := range []string{"mcp__gh__create_issue", "Opens an issue", "apply_patch", "start: begin_patch"} {
 		if !strings.Contains(p, want) {
 			t.Errorf("the prompt lacks %q:\n%s", want, p)
@@ -177,9 +164,7 @@ func TestCodexTools(t *testing.T) {
 		{"type":"function_call_output","call_id":"c3","output":"#12"},
 		{"role":"user","content":"File a bug."}]`
 	bothResponses(t, ts, `{"store":false,"tools":`+tools+`,"input":`+history+`}`)
-	mu.Lock()
-	p = last
-	mu.Unlock()
+	p = seen.last()
 	for _, want := range []string{"<function=apply_patch>\n<parameter=input>\n*** Begin Patch\n*** End Patch\n</parameter>", "<tool_response>\nDone!\n</tool_response>",
 		"<function=local_shell>\n<parameter=type>\nexec\n</parameter>\n<parameter=command>\n[\"ls\", \"-la\"]", "<tool_response>\nREADME.md\n</tool_response>",
 		"<function=mcp__gh__create_issue>\n<parameter=title>\nOld"} {

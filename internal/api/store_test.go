@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"petal/internal/service"
@@ -15,20 +14,14 @@ import (
 // item_reference to the last turn's items, streamed or not; a response
 // sent with store false is not kept, and an unknown id is a 400 naming it.
 func TestResponsesStore(t *testing.T) {
-	var mu sync.Mutex
-	var last string
-	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, func(p string) string {
-		mu.Lock()
-		last = p
-		mu.Unlock()
+	var seen prompts
+	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, seen.record(func(p string) string {
 		return fmt.Sprintf("</think>\n\nAnswer %d.", strings.Count(p, "<|im_start|>user"))
-	})
+	}))
 	send := func(body string) (map[string]any, string) {
 		t.Helper()
 		r := bothResponses(t, ts, body)
-		mu.Lock()
-		defer mu.Unlock()
-		return r, last
+		return r, seen.last()
 	}
 	r1, _ := send(`{"instructions":"Be brief.","input":"My name is Ada."}`)
 	if r1["store"] != true {

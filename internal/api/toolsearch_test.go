@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"petal/internal/service"
@@ -16,23 +15,17 @@ import (
 // tool_addition and tool_removal change the list too; a reference to a
 // tool the request lacks is a 400 naming it.
 func TestToolSearch(t *testing.T) {
-	var mu sync.Mutex
-	var last string
-	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, func(p string) string {
-		mu.Lock()
-		last = p
-		mu.Unlock()
+	var seen prompts
+	ts := newTestServer(t, service.Options{CacheBytes: -1}, Options{}, seen.record(func(p string) string {
 		return "</think>\n\nok"
-	})
+	}))
 	prompt := func(body string) string {
 		t.Helper()
 		resp, text := do(t, post(t, ts.URL+"/v1/messages", body))
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d: %s", resp.StatusCode, text)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return last
+		return seen.last()
 	}
 	count := func(body string) int {
 		t.Helper()
