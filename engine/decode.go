@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -130,27 +129,7 @@ func DecodePath(m Model) string {
 // Afterwards seq holds the prompt and the fed tokens: every picked token
 // but possibly the last (Len says how many).
 func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, error) {
-	if len(d.Prompt) == 0 || d.MaxTokens < 1 || d.Token == nil {
-		return DecodeStats{}, errors.New("engine: a decode needs a prompt, at least one token and a Token function")
-	}
-	if d.Limit < 0 || d.Limit > vocab {
-		return DecodeStats{}, fmt.Errorf("engine: pick limit %d outside [0, %d]", d.Limit, vocab)
-	}
-	if d.Sampling != nil && (d.Picker == nil || d.Sampling.Params.Seed == nil) {
-		return DecodeStats{}, errors.New("engine: device sampling needs a seed and a host Picker to fall back on")
-	}
-	if d.Constraint != nil && d.Picker == nil {
-		return DecodeStats{}, errors.New("engine: a constrained decode needs a Picker")
-	}
-	if d.Logprobs != nil {
-		if d.TopLogprobs < 0 || d.TopLogprobs > sample.MaxTopLogprobs {
-			return DecodeStats{}, fmt.Errorf("engine: %d top logprobs outside [0, %d]", d.TopLogprobs, sample.MaxTopLogprobs)
-		}
-		if _, ok := d.Picker.(LogprobPicker); !ok {
-			return DecodeStats{}, errors.New("engine: logprobs need a Picker that reports them")
-		}
-	}
-	if err := CheckTokens(d.Prompt, vocab); err != nil {
+	if err := d.check(vocab); err != nil {
 		return DecodeStats{}, err
 	}
 	var st DecodeStats

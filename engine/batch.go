@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"petal/engine/sample"
+)
+
+// Job is one Decode that runs in batched steps beside others (StepJobs):
+// its prompt fed a piece per step, then one token per step, each picked on
+// the host from the step's logits as Run's host loop does. A job belongs to
+// one caller at a time; StepJobs hands it over for the step.
+type Job struct {
+	ctx   context.Context
+	seq   Sequence
+	d     *Decode
+	vocab int
+	limit int
+	// maxPos is the model's positions limit (0: none).
+	maxPos int
+	// fed counts the prompt tokens the sequence holds; next is the picked
+	// token the next step feeds once the prompt is in (-1: none yet).
+	fed    int
+	next   int
+	splits []int
+	logits []float32
+	mask   []uint64
+	one    [1]int
+	st     DecodeStats
+	done   bool
+	err    error
+}
+
+// NewJob checks d as Run does and returns its job on seq, a sequence of a
+// model with vocab logits and maxPositions positions (0: no limit). ctx
+// ends the job at the next step with its cause.
+func NewJob(ctx context.Context, seq Sequence, vocab, maxPositions int, d *Decode) (*Job, error) {
+	if err := d.check(vocab); err != nil {
+		return nil, err
+	}
+	j := &Job{ctx: ctx, seq: seq, d: d, vocab: vocab, limit: d.Limit, maxPos: maxPositions, next: -1, splits: d.Splits,
+		logits: make([]float32, vocab)}
+	if j.limit == 0 {
+		j.limit = vocab
+	}
+	if d.Constraint != nil {
+		j.mask = make([]uint64, (vocab+63)/64)
+	}
+	return j, nil
+}
+
+// Done reports whether the job has ended, and then how: as Run would have
+// returned.
+func (j *Job) Done() (bool, DecodeStats, error) { return j.done, j.st, j.err }
+
+// Prefilling reports whether the job still has prompt tokens to feed.
+func (j *Job) Prefilling() bool { return !j.done && j.next < 0 }
+
+// finish ends the job with err (nil: complete).
+func (j *Job) finish(err error) {
+	j.done, j.err = true, err
+}
+
+// row is the job's share of the next step, of at most piece prompt
+// tokens, or false when the job has ended or takes no part (piece 0 while
+// prefilling).
+func (j *Job) row(piece int) (Row, bool) {
+	if j.done {
+		return Row{}, false
+	}
+	if j.ctx.Err() != nil {
+		j.finish(context.Cause(j.ctx))
+		return Row{}, false
+	}
+	if j.next >= 0 {
+		j.one[0] = j.next
+		if !j.fits(1) {
+			return Row{}, false
+		}
+		return Row{Seq: j.seq, Tokens: j.one[:], Out: j.logits}, true
+	}
+	if piece <= 0 {
+		return Row{}, false
+	}
+	p := j.d.Prompt
+	end := min(j.fed+piece, len(p))
+	for len(j.splits) > 0 && j.splits[0] <= j.fed {
+		j.splits = j.splits[1:]
+	}
+	if len(j.splits) > 0 && j.splits[0] < end {
+		end = j.splits[0]
+	}
+	if !j.fits(end - j.fed) {
+		return Row{}, false
+	}
+	r := Row{Seq: j.seq, Tokens: p[j.fed:end]}
+	if end == len(p) {
+		r.Out = j.logits
+	}
+	return r, true
+}
+
+// fits ends the job when n more tokens would pass the model's positions.
+func (j *Job) fits(n int) bool {
+	if j.maxPos > 0 && j.seq.Len()+n > j.maxPos {
+		j.finish(fmt.Errorf("engine: %d tokens exceed the model's %d positions", j.seq.Len()+n, j.maxPos))
+		return false
+	}
+	return true
+}
+
+// after takes the step's result for the job's row r.
+func (j *Job) after(r Row, took time.Duration) {
+	if j.next < 0 {
+		j.fed += len(r.Tokens)
+		if j.fed < len(j.d.Prompt) {
+			if len(j.splits) > 0 && j.fed == j.splits[0] && j.d.AtSplit != nil {
+				j.d.AtSplit(j.fed, j.seq)
+			}
+			return
+		}
+	} else {
+		j.st.HostTime += took
+	}
+	id, err := j.pick()
+	if err != nil {
+		j.finish(err)
+		return
+	}
+	j.st.Tokens++
+	stop, err := j.d.Token(id)
+	if err != nil || stop || j.st.Tokens == j.d.MaxTokens {
+		j.finish(err)
+		return
+	}
+	if j.d.Constraint != nil {
+		if err := j.d.Constraint.Advance(id); err != nil {
+			j.finish(err)
+			return
+		}
+	}
+	j.next = id
+}
+
+// pick chooses the next token from the step's logits, as hostDecode does.
+func (j *Job) pick() (int, error) {
+	d := j.d
+	if j.mask != nil && d.Constraint.Allowed(j.mask) {
+		MaskLogits(j.logits, j.mask)
+	}
+	switch {
+	case d.Logprobs != nil:
+		id, lp, err := d.Picker.(LogprobPicker).NextLogprobs(j.logits, d.TopLogprobs)
+		if err != nil {
+			return 0, err
+		}
+		d.Logprobs(lp)
+		return id, nil
+	case d.Picker == nil:
+		return Argmax(j.logits[:j.limit]), nil
+	default:
+		return d.Picker.Next(j.logits)
+	}
+}
+
+// StepJobs runs one batched step of m over the jobs that have not ended:
+// every decoding job feeds its last pick, and prefilling jobs, in order,
+// feed pieces of their prompts taking at most prefill tokens together
+// (jobs past the budget wait for a later step). Then each job picks its
+// next token and hands it to its Token function; the jobs do this
+// concurrently, so the functions of different jobs must not share
+// unguarded state. A job ends when its decode would (Done), a step error
+// ending every job in the step. It returns how many rows the step ran.
+func StepJobs(m Model, jobs []*Job, prefill int) int {
+	rows := make([]Row, 0, len(jobs))
+	in := make([]*Job, 0, len(jobs))
+	for _, j := range jobs {
+		piece := 0
+		if j.Prefilling() {
+			piece = min(prefill, PrefillPiece)
+		}
+		r, ok := j.row(piece)
+		if !ok {
+			continue
+		}
+		if j.next < 0 {
+			prefill -= len(r.Tokens)
+		}
+		rows = append(rows, r)
+		in = append(in, j)
+	}
+	if len(rows) == 0 {
+		return 0
+	}
+	start := time.Now()
+	err := Step(m, rows)
+	took := time.Since(start)
+	if err != nil {
+		err = fmt.Errorf("engine: batched step: %w", err)
+		for _, j := range in {
+			j.finish(err)
+		}
+		return len(rows)
+	}
+	if len(in) == 1 {
+		in[0].after(rows[0], took)
+		return 1
+	}
+	var wg sync.WaitGroup
+	for i, j := range in {
+		wg.Go(func() { j.after(rows[i], took) })
+	}
+	wg.Wait()
+	return len(rows)
+}
+
+// check validates d for a decode over vocab logits.
+func (d *Decode) check(vocab int) error {
+	if len(d.Prompt) == 0 || d.MaxTokens < 1 || d.Token == nil {
+		return errors.New("engine: a decode needs a prompt, at least one token and a Token function")
+	}
+	if d.Limit < 0 || d.Limit > vocab {
+		return fmt.Errorf("engine: pick limit %d outside [0, %d]", d.Limit, vocab)
+	}
+	if d.Sampling != nil && (d.Picker == nil || d.Sampling.Params.Seed == nil) {
+		return errors.New("engine: device sampling needs a seed and a host Picker to fall back on")
+	}
+	if d.Constraint != nil && d.Picker == nil {
+		return errors.New("engine: a constrained decode needs a Picker")
+	}
+	if d.Logprobs != nil {
+		if d.TopLogprobs < 0 || d.TopLogprobs > sample.MaxTopLogprobs {
+			return fmt.Errorf("engine: %d top logprobs outside [0, %d]", d.TopLogprobs, sample.MaxTopLogprobs)
+		}
+		if _, ok := d.Picker.(LogprobPicker); !ok {
+			return errors.New("engine: logprobs need a Picker that reports them")
+		}
+	}
+	return CheckTokens(d.Prompt, vocab)
+}

@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+)
+
+// runJobs steps jobs with the prefill budget until all have ended and
+// returns how many steps it took.
+func runJobs(t *testing.T, m Model, jobs []*Job, prefill int) int {
+	t.Helper()
+	steps := 0
+	for {
+		if StepJobs(m, jobs, prefill) == 0 {
+			return steps
+		}
+		steps++
+		if steps > 10000 {
+			t.Fatal("the jobs never end")
+		}
+	}
+}
+
+func TestStepJobsMatchRun(t *testing.T) {
+	const vocab = 50
+	m := chainModel{vocab}
+	prompts := [][]int{make([]int, PrefillPiece+40), {3}, {9, 8, 7, 6, 5}}
+	for i := range prompts[0] {
+		prompts[0][i] = i % vocab
+	}
+	maxTokens := []int{6, 9, 3}
+	// Alone, through Run.
+	var want [][]int
+	for i, p := range prompts {
+		var got []int
+		if _, err := Run(t.Context(), &chain{vocab: vocab}, vocab, &Decode{Prompt: p, MaxTokens: maxTokens[i], Token: collect(&got, -1)}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, got)
+	}
+	// Together, with a prefill budget of 16 prompt tokens a step.
+	const budget = 16
+	got := make([][]int, len(prompts))
+	seqs := make([]*chain, len(prompts))
+	var jobs []*Job
+	var split []int
+	for i, p := range prompts {
+		seqs[i] = &chain{vocab: vocab}
+		d := &Decode{Prompt: p, MaxTokens: maxTokens[i], Token: collect(&got[i], -1)}
+		if i == 0 {
+			d.Splits = []int{20}
+			d.AtSplit = func(n int, s Sequence) { split = append(split, n, s.Len()) }
+		}
+		j, err := NewJob(t.Context(), seqs[i], vocab, 0, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	runJobs(t, m, jobs, budget)
+	for i := range prompts {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("job %d: %v together, %v alone", i, got[i], want[i])
+		}
+		if done, st, err := jobs[i].Done(); !done || err != nil || st.Tokens != maxTokens[i] {
+			t.Errorf("job %d: done %v, %d tokens, %v", i, done, st.Tokens, err)
+		}
+	}
+	if !slices.Equal(split, []int{20, 20}) {
+		t.Errorf("AtSplit saw (n, Len) %v, want [20 20]", split)
+	}
+	// The first job's prompt went in pieces within the budget, cut at
+	// the split, the others' prompts beside its pieces within what was
+	// left.
+	for i, s := range seqs {
+		fed := 0
+		for _, r := range s.runs {
+			if len(r) > budget {
+				t.Errorf("job %d fed %d tokens in one step, over the budget of %d", i, len(r), budget)
+			}
+			fed += len(r)
+		}
+		if fed != len(prompts[i])+maxTokens[i]-1 {
+			t.Errorf("job %d: %d tokens fed, want %d", i, fed, len(prompts[i])+maxTokens[i]-1)
+		}
+	}
+	if len(seqs[0].runs[0]) != budget || len(seqs[0].runs[1]) != 20-budget {
+		t.Errorf("job 0's first pieces %d and %d tokens, want %d and %d (cut at the split)", len(seqs[0].runs[0]), len(seqs[0].runs[1]), budget, 20-budget)
+	}
+}
+
+func TestStepJobsEndOneJob(t *testing.T) {
+	const vocab = 10
+	m := chainModel{vocab}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	gone := errors.New("client left")
+	boom := errors.New("emit failed")
+	var a, b, c []int
+	ja, _ := NewJob(ctx, &chain{vocab: vocab}, vocab, 0, &Decode{Prompt: []int{1}, MaxTokens: 100, Token: func(id int) (bool, error) {
+		a = append(a, id)
+		if len(a) == 3 {
+			cancel(gone)
+		}
+		return false, nil
+	}})
+	jb, _ := NewJob(t.Context(), &chain{vocab: vocab}, vocab, 0, &Decode{Prompt: []int{2}, MaxTokens: 100, Token: func(id int) (bool, error) {
+		b = append(b, id)
+		if len(b) == 5 {
+			return false, boom
+		}
+		return false, nil
+	}})
+	// The third runs into the model's 8 positions.
+	jc, _ := NewJob(t.Context(), &chain{vocab: vocab}, vocab, 8, &Decode{Prompt: []int{3, 4}, MaxTokens: 100, Token: collect(&c, -1)})
+	runJobs(t, m, []*Job{ja, jb, jc}, PrefillPiece)
+	if _, _, err := ja.Done(); !errors.Is(err, gone) || len(a) != 3 {
+		t.Errorf("cancelled job: %d tokens, %v", len(a), err)
+	}
+	if _, _, err := jb.Done(); !errors.Is(err, boom) || len(b) != 5 {
+		t.Errorf("failing job: %d tokens, %v", len(b), err)
+	}
+	if _, _, err := jc.Done(); err == nil || len(c) != 7 {
+		t.Errorf("job at the positions limit: %d tokens, %v", len(c), err)
+	}
+	if _, err := NewJob(t.Context(), &chain{vocab: vocab}, vocab, 0, &Decode{Prompt: []int{vocab}, MaxTokens: 1, Token: collect(&a, -1)}); err == nil {
+		t.Error("a job with a token outside the vocabulary was taken")
+	}
+}
+
+// failing is a model whose sequences' Forward fails on its nth call.
+type failing struct {
+	chainModel
+	calls, n int
+}
+
+type failingSeq struct {
+	*chain
+	m *failing
+}
+
+func (f failingSeq) Forward(tokens []int, out []float32) error {
+	f.m.calls++
+	if f.m.calls == f.m.n {
+		return errors.New("device lost")
+	}
+	return f.chain.Forward(tokens, out)
+}
+
+func TestStepJobsErrorEndsTheStep(t *testing.T) {
+	const vocab = 10
+	m := &failing{chainModel: chainModel{vocab}, n: 5}
+	var jobs []*Job
+	for i := range 2 {
+		var got []int
+		j, err := NewJob(t.Context(), failingSeq{&chain{vocab: vocab}, m}, vocab, 0, &Decode{Prompt: []int{i}, MaxTokens: 100, Token: collect(&got, -1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	if steps := runJobs(t, m, jobs, PrefillPiece); steps != 3 {
+		t.Errorf("%d steps, want 3 (the third fails)", steps)
+	}
+	for i, j := range jobs {
+		if done, _, err := j.Done(); !done || err == nil {
+			t.Errorf("job %d: done %v, err %v", i, done, err)
+		}
+	}
+}
