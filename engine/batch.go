@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,6 +62,14 @@ func (j *Job) Done() (bool, DecodeStats, error) { return j.done, j.st, j.err }
 // Prefilling reports whether the job still has prompt tokens to feed.
 func (j *Job) Prefilling() bool { return !j.done && j.next < 0 }
 
+// left is how many prompt tokens the job has yet to feed.
+func (j *Job) left() int {
+	if !j.Prefilling() {
+		return 0
+	}
+	return len(j.d.Prompt) - j.fed
+}
+
 // finish ends the job with err (nil: complete).
 func (j *Job) finish(err error) {
 	j.done, j.err = true, err
@@ -113,19 +123,26 @@ func (j *Job) fits(n int) bool {
 	return true
 }
 
-// after takes the step's result for the job's row r.
-func (j *Job) after(r Row, took time.Duration) {
-	if j.next < 0 {
-		j.fed += len(r.Tokens)
-		if j.fed < len(j.d.Prompt) {
-			if len(j.splits) > 0 && j.fed == j.splits[0] && j.d.AtSplit != nil {
-				j.d.AtSplit(j.fed, j.seq)
-			}
-			return
-		}
-	} else {
-		j.st.HostTime += took
+// took takes the step's result for the job's row r and reports whether
+// the job now picks a token: a decode row, or its prompt's last piece.
+func (j *Job) took(r Row, d time.Duration) bool {
+	if j.next >= 0 {
+		j.st.HostTime += d
+		return true
 	}
+	j.fed += len(r.Tokens)
+	if j.fed == len(j.d.Prompt) {
+		return true
+	}
+	if len(j.splits) > 0 && j.fed == j.splits[0] && j.d.AtSplit != nil {
+		j.d.AtSplit(j.fed, j.seq)
+	}
+	return false
+}
+
+// pickNext picks the next token from the step's logits and hands it to
+// Token.
+func (j *Job) pickNext() {
 	id, err := j.pick()
 	if err != nil {
 		j.finish(err)
@@ -169,16 +186,21 @@ func (j *Job) pick() (int, error) {
 
 // StepJobs runs one batched step of m over the jobs that have not ended:
 // every decoding job feeds its last pick, and prefilling jobs, in order,
-// feed pieces of their prompts taking at most prefill tokens together
-// (jobs past the budget wait for a later step). Then each job picks its
+// feed pieces of their prompts taking at most prefill tokens together,
+// the job with the fewest prompt tokens left first (so a short request is
+// not held behind a long prompt; a job past the budget waits for a later
+// step). Then each job picks its
 // next token and hands it to its Token function; the jobs do this
-// concurrently, so the functions of different jobs must not share
-// unguarded state. A job ends when its decode would (Done), a step error
+// concurrently, so the Token, Logprobs and Constraint of different jobs
+// must not share unguarded state (AtSplit is called on the caller's
+// goroutine). A job ends when its decode would (Done), a step error
 // ending every job in the step. It returns how many rows the step ran.
 func StepJobs(m Model, jobs []*Job, prefill int) int {
 	rows := make([]Row, 0, len(jobs))
 	in := make([]*Job, 0, len(jobs))
-	for _, j := range jobs {
+	order := slices.Clone(jobs)
+	slices.SortStableFunc(order, func(a, b *Job) int { return cmp.Compare(a.left(), b.left()) })
+	for _, j := range order {
 		piece := 0
 		if j.Prefilling() {
 			piece = min(prefill, PrefillPiece)
@@ -206,13 +228,21 @@ func StepJobs(m Model, jobs []*Job, prefill int) int {
 		}
 		return len(rows)
 	}
-	if len(in) == 1 {
-		in[0].after(rows[0], took)
-		return 1
+	// AtSplit forks the sequence: the model's work stays on this
+	// goroutine; only the picks, on the host, run side by side.
+	picking := in[:0]
+	for i, j := range in {
+		if j.took(rows[i], took) {
+			picking = append(picking, j)
+		}
+	}
+	if len(picking) == 1 {
+		picking[0].pickNext()
+		return len(rows)
 	}
 	var wg sync.WaitGroup
-	for i, j := range in {
-		wg.Go(func() { j.after(rows[i], took) })
+	for _, j := range picking {
+		wg.Go(j.pickNext)
 	}
 	wg.Wait()
 	return len(rows)

@@ -71,9 +71,9 @@ func TestStepJobsMatchRun(t *testing.T) {
 	if !slices.Equal(split, []int{20, 20}) {
 		t.Errorf("AtSplit saw (n, Len) %v, want [20 20]", split)
 	}
-	// The first job's prompt went in pieces within the budget, cut at
-	// the split, the others' prompts beside its pieces within what was
-	// left.
+	// Every prompt went in pieces within the budget, the short ones in
+	// the first step beside the long one's first piece (the shortest
+	// first), the long one's cut at its split.
 	for i, s := range seqs {
 		fed := 0
 		for _, r := range s.runs {
@@ -86,8 +86,13 @@ func TestStepJobsMatchRun(t *testing.T) {
 			t.Errorf("job %d: %d tokens fed, want %d", i, fed, len(prompts[i])+maxTokens[i]-1)
 		}
 	}
-	if len(seqs[0].runs[0]) != budget || len(seqs[0].runs[1]) != 20-budget {
-		t.Errorf("job 0's first pieces %d and %d tokens, want %d and %d (cut at the split)", len(seqs[0].runs[0]), len(seqs[0].runs[1]), budget, 20-budget)
+	if !slices.Equal(seqs[1].runs[0], prompts[1]) || !slices.Equal(seqs[2].runs[0], prompts[2]) {
+		t.Errorf("the short prompts' first runs %v and %v, want their prompts", seqs[1].runs[0], seqs[2].runs[0])
+	}
+	first := budget - len(prompts[1]) - len(prompts[2])
+	if len(seqs[0].runs[0]) != first || len(seqs[0].runs[1]) != 20-first || len(seqs[0].runs[2]) != budget {
+		t.Errorf("the long prompt's first pieces %d, %d and %d tokens, want %d, %d (cut at the split) and %d",
+			len(seqs[0].runs[0]), len(seqs[0].runs[1]), len(seqs[0].runs[2]), first, 20-first, budget)
 	}
 }
 
