@@ -194,8 +194,9 @@ func (j *Job) pick() (int, error) {
 // concurrently, so the Token, Logprobs and Constraint of different jobs
 // must not share unguarded state (AtSplit is called on the caller's
 // goroutine). A job ends when its decode would (Done), a step error
-// ending every job in the step. It returns how many rows the step ran.
-func StepJobs(m Model, jobs []*Job, prefill int) int {
+// ending every job in the step.
+func StepJobs(m Model, jobs []*Job, prefill int) StepCount {
+	var n StepCount
 	rows := make([]Row, 0, len(jobs))
 	in := make([]*Job, 0, len(jobs))
 	order := slices.Clone(jobs)
@@ -211,12 +212,14 @@ func StepJobs(m Model, jobs []*Job, prefill int) int {
 		}
 		if j.next < 0 {
 			prefill -= len(r.Tokens)
+			n.Prompt += len(r.Tokens)
 		}
 		rows = append(rows, r)
 		in = append(in, j)
 	}
+	n.Rows = len(rows)
 	if len(rows) == 0 {
-		return 0
+		return n
 	}
 	start := time.Now()
 	err := Step(m, rows)
@@ -226,7 +229,7 @@ func StepJobs(m Model, jobs []*Job, prefill int) int {
 		for _, j := range in {
 			j.finish(err)
 		}
-		return len(rows)
+		return n
 	}
 	// AtSplit forks the sequence: the model's work stays on this
 	// goroutine; only the picks, on the host, run side by side.
@@ -238,14 +241,20 @@ func StepJobs(m Model, jobs []*Job, prefill int) int {
 	}
 	if len(picking) == 1 {
 		picking[0].pickNext()
-		return len(rows)
+		return n
 	}
 	var wg sync.WaitGroup
 	for _, j := range picking {
 		wg.Go(j.pickNext)
 	}
 	wg.Wait()
-	return len(rows)
+	return n
+}
+
+// StepCount is what a StepJobs step ran: its rows (0: no job took part)
+// and the prompt tokens among them.
+type StepCount struct {
+	Rows, Prompt int
 }
 
 // check validates d for a decode over vocab logits.

@@ -13,7 +13,7 @@ func runJobs(t *testing.T, m Model, jobs []*Job, prefill int) int {
 	t.Helper()
 	steps := 0
 	for {
-		if StepJobs(m, jobs, prefill) == 0 {
+		if StepJobs(m, jobs, prefill).Rows == 0 {
 			return steps
 		}
 		steps++
