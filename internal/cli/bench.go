@@ -122,11 +122,22 @@ func runBench(args []string, stdout io.Writer) error {
 	bandwidth := fs.Float64("bandwidth", 0, "dry run: memory bandwidth in GB/s to convert bytes into rates (default: 546 and 614)")
 	chunk := fs.Int("chunk", gpumodel.DefaultPrefillChunk, "dry run: tokens of the recorded prefill chunk")
 	asJSON := fs.Bool("json", false, "dry run: print JSON instead of text (a run always prints JSON)")
+	concurrency := fs.String("concurrency", "", fmt.Sprintf("run: comma-separated stream counts (1 to %d), one arm (process) each per context: that many sequences decode together, one batched step for all per token", benchMaxConcurrency))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *context < 0 || *steps < 1 || *bandwidth < 0 {
 		return errors.New("--context must be >= 0, --steps >= 1 and --bandwidth >= 0")
+	}
+	var streams []int
+	if *concurrency != "" {
+		if *dry {
+			return errors.New("--concurrency measures a run; the dry run records one sequence's step")
+		}
+		var err error
+		if streams, err = parseConcurrency(*concurrency); err != nil {
+			return err
+		}
 	}
 	if *dry {
 		bws := dryRunBandwidths
@@ -143,8 +154,15 @@ func runBench(args []string, stdout io.Writer) error {
 		ctxs = []int{*context}
 	}
 	if *arm {
-		if len(ctxs) != 1 {
-			return errors.New("--arm measures one context")
+		if len(ctxs) != 1 || len(streams) > 1 {
+			return errors.New("--arm measures one context at one concurrency")
+		}
+		if len(streams) == 1 {
+			a, err := benchConcurrentArm(*dir, *backendName, ctxs[0], streams[0], *steps)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(stdout).Encode(a)
 		}
 		a, err := benchOneArm(*dir, *backendName, ctxs[0], *steps)
 		if err != nil {
@@ -160,16 +178,26 @@ func runBench(args []string, stdout io.Writer) error {
 	if err := runtime.CheckDir(*dir); err != nil {
 		return fmt.Errorf("%w (a run measures a checkpoint; --dry-run sizes the 35B shape without one)", err)
 	}
+	armArgs := func(c int) []string {
+		return []string{"bench", "--arm", "--model", *dir, "--backend", *backendName, "--context", strconv.Itoa(c), "--steps", strconv.Itoa(*steps)}
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if streams != nil {
+		rep, err := benchConcurrency(*dir, *backendName, ctxs, streams, armArgs)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(rep)
+	}
 	rep := benchReport{SchemaVersion: benchSchemaVersion, Backend: *backendName, Model: *dir, PromptKind: benchPromptKind, DigestKind: benchDigestKind}
 	for _, c := range ctxs {
-		a, err := runArmProcess([]string{"bench", "--arm", "--model", *dir, "--backend", *backendName, "--context", strconv.Itoa(c), "--steps", strconv.Itoa(*steps)})
-		if err != nil {
+		var a benchArm
+		if err := runArm(armArgs(c), &a); err != nil {
 			return fmt.Errorf("arm at context %d: %w", c, err)
 		}
 		rep.Arms = append(rep.Arms, a)
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
 }
 
@@ -193,24 +221,32 @@ func parseContexts(s string) ([]int, error) {
 }
 
 // runArmProcess runs one arm in a fresh process of this binary (so no
-// arm inherits another's caches, pipelines or heap) and decodes its JSON.
-// Tests replace it to run arms in process.
-var runArmProcess = func(args []string) (benchArm, error) {
+// arm inherits another's caches, pipelines or heap) and returns its
+// output. Tests replace it to run arms in process.
+var runArmProcess = func(args []string) ([]byte, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return benchArm{}, err
+		return nil, err
 	}
 	cmd := exec.Command(self, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return benchArm{}, err
+		return nil, err
 	}
-	var a benchArm
-	if err := json.Unmarshal(out.Bytes(), &a); err != nil {
-		return benchArm{}, fmt.Errorf("reading the arm's output: %w", err)
+	return out.Bytes(), nil
+}
+
+// runArm runs one arm's process and decodes its JSON into a.
+func runArm(args []string, a any) error {
+	out, err := runArmProcess(args)
+	if err != nil {
+		return err
 	}
-	return a, nil
+	if err := json.Unmarshal(out, a); err != nil {
+		return fmt.Errorf("reading the arm's output: %w", err)
+	}
+	return nil
 }
 
 // benchOneArm loads the model, warms up on the exact shape, then measures

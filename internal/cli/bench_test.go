@@ -73,14 +73,11 @@ func TestBenchArms(t *testing.T) {
 	saved := runArmProcess
 	defer func() { runArmProcess = saved }()
 	var calls [][]string
-	runArmProcess = func(args []string) (benchArm, error) {
+	runArmProcess = func(args []string) ([]byte, error) {
 		calls = append(calls, args)
 		var out bytes.Buffer
-		if err := Run(args, &out); err != nil {
-			return benchArm{}, err
-		}
-		var a benchArm
-		return a, json.Unmarshal(out.Bytes(), &a)
+		err := Run(args, &out)
+		return out.Bytes(), err
 	}
 	var out bytes.Buffer
 	if err := Run([]string{"bench", "--model", benchFixture, "--contexts", "5,33", "--steps", "2"}, &out); err != nil {

@@ -41,9 +41,9 @@ func TestBadFlagSaidOnce(t *testing.T) {
 func TestBenchRunNeedsModel(t *testing.T) {
 	run := runArmProcess
 	defer func() { runArmProcess = run }()
-	runArmProcess = func([]string) (benchArm, error) {
+	runArmProcess = func([]string) ([]byte, error) {
 		t.Error("an arm ran without a model")
-		return benchArm{}, errors.New("no arm")
+		return nil, errors.New("no arm")
 	}
 	err := Run([]string{"bench"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--model DIR is required") || strings.Contains(err.Error(), "exit status") {
