@@ -1,11 +1,12 @@
 // Package service is the generation service every client shares: the HTTP
-// API and the terminal chat hand it requests, and it runs them one at a time
-// on the model.
+// API and the terminal chat hand it requests, and it runs them on the
+// model, one at a time or several together in batched steps.
 //
 // # Pipeline
 //
-// A request goes through these steps, all in the caller's goroutine once it
-// holds the engine:
+// A request goes through these steps, in the caller's goroutine once it
+// holds the engine (with Options.Parallel above 1, steps 3 and 4 run on the
+// stepper, below):
 //
 //  1. render the checkpoint's chat template (or take a raw prompt),
 //  2. tokenize, and refuse a prompt that does not fit the context,
@@ -21,12 +22,25 @@
 //
 // # Queue
 //
-// One model runs one generation at a time. Requests wait in a single
-// queue of at most Options.QueueLimit, where clients (Request.Client) take
+// One model runs at most Options.Parallel generations at a time. Requests
+// wait in a single queue of at most Options.QueueLimit, where clients (Request.Client) take
 // turns and each client's requests keep their order; a request arriving at
 // a full queue fails at once with [ErrQueueFull] (the API answers 429). A request whose
 // context ends leaves the queue, or stops at the next token boundary if it
 // is running, so a client that disconnects frees the engine at once.
+//
+// # Batched steps
+//
+// With Options.Parallel above 1 one goroutine, the stepper, owns the model
+// while requests run: every step is one [engine.StepJobs] over all running
+// generations, each reply's next token and pieces of new prompts. A prompt
+// takes a whole [engine.PrefillPiece] when no reply is running; beside
+// running replies, the pieces of a step are sized so the step takes about
+// StepTarget (from the measured time per prompt token), the shortest prompt
+// first, so running replies keep flowing and a short request starts at the
+// next step. Every other model call of a generation (the prefix cache's
+// lookups and forks, new sequences, closes) runs on the stepper between two
+// steps. The stepper's goroutine exists only while there is work.
 //
 // # Prefix cache
 //

@@ -139,6 +139,7 @@ func (g *Generation) Run(ctx context.Context, emit Emit) (Summary, error) {
 		g.Close()
 		return Summary{}, err
 	}
+	s.stats.observeQueueWait(g.ticket.granted.Sub(g.ticket.joined))
 	sum, err := s.run(ctx, g.p, emit, g.start)
 	addUsage(ctx, sum)
 	if err != nil {
@@ -178,22 +179,25 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	}
 	sum.Seed = sampler.Seed()
 	// At least the last prompt token must run, for its logits.
-	hit, err := s.lookup(p.tokens[:len(p.tokens)-1])
+	var hit cacheHit
+	var seq engine.Sequence
+	s.onEngine(func() {
+		if hit, err = s.lookup(p.tokens[:len(p.tokens)-1]); err == nil {
+			if seq = hit.seq; seq == nil {
+				seq, err = s.model.NewSequence()
+			}
+		}
+	})
 	if err != nil {
 		return sum, err
 	}
-	seq, cached := hit.seq, hit.tokens
+	cached := hit.tokens
 	if hit.disk {
 		sum.DiskCachedTokens, sum.DiskLoad = cached, hit.diskTime
 	}
-	if seq == nil {
-		if seq, err = s.model.NewSequence(); err != nil {
-			return sum, err
-		}
-	}
 	defer func() {
 		if seq != nil {
-			seq.Close()
+			s.onEngine(func() { seq.Close() })
 		}
 	}()
 	sum.CachedTokens = cached
@@ -273,7 +277,12 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 			s.disk.put(p.tokens[:cached+n], seq)
 		}
 	}
-	st, err := engine.Run(ctx, seq, s.vocab.Size, d)
+	var st engine.DecodeStats
+	if s.step != nil {
+		st, err = s.step.run(ctx, seq, d)
+	} else {
+		st, err = engine.Run(ctx, seq, s.vocab.Size, d)
+	}
 	s.stats.observeLoop(st)
 	if err == nil {
 		err = con.Err() // the grammar ended the reply
@@ -297,11 +306,24 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	// The sequence holds the prompt and the picked tokens it was fed: all
 	// of them, or all but the last.
 	fed := slices.Concat(p.tokens, picked)[:seq.Len()]
-	s.disk.put(fed, seq)
-	if s.cache.put(fed, seq) {
-		seq = nil
-	}
+	s.onEngine(func() {
+		s.disk.put(fed, seq)
+		if s.cache.put(fed, seq) {
+			seq = nil
+		}
+	})
 	return sum, nil
+}
+
+// onEngine runs f, which uses the model, where that is safe: at once
+// when requests run one at a time (the caller holds the engine), else
+// between two batched steps on the goroutine that runs them.
+func (s *Service) onEngine(f func()) {
+	if s.step == nil {
+		f()
+		return
+	}
+	s.step.do(f)
 }
 
 // deviceGreedy reports whether the most likely token is the whole pick, so

@@ -3,19 +3,22 @@ package service
 import (
 	"context"
 	"sync"
+	"time"
 )
 
-// queue hands the engine to one request at a time. Waiting requests are
+// queue hands the engine to at most parallel requests at a time, which
+// run together (one at a time when parallel is 1). Waiting requests are
 // served by client in turn: the next one is the earliest request of the
 // client served least recently, so one client's burst (an agent firing a
 // dozen requests) does not hold another client (the chat window) back by
 // more than one generation. Requests of one client go in arrival order.
 // At most limit requests wait; the rest are refused at once.
 type queue struct {
-	mu      sync.Mutex
-	busy    bool
-	waiting []*ticket // in arrival order
-	limit   int
+	mu       sync.Mutex
+	running  int
+	parallel int
+	waiting  []*ticket // in arrival order
+	limit    int
 	// served counts hand-overs; lastServed[client] is the count at that
 	// client's latest one.
 	served     uint64
@@ -30,10 +33,12 @@ type ticket struct {
 	client string
 	turn   chan struct{} // closed when the engine is handed to this ticket
 	done   bool
+	// joined and granted are when the ticket joined and got the engine.
+	joined, granted time.Time
 }
 
-func newQueue(limit int) *queue {
-	return &queue{limit: limit, lastServed: map[string]uint64{}, changed: make(chan struct{})}
+func newQueue(limit, parallel int) *queue {
+	return &queue{limit: limit, parallel: parallel, lastServed: map[string]uint64{}, changed: make(chan struct{})}
 }
 
 // changedLocked wakes those waiting for the queue to change.
@@ -54,10 +59,9 @@ func (q *queue) nextChange() <-chan struct{} {
 func (q *queue) join(client string) (*ticket, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	t := &ticket{q: q, client: client, turn: make(chan struct{})}
+	t := &ticket{q: q, client: client, turn: make(chan struct{}), joined: time.Now()}
 	switch {
-	case !q.busy && len(q.waiting) == 0:
-		q.busy = true
+	case q.running < q.parallel && len(q.waiting) == 0:
 		q.grantLocked(t)
 	case len(q.waiting) >= q.limit:
 		return nil, ErrQueueFull
@@ -69,6 +73,8 @@ func (q *queue) join(client string) (*ticket, error) {
 }
 
 func (q *queue) grantLocked(t *ticket) {
+	q.running++
+	t.granted = time.Now()
 	q.served++
 	q.lastServed[t.client] = q.served
 	close(t.turn)
@@ -85,8 +91,9 @@ func (t *ticket) wait(ctx context.Context) error {
 	}
 }
 
-// leave gives the engine to the next waiter if the ticket holds it, or
-// gives up the ticket's place; calls after the first do nothing.
+// leave gives the ticket's share of the engine to the next waiter if it
+// holds one, or gives up the ticket's place; calls after the first do
+// nothing.
 func (t *ticket) leave() {
 	q := t.q
 	q.mu.Lock()
@@ -106,24 +113,27 @@ func (t *ticket) leave() {
 			}
 		}
 	}
-	if len(q.waiting) == 0 {
-		q.busy = false
-		return
+	q.running--
+	for len(q.waiting) > 0 && q.running < q.parallel {
+		q.grantNextLocked()
 	}
-	// The earliest waiter of the client served least recently; a client
-	// never served counts as served at 0.
+	if len(q.lastServed) > 2*q.limit+1 {
+		q.forgetIdleLocked()
+	}
+}
+
+// grantNextLocked gives the engine to the earliest waiter of the client
+// served least recently; a client never served counts as served at 0.
+func (q *queue) grantNextLocked() {
 	next := 0
 	for i, w := range q.waiting {
 		if q.lastServed[w.client] < q.lastServed[q.waiting[next].client] {
 			next = i
 		}
 	}
-	t = q.waiting[next]
+	t := q.waiting[next]
 	q.waiting = append(q.waiting[:next], q.waiting[next+1:]...)
 	q.grantLocked(t)
-	if len(q.lastServed) > 2*q.limit+1 {
-		q.forgetIdleLocked()
-	}
 }
 
 // forgetIdleLocked drops the turns of clients with nothing waiting, which
@@ -141,9 +151,9 @@ func (q *queue) forgetIdleLocked() {
 	}
 }
 
-// depth reports how many requests wait and whether one holds the engine.
-func (q *queue) depth() (waiting int, running bool) {
+// depth reports how many requests wait and how many hold the engine.
+func (q *queue) depth() (waiting, running int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.waiting), q.busy
+	return len(q.waiting), q.running
 }

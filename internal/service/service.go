@@ -32,6 +32,9 @@ const (
 	// DefaultContext is the context length used when the checkpoint does not
 	// state one.
 	DefaultContext = 32768
+	// MaxParallel bounds Options.Parallel: past it a step's rows stop
+	// sharing weight reads in any backend's kernels.
+	MaxParallel = 8
 	// MaxGenerationConfigBytes bounds generation_config.json.
 	MaxGenerationConfigBytes = 1 << 20
 )
@@ -55,12 +58,17 @@ type Options struct {
 	// CacheBytes bounds the prefix cache; 0 means DefaultCacheBytes and a
 	// negative value turns the cache off.
 	CacheBytes int64
+	// Parallel is how many requests run together in batched steps; 0 or
+	// 1 runs one at a time, each on the backend's own decode loop (on a
+	// GPU, picked on the device with two steps in flight).
+	Parallel int
 	// PrefixDisk is the prefix cache's disk tier, shared by the services
 	// of successive models and closed by its owner; nil: none.
 	PrefixDisk *prefixdisk.Store
 }
 
-// Service runs generation requests on one model, one at a time.
+// Service runs generation requests on one model: one at a time, or up to
+// Options.Parallel together in batched steps.
 type Service struct {
 	model  engine.Model
 	tok    *tokenizer.Tokenizer
@@ -74,6 +82,9 @@ type Service struct {
 	// snapshot; -1 if the tokenizer has no such token.
 	turnStart int
 	queue     *queue
+	parallel  int
+	// step runs the requests together when parallel > 1; nil otherwise.
+	step *stepper
 	// preparing holds a place per request being rendered and tokenized,
 	// which happens before the queue: MaxPreparing at once.
 	preparing chan struct{}
@@ -155,7 +166,14 @@ func New(model engine.Model, dir string, opts Options) (*Service, error) {
 	if queueLimit <= 0 {
 		queueLimit = DefaultQueueLimit
 	}
-	s.queue = newQueue(queueLimit)
+	s.parallel = max(1, opts.Parallel)
+	if s.parallel > MaxParallel {
+		return nil, fmt.Errorf("service: %d requests at once, more than %d", opts.Parallel, MaxParallel)
+	}
+	if s.parallel > 1 {
+		s.step = newStepper(model, &s.stats)
+	}
+	s.queue = newQueue(queueLimit, s.parallel)
 	cacheBytes := opts.CacheBytes
 	if cacheBytes == 0 {
 		cacheBytes = DefaultCacheBytes

@@ -380,7 +380,7 @@ func TestQueueFullAndCancel(t *testing.T) {
 }
 
 func TestQueueIsFIFO(t *testing.T) {
-	q := newQueue(10)
+	q := newQueue(10, 1)
 	first, err := q.join("")
 	if err != nil {
 		t.Fatal(err)
@@ -414,13 +414,13 @@ func TestQueueIsFIFO(t *testing.T) {
 		tk.leave()
 		tk.leave() // a second leave does nothing
 	}
-	if n, busy := q.depth(); n != 0 || busy {
-		t.Errorf("queue left with %d waiting, busy %v", n, busy)
+	if n, running := q.depth(); n != 0 || running != 0 {
+		t.Errorf("queue left with %d waiting, %d running", n, running)
 	}
 }
 
 func TestQueueTakesTurnsByClient(t *testing.T) {
-	q := newQueue(10)
+	q := newQueue(10, 1)
 	holder, err := q.join("agent")
 	if err != nil {
 		t.Fatal(err)
@@ -462,7 +462,7 @@ func TestQueueTakesTurnsByClient(t *testing.T) {
 	if !slices.Equal(served, want) {
 		t.Errorf("served %v, want %v", served, want)
 	}
-	if n, busy := q.depth(); n != 0 || busy {
-		t.Errorf("queue left with %d waiting, busy %v", n, busy)
+	if n, running := q.depth(); n != 0 || running != 0 {
+		t.Errorf("queue left with %d waiting, %d running", n, running)
 	}
 }

@@ -20,11 +20,17 @@ type stats struct {
 	prompt, cached, generated   atomic.Int64
 	decodeNanos                 atomic.Int64
 	readbackBytes, hostNanos    atomic.Int64
-	mu                          sync.Mutex
-	ttftCounts                  []int64 // per bucket, not cumulative; the last counts the rest
-	ttftSum                     float64
-	ttftCount                   int64
-	lastTokensPerSecond         float64
+	// steps and stepRows count the batched steps and their rows; batch is
+	// how many replies the latest step decoded.
+	steps, stepRows, batch atomic.Int64
+	// queueWaitNanos sums the time granted requests waited in the queue,
+	// queueWaits counts them.
+	queueWaitNanos, queueWaits atomic.Int64
+	mu                         sync.Mutex
+	ttftCounts                 []int64 // per bucket, not cumulative; the last counts the rest
+	ttftSum                    float64
+	ttftCount                  int64
+	lastTokensPerSecond        float64
 }
 
 func (s *stats) observeTTFT(d time.Duration) {
@@ -59,12 +65,34 @@ func (s *stats) observeLoop(st engine.DecodeStats) {
 	s.hostNanos.Add(int64(st.HostTime))
 }
 
+// observeStep counts a batched step of rows rows, decoding of which
+// decoded a reply's next token.
+func (s *stats) observeStep(rows, decoding int) {
+	s.steps.Add(1)
+	s.stepRows.Add(int64(rows))
+	s.batch.Store(int64(decoding))
+}
+
+func (s *stats) observeQueueWait(d time.Duration) {
+	s.queueWaitNanos.Add(int64(d))
+	s.queueWaits.Add(1)
+}
+
 // Metrics is a snapshot of the service's counters.
 type Metrics struct {
 	Completed, Failed, Rejected int64
-	// Waiting is the queue depth; Running is 1 while a request holds the
-	// engine.
-	Waiting, Running                             int
+	// Waiting is the queue depth; Running is how many requests hold the
+	// engine, at most Parallel.
+	Waiting, Running, Parallel int
+	// Batch is how many replies the latest batched step decoded together;
+	// Steps and StepRows count the batched steps and the sequences' rows
+	// in them (0 while requests run one at a time).
+	Batch           int
+	Steps, StepRows int64
+	// QueueWaitSeconds sums the time the QueueWaits requests that got the
+	// engine waited for it.
+	QueueWaitSeconds                             float64
+	QueueWaits                                   int64
 	PromptTokens, CachedTokens, CompletionTokens int64
 	// DecodeSeconds is the time spent decoding, over which CompletionTokens
 	// were made.
@@ -106,11 +134,12 @@ func (s *Service) Metrics() Metrics {
 		LogitsReadbackBytes: s.stats.readbackBytes.Load(),
 		DecodeHostSeconds:   time.Duration(s.stats.hostNanos.Load()).Seconds(),
 	}
-	waiting, running := s.queue.depth()
-	m.Waiting = waiting
-	if running {
-		m.Running = 1
-	}
+	m.Waiting, m.Running = s.queue.depth()
+	m.Parallel = s.parallel
+	m.Batch = int(s.stats.batch.Load())
+	m.Steps, m.StepRows = s.stats.steps.Load(), s.stats.stepRows.Load()
+	m.QueueWaitSeconds = time.Duration(s.stats.queueWaitNanos.Load()).Seconds()
+	m.QueueWaits = s.stats.queueWaits.Load()
 	m.CacheEntries, m.CacheBytes = s.cache.usage()
 	m.CacheMemoryHits, m.CacheDiskHits = s.memoryHits.Load(), s.diskHits.Load()
 	if s.disk != nil {

@@ -1,0 +1,179 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"petal/engine"
+)
+
+// How the stepper shares a step between prompts and running replies.
+const (
+	// StepTarget is the time a step that carries prompt pieces beside
+	// running replies aims at: each reply's next token waits at most about
+	// this long for a prompt being read.
+	StepTarget = 50 * time.Millisecond
+	// MinSharedPiece is the fewest prompt tokens such a step takes, so a
+	// long prompt always advances.
+	MinSharedPiece = 16
+)
+
+// stepper runs the generations of a service together when more than one
+// may run (Options.Parallel): one goroutine owns the model and runs
+// batched steps (engine.StepJobs) over every running generation, and the
+// model calls a generation makes besides (the prefix cache's forks and
+// loads, new sequences, closes) run on it between steps. The goroutine
+// exists while there is work, so an idle service holds none.
+type stepper struct {
+	model  engine.Model
+	vocab  int
+	maxPos int
+	stats  *stats
+
+	mu      sync.Mutex
+	active  bool
+	pending []*stepJob
+	calls   []func()
+	wake    chan struct{} // one buffered signal: work was added
+	// perToken is the measured time of a prompt token in a shared step,
+	// which sizes the next step's prompt pieces.
+	perToken time.Duration
+}
+
+// stepJob is a job and the channel closed once it has ended.
+type stepJob struct {
+	job  *engine.Job
+	done chan struct{}
+}
+
+func newStepper(model engine.Model, st *stats) *stepper {
+	cfg := model.Config()
+	return &stepper{model: model, vocab: cfg.Vocab, maxPos: cfg.MaxPositions, stats: st, wake: make(chan struct{}, 1)}
+}
+
+// do runs f on the stepper's goroutine between steps and returns when it
+// has.
+func (t *stepper) do(f func()) {
+	done := make(chan struct{})
+	t.add(func() {
+		defer close(done)
+		f()
+	}, nil)
+	<-done
+}
+
+// run runs d on seq in the stepper's batches and returns as engine.Run
+// would.
+func (t *stepper) run(ctx context.Context, seq engine.Sequence, d *engine.Decode) (engine.DecodeStats, error) {
+	j, err := engine.NewJob(ctx, seq, t.vocab, t.maxPos, d)
+	if err != nil {
+		return engine.DecodeStats{}, err
+	}
+	sj := &stepJob{job: j, done: make(chan struct{})}
+	t.add(nil, sj)
+	<-sj.done
+	_, st, err := j.Done()
+	return st, err
+}
+
+func (t *stepper) add(call func(), job *stepJob) {
+	t.mu.Lock()
+	if call != nil {
+		t.calls = append(t.calls, call)
+	}
+	if job != nil {
+		t.pending = append(t.pending, job)
+	}
+	start := !t.active
+	t.active = true
+	t.mu.Unlock()
+	if start {
+		go t.loop()
+		return
+	}
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs calls and steps until nothing is left, then ends.
+func (t *stepper) loop() {
+	var running []*stepJob
+	for {
+		t.mu.Lock()
+		calls, pending := t.calls, t.pending
+		t.calls, t.pending = nil, nil
+		if len(calls) == 0 && len(pending) == 0 && len(running) == 0 {
+			t.active = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		for _, f := range calls {
+			f()
+		}
+		running = append(running, pending...)
+		if len(running) == 0 {
+			continue
+		}
+		running = t.step(running)
+	}
+}
+
+// step runs one batched step over running and returns the jobs that go on.
+func (t *stepper) step(running []*stepJob) []*stepJob {
+	jobs := make([]*engine.Job, len(running))
+	decoding := 0
+	for i, r := range running {
+		jobs[i] = r.job
+		if !r.job.Prefilling() {
+			decoding++
+		}
+	}
+	budget := engine.PrefillPiece
+	if decoding > 0 {
+		budget = t.sharedPiece()
+	}
+	start := time.Now()
+	n := engine.StepJobs(t.model, jobs, budget)
+	took := time.Since(start)
+	if n.Rows > 0 {
+		t.stats.observeStep(n.Rows, decoding)
+		if decoding > 0 && n.Prompt >= MinSharedPiece {
+			t.learn(n.Prompt, took)
+		}
+	}
+	left := running[:0]
+	for _, r := range running {
+		if done, _, _ := r.job.Done(); done {
+			close(r.done)
+			continue
+		}
+		left = append(left, r)
+	}
+	clear(running[len(left):])
+	return left
+}
+
+// sharedPiece is the prompt budget of a step beside running replies: what
+// the measured time per prompt token fits into StepTarget.
+func (t *stepper) sharedPiece() int {
+	if t.perToken <= 0 {
+		return 4 * MinSharedPiece
+	}
+	return max(MinSharedPiece, min(engine.PrefillPiece, int(StepTarget/t.perToken)))
+}
+
+// learn updates the time per prompt token from a step beside running
+// replies that carried prompt tokens: the whole step's time over them, an
+// upper bound, averaged with the past.
+func (t *stepper) learn(prompt int, took time.Duration) {
+	cur := took / time.Duration(prompt)
+	if t.perToken <= 0 {
+		t.perToken = cur
+		return
+	}
+	t.perToken = (3*t.perToken + cur) / 4
+}
