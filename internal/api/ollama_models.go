@@ -4,14 +4,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"petal/internal/httpgate"
 )
 
 // Ollama's model management. Petal serves the one checkpoint folder it
-// was started on: pulling that model is done at once, and what would
-// change the models on disk is refused with the reason, in Ollama's error
-// shape, which ollama-js shows as the error's message.
+// was started on: pulling that model is done at once, pulling the model
+// Petal ships for downloads it (ollama_pull.go), and what would change
+// the models on disk is refused with the reason, in Ollama's error shape,
+// which ollama-js shows as the error's message.
 
 // ollamaServes reports whether name is the served model as an Ollama client
 // names it: its name, in any case, with or without the ":latest" tag.
@@ -44,40 +43,6 @@ func ollamaRefused(format string, args ...any) *apiError {
 	e := badRequest(format, args...)
 	e.Code = "unsupported_operation"
 	return e
-}
-
-type ollamaProgress struct {
-	Status string `json:"status"`
-}
-
-// ollamaPull answers a pull of the served model at once: it is on disk and
-// loaded. Any other model is refused: Petal downloads its model with
-// "petal pull" or the web UI, and serves only the one it started on.
-func (s *Server) ollamaPull(w http.ResponseWriter, r *http.Request) error {
-	var body struct {
-		ollamaModelName
-		Stream *bool `json:"stream"`
-	}
-	if err := decodeBody(r, &body); err != nil {
-		return err
-	}
-	name := body.get()
-	if !s.ollamaServes(name) {
-		return ollamaRefused("Petal cannot pull %s: it serves one model, %s, started with petal serve --model DIR; download a model with petal pull or the web UI, then serve it",
-			strconv.Quote(name), strconv.Quote(s.svc.Info().Name))
-	}
-	if body.Stream != nil && !*body.Stream {
-		httpgate.WriteJSON(w, http.StatusOK, ollamaProgress{Status: "success"})
-		return nil
-	}
-	st := s.startStream(w, r, false)
-	defer st.close()
-	for _, status := range []string{"pulling manifest", "verifying sha256 digest", "writing manifest", "success"} {
-		if st.send(ollamaProgress{Status: status}) != nil {
-			return nil
-		}
-	}
-	return nil
 }
 
 // ollamaDelete refuses to delete the served model, and answers Ollama's

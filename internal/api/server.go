@@ -66,6 +66,9 @@ type Options struct {
 	// passed the gate. Paths under /v1 and /api (in any case) never reach it: clients
 	// probing for a route must get a JSON 404, not the UI's page.
 	Fallback http.Handler
+	// Pull, when set, downloads the model Petal ships for when Ollama's
+	// /api/pull asks for it (ollama_pull.go); nil refuses such pulls.
+	Pull Puller
 }
 
 // Server is the HTTP API over the generation service a slot holds.

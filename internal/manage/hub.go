@@ -3,9 +3,11 @@ package manage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"petal/engine/damaged"
 	"petal/internal/hub"
@@ -240,6 +242,63 @@ func (h *HubDownloader) Do(_ context.Context, a Action) error {
 		return errState{string(a), state}
 	}
 	return nil
+}
+
+// Source is the repository and revision pulls fetch.
+func (h *HubDownloader) Source() (repo, revision string) { return h.opts.Repo, h.opts.Revision }
+
+// Pull runs a download as Start does, for a caller that waits for its end
+// and reads its progress (Ollama's /api/pull): progress gets each event
+// while Pull runs, and the Model screen sees the same download. When ctx
+// ends the pull is paused, what is on disk kept, as the Model screen's
+// Pause leaves it: a client that hangs up stops the download, and the next
+// pull, or Resume, goes on from there. A download already running is not
+// taken over: the error is marked [hub.ErrBusy]. A folder a pull finished
+// is done at once.
+func (h *HubDownloader) Pull(ctx context.Context, progress func(hub.Event)) error {
+	h.act.Lock()
+	h.mu.Lock()
+	state := h.state
+	h.mu.Unlock()
+	if state == DownloadRunning {
+		h.act.Unlock()
+		return fmt.Errorf("%w: the model is being downloaded already (Petal's Model screen shows how far)", hub.ErrBusy)
+	}
+	// The pull's own context, so that its end reads as a pause, not as
+	// the caller's cancellation, and a later Resume does not inherit it.
+	pctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(hub.ErrPaused) })
+	defer stop()
+	// The caller hears only of this run: a Resume from the Model screen
+	// runs the same download after Pull returned.
+	var live atomic.Bool
+	live.Store(true)
+	defer live.Store(false)
+	opts := h.opts
+	opts.Progress = func(ev hub.Event) {
+		h.progress(ev)
+		if live.Load() {
+			progress(ev)
+		}
+	}
+	h.run(func() *hub.Download { return hub.Start(pctx, opts) })
+	h.mu.Lock()
+	dl, gen := h.dl, h.gen
+	h.mu.Unlock()
+	h.act.Unlock()
+	_, err := dl.Wait()
+	// Returned once the state says how the run ended, so a pull asked
+	// for right after this one is not refused as busy.
+	h.mu.Lock()
+	for h.gen == gen && h.state == DownloadRunning {
+		changed := h.changed
+		h.mu.Unlock()
+		<-changed
+		h.mu.Lock()
+	}
+	h.mu.Unlock()
+	return err
 }
 
 // run starts a pull and watches for its end.

@@ -103,8 +103,9 @@ func Open(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	downloads := manage.NewHubDownloader(cfg.Pull)
 	live, err := newLiveModel(l, cfg.Load.Dir, service.Options{ContextLength: l.Context, QueueLimit: cfg.QueueLimit, CacheBytes: l.CacheBytes, PrefixDisk: cfg.PrefixDisk},
-		cfg.Load, manage.NewHubDownloader(cfg.Pull), notes)
+		cfg.Load, downloads, notes)
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +117,10 @@ func Open(cfg Config) (*Runtime, error) {
 		live.slot.Close()
 		return nil, &ListenError{Addr: cfg.Addr, Err: err}
 	}
+	// Ollama's /api/pull runs the Setup screen's download: one download,
+	// which either may start and both see.
 	opts := api.Options{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: slices.Clone(cfg.AllowedHosts), Logger: logger,
-		NoAccessLog: cfg.NoAccessLog}
+		NoAccessLog: cfg.NoAccessLog, Pull: downloads}
 	if host, _, err := net.SplitHostPort(r.ln.Addr().String()); err == nil {
 		switch ip := net.ParseIP(host); {
 		case ip != nil && ip.IsUnspecified():
