@@ -101,7 +101,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	}
 	g, err := s.svc.Begin(r.Context(), req)
 	if err != nil {
-		return err
+		if body.Suffix != nil {
+			return overflow(err, overflowCode)
+		}
+		return overflow(err, overflowPrompt)
 	}
 	defer g.Close()
 	head := completion{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: s.svc.Info().Name}

@@ -95,7 +95,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	}
 	e, err := s.svc.Embed(r.Context(), req)
 	if err != nil {
-		return err
+		return overflow(err, overflowEmbed)
 	}
 	out := embeddingList{Object: "list", Model: s.svc.Info().Name, Usage: embeddingUsage{PromptTokens: e.Tokens, TotalTokens: e.Tokens}}
 	for i, v := range e.Vectors {
@@ -135,7 +135,7 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) error {
 	}
 	e, err := s.svc.Embed(r.Context(), req)
 	if err != nil {
-		return err
+		return overflow(err, overflowEmbed)
 	}
 	httpgate.WriteJSON(w, http.StatusOK, map[string]any{"model": s.svc.Info().Name, "embeddings": e.Vectors,
 		"total_duration": time.Since(start).Nanoseconds(), "load_duration": 0, "prompt_eval_count": e.Tokens})

@@ -122,12 +122,22 @@ func TestEmbeddings(t *testing.T) {
 	if resp, text := do(t, post(t, srv.URL+"/api/embed", `{"input":"`+long+`"}`)); resp.StatusCode != 200 || !strings.Contains(text, `"prompt_eval_count":16`) {
 		t.Errorf("truncated: %d %.300s", resp.StatusCode, text)
 	}
+	// In the words of an input, not of a conversation's messages.
+	overflowWords := "maximum context length is 16 tokens. However, an input resulted in 40 tokens. Please reduce the length of each input"
 	for path, body := range map[string]string{
 		"/api/embed":     `{"input":"` + long + `","truncate":false}`,
 		"/v1/embeddings": `{"input":"` + long + `"}`,
 	} {
-		if resp, text := do(t, post(t, srv.URL+path, body)); resp.StatusCode != 400 || !strings.Contains(text, "context") {
-			t.Errorf("%s past the context: %d %s", path, resp.StatusCode, text)
+		resp, text := do(t, post(t, srv.URL+path, body))
+		var e struct{ Error apiError }
+		msg := ""
+		if path == "/api/embed" {
+			msg = ollamaError(t, text)
+		} else if json.Unmarshal([]byte(text), &e); e.Error.Param == "input" {
+			msg = e.Error.Message
+		}
+		if resp.StatusCode != 400 || !strings.Contains(msg, overflowWords) {
+			t.Errorf("%s past the context: %d %s, want %q", path, resp.StatusCode, text, overflowWords)
 		}
 	}
 	for body, words := range map[string]string{

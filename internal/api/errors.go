@@ -45,6 +45,35 @@ func notText(where, typ string) *apiError {
 	return e
 }
 
+// overflowInput names, in a route's words, the input that did not fit
+// the context: what it is, the parameter holding it, what to shorten.
+type overflowInput struct{ what, param, fix string }
+
+// The inputs of the routes, a conversation's by default.
+var (
+	overflowMessages = overflowInput{"your messages", "messages", "the messages"}
+	overflowPrompt   = overflowInput{"your prompt", "prompt", "the prompt"}
+	overflowCode     = overflowInput{"the code around the cursor (prefix, suffix and any files of context)", "prompt", "the code sent"}
+	overflowEmbed    = overflowInput{"an input", "input", "each input (Ollama's /api/embed cuts it to fit unless truncate is false)"}
+)
+
+// overflowError says a context overflow in OpenAI's sentence, which
+// clients parse for the two counts, with in's words.
+func overflowError(ce *service.ContextError, in overflowInput) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: in.param, Code: "context_length_exceeded",
+		Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, %s resulted in %d tokens. Please reduce the length of %s.",
+			ce.ContextLength, in.what, ce.PromptTokens, in.fix)}
+}
+
+// overflow says a context overflow in err in in's words, for the routes
+// whose input is no conversation; other errors pass as they are.
+func overflow(err error, in overflowInput) error {
+	if ce, ok := errors.AsType[*service.ContextError](err); ok {
+		return overflowError(ce, in)
+	}
+	return err
+}
+
 // errorFor maps any error to what the client is told. Errors that are not
 // the client's are logged and reported without their details.
 func errorFor(err error, logger *log.Logger) *apiError {
@@ -55,11 +84,7 @@ func errorFor(err error, logger *log.Logger) *apiError {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &ce):
-		// OpenAI's words, which clients parse to trim the conversation.
-		msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.",
-			ce.ContextLength, ce.PromptTokens)
-		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages",
-			Code: "context_length_exceeded", Message: msg}
+		return overflowError(ce, overflowMessages)
 	case errors.Is(err, service.ErrBadRequest):
 		return badRequest("%s", err.Error())
 	case errors.Is(err, service.ErrQueueFull):

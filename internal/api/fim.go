@@ -150,7 +150,7 @@ func (s *Server) fimCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	g, err := s.svc.Begin(r.Context(), &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: stop, Sampling: samp, Client: clientOf(r)})
 	if err != nil {
-		return err
+		return overflow(err, overflowCode)
 	}
 	defer g.Close()
 	head := chatCompletion{ID: newID("fim-"), Created: time.Now().Unix(), Model: s.svc.Info().Name}
@@ -245,7 +245,7 @@ func (s *Server) infill(w http.ResponseWriter, r *http.Request) error {
 	req.Prompt, req.Stop = &prompt, stop
 	g, err := s.svc.Begin(r.Context(), req)
 	if err != nil {
-		return err
+		return overflow(err, overflowCode)
 	}
 	defer g.Close()
 	final := func(sum service.Summary, content string) infillResponse {

@@ -196,6 +196,36 @@ func TestFillInTheMiddle(t *testing.T) {
 	}
 }
 
+// TestContextOverflowWords: code past the context was refused in the
+// words of a conversation ("your messages"); each route now names what
+// it was sent: the code around the cursor, a prompt, messages.
+func TestContextOverflowWords(t *testing.T) {
+	ts, _ := newFIMServer(t, fimReply)
+	long := jsonString(strings.Repeat("w ", 5000))
+	code := "However, the code around the cursor (prefix, suffix and any files of context) resulted in "
+	for _, c := range []struct{ path, body, param, words string }{
+		{"/v1/completions", `{"prompt":` + long + `,"suffix":"x"}`, "prompt", code},
+		{"/v1/fim/completions", `{"prompt":` + long + `,"suffix":"x"}`, "prompt", code},
+		{"/infill", `{"input_prefix":"x","input_suffix":` + long + `}`, "prompt", code},
+		{"/api/generate", `{"prompt":"x","suffix":` + long + `}`, "", code},
+		{"/v1/completions", `{"prompt":` + long + `}`, "prompt", "However, your prompt resulted in "},
+		{"/api/generate", `{"raw":true,"prompt":` + long + `}`, "", "However, your prompt resulted in "},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":` + long + `}]}`, "messages", "However, your messages resulted in "},
+	} {
+		resp, body := do(t, post(t, ts.URL+c.path, c.body))
+		var e struct{ Error apiError }
+		msg := ""
+		if strings.HasPrefix(c.path, "/api/") {
+			msg = ollamaError(t, body)
+		} else if json.Unmarshal([]byte(body), &e); e.Error.Param == c.param && e.Error.Code == "context_length_exceeded" {
+			msg = e.Error.Message
+		}
+		if resp.StatusCode != 400 || !strings.Contains(msg, "maximum context length is 4096 tokens. "+c.words) {
+			t.Errorf("%s %.40s: %d %s, want %q", c.path, c.body, resp.StatusCode, body, c.words)
+		}
+	}
+}
+
 // TestFillInTheMiddleNeedsTheTokens: a model whose tokenizer lacks the FIM
 // tokens refuses a suffix on every route, saying why.
 func TestFillInTheMiddleNeedsTheTokens(t *testing.T) {

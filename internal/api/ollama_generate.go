@@ -137,7 +137,10 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	}
 	g, err := s.svc.Begin(r.Context(), req)
 	if err != nil {
-		return err
+		if body.Suffix != "" {
+			return overflow(err, overflowCode)
+		}
+		return overflow(err, overflowPrompt)
 	}
 	defer g.Close()
 	var content string
