@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 
 	"petal/internal/service"
@@ -64,12 +65,81 @@ func decodeBody(r *http.Request, v any) error {
 	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		// The path names embedded structs by their Go type; the client
-		// knows only the JSON field.
-		field := strings.ReplaceAll(typeErr.Field, "Overrides.", "")
-		return badParam(field, "field %q: %s cannot be %s", field, typeErr.Value, typeErr.Type)
+		// The client knows the JSON field and JSON's kinds of value, not
+		// the Go structs and types behind them.
+		field := jsonPath(reflect.TypeOf(v), typeErr.Field)
+		if key, ok := strings.CutPrefix(typeErr.Value, "key "); ok {
+			return badParam(field, "field %q: key %s must be %s", field, key, jsonKind(typeErr.Type))
+		}
+		return badParam(field, "field %q must be %s, not %s", field, jsonKind(typeErr.Type), jsonValue(typeErr.Value))
 	}
 	return badRequest("the request body is not valid JSON: %v", err)
+}
+
+// jsonPath is the path encoding/json reports (the fields from the root,
+// dotted) without the embedded structs, which it names by their Go type
+// but which are no part of the JSON; t is the decoded value's type.
+func jsonPath(t reflect.Type, path string) string {
+	var out []string
+	for part := range strings.SplitSeq(path, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		var next reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			if f, ok := t.FieldByName(part); ok && f.Anonymous && f.Tag.Get("json") == "" {
+				t = f.Type
+				continue
+			}
+			for _, f := range reflect.VisibleFields(t) {
+				if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name == part || name == "" && f.Name == part {
+					next = f.Type
+					break
+				}
+			}
+		}
+		out = append(out, part)
+		t = next
+	}
+	return strings.Join(out, ".")
+}
+
+// jsonKind says what JSON value decodes into t.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another kind of value"
+}
+
+// jsonValue says what encoding/json found ("number", "number 1.5",
+// "string", "bool", "array", "object") as a client would.
+func jsonValue(v string) string {
+	switch v {
+	case "bool":
+		return "true or false"
+	case "array", "object":
+		return "an " + v
+	case "number", "string":
+		return "a " + v
+	}
+	// "number 1.5": a number where an integer goes.
+	return strings.TrimPrefix(v, "number ")
 }
 
 // readBody reads body to its end.

@@ -50,7 +50,7 @@ func TestLogitBias(t *testing.T) {
 				}
 			}
 			for extra, words := range map[string]string{
-				`,"logit_bias":{"A":1}`:    `field "logit_bias": key "A" cannot be int`,
+				`,"logit_bias":{"A":1}`:    `field "logit_bias": key "A" must be an integer`,
 				`,"logit_bias":{"65":101}`: "logit_bias of token 65 is 101, not in [-100, 100]",
 				`,"logit_bias":{"9999":1}`: "logit_bias: 9999 is no token id of this model",
 				`,"logit_bias":{"-1":1}`:   "logit_bias: -1 is no token id of this model",

@@ -139,3 +139,42 @@ func TestOllamaChatGaps(t *testing.T) {
 		t.Errorf("a prompt over num_ctx: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestTypeErrorsInClientWords: a field of the wrong kind was refused
+// with Go's names ('field "ollamaModelName.model": number cannot be
+// string'); it is said in JSON's words, under the field the client sent.
+func TestTypeErrorsInClientWords(t *testing.T) {
+	ts := newTestServer(t, service.Options{}, Options{}, constant("ok"))
+	del := func(body string) *http.Request {
+		r := post(t, ts.URL+"/api/delete", body)
+		r.Method = http.MethodDelete
+		return r
+	}
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, c := range []struct {
+		req   *http.Request
+		words string
+	}{
+		{post(t, ts.URL+"/api/pull", `{"model":5}`), `field "model" must be a string, not a number`},
+		{post(t, ts.URL+"/api/pull", `{"name":{"a":1}}`), `field "name" must be a string, not an object`},
+		{post(t, ts.URL+"/api/pull", `{"model":"x","stream":"yes"}`), `field "stream" must be true or false, not a string`},
+		{del(`{"model":true}`), `field "model" must be a string, not true or false`},
+		{post(t, ts.URL+"/api/copy", `{"source":["a"],"destination":"b"}`), `field "source" must be a string, not an array`},
+		{post(t, ts.URL+"/api/chat", `{`+msgs+`,"options":{"temperature":"hot"}}`), `field "options.temperature" must be a number, not a string`},
+		{post(t, ts.URL+"/v1/chat/completions", `{`+msgs+`,"temperature":"hot"}`), `field "temperature" must be a number, not a string`},
+		{post(t, ts.URL+"/v1/completions", `{"prompt":"x","max_tokens":1.5}`), `field "max_tokens" must be an integer, not 1.5`},
+	} {
+		resp, body := do(t, c.req)
+		var msg string
+		if strings.HasPrefix(c.req.URL.Path, "/v1/") {
+			var e struct{ Error apiError }
+			json.Unmarshal([]byte(body), &e)
+			msg = e.Error.Message
+		} else {
+			msg = ollamaError(t, body)
+		}
+		if resp.StatusCode != 400 || msg != c.words {
+			t.Errorf("%s %s: %d %s, want %q", c.req.Method, c.req.URL.Path, resp.StatusCode, body, c.words)
+		}
+	}
+}
