@@ -126,6 +126,9 @@ func (j *Job) fits(n int) bool {
 // took takes the step's result for the job's row r and reports whether
 // the job now picks a token: a decode row, or its prompt's last piece.
 func (j *Job) took(r Row, d time.Duration) bool {
+	if _, onDevice := j.seq.(Decoder); onDevice {
+		j.st.LogitsReadBytes += int64(4 * len(r.Out))
+	}
 	if j.next >= 0 {
 		j.st.HostTime += d
 		return true
@@ -181,6 +184,88 @@ func (j *Job) pick() (int, error) {
 		return Argmax(j.logits[:j.limit]), nil
 	default:
 		return d.Picker.Next(j.logits)
+	}
+}
+
+// Accepter is a Picker told of the tokens a device's sampler drew, so its
+// draw counter and penalties follow and it can take over the picks.
+type Accepter interface {
+	Accept(id int)
+}
+
+// CanSolo reports whether the job can go on alone on its sequence's
+// device loop (Solo): a Decoder whose device picks as Run would let it
+// (greedy, or drawing with the device's sampler from the request's first
+// token on), unconstrained, with what is left of its prompt a last piece.
+func (j *Job) CanSolo() bool {
+	d := j.d
+	if _, ok := j.seq.(Decoder); j.done || !ok || d.Constraint != nil || (d.Picker != nil && d.Sampling == nil) {
+		return false
+	}
+	if d.Sampling != nil {
+		// The device's sampler starts at the request's first draw.
+		if _, ok := d.Picker.(Accepter); !ok || j.st.Tokens > 0 {
+			return false
+		}
+	}
+	if j.next >= 0 {
+		return true
+	}
+	if len(d.Prompt)-j.fed > PrefillPiece {
+		return false
+	}
+	for _, sp := range j.splits {
+		if sp > j.fed && sp < len(d.Prompt) {
+			return false
+		}
+	}
+	return true
+}
+
+// Solo runs the job alone on its sequence's device loop, which picks on
+// the device with steps in flight, until the job ends or yield (asked
+// before each step is committed) says another job waits: then the job
+// holds its last pick unfed and goes on in batched steps. Only when
+// CanSolo.
+func (j *Job) Solo(yield func() bool) {
+	dec := j.seq.(Decoder)
+	tail := j.d.Prompt[j.fed:]
+	if j.next >= 0 {
+		j.one[0] = j.next
+		tail = j.one[:]
+	}
+	if !j.fits(len(tail)) {
+		return
+	}
+	d := *j.d
+	d.MaxTokens -= j.st.Tokens
+	d.Splits, d.AtSplit, d.Yield = nil, nil, yield
+	acc, _ := j.d.Picker.(Accepter)
+	if d.Sampling == nil {
+		d.Picker = nil
+	}
+	last, ended := -1, false
+	d.Token = func(id int) (bool, error) {
+		last = id
+		if acc != nil {
+			acc.Accept(id)
+		}
+		stop, err := j.d.Token(id)
+		ended = stop || err != nil
+		return stop, err
+	}
+	st, err := dec.Decode(j.ctx, tail, &d)
+	j.fed = len(j.d.Prompt)
+	j.st.Tokens += st.Tokens
+	j.st.HostTime += st.HostTime
+	j.st.LogitsReadBytes += st.LogitsReadBytes
+	switch {
+	case err == nil && last < 0:
+		j.finish(errors.New("engine: the device loop ended without a token"))
+	case err != nil || ended || j.st.Tokens >= j.d.MaxTokens:
+		j.finish(err)
+	default:
+		j.next = last
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"petal/engine/sample"
 )
 
 // runJobs steps jobs with the prefill budget until all have ended and
@@ -174,3 +176,118 @@ func TestStepJobsErrorEndsTheStep(t *testing.T) {
 		}
 	}
 }
+
+// devChain is a chain with a device loop as the GPU backend's: the step
+// after a token is fed before the token is handed over, unless the
+// decode ends there (MaxTokens or Yield).
+type devChain struct {
+	*chain
+	decodes int
+}
+
+func (c *devChain) Decode(ctx context.Context, tail []int, d *Decode) (DecodeStats, error) {
+	c.decodes++
+	logits := make([]float32, c.vocab)
+	if err := c.Forward(tail, logits); err != nil {
+		return DecodeStats{}, err
+	}
+	var st DecodeStats
+	for g := 0; ; g++ {
+		id := Argmax(logits)
+		more := g+1 < d.MaxTokens && (d.Yield == nil || !d.Yield())
+		if more {
+			if err := c.Forward([]int{id}, logits); err != nil {
+				return st, err
+			}
+		}
+		st.Tokens++
+		stop, err := d.Token(id)
+		if err != nil || stop || !more {
+			return st, err
+		}
+	}
+}
+
+// accepting is a Picker that records the tokens it was told of.
+type accepting struct {
+	chain    *chain
+	accepted []int
+}
+
+func (a *accepting) Next(logits []float32) (int, error) { return Argmax(logits), nil }
+func (a *accepting) Accept(id int)                      { a.accepted = append(a.accepted, id) }
+
+func TestJobSoloYieldsToABatch(t *testing.T) {
+	const vocab = 50
+	m := chainModel{vocab}
+	var want []int
+	if _, err := Run(t.Context(), &chain{vocab: vocab}, vocab, &Decode{Prompt: []int{5, 6, 7}, MaxTokens: 12, Token: collect(&want, -1)}); err != nil {
+		t.Fatal(err)
+	}
+	var got, other []int
+	seq := &devChain{chain: &chain{vocab: vocab}}
+	j, err := NewJob(t.Context(), seq, vocab, 0, &Decode{Prompt: []int{5, 6, 7}, MaxTokens: 12, Token: collect(&got, -1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.CanSolo() {
+		t.Fatal("a fresh greedy job on a device cannot go solo")
+	}
+	// Another request arrives after the fourth token: the job yields.
+	j.Solo(func() bool { return len(got) >= 3 })
+	if done, _, _ := j.Done(); done || len(got) != 4 || seq.Len() != 3+3 {
+		t.Fatalf("after yielding: done %v, %d tokens, %d fed; want 4 tokens with 6 fed", done, len(got), seq.Len())
+	}
+	o, _ := NewJob(t.Context(), &chain{vocab: vocab}, vocab, 0, &Decode{Prompt: []int{1}, MaxTokens: 3, Token: collect(&other, -1)})
+	for range 3 {
+		StepJobs(m, []*Job{j, o}, PrefillPiece)
+	}
+	// Alone again, it goes back to its device loop to the end.
+	if !j.CanSolo() {
+		t.Fatal("a greedy job alone again cannot go solo")
+	}
+	j.Solo(func() bool { return false })
+	if done, st, err := j.Done(); !done || err != nil || st.Tokens != 12 {
+		t.Errorf("done %v, %d tokens, %v", done, st.Tokens, err)
+	}
+	if !slices.Equal(got, want) || seq.decodes != 2 {
+		t.Errorf("tokens %v in %d device loops, want %v in 2", got, seq.decodes, want)
+	}
+
+	// A job drawn on the device tells its host picker every token, and
+	// cannot go back to the device once the host has drawn.
+	pick := &accepting{}
+	got = nil
+	seed := uint64(1)
+	sj, _ := NewJob(t.Context(), &devChain{chain: &chain{vocab: vocab}}, vocab, 0, &Decode{Prompt: []int{2}, MaxTokens: 6, Picker: pick,
+		Sampling: &Sampling{Params: sample.Params{Seed: &seed}}, Token: collect(&got, -1)})
+	if !sj.CanSolo() {
+		t.Fatal("a fresh sampled job cannot go solo")
+	}
+	sj.Solo(func() bool { return len(got) >= 2 })
+	if !slices.Equal(pick.accepted, got) || len(got) != 3 {
+		t.Errorf("the picker was told %v of the device's %v", pick.accepted, got)
+	}
+	if sj.CanSolo() {
+		t.Error("a sampled job went back to the device after its first draws")
+	}
+	// A constrained job, or one picked on the host, never goes solo.
+	for _, d := range []*Decode{
+		{Prompt: []int{2}, MaxTokens: 6, Picker: pick, Constraint: allowAll{}, Token: collect(&got, -1)},
+		{Prompt: []int{2}, MaxTokens: 6, Picker: pick, Token: collect(&got, -1)},
+	} {
+		if cj, _ := NewJob(t.Context(), &devChain{chain: &chain{vocab: vocab}}, vocab, 0, d); cj.CanSolo() {
+			t.Errorf("%+v can go solo", d)
+		}
+	}
+	// Nor one on a backend without a device loop.
+	if cj, _ := NewJob(t.Context(), &chain{vocab: vocab}, vocab, 0, &Decode{Prompt: []int{2}, MaxTokens: 6, Token: collect(&got, -1)}); cj.CanSolo() {
+		t.Error("a job on the CPU backend can go solo")
+	}
+}
+
+// allowAll is a Constraint that allows every id.
+type allowAll struct{}
+
+func (allowAll) Allowed([]uint64) bool { return false }
+func (allowAll) Advance(int) error     { return nil }

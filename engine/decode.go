@@ -76,6 +76,12 @@ type Decode struct {
 	// Constraint, when set, masks every pick; it needs a Picker (the
 	// device's argmax takes no mask, its sampler does).
 	Constraint Constraint
+	// Yield, when set, is asked by a device loop (Decoder) before it
+	// commits each next step: true makes the loop end after the token in
+	// flight, which it hands to Token and leaves unfed, as if MaxTokens
+	// ended there; so a batched scheduler takes the sequence back when
+	// another request arrives.
+	Yield func() bool
 }
 
 // LogprobPicker is a Picker that also reports the logprobs of its pick.

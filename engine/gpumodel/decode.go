@@ -73,7 +73,7 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 	for g := 0; ; g++ {
 		// pending writes token g.
 		var next gpu.CommandBuffer
-		if g+1 < d.MaxTokens {
+		if g+1 < d.MaxTokens && (d.Yield == nil || !d.Yield()) {
 			pos := base + n + g
 			if pos >= s.cap {
 				// Growing copies the caches: nothing may be in flight.

@@ -115,10 +115,17 @@ func (t *stepper) loop() {
 			f()
 		}
 		running = append(running, pending...)
-		if len(running) == 0 {
-			continue
+		switch {
+		case len(running) == 1 && running[0].job.CanSolo():
+			// Alone, a reply decodes on its device's own loop (on a GPU,
+			// picked there with steps in flight, no logits read back)
+			// until another request arrives.
+			t.stats.batch.Store(1)
+			running[0].job.Solo(t.hasWork)
+			running = reap(running)
+		case len(running) > 0:
+			running = t.step(running)
 		}
-		running = t.step(running)
 	}
 }
 
@@ -145,6 +152,18 @@ func (t *stepper) step(running []*stepJob) []*stepJob {
 			t.learn(n.Prompt, took)
 		}
 	}
+	return reap(running)
+}
+
+// hasWork reports whether a call or a new job waits for the loop.
+func (t *stepper) hasWork() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.calls)+len(t.pending) > 0
+}
+
+// reap signals the jobs that have ended and returns the others.
+func reap(running []*stepJob) []*stepJob {
 	left := running[:0]
 	for _, r := range running {
 		if done, _, _ := r.job.Done(); done {
