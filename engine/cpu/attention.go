@@ -6,48 +6,78 @@ import (
 	"petal/engine/checkpoint"
 )
 
-// attention runs gated causal attention for t new tokens (rows of xn),
-// appending their keys and values to st, and writes o_proj's output to out.
-func (s *Sequence) attention(sc *scratch, a *attention, st *layerState, xn []float32, t int, out []float32) {
-	c := s.m.cfg
+// attention runs gated causal attention for the t new tokens of segs
+// (rows of xn), appending each piece's keys and values to its sequence's
+// layer li, and writes o_proj's output to out; the first nt rows take the
+// products' tiles.
+func (m *Model) attention(sc *scratch, a *attention, li int, segs []seg, xn []float32, t, nt int, out []float32) {
+	c := m.cfg
 	nh, kvh, d := c.Heads, c.KVHeads, c.HeadDim
 	qg := take(&sc.qg, t*nh*2*d)
 	k := take(&sc.k, t*kvh*d)
 	v := take(&sc.v, t*kvh*d)
-	a.q.mul(sc, 0, xn, t, qg)
-	a.k.mul(sc, 0, xn, t, k)
-	a.v.mul(sc, 0, xn, t, v)
+	a.q.mulTiled(sc, 0, xn, t, nt, qg)
+	a.k.mulTiled(sc, 0, xn, t, nt, k)
+	a.v.mulTiled(sc, 0, xn, t, nt, v)
 
-	rope := s.m.rope
 	q := take(&sc.q, t*nh*d)
 	gate := take(&sc.gate, t*nh*d)
-	for i := 0; i < t; i++ {
-		pos := s.pos + i
-		for h := 0; h < nh; h++ {
-			src := qg[(i*nh+h)*2*d:]
-			dq := q[(i*nh+h)*d : (i*nh+h+1)*d]
-			rmsNorm(dq, src[:d], a.qNorm, c.RMSNormEps)
-			rope.apply(dq, pos)
-			copy(gate[(i*nh+h)*d:(i*nh+h+1)*d], src[d:2*d])
-		}
-		for h := 0; h < kvh; h++ {
-			dk := k[(i*kvh+h)*d : (i*kvh+h+1)*d]
-			rmsNorm(dk, dk, a.kNorm, c.RMSNormEps)
-			rope.apply(dk, pos)
+	for _, g := range segs {
+		for j := range g.tokens {
+			i, pos := g.at+j, g.pos+j
+			for h := 0; h < nh; h++ {
+				src := qg[(i*nh+h)*2*d:]
+				dq := q[(i*nh+h)*d : (i*nh+h+1)*d]
+				rmsNorm(dq, src[:d], a.qNorm, c.RMSNormEps)
+				m.rope.apply(dq, pos)
+				copy(gate[(i*nh+h)*d:(i*nh+h+1)*d], src[d:2*d])
+			}
+			for h := 0; h < kvh; h++ {
+				dk := k[(i*kvh+h)*d : (i*kvh+h+1)*d]
+				rmsNorm(dk, dk, a.kNorm, c.RMSNormEps)
+				m.rope.apply(dk, pos)
+			}
 		}
 	}
-	if s.m.halfKV {
+	if m.halfKV {
 		roundHalves(k)
 		roundHalves(v)
 	}
-	st.k = append(st.k, k...)
-	st.v = append(st.v, v...)
-
-	sigmoids(gate)
+	sigmoidRows(gate, nh*d)
 	o := take(&sc.o, t*nh*d)
-	sc.heads = attnHeads{c: c, st: st, q: q, gate: gate, o: o, pos: s.pos, t: t}
-	sc.parallelFor(nh*((t+attnBlock-1)/attnBlock), 1, &sc.heads)
-	a.o.mul(sc, 0, o, t, out)
+	heads := sc.heads[:0]
+	jobs := 0
+	for _, g := range segs {
+		st := &g.s.layers[li]
+		lo, hi := g.at, g.at+len(g.tokens)
+		st.k = append(st.k, k[lo*kvh*d:hi*kvh*d]...)
+		st.v = append(st.v, v[lo*kvh*d:hi*kvh*d]...)
+		heads = append(heads, attnHeads{
+			c: c, st: st, pos: g.pos, t: hi - lo,
+			q: q[lo*nh*d : hi*nh*d], gate: gate[lo*nh*d : hi*nh*d], o: o[lo*nh*d : hi*nh*d],
+		})
+		jobs += heads[len(heads)-1].jobs()
+	}
+	sc.heads = heads
+	sc.attn = attnBatch{heads}
+	sc.parallelFor(jobs, 1, &sc.attn)
+	a.o.mulTiled(sc, 0, o, t, nt, out)
+}
+
+// attnBatch is the task of attention proper over several pieces: job j
+// of piece i is number j past the jobs of the pieces before.
+type attnBatch struct{ heads []attnHeads }
+
+func (b *attnBatch) run(pt *part, lo, hi int) {
+	first := 0
+	for i := range b.heads {
+		a := &b.heads[i]
+		n := a.jobs()
+		if lo < first+n && hi > first {
+			a.run(pt, max(lo, first)-first, min(hi, first+n)-first)
+		}
+		first += n
+	}
 }
 
 // attnBlock is how many of a chunk's tokens a job of attnHeads takes: each
@@ -64,6 +94,9 @@ type attnHeads struct {
 	pos        int       // of the first new token
 	t          int       // new tokens
 }
+
+// jobs is how many jobs a's piece makes: one per head and block.
+func (a *attnHeads) jobs() int { return a.c.Heads * ((a.t + attnBlock - 1) / attnBlock) }
 
 func (a *attnHeads) run(pt *part, lo, hi int) {
 	c, st := a.c, a.st

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"petal/engine"
 )
 
 // streamRead is what this machine's memory delivers to a streaming read
@@ -216,6 +218,42 @@ func benchDecode(b *testing.B, m *Model, context int) {
 	cpus := cpuTime() - cpu
 	b.ReportMetric(float64(b.N)/cpus, "tok/cpu-s")
 	b.ReportMetric(float64(m.ckpt.DecodeWeightBytes())*float64(b.N)/cpus/1e9, "GB/cpu-s")
+}
+
+// BenchmarkStep measures batched decode on the demo model: each op is
+// one Step of a decode row (last-position logits) for each of streams
+// sequences, each after its own prompt of stepContext tokens. tok/s is
+// the tokens of all streams per second, the figure batching raises.
+func BenchmarkStep(b *testing.B) {
+	const stepContext = 256
+	m := openDemo(b, 16384)
+	v := m.cfg.Vocab
+	for _, streams := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("model=demo/context=%d/streams=%d", stepContext, streams), func(b *testing.B) {
+			rows := make([]engine.Row, streams)
+			for i := range rows {
+				seq, _ := m.NewSequence()
+				defer seq.Close()
+				if err := seq.Forward(randomTokens(stepContext, v, uint64(i+1)), nil); err != nil {
+					b.Fatal(err)
+				}
+				rows[i] = engine.Row{Seq: seq, Tokens: []int{i + 1}, Out: make([]float32, v)}
+			}
+			b.ReportAllocs()
+			cpu := cpuTime()
+			for b.Loop() {
+				if err := m.Step(rows); err != nil {
+					b.Fatal(err)
+				}
+				for i := range rows {
+					rows[i].Tokens[0] = engine.Argmax(rows[i].Out)
+				}
+			}
+			tokens := float64(streams * b.N)
+			b.ReportMetric(tokens/b.Elapsed().Seconds(), "tok/s")
+			b.ReportMetric(tokens/(cpuTime()-cpu), "tok/cpu-s")
+		})
+	}
 }
 
 // cpuTime is the CPU time this process has used, user and system, in

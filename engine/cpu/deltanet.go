@@ -6,26 +6,36 @@ import (
 	"petal/engine/checkpoint"
 )
 
-// deltaNet runs the Gated DeltaNet mixer for t new tokens (rows of xn),
-// advancing the conv window and recurrent state in st, and writes
-// out_proj's output to out. It uses the recurrent form token by token,
-// which the chunked form of prefill equals up to rounding.
-func (s *Sequence) deltaNet(sc *scratch, dn *deltaNet, st *layerState, xn []float32, t int, out []float32) {
-	c := s.m.cfg
+// deltaNet runs the Gated DeltaNet mixer for the t new tokens of segs
+// (rows of xn), advancing the conv window and recurrent state of each
+// piece's sequence at layer li, and writes out_proj's output to out; the
+// first nt rows take the products' tiles. It uses the recurrent form
+// token by token, which the chunked form of prefill equals up to rounding.
+func (m *Model) deltaNet(sc *scratch, dn *deltaNet, li int, segs []seg, xn []float32, t, nt int, out []float32) {
+	c := m.cfg
 	ch, hk, hv, dk, dv := c.ConvChannels(), c.LinearKeyHeads, c.LinearValueHeads, c.LinearKeyDim, c.LinearValueDim
 	u := take(&sc.u, t*ch)
 	z := take(&sc.z, t*hv*dv)
 	bb := take(&sc.beta, t*hv)
 	aa := take(&sc.alpha, t*hv)
-	dn.qkv.mul(sc, 0, xn, t, u)
-	dn.z.mul(sc, 0, xn, t, z)
-	dn.b.mul(sc, 0, xn, t, bb)
-	dn.a.mul(sc, 0, xn, t, aa)
+	dn.qkv.mulTiled(sc, 0, xn, t, nt, u)
+	dn.z.mulTiled(sc, 0, xn, t, nt, z)
+	dn.b.mulTiled(sc, 0, xn, t, nt, bb)
+	dn.a.mulTiled(sc, 0, xn, t, nt, aa)
 
 	o := take(&sc.o, t*hv*dv)
-	sc.step = deltaStep{c: c, dn: dn, st: st, u: u, bb: bb, aa: aa, o: o, t: t}
-	sc.parallelFor(ch, 64, deltaConv{&sc.step})
-	siluMul(u, nil, take(&sc.act, t*ch))
+	steps := sc.steps[:0]
+	for _, g := range segs {
+		lo, hi := g.at, g.at+len(g.tokens)
+		steps = append(steps, deltaStep{
+			c: c, dn: dn, st: &g.s.layers[li], t: hi - lo,
+			u: u[lo*ch : hi*ch], bb: bb[lo*hv : hi*hv], aa: aa[lo*hv : hi*hv], o: o[lo*hv*dv : hi*hv*dv],
+		})
+	}
+	sc.steps = steps
+	sc.deltas = deltaBatch{steps: steps, per: ch}
+	sc.parallelFor(len(steps)*ch, 64, &sc.deltas)
+	siluMul(u, nil, take(&sc.act, t*ch), ch)
 
 	qScale := float32(1 / math.Sqrt(float64(dk)))
 	for i := 0; i < t; i++ {
@@ -36,29 +46,51 @@ func (s *Sequence) deltaNet(sc *scratch, dn *deltaNet, st *layerState, xn []floa
 		}
 	}
 
-	sc.parallelFor(hv, 1, deltaHeads{&sc.step})
+	sc.deltas = deltaBatch{steps: steps, per: hv, heads: true}
+	sc.parallelFor(len(steps)*hv, 1, &sc.deltas)
 
 	// Gated RMSNorm per value head: norm(o) * w * silu(z).
 	for i := 0; i < t*hv; i++ {
 		oh := o[i*dv : (i+1)*dv]
 		rmsNorm(oh, oh, dn.norm, c.RMSNormEps)
 	}
-	siluMul(z, nil, take(&sc.act, t*hv*dv))
+	siluMul(z, nil, take(&sc.act, t*hv*dv), hv*dv)
 	for i, g := range z {
 		o[i] *= g
 	}
-	dn.out.mul(sc, 0, o, t, out)
+	dn.out.mulTiled(sc, 0, o, t, nt, out)
 }
 
-// deltaStep holds the operands of a DeltaNet step's two parallel loops,
-// each a task wrapping a pointer to it (which an interface holds without
-// allocating).
+// deltaStep holds the operands of one piece's DeltaNet step for its two
+// parallel loops, each a task wrapping a pointer to it (which an
+// interface holds without allocating).
 type deltaStep struct {
 	c            *checkpoint.Config
 	dn           *deltaNet
 	st           *layerState
 	u, bb, aa, o []float32
 	t            int
+}
+
+// deltaBatch runs one of the two loops (deltaConv, or deltaHeads where
+// heads) over several pieces: unit j of piece i, a channel or a value
+// head, is number i*per+j.
+type deltaBatch struct {
+	steps []deltaStep
+	per   int
+	heads bool
+}
+
+func (b *deltaBatch) run(pt *part, lo, hi int) {
+	for i := lo / b.per; i < len(b.steps) && i*b.per < hi; i++ {
+		first := i * b.per
+		a, z := max(lo, first)-first, min(hi, first+b.per)-first
+		if b.heads {
+			deltaHeads{&b.steps[i]}.run(pt, a, z)
+		} else {
+			deltaConv{&b.steps[i]}.run(pt, a, z)
+		}
+	}
 }
 
 type deltaConv struct{ *deltaStep }

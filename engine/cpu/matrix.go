@@ -37,16 +37,48 @@ func newMatrix(m *checkpoint.Matrix) *matrix {
 	return x
 }
 
+// tiledRows is how many of a pass's t rows of one sequence take the
+// tiles: all of them from tileMinTokens on, where the tiles pay, else
+// none (see mulTiled).
+func tiledRows(t int) int {
+	if t >= tileMinTokens {
+		return t
+	}
+	return 0
+}
+
 // mul computes, for each of the t input rows x[i*cols:(i+1)*cols], the
 // product with expert e's matrix (e is 0 for a single matrix) into
-// out[i*rows:(i+1)*rows]. Rows are split over the cores.
+// out[i*rows:(i+1)*rows], as a Forward of t tokens does (tiledRows).
 func (m *matrix) mul(sc *scratch, e int, x []float32, t int, out []float32) {
+	m.mulTiled(sc, e, x, t, tiledRows(t), out)
+}
+
+// mulTiled is mul whose first nt input rows take the tiles and the rest
+// the row kernels.
+func (m *matrix) mulTiled(sc *scratch, e int, x []float32, t, nt int, out []float32) {
+	outs := sc.outs[:0]
+	for i := range t {
+		outs = append(outs, out[i*m.rows:(i+1)*m.rows])
+	}
+	sc.outs = outs
+	m.mulRows(sc, e, x, t, nt, outs)
+}
+
+// mulRows is mulTiled writing input row i's products into outs[i]. Each
+// output is the same sum whatever rows run beside it: the first nt rows'
+// by the tiles (every weight row, in blocks of four weight rows by three
+// input rows), the others' by the row kernels (whose pairs give each row
+// the single row's bits). So a sequence's logits in a batched step are
+// those of its Forward alone, where it takes the same path for its rows
+// (tiledRows of its piece).
+func (m *matrix) mulRows(sc *scratch, e int, x []float32, t, nt int, outs [][]float32) {
 	grain := minRowsPerWorker
 	if t > 1 {
 		grain = 1
 	}
 	p := &sc.prod
-	*p = product{m: m, e: e, x: x, t: t, out: out}
+	*p = product{m: m, e: e, x: x, t: t, outs: outs}
 	if m.bits != 0 {
 		// xsum[i*groups+g] is the sum of input row i over group g: the bias
 		// term of a group is bias*xsum, so it costs one multiply.
@@ -62,19 +94,23 @@ func (m *matrix) mul(sc *scratch, e int, x []float32, t int, out []float32) {
 				p.xsum[i*groups+g] = s
 			}
 		}
-		p.xk = p.x
-		if m.bits == 4 && servesGroups(4, m.group/8) {
-			// Only for the groups the kernels take: the Go loops read x.
-			p.xk = qdot4Lanes(&sc.xlanes, x[:t*m.cols])
-		}
-		if t >= tileMinTokens && vectorKernels {
+		if vectorKernels && nt > 0 {
+			p.nt = nt
 			p.stride = tileStride(m.cols, groups)
-			p.xext = take(&sc.xext, t*p.stride)
-			for i := 0; i < t; i++ {
+			// Whole blocks of three input rows: the kernel of fewer adds
+			// in another order on arm64, and a row's sums would depend on
+			// its place among the others.
+			p.xext = take(&sc.xext, (nt+2)/3*3*p.stride)
+			for i := 0; i < nt; i++ {
 				row := p.xext[i*p.stride : (i+1)*p.stride]
 				copy(row, x[i*m.cols:(i+1)*m.cols])
 				copy(row[m.cols:], p.xsum[i*groups:(i+1)*groups])
 			}
+		}
+		p.xk = x[p.nt*m.cols : t*m.cols]
+		if m.bits == 4 && servesGroups(4, m.group/8) {
+			// Only for the groups the kernels take: the Go loops read x.
+			p.xk = qdot4Lanes(&sc.xlanes, p.xk)
 		}
 	}
 	sc.parallelFor(m.rows, grain, p)
@@ -90,86 +126,74 @@ type product struct {
 	m       *matrix
 	e       int
 	x, xsum []float32
-	// xk is x as the row kernel takes it (qdotRowVec).
-	xk  []float32
-	t   int
-	out []float32
-	// xext holds the input rows for mulQuantTiles, each followed by its
-	// group sums and padded to stride; nil where the tiles do not run.
+	t       int
+	outs    [][]float32
+	// nt input rows take the tiles: xext holds them for mulQuantTiles,
+	// each followed by its group sums and padded to stride; nil where
+	// none does.
+	nt     int
 	xext   []float32
 	stride int
+	// xk is x's rows from nt on as the row kernel takes them (qdotRowVec).
+	xk []float32
 }
 
 func (p *product) run(pt *part, lo, hi int) {
-	if p.m.bits == 0 {
-		p.m.mulDense(pt, p.e, p.x, p.t, p.out, lo, hi)
+	m := p.m
+	if m.bits == 0 {
+		m.mulDense(pt, p.e, p.x, p.t, p.outs, lo, hi)
 		return
 	}
 	if p.xext != nil {
-		lo = p.m.mulQuantTiles(pt, p.e, p.xext, p.stride, p.t, p.out, lo, hi)
+		m.mulQuantTiles(pt, p.e, p.xext, p.stride, p.nt, p.outs, lo, hi)
 	}
-	p.m.mulQuant(pt, p.e, p.x, p.xk, p.xsum, p.t, p.out, lo, hi)
+	if n := p.nt; n < p.t {
+		groups := m.cols / m.group
+		m.mulQuant(p.e, p.x[n*m.cols:], p.xk, p.xsum[n*groups:], p.t-n, p.outs[n:], lo, hi)
+	}
 }
 
-// mulQuant does rows [lo, hi) of a quantized product: xk is x in the
-// row kernel's order, x itself is what the Go loops take.
-func (m *matrix) mulQuant(pt *part, e int, x, xk, xsum []float32, t int, out []float32, lo, hi int) {
+// mulQuant does rows [lo, hi) of a quantized product by the row kernels,
+// or the Go loop where they do not serve the shape: xk is x in the row
+// kernel's order, x itself is what the Go loop takes.
+func (m *matrix) mulQuant(e int, x, xk, xsum []float32, t int, outs [][]float32, lo, hi int) {
 	groups := m.cols / m.group
-	perWord := 32 / m.bits
-	wordsPerRow := m.cols / perWord
-	wordsPerGroup := m.group / perWord
-	mask := uint32(1)<<m.bits - 1
-	q := take(&pt.deq, m.group)
-	acc := take(&pt.acc, t)
-	lo = m.mulQuantPairs(e, xk, xsum, t, out, lo, hi)
+	wordsPerRow := m.cols * m.bits / 32
+	wordsPerGroup := m.group * m.bits / 32
+	lo = m.mulQuantPairs(e, xk, xsum, t, outs, lo, hi)
 	for r := lo; r < hi; r++ {
 		row := e*m.rows + r
 		words := m.words[row*wordsPerRow : (row+1)*wordsPerRow]
 		sc := m.scales[row*groups : (row+1)*groups]
 		bi := m.biases[row*groups : (row+1)*groups]
-		// The row kernel takes each input row in turn: for one token, and
-		// for the few (an expert's share of a prompt chunk, the rows the
-		// tiles leave) where widening a tile does not pay.
-		served := true
-		for i := 0; i < t && served; i++ {
-			out[i*m.rows+r], served = qdotRowVec(m.bits, words, xk[i*m.cols:(i+1)*m.cols], sc, bi, xsum[i*groups:(i+1)*groups], wordsPerGroup)
-		}
-		if served {
-			continue
-		}
-		clear(acc)
-		for g := 0; g < groups; g++ {
-			gw := words[g*wordsPerGroup : (g+1)*wordsPerGroup]
-			if t == 1 {
-				xg := x[g*m.group : (g+1)*m.group]
-				var dot float32
-				if m.bits == 4 {
-					dot = dot4(gw, xg)
-				} else {
-					dot = dot8(gw, xg)
-				}
-				acc[0] += bf16(sc[g])*dot + bf16(bi[g])*xsum[g]
-				continue
-			}
-			for j, w := range gw {
-				for k := 0; k < perWord; k++ {
-					q[j*perWord+k] = float32(w >> (uint(k * m.bits)) & mask)
-				}
-			}
-			s, b := bf16(sc[g]), bf16(bi[g])
-			for i := 0; i < t; i++ {
-				xg := x[i*m.cols+g*m.group : i*m.cols+(g+1)*m.group]
-				var dot float32
-				for j, v := range q {
-					dot += v * xg[j]
-				}
-				acc[i] += s*dot + b*xsum[i*groups+g]
-			}
-		}
 		for i := 0; i < t; i++ {
-			out[i*m.rows+r] = acc[i]
+			xs := xsum[i*groups : (i+1)*groups]
+			v, ok := qdotRowVec(m.bits, words, xk[i*m.cols:(i+1)*m.cols], sc, bi, xs, wordsPerGroup)
+			if !ok {
+				v = m.qdotRowGo(words, x[i*m.cols:(i+1)*m.cols], sc, bi, xs)
+			}
+			outs[i][r] = v
 		}
 	}
+}
+
+// qdotRowGo is qdotRowVec's Go loop, one input row at a time whatever
+// the number of rows, so that a row's sum is the same in any batch.
+func (m *matrix) qdotRowGo(words []uint32, x []float32, sc, bi []uint16, xsum []float32) float32 {
+	wordsPerGroup := m.group * m.bits / 32
+	var acc float32
+	for g := range sc {
+		gw := words[g*wordsPerGroup : (g+1)*wordsPerGroup]
+		xg := x[g*m.group : (g+1)*m.group]
+		var dot float32
+		if m.bits == 4 {
+			dot = dot4(gw, xg)
+		} else {
+			dot = dot8(gw, xg)
+		}
+		acc += bf16(sc[g])*dot + bf16(bi[g])*xsum[g]
+	}
+	return acc
 }
 
 // mulQuantPairs does rows [lo, lo+2*half) of a product, half =
@@ -180,7 +204,7 @@ func (m *matrix) mulQuant(pt *part, e int, x, xk, xsum []float32, t int, out []f
 // rows far apart were faster than one row at a time). It returns the
 // first row it left to the caller: hi-1 where the rows are odd, lo where
 // the kernels do not serve the shape.
-func (m *matrix) mulQuantPairs(e int, xk, xsum []float32, t int, out []float32, lo, hi int) int {
+func (m *matrix) mulQuantPairs(e int, xk, xsum []float32, t int, outs [][]float32, lo, hi int) int {
 	groups := m.cols / m.group
 	wordsPerRow := m.cols * m.bits / 32
 	wordsPerGroup := m.group * m.bits / 32
@@ -200,14 +224,14 @@ func (m *matrix) mulQuantPairs(e int, xk, xsum []float32, t int, out []float32, 
 			if !qdotPairVec(m.bits, words, xk[j*m.cols:(j+1)*m.cols], sc, bi, xsum[j*groups:(j+1)*groups], wordsPerGroup, &pair) {
 				return lo
 			}
-			out[j*m.rows+r[0]], out[j*m.rows+r[1]] = pair[0], pair[1]
+			outs[j][r[0]], outs[j][r[1]] = pair[0], pair[1]
 		}
 	}
 	return lo + 2*half
 }
 
-// tileMinTokens is the fewest input rows for which mulQuantTiles pays:
-// it dequantizes each weight row once, which costs more than a product
+// tileMinTokens is the fewest tokens of a piece for which the tiles pay:
+// they dequantize each weight row once, which costs more than a product
 // with one or two rows.
 const tileMinTokens = 4
 
@@ -221,42 +245,33 @@ const tileBytes = 128 << 10
 // each weight would round it against a bias near -8 scales, and prefill
 // would drift from decode), and multiplies the tile by every input row
 // in register blocks of four rows by three inputs. The tile stays in
-// cache and each input row is read once per tile. It returns the first
-// row it left to the caller (the last rows short of four).
-func (m *matrix) mulQuantTiles(pt *part, e int, xext []float32, stride, t int, out []float32, lo, hi int) int {
+// cache and each input row is read once per tile. The last block of a
+// range short of four rows is padded with zero rows, so that every
+// weight row's sums are the kernel's whatever the range.
+func (m *matrix) mulQuantTiles(pt *part, e int, xext []float32, stride, t int, outs [][]float32, lo, hi int) {
 	groups := m.cols / m.group
 	rows := min(64, max(4, tileBytes/(4*stride))&^3)
 	tile := take(&pt.tile, rows*stride)
 	var blk [12]float32
-	var four [4]float32
-	for ; lo+4 <= hi; lo += rows {
-		n := min(rows, (hi-lo)&^3)
+	for ; lo < hi; lo += rows {
+		n := min(rows, hi-lo)
 		for k := range n {
 			r := e*m.rows + lo + k
 			row := tile[k*stride : (k+1)*stride]
 			m.scaledCodes(r, row[:m.cols])
 			bf16s(m.biases[r*groups:(r+1)*groups], row[m.cols:])
 		}
-		i := 0
-		for ; i+3 <= t; i += 3 {
+		clear(tile[n*stride : (n+3)&^3*stride])
+		for i := 0; i < t; i += 3 {
 			for k := 0; k < n; k += 4 {
 				dot4x3Vec(tile[k*stride:], stride, xext[i*stride:], stride, stride, &blk)
-				for j := range 3 {
-					copy(out[(i+j)*m.rows+lo+k:][:4], blk[4*j:4*j+4])
+				w := min(4, n-k)
+				for j := range min(3, t-i) {
+					copy(outs[i+j][lo+k:lo+k+w], blk[4*j:4*j+w])
 				}
 			}
 		}
-		for ; i < t; i++ {
-			for k := 0; k < n; k += 4 {
-				dot4RowsVec(tile[k*stride:], stride, xext[i*stride:], stride, &four)
-				copy(out[i*m.rows+lo+k:][:4], four[:])
-			}
-		}
-		if n < rows {
-			return lo + n
-		}
 	}
-	return lo
 }
 
 // scaledCodes writes quantized row r (rows of all experts counted in turn)
@@ -309,7 +324,7 @@ func dot8(words []uint32, x []float32) float32 {
 	return s
 }
 
-func (m *matrix) mulDense(pt *part, e int, x []float32, t int, out []float32, lo, hi int) {
+func (m *matrix) mulDense(pt *part, e int, x []float32, t int, outs [][]float32, lo, hi int) {
 	row := take(&pt.row, m.cols)
 	for r := lo; r < hi; r++ {
 		base := (e*m.rows + r) * m.cols
@@ -321,7 +336,7 @@ func (m *matrix) mulDense(pt *part, e int, x []float32, t int, out []float32, lo
 			}
 		}
 		for i := 0; i < t; i++ {
-			out[i*m.rows+r] = dot(row, x[i*m.cols:(i+1)*m.cols])
+			outs[i][r] = dot(row, x[i*m.cols:(i+1)*m.cols])
 		}
 	}
 }

@@ -189,7 +189,8 @@ func (s *Sequence) Close() error {
 	return nil
 }
 
-// Forward appends tokens and writes their logits (see engine.Sequence).
+// Forward appends tokens and writes their logits (see engine.Sequence):
+// the one-row case of Step.
 func (s *Sequence) Forward(tokens []int, out []float32) error {
 	if s.layers == nil {
 		return fmt.Errorf("cpu: %w", engine.ErrClosed)
@@ -202,50 +203,194 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 	if err != nil {
 		return err
 	}
-	if c.MaxPositions > 0 && s.pos+len(tokens) > c.MaxPositions {
-		return fmt.Errorf("cpu: %d tokens exceed the model's %d positions", s.pos+len(tokens), c.MaxPositions)
+	if err := s.checkPositions(len(tokens)); err != nil {
+		return err
 	}
 	sc := s.m.acquire()
 	defer s.m.release(sc)
-	for start := 0; start < len(tokens); start += maxChunk {
-		end := min(start+maxChunk, len(tokens))
-		var dst []float32
-		switch {
-		case all:
-			dst = out[start*c.Vocab : end*c.Vocab]
-		case len(out) > 0 && end == len(tokens):
-			dst = out
-		}
-		s.chunk(sc, tokens[start:end], dst, all)
+	// A copy: the jobs are kept in sc, and tokens kept there would be
+	// moved to the heap, a caller's []int{next} allocated at every step.
+	sc.tokens = append(sc.tokens[:0], tokens...)
+	sc.jobs = append(sc.jobs[:0], job{s: s, tokens: sc.tokens, out: out, all: all})
+	s.m.run(sc, sc.jobs)
+	return nil
+}
+
+// checkPositions refuses tokens more tokens past the model's positions.
+func (s *Sequence) checkPositions(tokens int) error {
+	if c := s.m.cfg; c.MaxPositions > 0 && s.pos+tokens > c.MaxPositions {
+		return fmt.Errorf("cpu: %d tokens exceed the model's %d positions", s.pos+tokens, c.MaxPositions)
 	}
 	return nil
 }
 
-// chunk runs tokens through every layer; dst receives the logits of every
-// position (all) or of the last one.
-func (s *Sequence) chunk(sc *scratch, tokens []int, dst []float32, all bool) {
-	m, c := s.m, s.m.cfg
-	t, h := len(tokens), c.Hidden
-	x, xn := s.layersChunk(sc, tokens)
-	if dst == nil {
-		return
+// Step runs rows of several sequences as one step (see engine.Stepper):
+// their tokens pass through the layers together, each weight read once for
+// all of them, and each row's logits are bit for bit those of its
+// Forward alone. Nothing runs unless every row is valid.
+func (m *Model) Step(rows []engine.Row) error {
+	c := m.cfg
+	if err := engine.CheckRows(rows, c.Vocab); err != nil {
+		return err
 	}
-	if !all {
-		x = x[(t-1)*h:]
-		t = 1
+	for i, r := range rows {
+		s, ok := r.Seq.(*Sequence)
+		if !ok || s == nil || s.m != m {
+			return fmt.Errorf("cpu: %w: row %d's sequence is not this model's", engine.ErrStepRows, i)
+		}
+		if s.layers == nil {
+			return fmt.Errorf("cpu: row %d: %w", i, engine.ErrClosed)
+		}
+		if err := s.checkPositions(len(r.Tokens)); err != nil {
+			return fmt.Errorf("row %d: %w", i, err)
+		}
 	}
-	rmsNormRows(xn[:t*h], x, m.finalNorm, h, c.RMSNormEps)
-	m.lmHead.mul(sc, 0, xn[:t*h], t, dst)
+	sc := m.acquire()
+	defer m.release(sc)
+	jobs := sc.jobs[:0]
+	for _, r := range rows {
+		all, _ := engine.CheckOut(r.Out, len(r.Tokens), c.Vocab)
+		jobs = append(jobs, job{s: r.Seq.(*Sequence), tokens: r.Tokens, out: r.Out, all: all})
+	}
+	sc.jobs = jobs
+	m.run(sc, jobs)
+	return nil
 }
 
-// layersChunk runs tokens through every layer and returns the residual
-// stream after the last (x) and scratch of its size (xn), both in sc.
+// job is one row of a Forward or Step: done of its tokens have run, and
+// next is how many the pass being built takes.
+type job struct {
+	s          *Sequence
+	tokens     []int
+	out        []float32
+	all        bool
+	done, next int
+}
+
+// seg is a job's piece in one pass: its tokens are rows [at, at+n) of
+// the pass's activations, appended to s at position pos; out receives
+// the logits of every position (all), of the last, or none (nil).
+type seg struct {
+	s       *Sequence
+	tokens  []int
+	at, pos int
+	out     []float32
+	all     bool
+}
+
+// run runs jobs to the end in passes. Each job goes in pieces of
+// maxChunk tokens, as a Forward of its own goes, so that its pieces and
+// their paths through the products are the same in any company; a pass
+// holds maxChunk tokens at most (bounding the activations) and a job at
+// most once. Pieces that take the tiles come first in a pass (mulTiled).
+func (m *Model) run(sc *scratch, jobs []job) {
+	v := m.cfg.Vocab
+	for {
+		total := 0
+		for j := range jobs {
+			jb := &jobs[j]
+			jb.next = min(maxChunk, len(jb.tokens)-jb.done)
+			if jb.next > 0 && total > 0 && total+jb.next > maxChunk {
+				jb.next = 0
+			}
+			total += jb.next
+		}
+		if total == 0 {
+			return
+		}
+		segs := sc.segs[:0]
+		for _, tiled := range [2]bool{true, false} {
+			for j := range jobs {
+				jb := &jobs[j]
+				if jb.next == 0 || (tiledRows(jb.next) > 0) != tiled {
+					continue
+				}
+				g := seg{s: jb.s, tokens: jb.tokens[jb.done : jb.done+jb.next], all: jb.all}
+				switch end := jb.done + jb.next; {
+				case jb.all:
+					g.out = jb.out[jb.done*v : end*v]
+				case len(jb.out) > 0 && end == len(jb.tokens):
+					g.out = jb.out
+				}
+				segs = append(segs, g)
+			}
+		}
+		sc.segs = segs
+		x, xn := m.pass(sc, segs)
+		m.logits(sc, segs, x, xn)
+		for j := range jobs {
+			jobs[j].done += jobs[j].next
+		}
+	}
+}
+
+// logits runs the final norm and the LM head over the rows whose logits
+// segs ask for, all in one product: each piece's rows take the tiles
+// where its Forward alone would (tiledRows of its logits rows).
+func (m *Model) logits(sc *scratch, segs []seg, x, xn []float32) {
+	c := m.cfg
+	h, v := c.Hidden, c.Vocab
+	outs := sc.logitRows[:0]
+	k, nt := 0, 0
+	for _, tiled := range [2]bool{true, false} {
+		for _, g := range segs {
+			n := 0
+			switch {
+			case g.all:
+				n = len(g.tokens)
+			case g.out != nil:
+				n = 1
+			}
+			if n == 0 || (tiledRows(n) > 0) != tiled {
+				continue
+			}
+			first := g.at + len(g.tokens) - n
+			rmsNormRows(xn[k*h:(k+n)*h], x[first*h:(first+n)*h], m.finalNorm, h, c.RMSNormEps)
+			for i := range n {
+				outs = append(outs, g.out[i*v:(i+1)*v])
+			}
+			k += n
+			if tiled {
+				nt = k
+			}
+		}
+	}
+	sc.logitRows = outs
+	if k > 0 {
+		m.lmHead.mulRows(sc, 0, xn[:k*h], k, nt, outs)
+	}
+}
+
+// layersChunk runs tokens of s through every layer, alone, and returns
+// the residual stream after the last (x) and scratch of its size (xn),
+// both in sc.
 func (s *Sequence) layersChunk(sc *scratch, tokens []int) (x, xn []float32) {
-	m, c := s.m, s.m.cfg
-	t, h := len(tokens), c.Hidden
+	sc.segs = append(sc.segs[:0], seg{s: s, tokens: tokens})
+	return s.m.pass(sc, sc.segs)
+}
+
+// pass runs segs' tokens through every layer as one block of rows, the
+// pieces that take the tiles first, and returns the residual stream after
+// the last layer (x) and scratch of its size (xn), both in sc. The norms
+// and products take every row at once; attention and DeltaNet take each
+// piece on its own sequence.
+func (m *Model) pass(sc *scratch, segs []seg) (x, xn []float32) {
+	c := m.cfg
+	h := c.Hidden
+	t, nt := 0, 0
+	for i := range segs {
+		g := &segs[i]
+		g.at, g.pos = t, g.s.pos
+		t += len(g.tokens)
+		if tiledRows(len(g.tokens)) > 0 {
+			nt = t
+		}
+	}
 	x = take(&sc.x, t*h)
-	for i, id := range tokens {
-		m.embed.row(id, x[i*h:(i+1)*h])
+	for _, g := range segs {
+		for i, id := range g.tokens {
+			m.embed.row(id, x[(g.at+i)*h:(g.at+i+1)*h])
+		}
 	}
 	xn = take(&sc.xn, t*h)
 	delta := take(&sc.delta, t*h)
@@ -253,16 +398,18 @@ func (s *Sequence) layersChunk(sc *scratch, tokens []int) (x, xn []float32) {
 		l := &m.layers[li]
 		rmsNormRows(xn, x, l.inNorm, h, c.RMSNormEps)
 		if l.attn != nil {
-			s.attention(sc, l.attn, &s.layers[li], xn, t, delta)
+			m.attention(sc, l.attn, li, segs, xn, t, nt, delta)
 		} else {
-			s.deltaNet(sc, l.delta, &s.layers[li], xn, t, delta)
+			m.deltaNet(sc, l.delta, li, segs, xn, t, nt, delta)
 		}
 		add(x, delta)
 		rmsNormRows(xn, x, l.postNorm, h, c.RMSNormEps)
-		s.moe(sc, &l.moe, xn, t, delta)
+		m.moe(sc, &l.moe, xn, t, nt, delta)
 		add(x, delta)
 	}
-	s.pos += t
+	for _, g := range segs {
+		g.s.pos += len(g.tokens)
+	}
 	return x, xn
 }
 
@@ -305,10 +452,12 @@ func sigmoids(x []float32) {
 }
 
 // siluMul sets x[i] = silu(x[i]) * y[i], or silu(x[i]) where y is nil;
-// tmp is a buffer of len(x).
-func siluMul(x, y, tmp []float32) {
+// tmp is a buffer of len(x). It takes the sigmoids a row of n at a time:
+// the vector kernel takes a run's whole vectors and the Go loop the rest,
+// so a row's values would otherwise depend on the rows before it.
+func siluMul(x, y, tmp []float32, n int) {
 	copy(tmp, x)
-	sigmoids(tmp)
+	sigmoidRows(tmp, n)
 	if y == nil {
 		for i, s := range tmp {
 			x[i] *= s
@@ -317,6 +466,13 @@ func siluMul(x, y, tmp []float32) {
 	}
 	for i, s := range tmp {
 		x[i] *= s * y[i]
+	}
+}
+
+// sigmoidRows is sigmoids on each row of n of x.
+func sigmoidRows(x []float32, n int) {
+	for r := 0; r+n <= len(x); r += n {
+		sigmoids(x[r : r+n])
 	}
 }
 

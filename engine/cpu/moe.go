@@ -14,12 +14,15 @@ type use struct {
 
 // moe runs the sparse MoE block for t tokens (rows of xn) into out: each
 // token's top-k routed experts weighted by their renormalised router
-// probabilities, plus the sigmoid-gated shared expert.
-func (s *Sequence) moe(sc *scratch, b *moe, xn []float32, t int, out []float32) {
-	c := s.m.cfg
+// probabilities, plus the sigmoid-gated shared expert. The first nt rows
+// take the products' tiles, in an expert's product as in the others: its
+// tokens are in order, so those rows come first there too. Tokens of
+// several sequences that share an expert share one read of it.
+func (m *Model) moe(sc *scratch, b *moe, xn []float32, t, nt int, out []float32) {
+	c := m.cfg
 	h, ne, inter := c.Hidden, c.Experts, c.ExpertIntermediate
 	logits := take(&sc.logits, t*ne)
-	b.router.mul(sc, 0, xn, t, logits)
+	b.router.mulTiled(sc, 0, xn, t, nt, logits)
 
 	// Route: uses lists (expert, token, weight) for every token's top k.
 	uses := sc.uses[:0]
@@ -70,16 +73,20 @@ func (s *Sequence) moe(sc *scratch, b *moe, xn []float32, t int, out []float32) 
 		us := uses[:n]
 		uses = uses[n:]
 		xe := take(&sc.xe, n*h)
+		nte := 0
 		for j, u := range us {
 			copy(xe[j*h:(j+1)*h], xn[u.tok*h:(u.tok+1)*h])
+			if u.tok < nt {
+				nte = j + 1
+			}
 		}
 		g := take(&sc.g, n*inter)
 		up := take(&sc.up, n*inter)
-		b.gate.mul(sc, e, xe, n, g)
-		b.up.mul(sc, e, xe, n, up)
-		siluMul(g, up, take(&sc.act, n*inter))
+		b.gate.mulTiled(sc, e, xe, n, nte, g)
+		b.up.mulTiled(sc, e, xe, n, nte, up)
+		siluMul(g, up, take(&sc.act, n*inter), inter)
 		y := take(&sc.y, n*h)
-		b.down.mul(sc, e, g, n, y)
+		b.down.mulTiled(sc, e, g, n, nte, y)
 		for j, u := range us {
 			dst := out[u.tok*h : (u.tok+1)*h]
 			for k, v := range y[j*h : (j+1)*h] {
@@ -91,13 +98,13 @@ func (s *Sequence) moe(sc *scratch, b *moe, xn []float32, t int, out []float32) 
 	si := c.SharedIntermediate
 	g := take(&sc.g, t*si)
 	up := take(&sc.up, t*si)
-	b.sharedGate.mul(sc, 0, xn, t, g)
-	b.sharedUp.mul(sc, 0, xn, t, up)
-	siluMul(g, up, take(&sc.act, t*si))
+	b.sharedGate.mulTiled(sc, 0, xn, t, nt, g)
+	b.sharedUp.mulTiled(sc, 0, xn, t, nt, up)
+	siluMul(g, up, take(&sc.act, t*si), si)
 	y := take(&sc.y, t*h)
-	b.shDown.mul(sc, 0, g, t, y)
+	b.shDown.mulTiled(sc, 0, g, t, nt, y)
 	sg := take(&sc.sgate, t)
-	b.sharedExpertGate.mul(sc, 0, xn, t, sg)
+	b.sharedExpertGate.mulTiled(sc, 0, xn, t, nt, sg)
 	for i := 0; i < t; i++ {
 		w := sigmoid(sg[i])
 		dst := out[i*h : (i+1)*h]

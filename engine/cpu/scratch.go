@@ -9,7 +9,8 @@ import (
 // chunk and context seen and are then reused, so that a decode step
 // allocates nothing. The Model keeps the idle ones for the next Forward of
 // any of its sequences: a sequence waiting in a cache holds none, and
-// sequences stepping at once each get their own.
+// sequences stepping at once each get their own (a Step of several
+// sequences takes one).
 type scratch struct {
 	x, xn, delta                []float32 // the residual stream, its norm, a block's output
 	qg, q, k, v, gate, o        []float32 // attention; o is also DeltaNet's
@@ -17,15 +18,21 @@ type scratch struct {
 	logits, xe, g, up, y, sgate []float32 // MoE
 	idx                         []int
 	uses                        []use
-	xsum                        []float32 // mul's sums of input groups
-	xlanes                      []float32 // mul's input rows in the 4-bit row kernel's order
-	xext                        []float32 // mul's input rows for the tiles
-	act                         []float32 // siluMul's sigmoids
+	xsum                        []float32   // mul's sums of input groups
+	xlanes                      []float32   // mul's input rows in the 4-bit row kernel's order
+	xext                        []float32   // mul's input rows for the tiles
+	outs, logitRows             [][]float32 // mul's and the LM head's output rows
+	act                         []float32   // siluMul's sigmoids
+	jobs                        []job       // a Forward's or Step's rows
+	tokens                      []int       // a Forward's tokens
+	segs                        []seg       // a pass's pieces of them
 
 	// The tasks' operands live here so that they are not allocated per call.
 	prod   product
-	heads  attnHeads
-	step   deltaStep
+	heads  []attnHeads
+	attn   attnBatch
+	steps  []deltaStep
+	deltas deltaBatch
 	parts  []part
 	wg     sync.WaitGroup
 	chunks chunks
@@ -33,9 +40,9 @@ type scratch struct {
 
 // part holds the buffers of one range of a parallelFor.
 type part struct {
-	acc, deq, row, scores, kv, ka []float32
-	tile                          []float32 // mulQuantTiles' rows of scale*code and biases
-	window                        []float32 // deltaConv's next conv windows
+	row, scores, kv, ka []float32
+	tile                []float32 // mulQuantTiles' rows of scale*code and biases
+	window              []float32 // deltaConv's next conv windows
 }
 
 func newScratch() *scratch { return &scratch{parts: make([]part, numParts())} }
