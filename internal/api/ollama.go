@@ -64,9 +64,7 @@ type ollamaChatRequest struct {
 	Tools    []chattemplate.Tool `json:"tools"`
 	Format   json.RawMessage     `json:"format"`
 	Options  ollamaOptions       `json:"options"`
-	// KeepAlive of 0 asks to unload the model, a duration (a number of
-	// seconds or a string such as "5m") to keep it that long.
-	KeepAlive json.RawMessage `json:"keep_alive"`
+	KeepAlive ollamaKeepAlive `json:"keep_alive"`
 
 	Logprobs    bool `json:"logprobs"`
 	TopLogprobs *int `json:"top_logprobs"`
@@ -131,29 +129,43 @@ func (opt ollamaOptions) request() (*service.Request, error) {
 	return req, nil
 }
 
-// ollamaUnload reports whether keep_alive asks to unload the model: 0, as
-// a number or a duration ("0", "0s").
-func ollamaUnload(keepAlive json.RawMessage) bool {
+// ollamaKeepAlive is keep_alive as Ollama reads it: a number of seconds
+// or a duration ("5m", "0s", "0"), 0 asking to unload the model and a
+// negative one to keep it loaded for good. Anything else is refused, as
+// Ollama refuses it, rather than taken as a load.
+type ollamaKeepAlive struct{ unload bool }
+
+// maxEchoedBytes bounds how much of a bad value an error quotes back.
+const maxEchoedBytes = 40
+
+func (k *ollamaKeepAlive) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as if absent, which null would otherwise read as 0
+	}
 	var secs float64
-	if json.Unmarshal(keepAlive, &secs) == nil {
-		return secs == 0
+	if json.Unmarshal(b, &secs) == nil {
+		k.unload = secs == 0
+		return nil
 	}
 	var text string
-	if json.Unmarshal(keepAlive, &text) != nil {
-		return false
+	if json.Unmarshal(b, &text) == nil {
+		if d, err := time.ParseDuration(text); err == nil {
+			k.unload = d == 0
+			return nil
+		}
 	}
-	if text == "0" {
-		return true
+	shown := string(b)
+	if len(shown) > maxEchoedBytes {
+		shown = shown[:maxEchoedBytes] + "..."
 	}
-	d, err := time.ParseDuration(text)
-	return err == nil && d == 0
+	return badParam("keep_alive", "keep_alive %s is no duration: send a number of seconds or a duration such as \"5m\", \"1h\" or \"0\" (0 unloads the model)", shown)
 }
 
 // ollamaLoadReason is the done_reason of a request that only loads or
 // unloads the model. Petal's one model stays loaded while it serves, so
 // both are answered at once, as Ollama answers them once done.
-func ollamaLoadReason(keepAlive json.RawMessage) string {
-	if ollamaUnload(keepAlive) {
+func ollamaLoadReason(keepAlive ollamaKeepAlive) string {
+	if keepAlive.unload {
 		return "unload"
 	}
 	return "load"
@@ -396,6 +408,15 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) error {
 // stays loaded while the server runs.
 const ollamaLoadedFor = 100 * 365 * 24 * time.Hour
 
+// ollamaProcess is the loaded model as /api/ps lists it: Ollama's fields
+// and, Petal's own, how many requests run on it now and how many may
+// decode together, which Ollama's clients ignore.
+type ollamaProcess struct {
+	ollamaModel
+	RequestsRunning int `json:"requests_running"`
+	Parallel        int `json:"parallel"`
+}
+
 // ollamaPs lists the loaded model, as Open WebUI asks.
 func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) error {
 	m, err := s.ollamaModel()
@@ -406,7 +427,8 @@ func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) error {
 	m.ExpiresAt = time.Now().Add(ollamaLoadedFor).UTC().Format(time.RFC3339)
 	m.SizeVRAM = &m.Size
 	m.ContextLength = s.svc.Info().ContextLength
-	httpgate.WriteJSON(w, http.StatusOK, map[string][]ollamaModel{"models": {m}})
+	run := s.svc.Metrics()
+	httpgate.WriteJSON(w, http.StatusOK, map[string][]ollamaProcess{"models": {{ollamaModel: m, RequestsRunning: run.Running, Parallel: run.Parallel}}})
 	return nil
 }
 

@@ -30,7 +30,7 @@ type ollamaGenerateRequest struct {
 	Format   json.RawMessage `json:"format"`
 	Options  ollamaOptions   `json:"options"`
 	// KeepAlive is as in ollamaChatRequest.
-	KeepAlive json.RawMessage `json:"keep_alive"`
+	KeepAlive ollamaKeepAlive `json:"keep_alive"`
 
 	Logprobs    bool `json:"logprobs"`
 	TopLogprobs *int `json:"top_logprobs"`

@@ -178,3 +178,33 @@ func TestTypeErrorsInClientWords(t *testing.T) {
 		}
 	}
 }
+
+// TestOllamaKeepAliveRefused: a keep_alive that is no duration was taken
+// as a preload ("load"), or ignored beside messages; Ollama answers 400,
+// and so does Petal, without reading the messages.
+func TestOllamaKeepAliveRefused(t *testing.T) {
+	var generated atomic.Int64
+	ts := newTestServer(t, service.Options{}, Options{}, func(string) string { generated.Add(1); return "ok" })
+	for _, c := range []struct{ path, body string }{
+		{"/api/chat", `{"model":"qwen-test","messages":[],"keep_alive":"banana"}`},
+		{"/api/chat", `{"model":"qwen-test","keep_alive":"-5x"}`},
+		{"/api/chat", `{"stream":false,"messages":[{"role":"user","content":"hi"}],"keep_alive":"300"}`},
+		{"/api/generate", `{"model":"qwen-test","keep_alive":true}`},
+		{"/api/generate", `{"stream":false,"prompt":"hi","keep_alive":{"m":5}}`},
+	} {
+		resp, body := do(t, post(t, ts.URL+c.path, c.body))
+		if msg := ollamaError(t, body); resp.StatusCode != 400 || !strings.Contains(msg, "is no duration: send a number of seconds or a duration such as \"5m\"") {
+			t.Errorf("%s %s: %d %s", c.path, c.body, resp.StatusCode, body)
+		}
+	}
+	if generated.Load() != 0 {
+		t.Errorf("a request with a bad keep_alive generated")
+	}
+	// Ollama's durations, negative ones and null still pass.
+	for _, ka := range []string{`"10m"`, `"-1s"`, `-1`, `3.5`, `null`, `"1h30m"`} {
+		resp, body := do(t, post(t, ts.URL+"/api/generate", `{"model":"qwen-test","keep_alive":`+ka+`}`))
+		if resp.StatusCode != 200 || !strings.Contains(body, `"done_reason":"load"`) {
+			t.Errorf("keep_alive %s: %d %s", ka, resp.StatusCode, body)
+		}
+	}
+}
