@@ -57,14 +57,14 @@ type ollamaOptions struct {
 }
 
 type ollamaChatRequest struct {
-	Model    string              `json:"model"`
-	Messages []ollamaMessage     `json:"messages"`
-	Stream   *bool               `json:"stream"`
-	Think    json.RawMessage     `json:"think"`
-	Tools    []chattemplate.Tool `json:"tools"`
-	Format   json.RawMessage     `json:"format"`
-	Options  ollamaOptions       `json:"options"`
-	KeepAlive ollamaKeepAlive `json:"keep_alive"`
+	Model     string              `json:"model"`
+	Messages  []ollamaMessage     `json:"messages"`
+	Stream    *bool               `json:"stream"`
+	Think     json.RawMessage     `json:"think"`
+	Tools     []chattemplate.Tool `json:"tools"`
+	Format    json.RawMessage     `json:"format"`
+	Options   ollamaOptions       `json:"options"`
+	KeepAlive ollamaKeepAlive     `json:"keep_alive"`
 
 	Logprobs    bool `json:"logprobs"`
 	TopLogprobs *int `json:"top_logprobs"`
