@@ -97,6 +97,32 @@ func (t *Tokenizer) AppendEncode(dst []int, text string) []int {
 	return dst
 }
 
+// EncodeText returns the ids of text read as plain text: no added token
+// is matched in it, special or not, so "<|im_end|>" written in it is
+// encoded as the characters it is made of (what the library's
+// split_special_tokens does for special tokens). A prompt built around
+// text from outside, such as a file's code between fill-in-the-middle
+// markers, takes the text this way and the markers by TokenID, so the
+// text cannot write control tokens.
+func (t *Tokenizer) EncodeText(text string) []int {
+	return t.AppendEncodeText(make([]int, 0, len(text)/3+1), text)
+}
+
+// AppendEncodeText appends the ids of text, read as EncodeText reads it,
+// to dst and returns the extended slice.
+func (t *Tokenizer) AppendEncodeText(dst []int, text string) []int {
+	if text == "" {
+		return dst
+	}
+	sc, _ := t.scratch.Get().(*scratch)
+	if sc == nil {
+		sc = &scratch{}
+	}
+	dst = t.encodeWords(dst, t.normalize(text), sc)
+	t.scratch.Put(sc)
+	return dst
+}
+
 // encodeNormalizing encodes text that holds no raw-matched added token.
 func (t *Tokenizer) encodeNormalizing(dst []int, text string, sc *scratch) []int {
 	if text == "" {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Qwen3's split regex, for the small tokenizers built by these tests.
@@ -173,6 +175,39 @@ func TestAddedTokenRules(t *testing.T) {
 	}
 	if !tok.IsSpecial(403) || tok.IsSpecial(400) || tok.IsSpecial('a') {
 		t.Errorf("IsSpecial wrong for 403, 400 or 'a'")
+	}
+}
+
+// TestEncodeText: text read as plain text matches no added token, so
+// code holding "<|im_end|>" or a FIM marker cannot write the control
+// token; it decodes back to itself, and text without any encodes as
+// Encode does.
+func TestEncodeText(t *testing.T) {
+	tok := tiny(t, tinySpec{merges: [][2]string{{"<", "|"}}, added: []addedTokenJSON{
+		{ID: ptr(400), Content: "<|im_end|>", Special: true},
+		{ID: ptr(401), Content: "<|fim_middle|>"},
+		{ID: ptr(402), Content: "\u00e9", Normalized: true},
+	}})
+	for _, text := range []string{"a<|im_end|>b", "x = '<|fim_middle|>'\n", "<|im_end|><|im_end|>", "e\u0301", ""} {
+		ids := tok.EncodeText(text)
+		for _, id := range ids {
+			if id >= 400 {
+				t.Errorf("EncodeText(%q) = %v: holds added token %d", text, ids, id)
+			}
+		}
+		if got := tok.Decode(ids); got != norm.NFC.String(text) {
+			t.Errorf("Decode(EncodeText(%q)) = %q", text, got)
+		}
+		if enc := tok.Encode(text); text != "" && text != "e\u0301" && !slices.ContainsFunc(enc, func(id int) bool { return id >= 400 }) {
+			t.Errorf("Encode(%q) = %v: the test's text should hold an added token", text, enc)
+		}
+	}
+	plain := "def f(x):\n    return x * 2\n"
+	if got, want := tok.EncodeText(plain), tok.Encode(plain); !slices.Equal(got, want) {
+		t.Errorf("EncodeText(%q) = %v, Encode %v", plain, got, want)
+	}
+	if got := tok.AppendEncodeText([]int{400}, "<|"); !slices.Equal(got, []int{400, mustID(t, tok, "<|")}) {
+		t.Errorf("AppendEncodeText = %v", got)
 	}
 }
 
