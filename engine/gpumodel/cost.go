@@ -307,6 +307,42 @@ func (e *enc) attnDecode(io shaders.AttnDecodeIO) {
 	}
 }
 
+// attnDecodeRows is attnDecode of several queries, each over its own
+// cache: their block passes in one level and their merges in the next,
+// where one query after another would take two levels each.
+func (e *enc) attnDecodeRows(ios []shaders.AttnDecodeIO) {
+	var merges []gpu.Dispatch
+	for _, io := range ios {
+		c := attention(io.Shape, io.N-1, 1, 1)
+		c.Bytes += 2 * int64(shaders.AttnScratchBytes(io.Shape, io.N))
+		if !e.add(c) {
+			continue
+		}
+		var cp capture
+		if err := e.k.AttnDecode(&cp, io); err != nil {
+			e.check(err)
+			continue
+		}
+		merge := false
+		for _, it := range cp.items {
+			switch {
+			case it.barrier:
+				merge = true
+			case merge:
+				merges = append(merges, it.d)
+			default:
+				e.check(e.cb.Dispatch(&it.d))
+			}
+		}
+	}
+	if len(merges) > 0 {
+		e.cb.Barrier()
+		for i := range merges {
+			e.check(e.cb.Dispatch(&merges[i]))
+		}
+	}
+}
+
 func (e *enc) deltaStepConv(io shaders.DeltaStepConvIO) {
 	d := io.Shape
 	if e.add(deltaStep(d).Plus(conv(d.Channels(), d.ConvKernel, 1))) {

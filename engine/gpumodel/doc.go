@@ -37,6 +37,18 @@
 // the same chunk, so nothing is read back until the logits. Shorter runs
 // take the decode kernels one token at a time.
 //
+// # Batched steps
+//
+// Model.Step runs several sequences' rows (engine.Stepper) as one pass
+// over all their tokens, in activations the model keeps: the products
+// are the prefill's token-tiled GEMMs and the MoE its grouped GEMM, so
+// each weight is read once for every row, while each row's attention and
+// DeltaNet run over its own sequence's caches and state, in one level
+// beside the other rows': a decode row through the decode kernels, a run
+// of tokens (a prompt piece, draft tokens) through the prefill's. Each
+// row's logits are copied to the host; the device sampler per row is not
+// wired yet.
+//
 // # Bounded command buffers
 //
 // macOS ends a command buffer that keeps the GPU too long, so none may

@@ -42,6 +42,8 @@ type Model struct {
 	// attnGroupTokens is how many query rows one AttnPrefill threadgroup
 	// attends, from its pipeline, looked up on the first prefill.
 	attnGroupTokens func() (int, error)
+	// batch is the activations of Step's passes.
+	batch batchActs
 }
 
 type layer struct {
@@ -230,6 +232,7 @@ func putFloats(dst []byte, v []float32) {
 }
 
 func (m *Model) release() {
+	m.batch.release()
 	for _, b := range m.owned {
 		b.Release()
 	}

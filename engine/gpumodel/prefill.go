@@ -91,38 +91,7 @@ func (s *Sequence) ensureChunk(n int, all bool) error {
 	ca := &s.chunk
 	if n > ca.cap {
 		s.releaseChunk()
-		*ca = chunkActs{cap: n}
-		c, d := s.m.cfg, s.m.delta
-		var errs []error
-		a := func(floats int) shaders.View {
-			v, err := s.alloc(4 * n * floats)
-			errs = append(errs, err)
-			return v
-		}
-		h, nh, kvh, hd := c.Hidden, c.Heads, c.KVHeads, c.HeadDim
-		ca.x, ca.xn, ca.delta = a(h), a(h), a(h)
-		if s.m.hasAttention() {
-			ca.qg, ca.k, ca.v = a(2*nh*hd), a(kvh*hd), a(kvh*hd)
-			ca.q, ca.gate, ca.o = a(nh*hd), a(nh*hd), a(nh*hd)
-		}
-		if s.m.hasDeltaNet() {
-			ch, vd := d.Channels(), d.ValueHeads*d.ValueDim
-			ca.u, ca.conv, ca.z = a(ch), a(ch), a(vd)
-			ca.b, ca.a, ca.dOut = a(d.ValueHeads), a(d.ValueHeads), a(vd)
-			scratch, err := s.alloc(4 * shaders.DeltaScanScratch(d, n))
-			errs = append(errs, err)
-			ca.dScratch = scratch
-		}
-		k, ei := c.TopK, c.ExpertIntermediate
-		ca.router, ca.ids, ca.weights = a(c.Experts), a(k), a(k)
-		ca.mapping, ca.slotOf = a(k), a(k)
-		blocks, err := s.alloc(16 * shaders.RouteCapacity(n*k, c.Experts))
-		errs = append(errs, err)
-		ca.blocks = blocks
-		ca.eg, ca.eu, ca.eh, ca.ys = a(k*ei), a(k*ei), a(k*ei), a(k*h)
-		si := c.SharedIntermediate
-		ca.shG, ca.shU, ca.shH, ca.shOut, ca.shGate = a(si), a(si), a(si), a(h), a(1)
-		if err := errors.Join(errs...); err != nil {
+		if err := s.m.allocChunk(ca, n, n, s.alloc); err != nil {
 			return err
 		}
 	}
@@ -134,6 +103,44 @@ func (s *Sequence) ensureChunk(n int, all bool) error {
 		ca.all = v
 	}
 	return nil
+}
+
+// allocChunk allocates into ca the activations of runs of up to n
+// tokens, the DeltaNet scan's scratch for scanTokens tokens (a batched
+// step's segments each take whole blocks of it), through alloc.
+func (m *Model) allocChunk(ca *chunkActs, n, scanTokens int, alloc func(bytes int) (shaders.View, error)) error {
+	*ca = chunkActs{cap: n}
+	c, d := m.cfg, m.delta
+	var errs []error
+	a := func(floats int) shaders.View {
+		v, err := alloc(4 * n * floats)
+		errs = append(errs, err)
+		return v
+	}
+	h, nh, kvh, hd := c.Hidden, c.Heads, c.KVHeads, c.HeadDim
+	ca.x, ca.xn, ca.delta = a(h), a(h), a(h)
+	if m.hasAttention() {
+		ca.qg, ca.k, ca.v = a(2*nh*hd), a(kvh*hd), a(kvh*hd)
+		ca.q, ca.gate, ca.o = a(nh*hd), a(nh*hd), a(nh*hd)
+	}
+	if m.hasDeltaNet() {
+		ch, vd := d.Channels(), d.ValueHeads*d.ValueDim
+		ca.u, ca.conv, ca.z = a(ch), a(ch), a(vd)
+		ca.b, ca.a, ca.dOut = a(d.ValueHeads), a(d.ValueHeads), a(vd)
+		scratch, err := alloc(4 * shaders.DeltaScanScratch(d, scanTokens))
+		errs = append(errs, err)
+		ca.dScratch = scratch
+	}
+	k, ei := c.TopK, c.ExpertIntermediate
+	ca.router, ca.ids, ca.weights = a(c.Experts), a(k), a(k)
+	ca.mapping, ca.slotOf = a(k), a(k)
+	blocks, err := alloc(16 * shaders.RouteCapacity(n*k, c.Experts))
+	errs = append(errs, err)
+	ca.blocks = blocks
+	ca.eg, ca.eu, ca.eh, ca.ys = a(k*ei), a(k*ei), a(k*ei), a(k*h)
+	si := c.SharedIntermediate
+	ca.shG, ca.shU, ca.shH, ca.shOut, ca.shGate = a(si), a(si), a(si), a(h), a(1)
+	return errors.Join(errs...)
 }
 
 // chunkBytes is the device memory of the prefill activations for a run of
@@ -309,14 +316,14 @@ func (s *Sequence) encodePiece(e *enc, ch chunk, p piece) {
 		e.rmsNorm(ca.xn, ca.x, m.layers[0].inNorm, h, n, c.RMSNormEps)
 	case pieceDelta:
 		s.deltaNetChunk(e, &m.layers[p.layer], &s.layers[p.layer], n)
-		s.layerEnd(e, p.layer, n)
+		m.layerEnd(e, ca, p.layer, n)
 	case pieceAttnIn:
 		s.attentionIn(e, &m.layers[p.layer], &s.layers[p.layer], ch)
 	case pieceAttn:
 		s.attentionRows(e, &s.layers[p.layer], ch, p.t0, p.t1)
 	case pieceAttnOut:
 		e.qmm(ca.delta, m.layers[p.layer].o, ca.o, n)
-		s.layerEnd(e, p.layer, n)
+		m.layerEnd(e, ca, p.layer, n)
 	case pieceLogits:
 		switch ch.logits {
 		case lastLogits:
@@ -331,16 +338,16 @@ func (s *Sequence) encodePiece(e *enc, ch chunk, p piece) {
 	}
 }
 
-// layerEnd adds the mixer's output in delta to the stream, runs the MoE
+// layerEnd adds the mixer's output in ca.delta to the stream, runs the MoE
 // block and adds its output, leaving the next layer's (or the final) norm
 // of the stream in xn.
-func (s *Sequence) layerEnd(e *enc, i, n int) {
-	m, ca, c := s.m, &s.chunk, s.m.cfg
+func (m *Model) layerEnd(e *enc, ca *chunkActs, i, n int) {
+	c := m.cfg
 	l, h := &m.layers[i], c.Hidden
 	e.barrier()
 	e.addRMSNormRows(ca.x, ca.delta, ca.xn, l.postNorm, h, n, c.RMSNormEps)
 	e.barrier()
-	s.moeChunk(e, l, n)
+	m.moeChunk(e, ca, l, n)
 	e.barrier()
 	next := m.finalNorm
 	if i+1 < len(m.layers) {
@@ -401,8 +408,8 @@ func (s *Sequence) deltaNetChunk(e *enc, l *layer, ls *layerState, n int) {
 // moeChunk writes the MoE block's output for the chunk's normalised rows
 // into delta. The routing is a counting sort on the GPU whose block map
 // has a capacity fixed by the shape, so nothing is read back.
-func (s *Sequence) moeChunk(e *enc, l *layer, n int) {
-	ca, c := &s.chunk, s.m.cfg
+func (m *Model) moeChunk(e *enc, ca *chunkActs, l *layer, n int) {
+	c := m.cfg
 	ex, topK, pairs := c.Experts, c.TopK, n*c.TopK
 	e.qmm(ca.router, l.router, ca.xn, n)
 	e.qmm(ca.shGate, l.shExpertGate, ca.xn, n)

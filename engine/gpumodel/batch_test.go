@@ -1,0 +1,337 @@
+package gpumodel
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"petal/engine"
+	"petal/engine/checkpoint"
+	"petal/gpu/gputest"
+	"petal/gpu/record"
+)
+
+// stepRow is one row of a scripted step: sequence seq takes tokens
+// ref.Tokens[from:to], with logits of every position (all), the last, or
+// none.
+type stepRow struct {
+	seq, from, to int
+	out           logitsMode
+}
+
+// stepScript is a run of batched steps over four sequences that first
+// hold prefills of 0, 30, 61 and 100 of the fixture's tokens: decode rows,
+// prompt pieces and draft-like runs of 2 tokens side by side, listed out
+// of the order Step lays them out in, every sequence at its own position.
+var stepScript = struct {
+	prefill []int
+	steps   [][]stepRow
+}{
+	prefill: []int{0, 30, 61, 100},
+	steps: [][]stepRow{
+		{{2, 61, 63, allLogits}, {1, 30, 31, lastLogits}, {0, 0, 9, allLogits}, {3, 100, 101, lastLogits}},
+		{{0, 9, 10, lastLogits}, {1, 31, 52, lastLogits}, {2, 63, 64, noLogits}, {3, 101, 106, allLogits}},
+		{{3, 106, 107, allLogits}, {2, 64, 65, lastLogits}, {1, 52, 53, lastLogits}, {0, 10, 11, lastLogits}},
+		{{1, 53, 56, noLogits}, {0, 11, 12, allLogits}},
+	},
+}
+
+// TestStepMatchesForward runs stepScript on every fixture through Step
+// and, row by row, through Forward of solo sequences that hold the same
+// tokens: each row's logits against transformers as TestFixtures holds
+// Forward's (top-1 where decisive, maxRefDiff), and against the solo
+// Forward within maxLogitDiff (the GEMMs and the decode kernels reduce in
+// other orders, as TestPrefillMatchesDecode allows). Again with passes of
+// 16 tokens and a command-buffer bound that takes every piece alone, so
+// rows are carried over passes and the attention blocks of runs fall into
+// command buffers of their own.
+func TestStepMatchesForward(t *testing.T) {
+	dev := openDevice(t)
+	dirs, _ := filepath.Glob(filepath.Join(fixturesDir, "*", "reference.json"))
+	if len(dirs) == 0 {
+		t.Fatal("no fixtures")
+	}
+	for _, p := range dirs {
+		dir := filepath.Dir(p)
+		for _, cut := range []bool{false, true} {
+			name := filepath.Base(dir)
+			if cut {
+				name += "/cut"
+			}
+			t.Run(name, func(t *testing.T) {
+				ref, want := loadReference(t, dir)
+				m := openFixture(t, dev, filepath.Base(dir))
+				if cut {
+					m.prefillChunk, m.maxMillis = 16, 0
+				}
+				v := m.cfg.Vocab
+				var batched, solo []engine.Sequence
+				for _, n := range stepScript.prefill {
+					for _, list := range []*[]engine.Sequence{&batched, &solo} {
+						s, err := m.NewSequence()
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { s.Close() })
+						if n > 0 {
+							if err := s.Forward(ref.Tokens[:n], nil); err != nil {
+								t.Fatal(err)
+							}
+						}
+						*list = append(*list, s)
+					}
+				}
+				worstRef, worstSolo := 0.0, 0.0
+				for k, st := range stepScript.steps {
+					rows := make([]engine.Row, len(st))
+					for i, r := range st {
+						rows[i] = engine.Row{Seq: batched[r.seq], Tokens: ref.Tokens[r.from:r.to]}
+						switch r.out {
+						case allLogits:
+							rows[i].Out = make([]float32, (r.to-r.from)*v)
+						case lastLogits:
+							rows[i].Out = make([]float32, v)
+						}
+					}
+					if err := m.Step(rows); err != nil {
+						t.Fatalf("step %d: %v", k, err)
+					}
+					for i, r := range st {
+						s := solo[r.seq]
+						out := make([]float32, len(rows[i].Out))
+						if err := s.Forward(rows[i].Tokens, out); err != nil {
+							t.Fatal(err)
+						}
+						if got := batched[r.seq].Len(); got != r.to || s.Len() != r.to {
+							t.Fatalf("step %d row %d: the sequence holds %d tokens, want %d", k, i, got, r.to)
+						}
+						if len(out) == 0 {
+							continue
+						}
+						from := r.from
+						if r.out == lastLogits {
+							from = r.to - 1
+						}
+						worstRef = max(worstRef, checkLogits(t, rows[i].Out, want[from*v:r.to*v], v))
+						for j := range out {
+							worstSolo = max(worstSolo, math.Abs(float64(out[j]-rows[i].Out[j])))
+						}
+					}
+				}
+				t.Logf("max |step - reference| = %.3g, max |step - solo Forward| = %.3g", worstRef, worstSolo)
+				if worstSolo > maxLogitDiff {
+					t.Errorf("max |step - solo Forward| = %g, tolerance %g", worstSolo, maxLogitDiff)
+				}
+			})
+		}
+	}
+}
+
+// TestStepOneRowIsForward: a step of one row is that sequence's Forward,
+// bit for bit.
+func TestStepOneRowIsForward(t *testing.T) {
+	dev := openDevice(t)
+	ref, _ := loadReference(t, filepath.Join(fixturesDir, "tiny-a"))
+	m := openFixture(t, dev, "tiny-a")
+	v := m.cfg.Vocab
+	for _, n := range []int{1, 7} {
+		a, _ := m.NewSequence()
+		b, _ := m.NewSequence()
+		ga, gb := make([]float32, n*v), make([]float32, n*v)
+		if err := m.Step([]engine.Row{{Seq: a, Tokens: ref.Tokens[:n], Out: ga}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Forward(ref.Tokens[:n], gb); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ga, gb) || a.Len() != b.Len() {
+			t.Errorf("%d tokens: a step of one row differs from Forward", n)
+		}
+		a.Close()
+		b.Close()
+	}
+}
+
+// TestStepGreedy decodes tiny-a's three greedy prompts together, the
+// argmax of each row's logits fed back as its next row, and a fourth
+// sequence with the first prompt joins three steps in, its prompt a row
+// beside the others' decode steps: each sequence's tokens equal the
+// reference's greedy continuation of its prompt, which TestFixtures holds
+// each sequence alone to (tiny-a's greedy runs are decisive: top-2
+// margins above 0.039, router gaps above 0.0008).
+func TestStepGreedy(t *testing.T) {
+	dev := openDevice(t)
+	ref, _ := loadReference(t, filepath.Join(fixturesDir, "tiny-a"))
+	m := openFixture(t, dev, "tiny-a")
+	v := m.cfg.Vocab
+	const joinAt = 3
+	type run struct {
+		seq    engine.Sequence
+		prompt []int
+		want   []int
+		got    []int
+		start  int // the step it joins at
+	}
+	var runs []*run
+	for i, g := range append(ref.Greedy, ref.Greedy[0]) {
+		s, err := m.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		r := &run{seq: s, prompt: g.Prompt, want: g.Tokens}
+		if i == len(ref.Greedy) {
+			r.start = joinAt
+		}
+		runs = append(runs, r)
+	}
+	for k := 0; ; k++ {
+		var rows []engine.Row
+		var in []*run
+		for _, r := range runs {
+			switch {
+			case k < r.start || len(r.got) == len(r.want):
+				continue
+			case len(r.got) == 0:
+				rows = append(rows, engine.Row{Seq: r.seq, Tokens: r.prompt})
+			default:
+				rows = append(rows, engine.Row{Seq: r.seq, Tokens: r.got[len(r.got)-1:]})
+			}
+			rows[len(rows)-1].Out = make([]float32, v)
+			in = append(in, r)
+		}
+		if len(rows) == 0 {
+			break
+		}
+		if err := m.Step(rows); err != nil {
+			t.Fatalf("step %d: %v", k, err)
+		}
+		for i, r := range in {
+			r.got = append(r.got, engine.Argmax(rows[i].Out))
+		}
+	}
+	for i, r := range runs {
+		if !slices.Equal(r.got, r.want) {
+			t.Errorf("sequence %d, prompt of %d tokens:\n got %v\nwant %v", i, len(r.prompt), r.got, r.want)
+		}
+	}
+}
+
+// otherSeq is a sequence of another backend.
+type otherSeq struct{ engine.Sequence }
+
+// TestStepRefusesBadRows: rows engine.CheckRows refuses, a sequence of
+// another model or backend and a closed one are errors before any work,
+// every sequence left as it was.
+func TestStepRefusesBadRows(t *testing.T) {
+	cfg := checkpoint.Qwen36()
+	open := func() *Model {
+		ckpt, err := checkpoint.ShapeOnly(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(ckpt, record.New())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	m, other := open(), open()
+	seq := func(m *Model) engine.Sequence {
+		s, err := m.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b, foreign := seq(m), seq(m), seq(other)
+	closed := seq(m)
+	closed.Close()
+	v := cfg.Vocab
+	for _, c := range []struct {
+		name string
+		rows []engine.Row
+		want error
+	}{
+		{"none", nil, engine.ErrStepRows},
+		{"no tokens", []engine.Row{{Seq: a}, {Seq: b, Tokens: []int{1}}}, engine.ErrStepRows},
+		{"no sequence", []engine.Row{{Seq: a, Tokens: []int{1}}, {Tokens: []int{1}}}, engine.ErrStepRows},
+		{"a sequence twice", []engine.Row{{Seq: a, Tokens: []int{1}}, {Seq: a, Tokens: []int{2}}}, engine.ErrStepRows},
+		{"a token outside the vocabulary", []engine.Row{{Seq: a, Tokens: []int{1}}, {Seq: b, Tokens: []int{v}}}, nil},
+		{"logits of the wrong size", []engine.Row{{Seq: a, Tokens: []int{1, 2}, Out: make([]float32, v+1)}, {Seq: b, Tokens: []int{1}}}, nil},
+		{"another model's sequence", []engine.Row{{Seq: a, Tokens: []int{1}}, {Seq: foreign, Tokens: []int{1}}}, engine.ErrStepRows},
+		{"another backend's sequence", []engine.Row{{Seq: otherSeq{}, Tokens: []int{1}}, {Seq: b, Tokens: []int{1}}}, engine.ErrStepRows},
+		{"a closed sequence", []engine.Row{{Seq: a, Tokens: []int{1}}, {Seq: closed, Tokens: []int{1}}}, engine.ErrClosed},
+		{"a closed sequence alone", []engine.Row{{Seq: closed, Tokens: []int{1}}}, engine.ErrClosed},
+	} {
+		err := m.Step(c.rows)
+		switch {
+		case err == nil:
+			t.Errorf("%s: accepted", c.name)
+		case c.want != nil && !errors.Is(err, c.want):
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if a.Len() != 0 || b.Len() != 0 || foreign.Len() != 0 {
+		t.Errorf("refused steps moved the sequences to %d, %d and %d tokens", a.Len(), b.Len(), foreign.Len())
+	}
+}
+
+// benchPrompt is the context each benchmarked sequence decodes after.
+const benchPrompt = 256
+
+// BenchmarkStepDecode35B is the aggregate decode rate of Step with 1, 2,
+// 4 and 8 decode rows, each sequence after a prompt of benchPrompt
+// tokens, every row's logits copied to the host, on the checkpoint in
+// $PETAL_BENCH_MODEL (tools/synth35b's 35B; skipped without one) on the
+// device gputest opens ($PETAL_GPU=cuda on the H200). One row is
+// Forward's decode step.
+func BenchmarkStepDecode35B(b *testing.B) {
+	dir := os.Getenv("PETAL_BENCH_MODEL")
+	if dir == "" {
+		b.Skip("$PETAL_BENCH_MODEL names no checkpoint")
+	}
+	m, err := Open(dir, gputest.Open(b, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	v := m.cfg.Vocab
+	for _, rows := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			step := make([]engine.Row, rows)
+			for i := range step {
+				s, err := m.NewSequence()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				prompt := make([]int, benchPrompt)
+				for j := range prompt {
+					prompt[j] = (i*benchPrompt + j) % v
+				}
+				if err := s.Forward(prompt, nil); err != nil {
+					b.Fatal(err)
+				}
+				step[i] = engine.Row{Seq: s, Tokens: []int{i + 1}, Out: make([]float32, v)}
+			}
+			// The batch activations and the caches' growth past the
+			// prompt, off the clock.
+			if err := m.Step(step); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := m.Step(step); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
