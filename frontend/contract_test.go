@@ -82,7 +82,7 @@ func manageHandler(t *testing.T, model manage.ModelStatus, dl manage.DownloadSta
 }
 
 func manageFixtures(t *testing.T, c bodies) {
-	ready := manage.ModelStatus{Name: "demo", DisplayName: "Demo model", State: "ready", ContextLength: 32768, Backend: "cpu", Dir: "/m"}
+	ready := manage.ModelStatus{Name: "demo", DisplayName: "Demo model", State: "ready", ContextLength: 32768, Backend: "cpu", Dir: "/m", Running: 1, Parallel: 4}
 	running := manage.DownloadStatus{
 		State: "running", Repo: "mlx-community/Qwen3.6-35B-A3B-4bit", Revision: "main", Dir: "/m",
 		BytesDone: 1 << 30, BytesTotal: 20 << 30, Speed: 50e6, ETASeconds: 380,

@@ -25,6 +25,7 @@ const (
 	FieldAllowedOrigins = "allowed_origins"
 	FieldPrefixCacheDir = "prefix_cache_dir"
 	FieldPrefixCacheGB  = "prefix_cache_gb"
+	FieldParallel       = "parallel"
 )
 
 // Words in force for a key, which is never sent back.
@@ -54,6 +55,8 @@ type Overrides struct {
 	// as in Settings.
 	PrefixCacheDir *string
 	PrefixCacheGB  *float64
+	// Parallel is how many requests decode together, as in Settings.
+	Parallel *int
 }
 
 // Applied is how a server starts: saved settings with the command line's
@@ -71,6 +74,9 @@ type Applied struct {
 	// snapshots and how much disk they may take.
 	PrefixCacheDir string
 	PrefixCacheGB  float64
+	// Parallel is how many requests decode together: AutoParallel leaves
+	// it to the memory-fit check.
+	Parallel int
 	// running is what was applied in Settings' terms, and the values
 	// restart_required compares the saved ones with.
 	running Settings
@@ -81,7 +87,7 @@ type Applied struct {
 
 // serverFields are the settings a server applies at start, in the order
 // the Settings screen shows them.
-var serverFields = []string{FieldContextLength, FieldPort, FieldExpose, FieldAPIKey, FieldAllowedOrigins, FieldPrefixCacheDir, FieldPrefixCacheGB}
+var serverFields = []string{FieldContextLength, FieldPort, FieldExpose, FieldAPIKey, FieldAllowedOrigins, FieldPrefixCacheDir, FieldPrefixCacheGB, FieldParallel}
 
 // Hosts a server listens on: loopback alone, or every interface when the
 // settings expose it.
@@ -167,6 +173,11 @@ func (st *SettingsStore) Apply(o Overrides) (Applied, error) {
 		pin(FieldPrefixCacheGB)
 	}
 	a.PrefixCacheDir, a.PrefixCacheGB = run.PrefixCacheDir, run.PrefixCacheGB
+	if o.Parallel != nil {
+		run.Parallel = *o.Parallel
+		pin(FieldParallel)
+	}
+	a.Parallel = run.Parallel
 
 	key := keyNotSet
 	if a.APIKey != "" {
@@ -180,6 +191,7 @@ func (st *SettingsStore) Apply(o Overrides) (Applied, error) {
 		FieldAllowedOrigins: run.AllowedOrigins,
 		FieldPrefixCacheDir: run.PrefixCacheDir,
 		FieldPrefixCacheGB:  run.PrefixCacheGB,
+		FieldParallel:       run.Parallel,
 	}
 	for _, f := range serverFields {
 		a.inForce[f] = InForce{Value: values[f], Source: sources[f]}
@@ -234,7 +246,7 @@ func (st *SettingsStore) state(running Settings) (inForce map[string]InForce, re
 		}
 		values := map[string]any{FieldContextLength: running.ContextLength, FieldPort: running.Port, FieldExpose: running.Expose,
 			FieldAPIKey: key, FieldAllowedOrigins: running.AllowedOrigins,
-			FieldPrefixCacheDir: running.PrefixCacheDir, FieldPrefixCacheGB: running.PrefixCacheGB}
+			FieldPrefixCacheDir: running.PrefixCacheDir, FieldPrefixCacheGB: running.PrefixCacheGB, FieldParallel: running.Parallel}
 		for _, f := range serverFields {
 			source := SourceDefault
 			if st.inFile[f] {
@@ -262,6 +274,8 @@ func (st *SettingsStore) state(running Settings) (inForce map[string]InForce, re
 			next.PrefixCacheDir = running.PrefixCacheDir
 		case FieldPrefixCacheGB:
 			next.PrefixCacheGB = running.PrefixCacheGB
+		case FieldParallel:
+			next.Parallel = running.Parallel
 		}
 	}
 	return inForce, restartFields(running, next), pinned

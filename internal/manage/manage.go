@@ -70,9 +70,14 @@ type ModelStatus struct {
 	// Demo says the model is the built-in demo, a toy; Thinks that the
 	// model thinks before answering when thinking is left on (the demo
 	// never does), so the chat window offers the switch only then.
-	Demo   bool   `json:"demo"`
-	Thinks bool   `json:"thinks"`
-	Error  string `json:"error,omitempty"`
+	Demo   bool `json:"demo"`
+	Thinks bool `json:"thinks"`
+	// Running is how many requests hold the model now and Parallel how
+	// many may decode together (the --parallel or parallel setting, or
+	// what the memory fit left room for); both 0 while none is served.
+	Running  int    `json:"requests_running"`
+	Parallel int    `json:"parallel"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Status is the answer of GET /manage/status.

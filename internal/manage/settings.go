@@ -38,6 +38,13 @@ const (
 	// AutoPrefixCacheGB is prefix_cache_gb's default: 10% of the free
 	// disk, at most 20 GB (prefixdisk.DefaultBudget).
 	AutoPrefixCacheGB = -1
+	// AutoParallel is parallel's default: as many requests as the memory
+	// fit leaves room for (runtime.Load decides).
+	AutoParallel = 0
+	// MaxParallel bounds parallel (and petal serve's --parallel): the
+	// service's own limit, service.MaxParallel, which this package does
+	// not import.
+	MaxParallel = 8
 )
 
 // Sampling presets of the model card (MODEL.md); the UI holds their values.
@@ -70,6 +77,10 @@ type Settings struct {
 	// AutoPrefixCacheGB (also when the file has none) for the default
 	// budget, 0 to turn the disk tier off.
 	PrefixCacheGB float64 `json:"prefix_cache_gb"`
+	// Parallel is how many requests decode together: AutoParallel (also
+	// when the file has none) for what the memory fit leaves room for, 1
+	// for one at a time, at most MaxParallel.
+	Parallel int `json:"parallel"`
 }
 
 // DefaultPort is the port petal listens on unless told otherwise.
@@ -106,6 +117,8 @@ func (s Settings) Validate() error {
 		return bad("prefix_cache_dir must be an absolute path (or empty for the default folder), not %q", s.PrefixCacheDir)
 	case s.PrefixCacheGB != AutoPrefixCacheGB && !(s.PrefixCacheGB >= 0 && s.PrefixCacheGB <= MaxPrefixCacheGB):
 		return bad("prefix_cache_gb must be %d (auto), 0 (off) or up to %g GB, not %g", AutoPrefixCacheGB, float64(MaxPrefixCacheGB), s.PrefixCacheGB)
+	case s.Parallel < AutoParallel || s.Parallel > MaxParallel:
+		return bad("parallel must be %d (auto) or 1 to %d requests, not %d", AutoParallel, MaxParallel, s.Parallel)
 	}
 	if err := CheckKey(s.APIKey); err != nil {
 		return bad("api_key: %v", err)
@@ -220,6 +233,9 @@ func restartFields(running, saved Settings) []string {
 	}
 	if running.PrefixCacheGB != saved.PrefixCacheGB {
 		out = append(out, FieldPrefixCacheGB)
+	}
+	if running.Parallel != saved.Parallel {
+		out = append(out, FieldParallel)
 	}
 	return out
 }

@@ -134,6 +134,7 @@ func TestApplyLaysFlagsOverSavedSettings(t *testing.T) {
 		FieldAllowedOrigins: {[]string{"http://localhost:3000"}, SourceSettings},
 		FieldPrefixCacheDir: {"", SourceDefault},
 		FieldPrefixCacheGB:  {float64(AutoPrefixCacheGB), SourceDefault},
+		FieldParallel:       {AutoParallel, SourceDefault},
 	}
 	if !reflect.DeepEqual(inForce, want) || len(restart) != 0 || len(pinned) != 0 {
 		t.Errorf("in force %v, restart %v, pinned %v", inForce, restart, pinned)
@@ -141,18 +142,19 @@ func TestApplyLaysFlagsOverSavedSettings(t *testing.T) {
 
 	// Flags win, each over its own setting only.
 	st = open()
-	addr, key, ctx, origins, diskDir, diskGB := "127.0.0.1:7000", "flag-key", 8192, []string{}, "/flag/prefix", 0.0
+	addr, key, ctx, origins, diskDir, diskGB, parallel := "127.0.0.1:7000", "flag-key", 8192, []string{}, "/flag/prefix", 0.0, 3
 	if a, err = st.Apply(Overrides{Addr: &addr, APIKey: &key, ContextLength: &ctx, AllowedOrigins: &origins,
-		PrefixCacheDir: &diskDir, PrefixCacheGB: &diskGB}); err != nil {
+		PrefixCacheDir: &diskDir, PrefixCacheGB: &diskGB, Parallel: &parallel}); err != nil {
 		t.Fatal(err)
 	}
-	if a.Addr != addr || a.APIKey != key || len(a.AllowedOrigins) != 0 || a.ContextLength != ctx || a.PrefixCacheDir != diskDir || a.PrefixCacheGB != 0 {
+	if a.Addr != addr || a.APIKey != key || len(a.AllowedOrigins) != 0 || a.ContextLength != ctx || a.PrefixCacheDir != diskDir || a.PrefixCacheGB != 0 || a.Parallel != parallel {
 		t.Errorf("applied under flags %+v", a)
 	}
 	inForce, restart, pinned = st.state(Settings{Port: 7000})
 	if inForce[FieldPort] != (InForce{7000, SourceFlag}) || inForce[FieldExpose] != (InForce{false, SourceFlag}) ||
 		inForce[FieldAPIKey] != (InForce{"set", SourceFlag}) || inForce[FieldContextLength] != (InForce{8192, SourceFlag}) ||
-		inForce[FieldPrefixCacheDir] != (InForce{diskDir, SourceFlag}) || inForce[FieldPrefixCacheGB] != (InForce{0.0, SourceFlag}) {
+		inForce[FieldPrefixCacheDir] != (InForce{diskDir, SourceFlag}) || inForce[FieldPrefixCacheGB] != (InForce{0.0, SourceFlag}) ||
+		inForce[FieldParallel] != (InForce{parallel, SourceFlag}) {
 		t.Errorf("in force under flags %v", inForce)
 	}
 	if len(restart) != 0 || !slices.Equal(pinned, serverFields) {
@@ -278,5 +280,89 @@ func TestPrefixCacheGBAbsentFromPUTIsAuto(t *testing.T) {
 	}
 	if r = f.do(t, "PUT", "/manage/settings", `{"port":8080,"preset":"thinking","prefix_cache_gb":-3}`, nil); r.status != 400 {
 		t.Errorf("prefix_cache_gb -3: %d %v", r.status, r.body)
+	}
+}
+
+// TestParallelSettings: how many requests decode together is saved,
+// checked (auto or 1 to MaxParallel), absent means auto, a flag wins over
+// it, and a saved change waits for a restart.
+func TestParallelSettings(t *testing.T) {
+	ok := DefaultSettings()
+	if ok.Parallel != AutoParallel {
+		t.Errorf("default parallel %d, want auto (%d)", ok.Parallel, AutoParallel)
+	}
+	for _, n := range []int{-1, MaxParallel + 1, 1000} {
+		bad := ok
+		bad.Parallel = n
+		if err := bad.Validate(); !errors.Is(err, ErrBadSettings) || !strings.Contains(err.Error(), "parallel") {
+			t.Errorf("parallel %d: %v", n, err)
+		}
+	}
+	for n := AutoParallel; n <= MaxParallel; n++ {
+		good := ok
+		good.Parallel = n
+		if err := good.Validate(); err != nil {
+			t.Errorf("parallel %d: %v", n, err)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(path, []byte(`{"parallel":9}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenSettings(path); !errors.Is(err, ErrBadSettings) {
+		t.Errorf("parallel 9 in the file: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(`{"parallel":2}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenSettings(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.Apply(Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inForce, restart, _ := st.state(Settings{Port: DefaultPort})
+	if a.Parallel != 2 || inForce[FieldParallel] != (InForce{2, SourceSettings}) || len(restart) != 0 {
+		t.Errorf("saved 2: applied %d, in force %v, restart %v", a.Parallel, inForce[FieldParallel], restart)
+	}
+	s := st.Get()
+	s.Parallel = AutoParallel
+	if err := st.Set(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, restart, _ = st.state(Settings{Port: DefaultPort}); !slices.Equal(restart, []string{FieldParallel}) {
+		t.Errorf("changed to auto: restart %v", restart)
+	}
+
+	st, _ = OpenSettings(path)
+	flag := 1
+	if a, err = st.Apply(Overrides{Parallel: &flag}); err != nil {
+		t.Fatal(err)
+	}
+	inForce, _, pinned := st.state(Settings{Port: DefaultPort})
+	if a.Parallel != 1 || inForce[FieldParallel] != (InForce{1, SourceFlag}) || !slices.Equal(pinned, []string{FieldParallel}) {
+		t.Errorf("under --parallel 1: applied %d, in force %v, pinned %v", a.Parallel, inForce[FieldParallel], pinned)
+	}
+}
+
+// TestParallelAbsentFromPUTIsAuto: a Settings screen that does not send
+// parallel leaves it auto; one out of range is refused.
+func TestParallelAbsentFromPUTIsAuto(t *testing.T) {
+	f := newFixture(t, nil)
+	r := f.do(t, "PUT", "/manage/settings", `{"port":8080,"preset":"thinking","parallel":3}`, nil)
+	if r.status != 200 || f.settings.Get().Parallel != 3 {
+		t.Fatalf("PUT parallel 3: %d %v, saved %d", r.status, r.body, f.settings.Get().Parallel)
+	}
+	if r = f.do(t, "PUT", "/manage/settings", `{"port":8080,"preset":"thinking"}`, nil); r.status != 200 {
+		t.Fatalf("PUT: %d %v", r.status, r.body)
+	}
+	if got := f.settings.Get().Parallel; got != AutoParallel {
+		t.Errorf("parallel %d after a PUT without it, want auto (%d)", got, AutoParallel)
+	}
+	if r = f.do(t, "PUT", "/manage/settings", `{"port":8080,"preset":"thinking","parallel":9}`, nil); r.status != 400 {
+		t.Errorf("parallel 9: %d %v", r.status, r.body)
 	}
 }
