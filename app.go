@@ -98,7 +98,8 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 	a.Window = http.HandlerFunc(a.serveWindow)
 	a.disk = openPrefixDisk(applied.PrefixCacheDir, applied.PrefixCacheGB, logger)
 	cfg := runtime.Config{
-		Load: runtime.LoadRequest{Dir: dir, Backend: a.backend, Context: applied.ContextLength, CacheBytes: service.DefaultCacheBytes},
+		Load: runtime.LoadRequest{Dir: dir, Backend: a.backend, Context: applied.ContextLength, CacheBytes: service.DefaultCacheBytes,
+			Parallel: applied.Parallel},
 		Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins,
 		Settings: store, OnSettings: onSettings, Log: logger, Notes: logLines{logger},
 		ShutdownTimeout: appShutdownTimeout, PrefixDisk: a.disk,
@@ -125,7 +126,8 @@ func (a *App) load(cfg runtime.Config, apiKey string) {
 		a.log.Print(line)
 	}
 	a.rt, a.modelName, a.window = rt, rt.Info().Name, fromWebview(rt.Handler(), apiKey)
-	a.log.Printf("local endpoint on %s (model %s, loaded in %.1f s)", rt.Endpoint(), a.modelName, time.Since(start).Seconds())
+	a.log.Printf("local endpoint on %s (model %s, %s, loaded in %.1f s)", rt.Endpoint(), a.modelName,
+		runtime.DescribeParallel(rt.Metrics().Parallel), time.Since(start).Seconds())
 	go func() {
 		if err := rt.Serve(); err != nil {
 			a.log.Printf("local endpoint: %v", err)

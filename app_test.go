@@ -317,3 +317,59 @@ func networkAddress(t *testing.T) net.IP {
 	}
 	return nil
 }
+
+// TestAppAppliesParallelSetting: the desktop app decodes as many requests
+// together as the settings' parallel says, as petal serve does, reported
+// in force from the settings and in the Setup screen's status; left out,
+// the memory fit decides and the status says what it chose.
+func TestAppAppliesParallelSetting(t *testing.T) {
+	saved := appHome(t)
+	port := saved.Get().Port
+	start := func(file string) (parallel int, inForce manage.InForce, status manage.ModelStatus) {
+		t.Helper()
+		if err := os.WriteFile(saved.Path(), []byte(fmt.Sprintf(`{"port":%d%s}`, port, file)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		store, err := manage.OpenSettings(saved.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := startApp(store, desktopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := a.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		if err := a.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		get := func(path string, v any) {
+			t.Helper()
+			req := httptest.NewRequest("GET", "wails://wails"+path, nil)
+			req.Host, req.RemoteAddr = "wails", ""
+			rec := httptest.NewRecorder()
+			a.Window.ServeHTTP(rec, req)
+			if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+				t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+			}
+		}
+		var settings struct {
+			InForce map[string]manage.InForce `json:"in_force"`
+		}
+		get("/manage/settings", &settings)
+		var st manage.Status
+		get("/manage/status", &st)
+		return a.rt.Metrics().Parallel, settings.InForce[manage.FieldParallel], st.Model
+	}
+	n, f, st := start(`,"parallel":2`)
+	if n != 2 || f != (manage.InForce{Value: 2.0, Source: manage.SourceSettings}) || st.Parallel != 2 || st.Running != 0 {
+		t.Errorf("saved 2: %d together, in force %+v, status %d of %d", n, f, st.Running, st.Parallel)
+	}
+	n, f, st = start(``)
+	if n < 1 || f != (manage.InForce{Value: float64(manage.AutoParallel), Source: manage.SourceDefault}) || st.Parallel != n {
+		t.Errorf("auto: %d together, in force %+v, status says %d", n, f, st.Parallel)
+	}
+}

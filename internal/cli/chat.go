@@ -44,12 +44,14 @@ func runChat(args []string, stdout io.Writer) error {
 	if *dir, err = resolveModel(*dir, stdout); err != nil {
 		return err
 	}
-	l, err := runtime.Load(runtime.LoadRequest{Dir: *dir, Backend: *backend, CacheBytes: service.DefaultCacheBytes}, stdout)
+	// One user asks one thing at a time: the memory more requests would
+	// hold goes to the prefix cache.
+	l, err := runtime.Load(runtime.LoadRequest{Dir: *dir, Backend: *backend, CacheBytes: service.DefaultCacheBytes, Parallel: 1}, stdout)
 	if err != nil {
 		return err
 	}
 	defer l.Model.Close()
-	svc, err := service.New(l.Model, *dir, service.Options{ContextLength: l.Context, CacheBytes: l.CacheBytes})
+	svc, err := service.New(l.Model, *dir, service.Options{ContextLength: l.Context, CacheBytes: l.CacheBytes, Parallel: l.Parallel})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -54,6 +55,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	cacheMB := fs.Int64("cache-mb", service.DefaultCacheBytes>>20, "prefix cache size in MiB (0 turns it off); at most the memory the fit check leaves beside the model")
 	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
 	prefixDiskFlags(fs)
+	parallelFlag(fs)
 	accessLog := fs.Bool("access-log", true, "log one line per API request to stderr: client, route, status, tokens and time, never what was sent")
 	settingsFile := fs.String("settings", "", "the web UI's settings file, whose server settings apply where no flag sets them (default: petal/settings.json in the user's config folder)")
 	if err := parseFlags(fs, args); err != nil {
@@ -85,7 +87,8 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		defer disk.Close() // after the runtime's, which ends the writes
 	}
 	rt, err := runtime.Open(runtime.Config{
-		Load:       runtime.LoadRequest{Dir: *dir, Backend: *backend, Context: applied.ContextLength, CacheBytes: *cacheMB << 20, MemoryGB: *memGB},
+		Load: runtime.LoadRequest{Dir: *dir, Backend: *backend, Context: applied.ContextLength, CacheBytes: *cacheMB << 20, MemoryGB: *memGB,
+			Parallel: applied.Parallel},
 		QueueLimit: *queue, Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins, AllowedHosts: splitList(*hosts),
 		Settings: store, Pull: setupPull, Log: logger, Notes: stdout, PrefixDisk: disk, NoAccessLog: !*accessLog,
 	})
@@ -93,7 +96,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	info := rt.Info()
-	fmt.Fprintf(stdout, "serving %s (context %d tokens) on %s\n", info.Name, info.ContextLength, rt.Endpoint())
+	fmt.Fprintf(stdout, "serving %s (context %d tokens, %s) on %s\n", info.Name, info.ContextLength, runtime.DescribeParallel(rt.Metrics().Parallel), rt.Endpoint())
 	if err := printWebUI(stdout, rt.Endpoint(), models.DisplayName(*dir, info.Name) == models.DemoDisplayName); err != nil {
 		rt.Close()
 		return err
@@ -190,6 +193,13 @@ func serveSettings(fs *flag.FlagSet, path string) (*manage.SettingsStore, manage
 				return
 			}
 			over.PrefixCacheGB = &gb
+		case "parallel":
+			n, err := parseParallel(v)
+			if err != nil {
+				flagErr = err
+				return
+			}
+			over.Parallel = &n
 		}
 	})
 	if flagErr != nil {
@@ -208,6 +218,22 @@ func serveSettings(fs *flag.FlagSet, path string) (*manage.SettingsStore, manage
 		}
 	}
 	return store, over, nil
+}
+
+// parallelFlag defines --parallel, which has no value of its own: left
+// out, the saved setting (else the memory fit's count) applies.
+func parallelFlag(fs *flag.FlagSet) {
+	fs.String("parallel", "", fmt.Sprintf("requests decoded together, 1 to %d; each holds its own cache (default: the saved settings', else as many as the memory fit leaves room for, at most %d)",
+		manage.MaxParallel, fit.MaxAutoParallel))
+}
+
+// parseParallel reads --parallel: 1 to manage.MaxParallel requests.
+func parseParallel(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > manage.MaxParallel {
+		return 0, fmt.Errorf("--parallel %q: want a number of requests from 1 to %d (leave it out for the saved setting or the memory fit's)", v, manage.MaxParallel)
+	}
+	return n, nil
 }
 
 // setupPull is the pull the Setup screen runs: the real model from the

@@ -67,11 +67,11 @@ func (m *liveModel) status() manage.ModelStatus {
 	m.mu.Lock()
 	svc, dir := m.slot.Current(), m.dir
 	m.mu.Unlock()
-	info := svc.Info()
+	info, run := svc.Info(), svc.Metrics()
 	display := models.DisplayName(dir, info.Name)
 	return manage.ModelStatus{Name: info.Name, DisplayName: display, State: manage.StateReady,
 		ContextLength: info.ContextLength, Backend: m.next.Backend, Dir: dir,
-		Demo: display == models.DemoDisplayName, Thinks: thinks(svc)}
+		Demo: display == models.DemoDisplayName, Thinks: thinks(svc), Running: run.Running, Parallel: run.Parallel}
 }
 
 // thinkOpen is the tag a chat prompt ends with when the reply starts
@@ -124,7 +124,7 @@ func (m *liveModel) load(context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc, err := service.New(l.Model, d.Dir, service.Options{ContextLength: l.Context, QueueLimit: m.queue, CacheBytes: l.CacheBytes, PrefixDisk: m.disk})
+	svc, err := service.New(l.Model, d.Dir, service.Options{ContextLength: l.Context, QueueLimit: m.queue, CacheBytes: l.CacheBytes, Parallel: l.Parallel, PrefixDisk: m.disk})
 	if err != nil {
 		l.Model.Close()
 		return err
@@ -134,6 +134,6 @@ func (m *liveModel) load(context.Context) error {
 	m.slot.Swap(svc, m.releaser(svc, l))
 	m.mu.Unlock()
 	info := svc.Info()
-	fmt.Fprintf(m.log, "loaded %s (context %d tokens) from %s; %s\n", info.Name, info.ContextLength, d.Dir, DescribeCache(l, req.CacheBytes))
+	fmt.Fprintf(m.log, "loaded %s (context %d tokens, %s) from %s; %s\n", info.Name, info.ContextLength, DescribeParallel(l.Parallel), d.Dir, DescribeCache(l, req.CacheBytes))
 	return nil
 }

@@ -34,6 +34,10 @@ type Loaded struct {
 	// CacheBytes is the prefix cache's budget as service.Options takes it
 	// (negative: off).
 	CacheBytes int64
+	// Parallel is how many requests decode together (service.Options'):
+	// the asked number, else what the check left room for
+	// (fit.AutoParallel), else 1 when the load was unchecked.
+	Parallel int
 	// Report is the check at the chosen context; nil when unchecked.
 	Report *fit.Report
 	// device is the GPU's description when the budget was its own.
@@ -50,16 +54,24 @@ type LoadRequest struct {
 	// MemoryGB, when set, checks the fit as on a Mac with this much memory
 	// instead of the budget the machine reports.
 	MemoryGB float64
+	// Parallel is how many requests decode together, 1 to
+	// service.MaxParallel; 0 leaves it to the memory-fit check.
+	Parallel int
 }
 
 // Load opens the checkpoint in req.Dir on req.Backend once the
 // memory-fit check has passed: at req.Context tokens of context, or, when
 // only a shorter context fits, at the largest that does, which it says on
 // w. A model that does not fit at all is refused with a *fit.NoFitError.
-// The prefix cache gets req.CacheBytes, but never more than the memory the
-// check leaves at the chosen context.
+// Up to req.Parallel requests decode together, or as many as the memory
+// left at that context holds (at most fit.MaxAutoParallel). The prefix
+// cache gets req.CacheBytes, but never more than the memory the check and
+// those requests leave.
 func Load(req LoadRequest, w io.Writer) (Loaded, error) {
 	dir, name, cacheBytes := req.Dir, req.Backend, req.CacheBytes
+	if req.Parallel < 0 || req.Parallel > service.MaxParallel {
+		return Loaded{}, fmt.Errorf("runtime: %d requests at once is outside 1..%d", req.Parallel, service.MaxParallel)
+	}
 	budget, onHost := budgets[name]
 	if !onHost && !backend.HasDevice(name) {
 		m, err := OpenModel(dir, name)
@@ -69,7 +81,7 @@ func Load(req LoadRequest, w io.Writer) (Loaded, error) {
 		if cacheBytes <= 0 {
 			cacheBytes = -1
 		}
-		return Loaded{Model: m, Context: req.Context, CacheBytes: cacheBytes}, nil
+		return Loaded{Model: m, Context: req.Context, CacheBytes: cacheBytes, Parallel: max(1, req.Parallel)}, nil
 	}
 	if err := CheckDir(dir); err != nil {
 		return Loaded{}, err
@@ -142,7 +154,18 @@ func check(fm fit.Model, req LoadRequest, budget func() (fit.Budget, error), w i
 		fmt.Fprintf(w, "context lowered from %d to %d tokens, the largest that fits %s (%s): %s\n",
 			asked, r.Context, fit.FormatBytes(b.Bytes), b.Source, r.Advice)
 	}
-	return Loaded{Context: r.Context, CacheBytes: cacheBudget(req.CacheBytes, r.HeadroomBytes), Report: &r}, nil
+	parallel := req.Parallel
+	if parallel == 0 {
+		parallel = fit.AutoParallel(r)
+	}
+	extra := fit.ParallelBytes(r, parallel)
+	if extra > r.HeadroomBytes {
+		// Asked for by name: served as asked, since sequences hold their
+		// whole context only once their replies grow that long.
+		fmt.Fprintf(w, "note: %d requests together need %s more for their caches at %d tokens of context than the %s left beside the model; the memory may run out when they all grow that long\n",
+			parallel, fit.FormatBytes(extra-r.HeadroomBytes), r.Context, fit.FormatBytes(r.HeadroomBytes))
+	}
+	return Loaded{Context: r.Context, CacheBytes: cacheBudget(req.CacheBytes, r.HeadroomBytes-extra), Parallel: parallel, Report: &r}, nil
 }
 
 // OpenModel opens dir's model on the backend called name, once the folder
@@ -199,12 +222,29 @@ func DescribeCache(l Loaded, requested int64) string {
 	case l.CacheBytes <= 0 && requested <= 0:
 		return "prefix cache: off"
 	case l.CacheBytes <= 0:
-		return fmt.Sprintf("prefix cache: off, no memory is left beside the model at %d tokens of context", l.Context)
+		return fmt.Sprintf("prefix cache: off, no memory is left beside the model and %s at %d tokens of context", requestWords(l.Parallel), l.Context)
 	case l.Report != nil && l.CacheBytes < requested:
-		return fmt.Sprintf("prefix cache: %s, the memory left beside the model at %d tokens of context (%s asked)",
-			mibString(l.CacheBytes), l.Context, mibString(requested))
+		return fmt.Sprintf("prefix cache: %s, the memory left beside the model and %s at %d tokens of context (%s asked)",
+			mibString(l.CacheBytes), requestWords(l.Parallel), l.Context, mibString(requested))
 	}
 	return "prefix cache: " + mibString(l.CacheBytes)
+}
+
+// DescribeParallel says how many requests decode together, for the line
+// that names the model served.
+func DescribeParallel(n int) string {
+	if n <= 1 {
+		return "one request at a time"
+	}
+	return fmt.Sprintf("decoding up to %d requests together", n)
+}
+
+// requestWords names the requests decoding together beside the model.
+func requestWords(n int) string {
+	if n <= 1 {
+		return "one request"
+	}
+	return fmt.Sprintf("%d requests", n)
 }
 
 func mibString(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }

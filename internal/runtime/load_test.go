@@ -12,6 +12,8 @@ import (
 	"petal/engine/backend"
 	"petal/gpu"
 	"petal/internal/fit"
+	"petal/internal/models"
+	"petal/internal/service"
 	"petal/internal/service/servicetest"
 )
 
@@ -97,7 +99,7 @@ func TestLoadModelFit(t *testing.T) {
 
 	// The model's own context (262144) does not fit; 8192 does.
 	var out bytes.Buffer
-	l, err := Load(LoadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked}, &out)
+	l, err := Load(LoadRequest{Dir: dir, Backend: "cpu", CacheBytes: asked, Parallel: 1}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,13 +110,13 @@ func TestLoadModelFit(t *testing.T) {
 	if !strings.Contains(out.String(), "context lowered from 262144 to 8192 tokens") {
 		t.Errorf("output %q does not say the context was lowered", out.String())
 	}
-	if got := DescribeCache(l, asked); got != "prefix cache: 3 MiB, the memory left beside the model at 8192 tokens of context (2048 MiB asked)" {
+	if got := DescribeCache(l, asked); got != "prefix cache: 3 MiB, the memory left beside the model and one request at 8192 tokens of context (2048 MiB asked)" {
 		t.Errorf("cache line %q", got)
 	}
 
 	// A context that fits is kept, silently, with more room for the cache.
 	out.Reset()
-	l, err = Load(LoadRequest{Dir: dir, Backend: "cpu", Context: 4096, CacheBytes: asked}, &out)
+	l, err = Load(LoadRequest{Dir: dir, Backend: "cpu", Context: 4096, CacheBytes: asked, Parallel: 1}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,5 +220,103 @@ func TestGPULoadSizedByDevice(t *testing.T) {
 	b, err := l.budget()()
 	if err != nil || b.Bytes != l.Report.WorkingSetBytes || b.Source != l.Report.WorkingSetSource {
 		t.Errorf("the Setup screen's budget %+v (%v), the load's %d (%s)", b, err, l.Report.WorkingSetBytes, l.Report.WorkingSetSource)
+	}
+}
+
+// TestLoadParallel: how many requests decode together. Left to the check
+// (0), it is as many sequences as the memory left at the context holds,
+// at most fit.MaxAutoParallel, and the prefix cache gets what they leave;
+// asked for, it is served as asked, with a note when their caches could
+// outgrow the memory; outside 0..service.MaxParallel it is refused.
+func TestLoadParallel(t *testing.T) {
+	dir := servicetest.FixtureFolder(t, "tiny-a")
+	const ctx, asked = 4096, 2 << 30
+	fm, err := fit.FromCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fit.Check(fm, fit.Budget{Bytes: 1 << 40}, fit.Request{Context: ctx, CachedSessions: fit.DefaultCachedSessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := r.SequenceBytes()
+	bit := seq / 2
+	load := func(parallel int) (Loaded, string) {
+		t.Helper()
+		var out bytes.Buffer
+		l, err := Load(LoadRequest{Dir: dir, Backend: "cpu", Context: ctx, CacheBytes: asked, Parallel: parallel}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Model.Close()
+		return l, out.String()
+	}
+
+	// Room for two more sequences and a bit: three together, the cache
+	// the bit.
+	setBudget(t, fit.Budget{Bytes: r.TotalBytes + 2*seq + bit, Source: "a test's budget"})
+	if l, out := load(0); l.Parallel != 3 || l.CacheBytes != bit || out != "" {
+		t.Errorf("auto with room for 3: %d together, cache %d (want %d), output %q", l.Parallel, l.CacheBytes, bit, out)
+	}
+	if l, _ := load(1); l.Parallel != 1 || l.CacheBytes != 2*seq+bit {
+		t.Errorf("one at a time: %d together, cache %d, want %d", l.Parallel, l.CacheBytes, 2*seq+bit)
+	}
+	l, out := load(service.MaxParallel)
+	if l.Parallel != service.MaxParallel || l.CacheBytes != -1 || !strings.Contains(out, "the memory may run out") {
+		t.Errorf("%d asked: %d together, cache %d, output %q", service.MaxParallel, l.Parallel, l.CacheBytes, out)
+	}
+	// Room for many: fit.MaxAutoParallel.
+	setBudget(t, fit.Budget{Bytes: r.TotalBytes + 100*seq, Source: "a test's budget"})
+	if l, _ := load(0); l.Parallel != fit.MaxAutoParallel {
+		t.Errorf("auto with room for 100: %d together, want %d", l.Parallel, fit.MaxAutoParallel)
+	}
+	// None beside the one: one at a time.
+	setBudget(t, fit.Budget{Bytes: r.TotalBytes + seq - 1, Source: "a test's budget"})
+	if l, _ := load(0); l.Parallel != 1 {
+		t.Errorf("auto without room: %d together", l.Parallel)
+	}
+	for _, n := range []int{-1, service.MaxParallel + 1} {
+		if _, err := Load(LoadRequest{Dir: dir, Backend: "cpu", Context: ctx, Parallel: n}, io.Discard); err == nil {
+			t.Errorf("parallel %d loaded", n)
+		}
+	}
+}
+
+// TestLoadParallelDemo: the demo model on this machine's own budget
+// gets the auto count of its own check.
+func TestLoadParallelDemo(t *testing.T) {
+	demo, err := models.DemoDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Load(LoadRequest{Dir: demo, Backend: "cpu", CacheBytes: service.DefaultCacheBytes}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Model.Close()
+	r := *l.Report
+	t.Logf("the demo at %d tokens on %s (%s): %s left, %s a sequence: %d together", l.Context, fit.FormatBytes(r.WorkingSetBytes),
+		r.WorkingSetSource, fit.FormatBytes(r.HeadroomBytes), fit.FormatBytes(r.SequenceBytes()), l.Parallel)
+	if l.Parallel != fit.AutoParallel(r) || l.CacheBytes != cacheBudget(service.DefaultCacheBytes, r.HeadroomBytes-fit.ParallelBytes(r, l.Parallel)) {
+		t.Errorf("the demo: %d together, cache %d", l.Parallel, l.CacheBytes)
+	}
+}
+
+// TestLoadParallelUnchecked: a backend without a fit check runs one at a
+// time unless asked.
+func TestLoadParallelUnchecked(t *testing.T) {
+	dir, tok := servicetest.Folder(t)
+	t.Cleanup(backend.Register("scripted", func(string) (engine.Model, error) {
+		return servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(string) string { return "x" })), nil
+	}))
+	for asked, want := range map[int]int{0: 1, 1: 1, 5: 5} {
+		l, err := Load(LoadRequest{Dir: dir, Backend: "scripted", Parallel: asked}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Model.Close()
+		if l.Parallel != want {
+			t.Errorf("unchecked, %d asked: %d together, want %d", asked, l.Parallel, want)
+		}
 	}
 }

@@ -104,7 +104,7 @@ func Open(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	downloads := manage.NewHubDownloader(cfg.Pull)
-	live, err := newLiveModel(l, cfg.Load.Dir, service.Options{ContextLength: l.Context, QueueLimit: cfg.QueueLimit, CacheBytes: l.CacheBytes, PrefixDisk: cfg.PrefixDisk},
+	live, err := newLiveModel(l, cfg.Load.Dir, service.Options{ContextLength: l.Context, QueueLimit: cfg.QueueLimit, CacheBytes: l.CacheBytes, Parallel: l.Parallel, PrefixDisk: cfg.PrefixDisk},
 		cfg.Load, downloads, notes)
 	if err != nil {
 		return nil, err
