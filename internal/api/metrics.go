@@ -21,6 +21,10 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 	metric("petal_requests_rejected_total", "counter", "Requests refused because the queue was full.", float64(m.Rejected))
 	metric("petal_queue_depth", "gauge", "Requests waiting for the model.", float64(m.Waiting))
 	metric("petal_requests_running", "gauge", "Requests holding the model.", float64(m.Running))
+	metric("petal_parallel", "gauge", "Requests that may decode together (--parallel, or what the memory fit left room for).", float64(m.Parallel))
+	metric("petal_batch_size", "gauge", "Replies decoded together in the latest batched step.", float64(m.Batch))
+	metric("petal_batch_steps_total", "counter", "Batched steps run (none while requests run one at a time).", float64(m.Steps))
+	metric("petal_batch_rows_total", "counter", "Sequences' rows in the batched steps: decoded replies and prompt pieces.", float64(m.StepRows))
 	metric("petal_prompt_tokens_total", "counter", "Prompt tokens of finished prefills.", float64(m.PromptTokens))
 	metric("petal_prompt_cached_tokens_total", "counter", "Prompt tokens served from the prefix cache.", float64(m.CachedTokens))
 	metric("petal_completion_tokens_total", "counter", "Generated tokens.", float64(m.CompletionTokens))
@@ -47,6 +51,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 		metric("petal_prefix_disk_bytes", "gauge", "Bytes in the disk tier's folder.", float64(d.Bytes))
 		metric("petal_prefix_disk_on", "gauge", "1 while the disk tier takes snapshots, 0 once a full disk turned it off.", on)
 	}
+	const wait = "petal_queue_wait_seconds"
+	fmt.Fprintf(&b, "# HELP %s Time requests that got the model waited for it in the queue.\n# TYPE %s summary\n%s_sum %s\n%s_count %d\n",
+		wait, wait, wait, num(m.QueueWaitSeconds), wait, m.QueueWaits)
 	const ttft = "petal_time_to_first_token_seconds"
 	fmt.Fprintf(&b, "# HELP %s Time from request to first token, queueing included.\n# TYPE %s histogram\n", ttft, ttft)
 	for i, le := range service.TTFTBuckets {
