@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,9 +51,15 @@ func pullable(p Puller, name string) bool {
 	for _, host := range []string{"hf.co/", "huggingface.co/"} {
 		name = strings.TrimPrefix(name, host)
 	}
-	repo = strings.ToLower(repo)
-	_, base, _ := strings.Cut(repo, "/")
-	return name == repo || name == base
+	return name == strings.ToLower(repo) || name == strings.ToLower(repoBase(p))
+}
+
+// repoBase is the name of p's repository without its owner, which is
+// also the name of the folder it pulls into, so of the model served
+// from there.
+func repoBase(p Puller) string {
+	repo, _ := p.Source()
+	return path.Base(repo)
 }
 
 // ollamaPull answers a pull of the served model at once: it is on disk and
@@ -72,7 +79,8 @@ func (s *Server) ollamaPull(w http.ResponseWriter, r *http.Request) error {
 		return badParam("model", "name the model to pull in \"model\"")
 	}
 	stream := body.Stream == nil || *body.Stream
-	if s.ollamaServes(name) {
+	p := s.opts.Pull
+	if s.ollamaServes(name) || p != nil && pullable(p, name) && s.ollamaServes(repoBase(p)) {
 		if !stream {
 			httpgate.WriteJSON(w, http.StatusOK, ollamaProgress{Status: pullSuccess})
 			return nil
@@ -86,7 +94,6 @@ func (s *Server) ollamaPull(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil
 	}
-	p := s.opts.Pull
 	if p == nil || !pullable(p, name) {
 		msg := "Petal cannot pull %s: it serves one model, %s, started with petal serve --model DIR"
 		args := []any{strconv.Quote(name), strconv.Quote(s.svc.Info().Name)}

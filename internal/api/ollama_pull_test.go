@@ -241,3 +241,16 @@ func TestOllamaPullClientGone(t *testing.T) {
 		t.Errorf("the next pull fetched %d bytes of %d: it started over", again, h.Total())
 	}
 }
+
+// TestOllamaPullOfTheServedModel: the model Petal ships for, served from
+// a folder of its own (petal serve --model DIR), is not downloaded again
+// when a client pulls it by its repository.
+func TestOllamaPullOfTheServedModel(t *testing.T) {
+	h := hubtest.New(t, pullFixture)
+	p := endedPuller{manage.NewHubDownloader(pullOptions(t, h)), make(chan error, 1)}
+	ts := newTestServer(t, service.Options{Name: "tiny"}, Options{Pull: p}, constant("ok"))
+	resp, body := do(t, post(t, ts.URL+"/api/pull", `{"model":"hf.co/petal-test/tiny"}`))
+	if resp.StatusCode != 200 || !strings.HasSuffix(body, `{"status":"success"}`+"\n") || h.Listings() != 0 {
+		t.Errorf("pull of the served model by its repository: %d %s; the Hub was asked %d times", resp.StatusCode, body, h.Listings())
+	}
+}
