@@ -288,10 +288,11 @@ const benchPrompt = 256
 
 // BenchmarkStepDecode35B is the aggregate decode rate of Step with 1, 2,
 // 4 and 8 decode rows, each sequence after a prompt of benchPrompt
-// tokens, every row's logits copied to the host, on the checkpoint in
-// $PETAL_BENCH_MODEL (tools/synth35b's 35B; skipped without one) on the
-// device gputest opens ($PETAL_GPU=cuda on the H200). One row is
-// Forward's decode step.
+// tokens, every row's logits copied to the host (logits=host) or none
+// asked for (logits=none: the device's share, as a sampler on the device
+// would leave it), on the checkpoint in $PETAL_BENCH_MODEL
+// (tools/synth35b's 35B; skipped without one) on the device gputest opens
+// ($PETAL_GPU=cuda on the H200). One row is Forward's decode step.
 func BenchmarkStepDecode35B(b *testing.B) {
 	dir := os.Getenv("PETAL_BENCH_MODEL")
 	if dir == "" {
@@ -304,34 +305,43 @@ func BenchmarkStepDecode35B(b *testing.B) {
 	defer m.Close()
 	v := m.cfg.Vocab
 	for _, rows := range []int{1, 2, 4, 8} {
-		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
-			step := make([]engine.Row, rows)
-			for i := range step {
-				s, err := m.NewSequence()
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				prompt := make([]int, benchPrompt)
-				for j := range prompt {
-					prompt[j] = (i*benchPrompt + j) % v
-				}
-				if err := s.Forward(prompt, nil); err != nil {
-					b.Fatal(err)
-				}
-				step[i] = engine.Row{Seq: s, Tokens: []int{i + 1}, Out: make([]float32, v)}
+		for _, host := range []bool{true, false} {
+			name := fmt.Sprintf("rows=%d/logits=none", rows)
+			if host {
+				name = fmt.Sprintf("rows=%d/logits=host", rows)
 			}
-			// The batch activations and the caches' growth past the
-			// prompt, off the clock.
-			if err := m.Step(step); err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
+			b.Run(name, func(b *testing.B) {
+				step := make([]engine.Row, rows)
+				for i := range step {
+					s, err := m.NewSequence()
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer s.Close()
+					prompt := make([]int, benchPrompt)
+					for j := range prompt {
+						prompt[j] = (i*benchPrompt + j) % v
+					}
+					if err := s.Forward(prompt, nil); err != nil {
+						b.Fatal(err)
+					}
+					step[i] = engine.Row{Seq: s, Tokens: []int{i + 1}}
+					if host {
+						step[i].Out = make([]float32, v)
+					}
+				}
+				// The batch activations and the caches' growth past
+				// the prompt, off the clock.
 				if err := m.Step(step); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "tok/s")
-		})
+				for b.Loop() {
+					if err := m.Step(step); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
 	}
 }
