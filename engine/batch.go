@@ -97,12 +97,16 @@ func (j *Job) row(piece int) (Row, bool) {
 		return Row{}, false
 	}
 	p := j.d.Prompt
-	end := min(j.fed+piece, len(p))
 	for len(j.splits) > 0 && j.splits[0] <= j.fed {
 		j.splits = j.splits[1:]
 	}
-	if len(j.splits) > 0 && j.splits[0] < end {
-		end = j.splits[0]
+	cut := len(p)
+	if len(j.splits) > 0 && j.splits[0] < cut {
+		cut = j.splits[0]
+	}
+	end := pieceEnd(j.fed, cut, piece)
+	if end == j.fed {
+		return Row{}, false
 	}
 	if !j.fits(end - j.fed) {
 		return Row{}, false

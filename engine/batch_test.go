@@ -291,3 +291,21 @@ type allowAll struct{}
 
 func (allowAll) Allowed([]uint64) bool { return false }
 func (allowAll) Advance(int) error     { return nil }
+
+func TestPieceEnd(t *testing.T) {
+	for _, c := range []struct{ fed, end, max, want int }{
+		{0, 10, 16, 10}, // all of it fits
+		{0, 3, 16, 3},   // a stretch shorter than MinPiece goes whole
+		{0, 40, 16, 16}, // a full piece, enough left
+		{0, 18, 16, 14}, // 16 would leave 2: leave MinPiece
+		{0, 6, 4, 6},    // 4 would leave 2, and 2 leaving 4 is short: all 6
+		{0, 40, 3, 0},   // under MinPiece left in the budget: wait
+		{5, 7, 1, 5},    // a 2-token stretch waits for room for it whole
+		{100, 612, 512, 612},
+		{100, 614, 512, 610},
+	} {
+		if got := pieceEnd(c.fed, c.end, c.max); got != c.want {
+			t.Errorf("pieceEnd(%d, %d, %d) = %d, want %d", c.fed, c.end, c.max, got, c.want)
+		}
+	}
+}

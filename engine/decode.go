@@ -16,6 +16,33 @@ import (
 // piece is one command buffer there.
 const PrefillPiece = 512
 
+// MinPiece is the fewest tokens a piece of a prompt has, unless the
+// stretch between two cut points (the prompt's ends and its Splits) is
+// shorter: the CPU backend's products round a piece of fewer tokens in
+// another order, so a prompt cut anywhere else would give other logits,
+// and a reply would depend on how its prompt was cut (by the requests
+// running beside it).
+const MinPiece = 4
+
+// pieceEnd is where the piece of a prompt from fed ends, toward the next
+// cut point end, taking at most max tokens when it can without leaving a
+// piece of fewer than MinPiece tokens on either side; fed when it cannot
+// (the piece waits for a larger max).
+func pieceEnd(fed, end, max int) int {
+	n := end - fed
+	switch {
+	case n <= max:
+		return end
+	case max < MinPiece:
+		return fed
+	case n-max >= MinPiece:
+		return fed + max
+	case n-MinPiece >= MinPiece:
+		return end - MinPiece
+	}
+	return end
+}
+
 // Picker picks each next token on the host from a step's logits: the CPU
 // sampler for sampled requests.
 type Picker interface {
@@ -142,13 +169,14 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 	pos := 0
 	splits := d.Splits
 	for {
-		end := min(pos+PrefillPiece, len(d.Prompt))
 		for len(splits) > 0 && splits[0] <= pos {
 			splits = splits[1:]
 		}
-		if len(splits) > 0 && splits[0] < end {
-			end = splits[0]
+		cut := len(d.Prompt)
+		if len(splits) > 0 && splits[0] < cut {
+			cut = splits[0]
 		}
+		end := pieceEnd(pos, cut, PrefillPiece)
 		if end == len(d.Prompt) {
 			break
 		}

@@ -76,9 +76,14 @@ func TestRunHostLoop(t *testing.T) {
 	for _, r := range c.runs {
 		lens = append(lens, len(r))
 	}
-	// Pieces of PrefillPiece, cut at the splits; the last piece gives the
-	// first token's logits; the last token is never fed.
-	if w := []int{first, PrefillPiece, split - first - PrefillPiece, len(prompt) - split, 1, 1, 1}; !slices.Equal(lens, w) {
+	// Pieces of PrefillPiece, cut at the splits, where a stretch of 514
+	// tokens goes as 510 and MinPiece rather than leave 2 (split-first is
+	// PrefillPiece+2); the last piece gives the first token's logits; the
+	// last token is never fed.
+	if split-first != PrefillPiece+2 {
+		t.Fatal("the stretch between the splits changed")
+	}
+	if w := []int{first, split - first - MinPiece, MinPiece, len(prompt) - split, 1, 1, 1}; !slices.Equal(lens, w) {
 		t.Errorf("Forward runs of %v tokens, want %v", lens, w)
 	}
 	if !slices.Equal(atSplit, []int{first, split}) {
