@@ -18,10 +18,12 @@ func (m *Model) deltaNet(sc *scratch, dn *deltaNet, li int, segs []seg, xn []flo
 	z := take(&sc.z, t*hv*dv)
 	bb := take(&sc.beta, t*hv)
 	aa := take(&sc.alpha, t*hv)
-	dn.qkv.mulTiled(sc, 0, xn, t, nt, u)
-	dn.z.mulTiled(sc, 0, xn, t, nt, z)
-	dn.b.mulTiled(sc, 0, xn, t, nt, bb)
-	dn.a.mulTiled(sc, 0, xn, t, nt, aa)
+	pg := sc.products()
+	pg.add(dn.qkv, 0, xn, t, nt, pg.rows(u, t, ch))
+	pg.add(dn.z, 0, xn, t, nt, pg.rows(z, t, hv*dv))
+	pg.add(dn.b, 0, xn, t, nt, pg.rows(bb, t, hv))
+	pg.add(dn.a, 0, xn, t, nt, pg.rows(aa, t, hv))
+	pg.compute()
 
 	o := take(&sc.o, t*hv*dv)
 	steps := sc.steps[:0]

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 
 	"petal/engine/checkpoint"
 	"petal/engine/safetensors"
@@ -57,50 +58,120 @@ func (m *matrix) mul(sc *scratch, e int, x []float32, t int, out []float32) {
 // mulTiled is mul whose first nt input rows take the tiles and the rest
 // the row kernels.
 func (m *matrix) mulTiled(sc *scratch, e int, x []float32, t, nt int, out []float32) {
-	outs := sc.outs[:0]
-	for i := range t {
-		outs = append(outs, out[i*m.rows:(i+1)*m.rows])
-	}
-	sc.outs = outs
-	m.mulRows(sc, e, x, t, nt, outs)
+	g := sc.products()
+	g.add(m, e, x, t, nt, g.rows(out, t, m.rows))
+	g.compute()
 }
 
-// mulRows is mulTiled writing input row i's products into outs[i]. Each
-// output is the same sum whatever rows run beside it: the first nt rows'
-// by the tiles (every weight row, in blocks of four weight rows by three
-// input rows), the others' by the row kernels (whose pairs give each row
-// the single row's bits). So a sequence's logits in a batched step are
-// those of its Forward alone, where it takes the same path for its rows
-// (tiledRows of its piece).
+// mulRows is mulTiled writing input row i's products into outs[i].
 func (m *matrix) mulRows(sc *scratch, e int, x []float32, t, nt int, outs [][]float32) {
-	grain := minRowsPerWorker
-	if t > 1 {
-		grain = 1
+	g := sc.products()
+	g.add(m, e, x, t, nt, outs)
+	g.compute()
+}
+
+// products is a group of products that run as one parallel loop over
+// all their weight rows, so that the small ones (an expert's, the
+// shared expert's, the three of attention) cost the workers one start
+// between them. Each output is the same sum whatever rows run beside
+// it: an input row of the first nt of its product by the tiles (every
+// weight row, in blocks of four weight rows by three input rows), the
+// others' by the row kernels (whose pairs give each row the single row's
+// bits). So a sequence's logits in a batched step are those of its
+// Forward alone, where it takes the same path for its rows (tiledRows of
+// its piece).
+type products struct {
+	sc     *scratch
+	ps     []product
+	arena  []float32   // the products' prepared inputs
+	rowsOf [][]float32 // the output rows of the products' outs
+	total  int         // weight rows of all products
+	maxT   int
+}
+
+// maxGroupFloats bounds the prepared inputs a group holds (4 MiB): past
+// it the group runs what it has and goes on empty, so that a prefill's
+// experts, whose inputs are large and whose products are not small, do
+// not each keep theirs.
+const maxGroupFloats = 1 << 20
+
+// products returns sc's group of products, emptied.
+func (sc *scratch) products() *products {
+	g := &sc.group
+	g.sc = sc
+	g.rowsOf = g.rowsOf[:0]
+	g.reset()
+	return g
+}
+
+func (g *products) reset() {
+	g.ps = g.ps[:0]
+	g.arena = g.arena[:0]
+	g.total, g.maxT = 0, 0
+}
+
+// rows returns out's t rows of n as the rows a product writes.
+func (g *products) rows(out []float32, t, n int) [][]float32 {
+	first := len(g.rowsOf)
+	for i := range t {
+		g.rowsOf = append(g.rowsOf, out[i*n:(i+1)*n])
 	}
-	p := &sc.prod
-	*p = product{m: m, e: e, x: x, t: t, outs: outs}
+	return g.rowsOf[first:]
+}
+
+// alloc returns n zeroed floats of the arena. Growing it leaves the
+// products before on the old array, which they keep.
+func (g *products) alloc(n int) []float32 {
+	used := len(g.arena)
+	g.arena = slices.Grow(g.arena, n)[:used+n]
+	d := g.arena[used : used+n : used+n]
+	clear(d)
+	return d
+}
+
+// add puts in the group the product of expert e's matrix m (e is 0 for a
+// single matrix) with t input rows x[i*cols:(i+1)*cols] into outs[i], the
+// first nt by the tiles.
+func (g *products) add(m *matrix, e int, x []float32, t, nt int, outs [][]float32) {
+	if t == 0 {
+		return
+	}
+	p := product{m: m, e: e, x: x, t: t, outs: outs}
 	if m.bits != 0 {
-		// xsum[i*groups+g] is the sum of input row i over group g: the bias
-		// term of a group is bias*xsum, so it costs one multiply.
 		groups := m.cols / m.group
-		p.xsum = take(&sc.xsum, t*groups)
-		for i := 0; i < t; i++ {
-			xi := x[i*m.cols : (i+1)*m.cols]
-			for g := 0; g < groups; g++ {
-				var s float32
-				for _, v := range xi[g*m.group : (g+1)*m.group] {
-					s += v
-				}
-				p.xsum[i*groups+g] = s
-			}
-		}
-		if vectorKernels && nt > 0 {
+		tiled := vectorKernels && nt > 0
+		lanes := m.bits == 4 && servesGroups(4, m.group/8)
+		need := t * groups
+		if tiled {
 			p.nt = nt
 			p.stride = tileStride(m.cols, groups)
 			// Whole blocks of three input rows: the kernel of fewer adds
 			// in another order on arm64, and a row's sums would depend on
 			// its place among the others.
-			p.xext = take(&sc.xext, (nt+2)/3*3*p.stride)
+			need += (nt + 2) / 3 * 3 * p.stride
+		}
+		if lanes {
+			need += (t - p.nt) * m.cols
+		}
+		if len(g.ps) > 0 && len(g.arena)+need > maxGroupFloats {
+			g.compute()
+			g.reset()
+		}
+		// xsum[i*groups+j] is the sum of input row i over group j: the
+		// bias term of a group is bias*xsum, so it costs one multiply.
+		p.xsum = g.alloc(t * groups)
+		for i := 0; i < t; i++ {
+			xi := x[i*m.cols : (i+1)*m.cols]
+			for j := 0; j < groups; j++ {
+				var s float32
+				for _, v := range xi[j*m.group : (j+1)*m.group] {
+					s += v
+				}
+				p.xsum[i*groups+j] = s
+			}
+		}
+		if tiled {
+			p.xext = g.alloc((nt + 2) / 3 * 3 * p.stride)
 			for i := 0; i < nt; i++ {
 				row := p.xext[i*p.stride : (i+1)*p.stride]
 				copy(row, x[i*m.cols:(i+1)*m.cols])
@@ -108,12 +179,36 @@ func (m *matrix) mulRows(sc *scratch, e int, x []float32, t, nt int, outs [][]fl
 			}
 		}
 		p.xk = x[p.nt*m.cols : t*m.cols]
-		if m.bits == 4 && servesGroups(4, m.group/8) {
+		if lanes {
 			// Only for the groups the kernels take: the Go loops read x.
-			p.xk = qdot4Lanes(&sc.xlanes, p.xk)
+			buf := g.alloc(len(p.xk))
+			p.xk = qdot4Lanes(&buf, p.xk)
 		}
 	}
-	sc.parallelFor(m.rows, grain, p)
+	p.first = g.total
+	g.ps = append(g.ps, p)
+	g.total += m.rows
+	g.maxT = max(g.maxT, t)
+}
+
+// compute runs the group's products over the cores and waits for them.
+func (g *products) compute() {
+	grain := minRowsPerWorker
+	if g.maxT > 1 {
+		grain = 1
+	}
+	g.sc.parallelFor(g.total, grain, g)
+}
+
+// run does the weight rows [lo, hi) of the group, counted across its
+// products in turn.
+func (g *products) run(pt *part, lo, hi int) {
+	for i := range g.ps {
+		p := &g.ps[i]
+		if lo < p.first+p.m.rows && hi > p.first {
+			p.run(pt, max(lo, p.first)-p.first, min(hi, p.first+p.m.rows)-p.first)
+		}
+	}
 }
 
 // tileStride is the length of a row of mulQuantTiles' tiles and inputs:
@@ -121,13 +216,14 @@ func (m *matrix) mulRows(sc *scratch, e int, x []float32, t, nt int, outs [][]fl
 // padded to the vector kernels' 8 floats.
 func tileStride(cols, groups int) int { return (cols + groups + 7) &^ 7 }
 
-// product is the task of one mul.
+// product is one product of a group.
 type product struct {
 	m       *matrix
 	e       int
 	x, xsum []float32
 	t       int
 	outs    [][]float32
+	first   int // its first weight row's number in the group
 	// nt input rows take the tiles: xext holds them for mulQuantTiles,
 	// each followed by its group sums and padded to stride; nil where
 	// none does.

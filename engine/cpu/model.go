@@ -224,6 +224,8 @@ func (s *Sequence) checkPositions(tokens int) error {
 	return nil
 }
 
+var _ engine.Stepper = (*Model)(nil)
+
 // Step runs rows of several sequences as one step (see engine.Stepper):
 // their tokens pass through the layers together, each weight read once for
 // all of them, and each row's logits are bit for bit those of its

@@ -64,52 +64,68 @@ func (m *Model) moe(sc *scratch, b *moe, xn []float32, t, nt int, out []float32)
 	// Grouped by expert, each expert's tokens in order.
 	slices.SortStableFunc(uses, func(a, b use) int { return cmp.Compare(a.expert, b.expert) })
 
+	// Every expert's tokens in one block (in uses' order), each expert's
+	// rows and the shared expert's in one group of products a stage.
+	nu, si := len(uses), c.SharedIntermediate
+	xe := take(&sc.xe, nu*h)
+	for j, u := range uses {
+		copy(xe[j*h:(j+1)*h], xn[u.tok*h:(u.tok+1)*h])
+	}
+	g, up := take(&sc.g, nu*inter), take(&sc.up, nu*inter)
+	sg, sup := take(&sc.sharedG, t*si), take(&sc.sharedUp, t*si)
+	gate := take(&sc.sgate, t)
+	pg := sc.products()
+	forExperts(uses, nt, func(e, lo, hi, nte int) {
+		n := hi - lo
+		pg.add(b.gate, e, xe[lo*h:hi*h], n, nte, pg.rows(g[lo*inter:hi*inter], n, inter))
+		pg.add(b.up, e, xe[lo*h:hi*h], n, nte, pg.rows(up[lo*inter:hi*inter], n, inter))
+	})
+	pg.add(b.sharedGate, 0, xn, t, nt, pg.rows(sg, t, si))
+	pg.add(b.sharedUp, 0, xn, t, nt, pg.rows(sup, t, si))
+	pg.add(b.sharedExpertGate, 0, xn, t, nt, pg.rows(gate, t, 1))
+	pg.compute()
+	siluMul(g, up, take(&sc.act, nu*inter), inter)
+	siluMul(sg, sup, take(&sc.act, t*si), si)
+
+	y, sy := take(&sc.y, nu*h), take(&sc.sharedY, t*h)
+	pg = sc.products()
+	forExperts(uses, nt, func(e, lo, hi, nte int) {
+		pg.add(b.down, e, g[lo*inter:hi*inter], hi-lo, nte, pg.rows(y[lo*h:hi*h], hi-lo, h))
+	})
+	pg.add(b.shDown, 0, sg, t, nt, pg.rows(sy, t, h))
+	pg.compute()
+
+	// Each token's experts in ascending order, then the shared expert.
 	clear(out[:t*h])
-	for len(uses) > 0 {
-		e, n := uses[0].expert, 1
-		for n < len(uses) && uses[n].expert == e {
-			n++
-		}
-		us := uses[:n]
-		uses = uses[n:]
-		xe := take(&sc.xe, n*h)
-		nte := 0
-		for j, u := range us {
-			copy(xe[j*h:(j+1)*h], xn[u.tok*h:(u.tok+1)*h])
-			if u.tok < nt {
-				nte = j + 1
-			}
-		}
-		g := take(&sc.g, n*inter)
-		up := take(&sc.up, n*inter)
-		b.gate.mulTiled(sc, e, xe, n, nte, g)
-		b.up.mulTiled(sc, e, xe, n, nte, up)
-		siluMul(g, up, take(&sc.act, n*inter), inter)
-		y := take(&sc.y, n*h)
-		b.down.mulTiled(sc, e, g, n, nte, y)
-		for j, u := range us {
-			dst := out[u.tok*h : (u.tok+1)*h]
-			for k, v := range y[j*h : (j+1)*h] {
-				dst[k] += u.w * v
-			}
+	for j, u := range uses {
+		dst := out[u.tok*h : (u.tok+1)*h]
+		for k, v := range y[j*h : (j+1)*h] {
+			dst[k] += u.w * v
 		}
 	}
-
-	si := c.SharedIntermediate
-	g := take(&sc.g, t*si)
-	up := take(&sc.up, t*si)
-	b.sharedGate.mulTiled(sc, 0, xn, t, nt, g)
-	b.sharedUp.mulTiled(sc, 0, xn, t, nt, up)
-	siluMul(g, up, take(&sc.act, t*si), si)
-	y := take(&sc.y, t*h)
-	b.shDown.mulTiled(sc, 0, g, t, nt, y)
-	sg := take(&sc.sgate, t)
-	b.sharedExpertGate.mulTiled(sc, 0, xn, t, nt, sg)
 	for i := 0; i < t; i++ {
-		w := sigmoid(sg[i])
+		w := sigmoid(gate[i])
 		dst := out[i*h : (i+1)*h]
-		for k, v := range y[i*h : (i+1)*h] {
+		for k, v := range sy[i*h : (i+1)*h] {
 			dst[k] += w * v
 		}
+	}
+}
+
+// forExperts calls f for each expert's run of uses (grouped by expert,
+// each expert's tokens in order): the expert, the run [lo, hi) and how
+// many of its first tokens are among the first nt rows, which take the
+// tiles.
+func forExperts(uses []use, nt int, f func(e, lo, hi, nte int)) {
+	for lo := 0; lo < len(uses); {
+		e, hi, nte := uses[lo].expert, lo, 0
+		for hi < len(uses) && uses[hi].expert == e {
+			if uses[hi].tok < nt {
+				nte = hi - lo + 1
+			}
+			hi++
+		}
+		f(e, lo, hi, nte)
+		lo = hi
 	}
 }

@@ -18,17 +18,15 @@ type scratch struct {
 	logits, xe, g, up, y, sgate []float32 // MoE
 	idx                         []int
 	uses                        []use
-	xsum                        []float32   // mul's sums of input groups
-	xlanes                      []float32   // mul's input rows in the 4-bit row kernel's order
-	xext                        []float32   // mul's input rows for the tiles
-	outs, logitRows             [][]float32 // mul's and the LM head's output rows
+	logitRows                   [][]float32 // the LM head's output rows
+	sharedG, sharedUp, sharedY  []float32   // the shared expert's
 	act                         []float32   // siluMul's sigmoids
 	jobs                        []job       // a Forward's or Step's rows
 	tokens                      []int       // a Forward's tokens
 	segs                        []seg       // a pass's pieces of them
 
 	// The tasks' operands live here so that they are not allocated per call.
-	prod   product
+	group  products
 	heads  []attnHeads
 	attn   attnBatch
 	steps  []deltaStep
