@@ -5,12 +5,12 @@ import (
 	"sync"
 )
 
-// scratch holds the buffers one Forward works in. They grow to the largest
-// chunk and context seen and are then reused, so that a decode step
-// allocates nothing. The Model keeps the idle ones for the next Forward of
-// any of its sequences: a sequence waiting in a cache holds none, and
-// sequences stepping at once each get their own (a Step of several
-// sequences takes one).
+// scratch holds the buffers one Forward or Step works in. They grow to
+// the largest pass and context seen and are then reused, so that a
+// decode step allocates nothing. The Model keeps the idle ones for the
+// next Forward or Step of any of its sequences: a sequence waiting in a
+// cache holds none, and sequences stepping at once each get their own (a
+// Step of several sequences takes one).
 type scratch struct {
 	x, xn, delta                []float32 // the residual stream, its norm, a block's output
 	qg, q, k, v, gate, o        []float32 // attention; o is also DeltaNet's

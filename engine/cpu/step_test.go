@@ -308,3 +308,37 @@ func TestStepAllocs(t *testing.T) {
 		t.Errorf("a batched decode step allocates %v times", allocs)
 	}
 }
+
+// TestProductsPastTheBound: a group whose prepared inputs pass
+// maxGroupFloats runs what it holds and goes on, never holding much more;
+// every product still gives the sums it gives alone.
+func TestProductsPastTheBound(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	const rows, cols, tokens = 12, 4096, 100
+	sc := newScratch()
+	var ms []*matrix
+	var xs, alone, got [][]float32
+	floats := 0
+	for i := 0; floats <= 2*maxGroupFloats; i++ {
+		m := randomQuant(r, rows, cols, 4, 64)
+		x := randomFloats(r, tokens*cols)
+		want := make([]float32, tokens*rows)
+		m.mulTiled(sc, 0, x, tokens, tokens-i%3, want)
+		ms, xs, alone = append(ms, m), append(xs, x), append(alone, want)
+		got = append(got, make([]float32, tokens*rows))
+		floats += tokens * tileStride(cols, cols/64)
+	}
+	g := sc.products()
+	for i, m := range ms {
+		g.add(m, 0, xs[i], tokens, tokens-i%3, g.rows(got[i], tokens, rows))
+	}
+	g.compute()
+	if c := cap(g.arena); c > 2*maxGroupFloats {
+		t.Errorf("the group held %d floats of inputs at once for %d in all", c, floats)
+	}
+	for i := range ms {
+		if !slices.Equal(got[i], alone[i]) {
+			t.Errorf("product %d of %d differs from alone by up to %g", i, len(ms), maxDiff(got[i], alone[i]))
+		}
+	}
+}
