@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { apiKeyEffect, flagNote, inForceRows, listLabels, restartNote } from './inforce';
+import { MAX_AUTO_PARALLEL, apiKeyEffect, flagNote, inForceRows, listLabels, restartNote } from './inforce';
 import type { InForceSettings } from './api/types';
 
 const inForce: InForceSettings = {
@@ -35,6 +35,17 @@ describe('inForceRows', () => {
       'Prefix cache folder: /data/petal (saved on this page)',
       'Prefix cache size on disk: 5 GB (from the command line (--prefix-cache-gb))',
     ]);
+  });
+
+  it('says how many requests decode together, automatic when left to the memory fit', () => {
+    const words = (n: number, source: 'flag' | 'settings' | 'default') =>
+      inForceRows({ parallel: { value: n, source } }).map((r) => `${r.label}: ${r.value} (${r.from})`);
+    expect(words(0, 'default')).toEqual([`Requests decoded together: automatic: as many as the memory holds, at most ${MAX_AUTO_PARALLEL} (default)`]);
+    expect(words(1, 'settings')).toEqual(['Requests decoded together: one at a time (saved on this page)']);
+    expect(words(3, 'flag')).toEqual(['Requests decoded together: up to 3 at once (from the command line (--parallel))']);
+    expect(inForceRows({ ...inForce, parallel: { value: 2, source: 'flag' } }).map((r) => r.field).slice(0, 2)).toEqual(['context_length', 'parallel']);
+    expect(flagNote(['parallel'])).toContain('--parallel');
+    expect(restartNote(['parallel'], false)).toContain('Requests decoded together takes effect when Petal starts again');
   });
 
   it('leaves out what an older server does not report', () => {

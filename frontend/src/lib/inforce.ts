@@ -17,6 +17,7 @@ export const SETTING_LABELS: Record<string, string> = {
   start_at_login: 'Start at login',
   prefix_cache_dir: 'Prefix cache folder',
   prefix_cache_gb: 'Prefix cache size on disk',
+  parallel: 'Requests decoded together',
 };
 
 /** The flag of petal serve that sets each server setting, for saying which one wins. */
@@ -28,10 +29,11 @@ export const SETTING_FLAGS: Record<ServerSetting, string> = {
   allowed_origins: '--allow-origin',
   prefix_cache_dir: '--prefix-cache-dir',
   prefix_cache_gb: '--prefix-cache-gb',
+  parallel: '--parallel',
 };
 
 /** The order "In force now" lists the settings in, as the form above it does. */
-export const IN_FORCE_ORDER: ServerSetting[] = ['context_length', 'port', 'expose', 'api_key', 'allowed_origins', 'prefix_cache_dir', 'prefix_cache_gb'];
+export const IN_FORCE_ORDER: ServerSetting[] = ['context_length', 'parallel', 'port', 'expose', 'api_key', 'allowed_origins', 'prefix_cache_dir', 'prefix_cache_gb'];
 
 /** A field's label, or its wire name made readable when the server sends one the UI does not know. */
 export function settingLabel(field: string): string {
@@ -75,7 +77,21 @@ export function valueWords(field: ServerSetting, f: InForce<unknown>): string {
     case 'prefix_cache_gb':
       if (typeof v !== 'number' || v < 0) return 'automatic: 10% of the free disk, at most 20 GB';
       return v === 0 ? 'off' : `${v} GB`;
+    case 'parallel':
+      return parallelWords(typeof v === 'number' ? v : 0);
   }
+}
+
+/** The most requests the server decodes together when left to decide (the Go side's fit.MaxAutoParallel). */
+export const MAX_AUTO_PARALLEL = 4;
+
+/** The most requests the parallel setting may ask for (the Go side's manage.MaxParallel). */
+export const MAX_PARALLEL = 8;
+
+/** The parallel setting in words: 0 is auto. */
+export function parallelWords(n: number): string {
+  if (n <= 0) return `automatic: as many as the memory holds, at most ${MAX_AUTO_PARALLEL}`;
+  return n === 1 ? 'one at a time' : `up to ${n} at once`;
 }
 
 /** One row of "In force now". */

@@ -154,6 +154,8 @@ const statusModel: Spec<Status['model']> = {
   context_length: num,
   backend: str,
   dir: str,
+  requests_running: opt(num),
+  parallel: opt(num),
   error: opt(str),
 };
 const statusSpec: Spec<Status> = {
@@ -201,6 +203,7 @@ const settingsSpec: Spec<Settings> = {
   start_at_login: bool,
   prefix_cache_dir: opt(str),
   prefix_cache_gb: opt(num),
+  parallel: opt(num),
 };
 function inForce<V>(value: Check<V>): Check<InForce<V>> {
   return obj<InForce<V>>({ value, source: oneOf('flag', 'settings', 'default') });
@@ -213,6 +216,7 @@ const inForceSpec: Spec<InForceSettings> = {
   allowed_origins: opt(inForce(arr(str))),
   prefix_cache_dir: opt(inForce(str)),
   prefix_cache_gb: opt(inForce(num)),
+  parallel: opt(inForce(num)),
 };
 const settingsReply = obj<SettingsReply>({
   settings: obj(settingsSpec),

@@ -105,6 +105,10 @@ export interface Status {
     context_length: number;
     backend: string;
     dir: string;
+    /** Requests running on the model now; older servers leave it out. */
+    requests_running?: number;
+    /** How many requests may decode together (0 while none is served); older servers leave it out. */
+    parallel?: number;
     error?: string;
   };
   /** The OpenAI base URL clients should use, e.g. http://127.0.0.1:8080/v1. */
@@ -273,6 +277,8 @@ export interface Settings {
   start_at_login: boolean;
   prefix_cache_dir?: string;
   prefix_cache_gb?: number;
+  /** Requests decoded together: 0 for auto (as many as the memory fits, at most 4), 1 to 8; older servers leave it out. */
+  parallel?: number;
 }
 
 /** Where a value the server runs with came from. */
@@ -296,6 +302,8 @@ export interface InForceSettings {
   prefix_cache_dir?: InForce<string>;
   /** The disk tier's budget in GB: -1 for auto (10% of the free disk, at most 20 GB), 0 for off. */
   prefix_cache_gb?: InForce<number>;
+  /** Requests decoded together: 0 for auto (the memory fit's count), else the number asked. */
+  parallel?: InForce<number>;
 }
 
 /** The server-side settings' names, as restart_required and overridden_by_flag list them. */
