@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 server=
 cleanup() {
-	if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; fi
+	if [ -n "$server" ]; then kill "$server" 2>/dev/null && wait "$server" 2>/dev/null || true; fi
 	rm -rf "$work"
 }
 trap cleanup EXIT

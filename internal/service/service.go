@@ -22,8 +22,11 @@ import (
 // Defaults and limits of a Service.
 const (
 	// DefaultQueueLimit is how many requests may wait for the engine; one
-	// more is refused with ErrQueueFull.
-	DefaultQueueLimit = 16
+	// more is refused with ErrQueueFull. An editor fires a request per
+	// keystroke pause beside a chat and an agent: 20 short requests during
+	// a stream must all be answered. A waiting request holds only its
+	// tokens.
+	DefaultQueueLimit = 64
 	// DefaultCacheBytes bounds the prefix cache's memory.
 	DefaultCacheBytes = 2 << 30
 	// MaxCacheEntries bounds the prefix cache's entries, whatever their

@@ -139,8 +139,11 @@ func (t *stepper) step(running []*stepJob) []*stepJob {
 			decoding++
 		}
 	}
+	// A prompt read alone takes whole pieces; beside another request
+	// (decoding, or about to once its own short prompt is in) the step is
+	// kept to StepTarget.
 	budget := engine.PrefillPiece
-	if decoding > 0 {
+	if len(jobs) > 1 {
 		budget = t.sharedPiece()
 	}
 	start := time.Now()
@@ -148,7 +151,7 @@ func (t *stepper) step(running []*stepJob) []*stepJob {
 	took := time.Since(start)
 	if n.Rows > 0 {
 		t.stats.observeStep(n.Rows, decoding)
-		if decoding > 0 && n.Prompt >= MinSharedPiece {
+		if len(jobs) > 1 && n.Prompt >= MinSharedPiece {
 			t.learn(n.Prompt, took)
 		}
 	}
