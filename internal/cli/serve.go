@@ -223,7 +223,7 @@ func serveSettings(fs *flag.FlagSet, path string) (*manage.SettingsStore, manage
 // parallelFlag defines --parallel, which has no value of its own: left
 // out, the saved setting (else the memory fit's count) applies.
 func parallelFlag(fs *flag.FlagSet) {
-	fs.String("parallel", "", fmt.Sprintf("requests decoded together, 1 to %d; each holds its own cache (default: the saved settings', else as many as the memory fit leaves room for, at most %d)",
+	fs.String("parallel", "", fmt.Sprintf("decode up to `N` requests together, 1 to %d, each with its own cache (default: the saved settings', else as many as the memory fit leaves room for, at most %d)",
 		manage.MaxParallel, fit.MaxAutoParallel))
 }
 
