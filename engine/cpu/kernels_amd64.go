@@ -18,6 +18,27 @@ func qdot4x2Kernel(words0, words1 *uint32, x *float32, scales0, scales1, biases0
 //go:noescape
 func qdot8x2Kernel(words0, words1 *uint32, x *float32, scales0, scales1, biases0, biases1 *uint16, xsum *float32, groups, wordsPerGroup int, out *[2]float32)
 
+//go:noescape
+func qdot4x4Kernel(words *uint32, x0, x1, x2, x3 *float32, scales, biases *uint16, xs0, xs1, xs2, xs3 *float32, groups, wordsPerGroup int, out *[4]float32)
+
+// qdotQuadVec sets out[i] to the product of the row of 4-bit codes words,
+// scales and biases with x[i] (group sums xsum[i]) for i < 4, the bits
+// qdotRowVec gives each, or reports false where the kernel does not
+// serve the shape (8-bit codes among them). x is in qdot4Lanes' order.
+func qdotQuadVec(bits int, words []uint32, x [4][]float32, scales, biases []uint16, xsum [4][]float32, wordsPerGroup int, out *[4]float32) bool {
+	groups := len(scales)
+	if bits != 4 || !servesGroups(bits, wordsPerGroup) || groups == 0 || len(biases) != groups || len(words) != groups*wordsPerGroup {
+		return false
+	}
+	for i := range 4 {
+		if len(x[i]) < len(words)*8 || len(xsum[i]) < groups {
+			return false
+		}
+	}
+	qdot4x4Kernel(&words[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], &scales[0], &biases[0], &xsum[0][0], &xsum[1][0], &xsum[2][0], &xsum[3][0], groups, wordsPerGroup, out)
+	return true
+}
+
 // qdotx2 is the two-row kernel of bits on rows that qdotPairVec has
 // checked.
 func qdotx2(bits int, words [2][]uint32, x []float32, scales, biases [2][]uint16, xsum []float32, groups, wordsPerGroup int, out *[2]float32) {

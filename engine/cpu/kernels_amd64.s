@@ -975,3 +975,162 @@ axpy3done:
 	VMOVUPS Y11, 96(BX)
 	VZEROUPPER
 	RET
+
+// QUAD adds code k of the 8 words in Y13, in Y12 (masked in place and
+// converted as in CODE1), times the 8 floats at x of each of the four
+// inputs into its accumulator.
+#define QUAD(x, acc0, acc1, acc2, acc3) \
+	VCVTDQ2PS Y12, Y12; \
+	VFMADD231PS x(DI), Y12, acc0; \
+	VFMADD231PS x(DI)(R12*1), Y12, acc1; \
+	VFMADD231PS x(DI)(R13*1), Y12, acc2; \
+	VFMADD231PS x(DI)(BX*1), Y12, acc3
+
+// func qdot4x4Kernel(words *uint32, x0, x1, x2, x3 *float32, scales, biases *uint16, xs0, xs1, xs2, xs3 *float32, groups, wordsPerGroup int, out *[4]float32)
+//
+// qdot4Kernel on four inputs at once, out[i] the product with x_i (xs_i
+// its group sums): each code is masked and converted once for all four,
+// where a call per input did that work (the uops that bound the kernel)
+// four times. Each input's terms are added in qdot4Kernel's order, so out
+// holds the bits that four calls of it return. Y0-Y3 are the inputs'
+// sums, Y4-Y11 their even and odd codes' accumulators (Y4, Y5 input 0).
+TEXT ·qdot4x4Kernel(SB), NOSPLIT, $0-112
+	MOVQ words+0(FP), SI
+	MOVQ x0+8(FP), DI
+	MOVQ x1+16(FP), R12
+	MOVQ x2+24(FP), R13
+	MOVQ x3+32(FP), BX
+	MOVQ scales+40(FP), DX
+	MOVQ groups+88(FP), CX
+	MOVQ wordsPerGroup+96(FP), R8
+	// R12, R13 and BX are inputs 1-3 less input 0, in bytes.
+	SUBQ DI, R12
+	SUBQ DI, R13
+	SUBQ DI, BX
+	MOVL $15, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ R11, R11
+
+quad4group:
+	PREFETCHT0 512(SI)
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ R8, R9
+
+quad4word:
+	VMOVDQU 0(SI), Y13
+	VPAND Y14, Y13, Y12
+	QUAD(0, Y4, Y6, Y8, Y10)
+	VPAND nibbleMasks<>+0(SB), Y13, Y12
+	QUAD(32, Y5, Y7, Y9, Y11)
+	VPAND nibbleMasks<>+32(SB), Y13, Y12
+	QUAD(64, Y4, Y6, Y8, Y10)
+	VPAND nibbleMasks<>+64(SB), Y13, Y12
+	QUAD(96, Y5, Y7, Y9, Y11)
+	VPAND nibbleMasks<>+96(SB), Y13, Y12
+	QUAD(128, Y4, Y6, Y8, Y10)
+	VPAND nibbleMasks<>+128(SB), Y13, Y12
+	QUAD(160, Y5, Y7, Y9, Y11)
+	VPAND nibbleMasks<>+160(SB), Y13, Y12
+	QUAD(192, Y4, Y6, Y8, Y10)
+	VPSRLD $28, Y13, Y12
+	QUAD(224, Y5, Y7, Y9, Y11)
+	ADDQ $32, SI
+	ADDQ $256, DI
+	SUBQ $8, R9
+	JNZ quad4word
+
+	VPBROADCASTW (DX)(R11*2), Y15
+	VPSLLD $16, Y15, Y15
+	VADDPS Y5, Y4, Y4
+	VFMADD231PS Y4, Y15, Y0
+	VADDPS Y7, Y6, Y6
+	VFMADD231PS Y6, Y15, Y1
+	VADDPS Y9, Y8, Y8
+	VFMADD231PS Y8, Y15, Y2
+	VADDPS Y11, Y10, Y10
+	VFMADD231PS Y10, Y15, Y3
+	INCQ R11
+	CMPQ R11, CX
+	JNE quad4group
+
+	// The bias terms, 8 groups a vector, each input against its sums.
+	MOVQ biases+48(FP), BX
+	MOVQ xs0+56(FP), R10
+	MOVQ xs1+64(FP), DI
+	MOVQ xs2+72(FP), R12
+	MOVQ xs3+80(FP), R13
+	MOVQ CX, R9
+	SHRQ $3, R9
+	JZ quad4tail
+
+quad4bias:
+	VPMOVZXWD (BX), Y12
+	VPSLLD $16, Y12, Y12
+	VFMADD231PS (R10), Y12, Y0
+	VFMADD231PS (DI), Y12, Y1
+	VFMADD231PS (R12), Y12, Y2
+	VFMADD231PS (R13), Y12, Y3
+	ADDQ $16, BX
+	ADDQ $32, R10
+	ADDQ $32, DI
+	ADDQ $32, R12
+	ADDQ $32, R13
+	DECQ R9
+	JNZ quad4bias
+
+quad4tail:
+	VEXTRACTF128 $1, Y0, X12
+	VADDPS X12, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VEXTRACTF128 $1, Y1, X12
+	VADDPS X12, X1, X1
+	VHADDPS X1, X1, X1
+	VHADDPS X1, X1, X1
+	VEXTRACTF128 $1, Y2, X12
+	VADDPS X12, X2, X2
+	VHADDPS X2, X2, X2
+	VHADDPS X2, X2, X2
+	VEXTRACTF128 $1, Y3, X12
+	VADDPS X12, X3, X3
+	VHADDPS X3, X3, X3
+	VHADDPS X3, X3, X3
+	ANDQ $7, CX
+	JZ quad4done
+
+quad4one:
+	MOVWLZX 0(BX), AX
+	SHLL $16, AX
+	VMOVD AX, X12
+	VFMADD231SS (R10), X12, X0
+	VFMADD231SS (DI), X12, X1
+	VFMADD231SS (R12), X12, X2
+	VFMADD231SS (R13), X12, X3
+	ADDQ $2, BX
+	ADDQ $4, R10
+	ADDQ $4, DI
+	ADDQ $4, R12
+	ADDQ $4, R13
+	DECQ CX
+	JNZ quad4one
+
+quad4done:
+	VZEROUPPER
+	MOVQ out+104(FP), AX
+	MOVSS X0, 0(AX)
+	MOVSS X1, 4(AX)
+	MOVSS X2, 8(AX)
+	MOVSS X3, 12(AX)
+	RET

@@ -25,3 +25,9 @@ func qdotx2(bits int, words [2][]uint32, x []float32, scales, biases [2][]uint16
 		}
 	}
 }
+
+// qdotQuadVec reports false: arm64 has no kernel of four inputs (see
+// qdotx2), and each input takes the row kernel.
+func qdotQuadVec(int, []uint32, [4][]float32, []uint16, []uint16, [4][]float32, int, *[4]float32) bool {
+	return false
+}

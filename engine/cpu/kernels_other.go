@@ -15,6 +15,10 @@ func qdotPairVec(int, [2][]uint32, []float32, [2][]uint16, [2][]uint16, []float3
 	return false
 }
 
+func qdotQuadVec(int, []uint32, [4][]float32, []uint16, []uint16, [4][]float32, int, *[4]float32) bool {
+	return false
+}
+
 func qdot4Lanes(_ *[]float32, x []float32) []float32 { return x }
 
 func dotVec(_, _ []float32) (float32, int) { return 0, 0 }

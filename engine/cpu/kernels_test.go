@@ -424,3 +424,36 @@ func TestAxpyRows3(t *testing.T) {
 		}
 	}
 }
+
+// TestQdotQuadVec checks the four-input kernel against the row kernel on
+// each input, bit for bit, on every group size and on group counts that
+// leave a tail after the bias pass's 8 groups a vector.
+func TestQdotQuadVec(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, group := range []int{32, 64, 128} {
+		for _, groups := range []int{1, 2, 3, 7, 8, 11, 32} {
+			cols := group * groups
+			m := randomQuant(r, 1, cols, 4, group)
+			var x, xsum [4][]float32
+			for i := range 4 {
+				x[i] = qdot4Lanes(new([]float32), randomFloats(r, cols))
+				xsum[i] = randomFloats(r, groups)
+			}
+			wpg := group / 8
+			var got [4]float32
+			served := qdotQuadVec(4, m.words, x, m.scales, m.biases, xsum, wpg, &got)
+			if want := servesGroups(4, wpg) && runtime.GOARCH == "amd64"; served != want {
+				t.Fatalf("group %d: kernel served %v, want %v", group, served, want)
+			}
+			if !served {
+				continue
+			}
+			for i := range 4 {
+				want, _ := qdotRowVec(4, m.words, x[i], m.scales, m.biases, xsum[i], wpg)
+				if got[i] != want {
+					t.Errorf("group %d groups %d input %d: got %v, the row kernel %v", group, groups, i, got[i], want)
+				}
+			}
+		}
+	}
+}

@@ -262,7 +262,7 @@ func (m *matrix) mulQuant(e int, x, xk, xsum []float32, t int, outs [][]float32,
 		words := m.words[row*wordsPerRow : (row+1)*wordsPerRow]
 		sc := m.scales[row*groups : (row+1)*groups]
 		bi := m.biases[row*groups : (row+1)*groups]
-		for i := 0; i < t; i++ {
+		for i := m.quads(words, sc, bi, xk, xsum, t, outs, r); i < t; i++ {
 			xs := xsum[i*groups : (i+1)*groups]
 			v, ok := qdotRowVec(m.bits, words, xk[i*m.cols:(i+1)*m.cols], sc, bi, xs, wordsPerGroup)
 			if !ok {
@@ -316,7 +316,8 @@ func (m *matrix) mulQuantPairs(e int, xk, xsum []float32, t int, outs [][]float3
 			sc[k] = m.scales[row*groups : (row+1)*groups]
 			bi[k] = m.biases[row*groups : (row+1)*groups]
 		}
-		for j := 0; j < t; j++ {
+		j := min(m.quads(words[0], sc[0], bi[0], xk, xsum, t, outs, r[0]), m.quads(words[1], sc[1], bi[1], xk, xsum, t, outs, r[1]))
+		for ; j < t; j++ {
 			if !qdotPairVec(m.bits, words, xk[j*m.cols:(j+1)*m.cols], sc, bi, xsum[j*groups:(j+1)*groups], wordsPerGroup, &pair) {
 				return lo
 			}
@@ -324,6 +325,34 @@ func (m *matrix) mulQuantPairs(e int, xk, xsum []float32, t int, outs [][]float3
 		}
 	}
 	return lo + 2*half
+}
+
+// quads sets outs[j][r] to the product of row r (words, sc, bi) with
+// input j of xk (its group sums in xsum), four inputs a call of the
+// four-input kernel, and returns the first input it left (the last 1-3,
+// or all where the kernel does not serve the shape): with fewer inputs
+// the kernel's unused lanes cost more than the pair kernels (on one core,
+// a 2048x2048 product of 2 inputs took 490 us padded to four, 348-376
+// by the pairs; of 4, 520-540 against 682-690; of 8, 1094-1132 against
+// 1339-1350).
+func (m *matrix) quads(words []uint32, sc, bi []uint16, xk, xsum []float32, t int, outs [][]float32, r int) int {
+	groups := m.cols / m.group
+	var x, xs [4][]float32
+	var out [4]float32
+	j := 0
+	for ; j+4 <= t; j += 4 {
+		for i := range 4 {
+			k := j + i
+			x[i], xs[i] = xk[k*m.cols:(k+1)*m.cols], xsum[k*groups:(k+1)*groups]
+		}
+		if !qdotQuadVec(m.bits, words, x, sc, bi, xs, m.group*m.bits/32, &out) {
+			return j
+		}
+		for i := range 4 {
+			outs[j+i][r] = out[i]
+		}
+	}
+	return j
 }
 
 // tileMinTokens is the fewest tokens of a piece for which the tiles pay:
