@@ -66,41 +66,53 @@ func (l *lockedBuffer) String() string {
 // StreamBacklog events behind (its generation cancelled), instead of
 // holding the engine until a write times out; its reply comes while the
 // never-readers have still read nothing.
-func TestStalledReaders(t *testing.T) {
+// stalledScenario starts the real HTTP server on the demo model with
+// parallel requests decoding together, opens three long streams through
+// dial that never read, waits for all three to be in, then asks for 4
+// tokens with the same client and checks the reply. It returns the
+// service, the server's address, its log and the never-readers.
+func stalledScenario(t *testing.T, parallel int, dial func(string) (net.Conn, error)) (*service.Service, string, *lockedBuffer, []net.Conn) {
+	t.Helper()
 	m, err := cpu.Open(demoModel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	svc, err := service.New(m, demoModel, service.Options{Name: "demo"})
+	t.Cleanup(func() { m.Close() })
+	svc, err := service.New(m, demoModel, service.Options{Name: "demo", Parallel: parallel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Close()
-	var logged lockedBuffer
-	hs := New(svc, Options{Logger: log.New(&logged, "", 0)}).HTTPServer("127.0.0.1:0")
+	t.Cleanup(func() { svc.Close() })
+	logged := &lockedBuffer{}
+	hs := New(svc, Options{Logger: log.New(logged, "", 0)}).HTTPServer("127.0.0.1:0")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	defer func() {
+	addr := ln.Addr().String()
+	stalled := make([]net.Conn, 3)
+	t.Cleanup(func() {
+		for _, c := range stalled {
+			if c != nil {
+				c.Close()
+			}
+		}
 		hs.Close()
 		<-served
-	}()
-	addr := ln.Addr().String()
-
-	stalled := make([]net.Conn, 3)
+		// The generations of the connections just closed end at their
+		// next step; the model must outlive them.
+		waitQueue(t, svc, func(m service.Metrics) bool { return m.Running == 0 && m.Waiting == 0 })
+	})
 	for i := range stalled {
-		c, err := dialStalled(addr)
+		c, err := dial(addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		stalled[i] = c
 		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: %s\r\nUser-Agent: petal-test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 			addr, len(stalledRequest), stalledRequest)
-		stalled[i] = c
 	}
 	// All three have joined the queue: running, waiting, or already cut
 	// off.
@@ -130,7 +142,25 @@ func TestStalledReaders(t *testing.T) {
 		t.Fatalf("reply %s (%v), want 4 tokens", body, err)
 	}
 	t.Logf("4-token request answered in %v behind %d never-reading streams", took, len(stalled))
+	return svc, addr, logged, stalled
+}
 
+// TestStalledReadersBeside is the scenario with four requests decoding
+// together and never-readers whose sockets take the kernel's default
+// buffers (a few hundred kilobytes, so no cut-off comes for a long
+// while): the short request is answered beside them, all three still
+// running and none cut off.
+func TestStalledReadersBeside(t *testing.T) {
+	svc, _, _, _ := stalledScenario(t, 4, func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) })
+	// The short request leaves the engine just after its reply is sent.
+	got := waitQueue(t, svc, func(m service.Metrics) bool { return m.Completed == 1 && m.Running <= 3 })
+	if got.Running != 3 || got.Failed != 0 {
+		t.Errorf("after the short reply: %d running, %d failed; want the 3 never-readers running, none failed", got.Running, got.Failed)
+	}
+}
+
+func TestStalledReaders(t *testing.T) {
+	svc, _, logged, stalled := stalledScenario(t, 1, dialStalled)
 	// Each never-reader's generation ended in failure (cancelled), the
 	// short one's in success, and each cut-off was logged.
 	if got := svc.Metrics(); got.Failed != int64(len(stalled)) || got.Completed != 1 {
