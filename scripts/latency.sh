@@ -4,7 +4,9 @@
 # settings file and prefix-cache folder of its own, so the user's are not
 # read or written) on a free port, waits for /health, runs tools/latency
 # against it (arguments are passed on: -json, -stream-tokens, ...) and
-# stops the server. PETAL_LATENCY_BACKEND picks another backend.
+# stops the server. PETAL_LATENCY_BACKEND picks another backend, and
+# PETAL_LATENCY_SERVE_FLAGS adds serve flags (e.g. "--parallel 1": the
+# server one request at a time, as before issue 29).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,9 +21,10 @@ trap cleanup EXIT
 go build -o "$work/petal" .
 go build -o "$work/latency" ./tools/latency
 
+read -r -a serve_flags <<<"${PETAL_LATENCY_SERVE_FLAGS:-}"
 # Port 0: the kernel picks a free port, which serve prints in its first line.
 "$work/petal" serve --model models/demo --backend "${PETAL_LATENCY_BACKEND:-cpu}" --addr 127.0.0.1:0 \
-	--settings "$work/settings.json" --prefix-cache-dir "$work/prefix" >"$work/serve.log" 2>&1 &
+	--settings "$work/settings.json" --prefix-cache-dir "$work/prefix" "${serve_flags[@]}" >"$work/serve.log" 2>&1 &
 server=$!
 url=
 for _ in $(seq 1 300); do

@@ -118,7 +118,11 @@ func writeTable(w io.Writer, r *report) {
 	streamWhat := fmt.Sprintf("a streamed reply of %s tokens", thousands(r.StreamTokens))
 	agentWhat := fmt.Sprintf("an agent prompt of %s tokens", thousands(r.AgentPromptTokens))
 	fmt.Fprintf(w, "| what ran | the short request (a %d-token `/v1/completions`) | the long requests |\n|---|---|---|\n", r.ShortTokens)
-	fmt.Fprintf(w, "| alone | %s (%d runs) | |\n", span(alone), len(alone))
+	runs := "runs"
+	if len(alone) == 1 {
+		runs = "run"
+	}
+	fmt.Fprintf(w, "| alone | %s (%d %s) | |\n", span(alone), len(alone), runs)
 	fmt.Fprintf(w, "| behind %s | %s | %s |\n", streamWhat, shortCell(r.BehindStream.Short), longCells(r.BehindStream.Long, "stream"))
 	fmt.Fprintf(w, "| behind %s | %s | %s |\n", agentWhat, shortCell(r.BehindAgent.Short), longCells(r.BehindAgent.Long, "agent"))
 	fmt.Fprintf(w, "| behind both | %s | %s |\n", shortCell(r.BehindBoth.Short), longCells(r.BehindBoth.Long, "stream", "agent"))
