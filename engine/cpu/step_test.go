@@ -14,10 +14,21 @@ import (
 )
 
 // stepModels are the models the batched step is checked on: the tiny
-// checkpoint, every fixture, and the demo model.
+// checkpoint (also with its KV cache in half precision), every fixture,
+// and the demo model.
 func stepModels(t *testing.T) map[string]*Model {
 	t.Helper()
 	ms := map[string]*Model{"tiny": openTiny(t, checkpointtest.Tiny())}
+	dir := t.TempDir()
+	if err := checkpointtest.Write(dir, checkpointtest.Tiny()); err != nil {
+		t.Fatal(err)
+	}
+	half, err := OpenWith(dir, Options{HalfKV: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { half.Close() })
+	ms["tiny/halfkv"] = half
 	refs, err := reftest.All()
 	if err != nil {
 		t.Fatal(err)
