@@ -158,7 +158,11 @@ func (r *Runtime) Metrics() service.Metrics { return r.live.slot.Current().Metri
 // Startup are the lines that say what the first load gave: the prefix
 // cache and the decode path.
 func (r *Runtime) Startup() []string {
-	return []string{DescribeCache(r.first, r.cache), "decode: " + engine.DecodePath(r.first.Model)}
+	path := engine.DecodePath(r.first.Model)
+	if r.first.Parallel > 1 {
+		path += "; several requests at once: batched steps, each weight read once for all their rows, each token picked on the host"
+	}
+	return []string{DescribeCache(r.first, r.cache), "decode: " + path}
 }
 
 // Serve answers on the listener until Close; it returns nil then.
