@@ -8,12 +8,18 @@
 # default OpenAI provider over three turns, by item references and by
 # previous_response_id), Claude Code's tool search replayed through
 # Anthropic's SDK (a deferred tool loaded by a tool_reference, and
-# count_tokens without it), Anthropic's models list, Ollama's generate and
-# ps. Then the coding-agent CLIs pinned there each complete
-# one turn on their defaults: Codex (`codex exec`, a model provider with
-# wire_api = "responses" at petal serve's /v1) and Claude Code (`claude -p`,
-# ANTHROPIC_BASE_URL at petal serve, its tools and mid-conversation system
-# messages on): exit status 0 and a reply, whatever the small model says.
+# count_tokens without it), Anthropic's models list, Ollama's generate, ps,
+# embed and pull, and fill-in-the-middle: Continue's OpenAI adapter
+# (@continuedev/openai-adapters' fimStream, what its autocomplete calls, to
+# /v1/fim/completions) and llama.vscode's /infill request replayed (an
+# editor extension with no headless mode). Then the coding-agent CLIs pinned
+# there each complete one turn on their defaults: Codex (`codex exec`, a
+# model provider with wire_api = "responses" at petal serve's /v1), Claude
+# Code (`claude -p`, ANTHROPIC_BASE_URL at petal serve, its tools and
+# mid-conversation system messages on) and qwen-code (`qwen PROMPT` with
+# OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL, its 8,000-token
+# max_tokens over a 20k-token prompt): exit status 0 and a reply, whatever
+# the small model says.
 # Their system prompts are 10-20k tokens, so on a loaded 2-core machine each
 # turn takes minutes; CLIENTS_AGENTS=0 skips them. Exits non-zero if any flow
 # fails. Needs node and npm, and the npm registry for the install (about a
@@ -61,7 +67,7 @@ agent() {
 	else
 		status=1
 		echo "$name: FAIL (exit $rc, $((SECONDS - t0))s)"
-		tail -5 "$work/$name.err" "$work/$name.out"
+		tail -n 5 "$work/$name.err" "$work/$name.out"
 	fi
 }
 
@@ -82,4 +88,11 @@ agent codex "$work/codex.reply" env CODEX_HOME="$work/codex-home" \
 agent claude "$work/claude.out" env CLAUDE_CONFIG_DIR="$work/claude-home" \
 	ANTHROPIC_BASE_URL="http://127.0.0.1:$port" ANTHROPIC_API_KEY=none API_TIMEOUT_MS=3600000 \
 	"$cache/node_modules/.bin/claude" -p "Say hello."
+# HOME: qwen-code keeps its settings and memories under ~/.qwen (and stops
+# at once if HOME does not exist). The three variables alone select its
+# OpenAI-compatible provider.
+mkdir -p "$work/qwen-home"
+agent qwen "$work/qwen.out" env HOME="$work/qwen-home" \
+	OPENAI_BASE_URL="http://127.0.0.1:$port/v1" OPENAI_API_KEY=none OPENAI_MODEL=petal \
+	"$cache/node_modules/.bin/qwen" "Say hello."
 exit "$status"

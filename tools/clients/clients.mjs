@@ -8,6 +8,7 @@ import { generateText, streamText, generateObject, jsonSchema, tool } from 'ai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { createOpenAI } from '@ai-sdk/openai';
 import { ChatOpenAI } from '@langchain/openai';
+import { constructLlmApi } from '@continuedev/openai-adapters';
 
 globalThis.AI_SDK_LOG_WARNINGS = false; // the deprecation notes of generateObject are not failures
 
@@ -63,6 +64,10 @@ const searchTools = (deferred) => [
   { name: 'ToolSearch', description: 'Loads deferred tools', input_schema: { type: 'object', properties: { query: { type: 'string' } } } },
   { name: 'mcp__gh__create_issue', description: 'Opens an issue', input_schema: weather.function.parameters, ...(deferred ? { defer_loading: true } : {}) },
 ];
+// Continue's OpenAI adapter as the README's autocomplete setup configures
+// it (provider mistral, apiBase ending in a slash): its autocomplete calls
+// fimStream, which posts to /v1/fim/completions.
+const continueApi = constructLlmApi({ provider: 'mistral', apiBase: `${base}/v1/`, apiKey: 'none' });
 const lc = new ChatOpenAI({ model, apiKey: 'none', configuration: { baseURL: `${base}/v1` }, maxTokens: 60 });
 
 const flows = {
@@ -177,8 +182,13 @@ const flows = {
       const show = await ollama.show({ model });
       ok(ps.models.length === 1 && tags.models[0].size > 0 && tags.models[0].digest.length === 64, 'ps or tags');
       ok(Object.entries(show.model_info).some(([k, v]) => k.endsWith('.context_length') && v > 0), 'no context length');
-      try { await ollama.embed({ model, input: 'x' }); throw new Error('embed answered'); } catch (e) { ok(/embeddings/.test(e.message), `embed error "${e.message}"`); }
+      const e = await ollama.embed({ model, input: ['x', 'y'] });
+      ok(e.embeddings.length === 2 && e.embeddings[0].length > 0, `embed gave ${e.embeddings.length} vectors`);
       try { await ollama.pull({ model: 'x' }); throw new Error('pull answered'); } catch (e) { ok(!/object Object/.test(e.message), `error "${e.message}"`); }
+      // The served model, by its listed name: Ollama's progress to success.
+      let last;
+      for await (const p of await ollama.pull({ model: tags.models[0].name, stream: true })) last = p;
+      ok(last?.status === 'success', `pull ended with ${JSON.stringify(last)}`);
     },
   },
   'ai-sdk': {
@@ -217,6 +227,35 @@ const flows = {
       ok(three.usage.outputTokens > 0, 'no third turn');
     },
   },
+  continue: {
+    // fim: an autocomplete at the cursor, as Continue sends it (the stop
+    // words of its Qwen coder FIM template), read from the adapter's chunks.
+    fim: async () => {
+      const stop = ['<|endoftext|>', '<|fim_prefix|>', '<|fim_middle|>', '<|fim_suffix|>', '<|fim_pad|>', '<|repo_name|>', '<|file_sep|>', '<|im_start|>', '<|im_end|>'];
+      let text = '', chunks = 0;
+      for await (const c of continueApi.fimStream({ model, prompt: 'def add(a, b):\n    return ', suffix: '\n\nprint(add(1, 2))\n',
+        max_tokens: 32, temperature: 0.01, stop }, new AbortController().signal)) {
+        text += c.choices[0]?.delta?.content ?? '';
+        chunks++;
+      }
+      ok(chunks > 0 && !/<\|fim_/.test(text), `fim: ${chunks} chunks, ${JSON.stringify(text)}`);
+    },
+  },
+  // llama.vscode is an editor extension with no headless mode: its /infill
+  // request (llama.cpp's shape, its default settings and a chunk of
+  // another file) is replayed as it sends it, and its reply read as it
+  // reads it.
+  'llama.vscode (replayed)': {
+    fim: async () => {
+      const r = await fetch(`${base}/infill`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({
+        input_prefix: 'def add(a, b):\n', input_suffix: '\n\nprint(add(1, 2))\n', prompt: '    return ',
+        input_extra: [{ filename: 'util.py', text: 'def sub(a, b):\n    return a - b\n' }],
+        n_predict: 32, top_k: 40, top_p: 0.99, stream: false, samplers: ['top_k', 'top_p', 'infill'], cache_prompt: true,
+        t_max_prompt_ms: 500, t_max_predict_ms: 1000 }) });
+      const j = await r.json();
+      ok(r.ok && typeof j.content === 'string' && j.stop === true && j.timings?.predicted_n >= 0, `infill ${r.status} ${JSON.stringify(j).slice(0, 200)}`);
+    },
+  },
   langchain: {
     chat: async () => {
       const r = await lc.invoke(user);
@@ -239,7 +278,7 @@ const flows = {
   },
 };
 
-const columns = ['chat', 'stream', 'tools', 'toolsearch', 'structured', 'responses', 'generate', 'ps'];
+const columns = ['chat', 'stream', 'tools', 'toolsearch', 'structured', 'responses', 'generate', 'ps', 'fim'];
 const rows = [];
 let failed = 0;
 for (const [client, fs] of Object.entries(flows)) {
