@@ -317,6 +317,22 @@ type dryRunReport struct {
 	Model   string        `json:"model"`
 	Decode  dryRunDecode  `json:"decode_step"`
 	Prefill dryRunPrefill `json:"prefill_chunk"`
+	// Batched is the batched decode step (engine.Stepper) of 1 to
+	// benchMaxConcurrency sequences at the decode step's position.
+	Batched []dryRunBatch `json:"batched_decode_steps"`
+}
+
+// dryRunBatch is one batched decode step of Rows sequences; its rates are
+// the rows' aggregate tokens per second.
+type dryRunBatch struct {
+	Rows             int          `json:"rows"`
+	CommandBuffers   int          `json:"command_buffers"`
+	Dispatches       int          `json:"dispatches"`
+	Levels           int          `json:"dependency_levels"`
+	WeightBytes      int64        `json:"weight_bytes"`
+	BytesMoved       int64        `json:"bytes_moved"`
+	Rates            []dryRunRate `json:"rates"`
+	MaxCommandBuffer dryRunWork   `json:"max_command_buffer"`
 }
 
 type dryRunDecode struct {
@@ -405,6 +421,18 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 			CommandBuffers: p.CommandBuffers, MaxCommandBuffer: work(p.MaxCommandBuffer),
 		},
 	}
+	for rows := 1; rows <= benchMaxConcurrency; rows++ {
+		b, err := gpumodel.DryRunStep(cfg, decodePos, rows)
+		if err != nil {
+			return err
+		}
+		br := dryRunBatch{Rows: rows, CommandBuffers: b.CommandBuffers, Dispatches: b.Dispatches, Levels: b.Levels,
+			WeightBytes: b.WeightBytes, BytesMoved: b.BytesMoved(), MaxCommandBuffer: work(b.MaxCommandBuffer)}
+		for _, bw := range bandwidths {
+			br.Rates = append(br.Rates, dryRunRate{GBps: bw / 1e9, MovedTokS: b.TokensPerSecond(bw)})
+		}
+		rep.Batched = append(rep.Batched, br)
+	}
 	for _, bw := range bandwidths {
 		rep.Decode.Rates = append(rep.Decode.Rates, dryRunRate{GBps: bw / 1e9, WeightBoundTokS: r.TokensPerSecond(bw), MovedTokS: bw / float64(rep.Decode.BytesMoved)})
 		rep.Prefill.Rates = append(rep.Prefill.Rates, dryRunRate{GBps: bw / 1e9, MovedTokS: p.TokensPerSecond(bw)})
@@ -438,6 +466,19 @@ func dryRun(dir string, pos, chunk int, bandwidths []float64, asJSON bool, w io.
 	fmt.Fprintf(w, "bytes moved:          %d (%.3f GB: weights, KV rows read once per attention threadgroup's tokens, DeltaNet state; not activations)\n", f.BytesMoved, float64(f.BytesMoved)/1e9)
 	for _, rt := range f.Rates {
 		fmt.Fprintf(w, "moved at %3.0f GB/s:    %.1f prompt tokens/s\n", rt.GBps, rt.MovedTokS)
+	}
+	fmt.Fprintf(w, "batched decode steps at position %d (rows: sequences decoding together; tokens/s for all rows, if the bytes moved were all a step paid for)\n", d.Position)
+	fmt.Fprintf(w, "rows  command buffers  dispatches  levels  bytes moved (GB)")
+	for _, rt := range d.Rates {
+		fmt.Fprintf(w, "  tok/s at %3.0f GB/s", rt.GBps)
+	}
+	fmt.Fprintln(w)
+	for _, b := range rep.Batched {
+		fmt.Fprintf(w, "%4d  %15d  %10d  %6d  %16.3f", b.Rows, b.CommandBuffers, b.Dispatches, b.Levels, float64(b.BytesMoved)/1e9)
+		for _, rt := range b.Rates {
+			fmt.Fprintf(w, "  %18.1f", rt.MovedTokS)
+		}
+		fmt.Fprintln(w)
 	}
 	return nil
 }

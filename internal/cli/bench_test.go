@@ -152,8 +152,50 @@ func TestBenchDryRunJSON(t *testing.T) {
 	}
 }
 
+// The dry run reports the batched decode step of 1 to benchMaxConcurrency
+// rows: one row is the decode step's traffic, each row adds its own
+// cache's bytes and more experts, and the rows' aggregate rate grows with
+// them while staying below rows times one row's.
+func TestBenchDryRunBatched(t *testing.T) {
+	var text, js bytes.Buffer
+	args := []string{"bench", "--dry-run", "--context", "4096", "--bandwidth", "400"}
+	if err := Run(args, &text); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(append(args, "--json"), &js); err != nil {
+		t.Fatal(err)
+	}
+	var rep dryRunReport
+	if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Batched) != benchMaxConcurrency {
+		t.Fatalf("%d batched steps, want %d", len(rep.Batched), benchMaxConcurrency)
+	}
+	one := rep.Batched[0]
+	if one.Rows != 1 || one.BytesMoved != rep.Decode.BytesMoved {
+		t.Errorf("one row moves %d bytes, the decode step %d", one.BytesMoved, rep.Decode.BytesMoved)
+	}
+	for i, b := range rep.Batched {
+		if b.Rows != i+1 || len(b.Rates) != 1 || b.Dispatches < one.Dispatches || b.CommandBuffers < 1 {
+			t.Fatalf("batched step %d: %+v", i, b)
+		}
+		if i == 0 {
+			continue
+		}
+		prev := rep.Batched[i-1]
+		if b.BytesMoved <= prev.BytesMoved || b.Rates[0].MovedTokS <= prev.Rates[0].MovedTokS || b.Rates[0].MovedTokS >= float64(b.Rows)*one.Rates[0].MovedTokS {
+			t.Errorf("%d rows move %d bytes at %.1f tok/s after %d rows' %d at %.1f", b.Rows, b.BytesMoved, b.Rates[0].MovedTokS, prev.Rows, prev.BytesMoved, prev.Rates[0].MovedTokS)
+		}
+		line := fmt.Sprintf("%4d  %15d  %10d  %6d  %16.3f  %18.1f\n", b.Rows, b.CommandBuffers, b.Dispatches, b.Levels, float64(b.BytesMoved)/1e9, b.Rates[0].MovedTokS)
+		if !strings.Contains(text.String(), line) {
+			t.Errorf("text lacks %q:\n%s", line, text.String())
+		}
+	}
+}
+
 // At every context up to the model's last position, the dry run's largest
-// prefill and decode command buffers stay within the bound on the base M1
+// prefill, decode and batched decode command buffers stay within the bound on the base M1
 // (250 ms at 2.6 TFLOPS and 68 GB/s), reported under max_command_buffer
 // beside every field the report had.
 func TestBenchDryRunBounded(t *testing.T) {
@@ -184,7 +226,11 @@ func TestBenchDryRunBounded(t *testing.T) {
 		if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
 			t.Fatal(err)
 		}
-		for part, w := range map[string]dryRunWork{"decode": rep.Decode.MaxCommandBuffer, "prefill": rep.Prefill.MaxCommandBuffer} {
+		works := map[string]dryRunWork{"decode": rep.Decode.MaxCommandBuffer, "prefill": rep.Prefill.MaxCommandBuffer}
+		for _, b := range rep.Batched {
+			works[fmt.Sprintf("batched step of %d rows", b.Rows)] = b.MaxCommandBuffer
+		}
+		for part, w := range works {
 			est := max(float64(w.Flops)/2.6e12, float64(w.Bytes)/68e9) * 1000
 			if w.Flops <= 0 || w.Bytes <= 0 || math.Abs(w.EstMsM1-est) > 1e-9*est || w.EstMsM1 > 250 {
 				t.Errorf("context %d: the largest %s command buffer %+v (%.1f ms on the M1), bound 250 ms", ctx, part, w, est)
