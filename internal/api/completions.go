@@ -91,7 +91,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		req.Prompt, req.Stop = &fim, stop
+		req.Prompt, req.PromptTokens, req.Stop = nil, fim, stop
 	}
 	if n := body.Logprobs; n != nil {
 		if *n < 0 || *n > sample.MaxTopLogprobs {

@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"petal/engine/reply"
@@ -65,37 +64,54 @@ type fimInput struct {
 	Extra  []fimChunk
 }
 
-// fim builds the prompt of in and the stop strings that end its reply
-// (the FIM tokens, then the client's), or says the model cannot.
-func (s *Server) fim(in fimInput, stop []string) (string, []string, error) {
+// fim builds the prompt of in, in token ids, and the stop strings that
+// end its reply (the FIM tokens, then the client's), or says the model
+// cannot. The markers are the FIM tokens; the client's text between them
+// is read as plain text (tokenizer.EncodeText), so code that holds
+// "<|im_end|>" or "<|fim_middle|>" reaches the model as those characters,
+// never as the control tokens.
+func (s *Server) fim(in fimInput, stop []string) ([]int, []string, error) {
 	tok := s.svc.Tokenizer()
 	for _, t := range []string{fimPrefix, fimSuffix, fimMiddle} {
 		if _, ok := tok.TokenID(t); !ok {
-			return "", nil, badParam("suffix", "this model cannot fill in the middle: its tokenizer has no %s token (it needs %s, %s and %s); send the prompt alone",
+			return nil, nil, badParam("suffix", "this model cannot fill in the middle: its tokenizer has no %s token (it needs %s, %s and %s); send the prompt alone",
 				t, fimPrefix, fimSuffix, fimMiddle)
 		}
 	}
 	if len(in.Extra) > MaxFIMExtra {
-		return "", nil, badParam("input_extra", "input_extra holds %d files, more than %d", len(in.Extra), MaxFIMExtra)
+		return nil, nil, badParam("input_extra", "input_extra holds %d files, more than %d", len(in.Extra), MaxFIMExtra)
 	}
-	var b strings.Builder
+	var ids []int
+	marker := func(t string) {
+		id, _ := tok.TokenID(t)
+		ids = append(ids, id)
+	}
+	text := func(t string) { ids = tok.AppendEncodeText(ids, t) }
 	if len(in.Extra) > 0 {
 		for _, t := range []string{fimRepoName, fimFileSep} {
 			if _, ok := tok.TokenID(t); !ok {
-				return "", nil, badParam("input_extra", "this model cannot take other files for context: its tokenizer has no %s token", t)
+				return nil, nil, badParam("input_extra", "this model cannot take other files for context: its tokenizer has no %s token", t)
 			}
 		}
-		b.WriteString(fimRepoName + fimRepository + "\n")
+		marker(fimRepoName)
+		text(fimRepository + "\n")
 		for _, c := range in.Extra {
 			name := c.Filename
 			if name == "" {
 				name = "untitled"
 			}
-			b.WriteString(fimFileSep + name + "\n" + c.Text + "\n")
+			marker(fimFileSep)
+			text(name + "\n" + c.Text + "\n")
 		}
-		b.WriteString(fimFileSep + fimCurrentFile + "\n")
+		marker(fimFileSep)
+		text(fimCurrentFile + "\n")
 	}
-	b.WriteString(fimPrefix + in.Prefix + fimSuffix + in.Suffix + fimMiddle + in.Middle)
+	marker(fimPrefix)
+	text(in.Prefix)
+	marker(fimSuffix)
+	text(in.Suffix)
+	marker(fimMiddle)
+	text(in.Middle)
 	var stops []string
 	for _, t := range fimStops {
 		if _, ok := tok.TokenID(t); ok {
@@ -103,9 +119,9 @@ func (s *Server) fim(in fimInput, stop []string) (string, []string, error) {
 		}
 	}
 	if len(stops)+len(stop) > sample.MaxStops {
-		return "", nil, badParam("stop", "%d stop strings are more than the %d a fill-in-the-middle request may add to its own %d", len(stop), sample.MaxStops-len(stops), len(stops))
+		return nil, nil, badParam("stop", "%d stop strings are more than the %d a fill-in-the-middle request may add to its own %d", len(stop), sample.MaxStops-len(stops), len(stops))
 	}
-	return b.String(), append(stops, stop...), nil
+	return ids, append(stops, stop...), nil
 }
 
 // fimCompletionRequest is a /v1/fim/completions body, Mistral's shape,
@@ -148,7 +164,7 @@ func (s *Server) fimCompletions(w http.ResponseWriter, r *http.Request) error {
 	if samp.Seed == nil {
 		samp.Seed = body.RandomSeed
 	}
-	g, err := s.svc.Begin(r.Context(), &service.Request{Prompt: &prompt, MaxTokens: limit, Stop: stop, Sampling: samp, Client: clientOf(r)})
+	g, err := s.svc.Begin(r.Context(), &service.Request{PromptTokens: prompt, MaxTokens: limit, Stop: stop, Sampling: samp, Client: clientOf(r)})
 	if err != nil {
 		return overflow(err, overflowCode)
 	}
@@ -242,7 +258,7 @@ func (s *Server) infill(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req.Prompt, req.Stop = &prompt, stop
+	req.PromptTokens, req.Stop = prompt, stop
 	g, err := s.svc.Begin(r.Context(), req)
 	if err != nil {
 		return overflow(err, overflowCode)

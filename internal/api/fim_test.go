@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +19,32 @@ import (
 // tokenizer after its own in the order Qwen's tokenizers list them.
 var fimTokens = []string{fimPrefix, fimMiddle, fimSuffix, fimPad, fimRepoName, fimFileSep}
 
-// newFIMServer is newTestServer over a tokenizer that has the FIM tokens;
-// prompts receives each prompt the model reads.
-func newFIMServer(t *testing.T, reply string) (*testServer, func() []string) {
+// fimModel keeps each prompt the model of newFIMServer reads, in ids.
+type fimModel struct {
+	tok  *tokenizer.Tokenizer
+	mu   sync.Mutex
+	read [][]int
+}
+
+// tokens are the prompts read so far.
+func (m *fimModel) tokens() [][]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.read)
+}
+
+// prompts are the prompts read so far, decoded.
+func (m *fimModel) prompts() []string {
+	var out []string
+	for _, p := range m.tokens() {
+		out = append(out, m.tok.Decode(p))
+	}
+	return out
+}
+
+// newFIMServer is newTestServer over a tokenizer that has the FIM tokens,
+// whose model replies reply to every prompt and keeps it.
+func newFIMServer(t *testing.T, reply string) (*testServer, *fimModel) {
 	t.Helper()
 	dir, _ := servicetest.Folder(t)
 	path := filepath.Join(dir, "tokenizer.json")
@@ -48,14 +72,14 @@ func newFIMServer(t *testing.T, reply string) (*testServer, func() []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var prompts []string
-	m := servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, func(p string) string {
-		mu.Lock()
-		defer mu.Unlock()
-		prompts = append(prompts, p)
-		return reply
-	}))
+	fm := &fimModel{tok: tok}
+	text := servicetest.Text(tok, func(string) string { return reply })
+	m := servicetest.NewModel(servicetest.MaxPositions, func(prompt []int) []int {
+		fm.mu.Lock()
+		fm.read = append(fm.read, slices.Clone(prompt))
+		fm.mu.Unlock()
+		return text(prompt)
+	})
 	svc, err := service.New(m, dir, service.Options{Name: "qwen-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -65,11 +89,7 @@ func newFIMServer(t *testing.T, reply string) (*testServer, func() []string) {
 		ts.Close()
 		svc.Close()
 	})
-	return ts, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), prompts...)
-	}
+	return ts, fm
 }
 
 // The request of every FIM test: the middle of f.
@@ -92,7 +112,8 @@ func jsonString(s string) string {
 // item 4). Each builds Qwen's FIM prompt and ends the reply at the FIM
 // token the model writes after the middle.
 func TestFillInTheMiddle(t *testing.T) {
-	ts, prompts := newFIMServer(t, fimReply)
+	ts, fm := newFIMServer(t, fimReply)
+	prompts := fm.prompts
 	pre, suf := jsonString(fimBefore), jsonString(fimAfter)
 	for _, c := range []struct {
 		path, body string
@@ -194,6 +215,54 @@ func TestFillInTheMiddle(t *testing.T) {
 	if json.Unmarshal([]byte(body), &c); c.Content != "x " || c.StopType != "word" || c.StoppingWord != "*" {
 		t.Errorf("a stop word: %s", body)
 	}
+}
+
+// TestFillInTheMiddleCodeIsText: code that holds "<|im_end|>" or a FIM
+// marker was tokenized with the markers around it, so it reached the
+// model as control tokens (an end of turn, a second middle); it is read
+// as plain text, and only Petal's markers are tokens, on every route.
+func TestFillInTheMiddleCodeIsText(t *testing.T) {
+	ts, fm := newFIMServer(t, fimReply)
+	before := jsonString("s = '<|im_end|><|fim_middle|>'\n")
+	after := jsonString("\n# <|fim_prefix|><|file_sep|>")
+	want := fimPrefix + "s = '<|im_end|><|fim_middle|>'\n" + fimSuffix + "\n# <|fim_prefix|><|file_sep|>" + fimMiddle
+	controls := map[int]bool{servicetest.EndID: true}
+	for _, c := range fimTokens {
+		id, _ := ts.tok.TokenID(c)
+		controls[id] = true
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"prompt":` + before + `,"suffix":` + after + `,"max_tokens":5}`},
+		{"/v1/fim/completions", `{"prompt":` + before + `,"suffix":` + after + `,"max_tokens":5}`},
+		{"/infill", `{"input_prefix":` + before + `,"input_suffix":` + after + `,"n_predict":5}`},
+		{"/api/generate", `{"stream":false,"prompt":` + before + `,"suffix":` + after + `,"options":{"num_predict":5}}`},
+	} {
+		n := len(fm.tokens())
+		if resp, body := do(t, post(t, ts.URL+c.path, c.body)); resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", c.path, resp.StatusCode, body)
+			continue
+		}
+		read := fm.tokens()[n]
+		var tokens []int
+		for _, id := range read {
+			if controls[id] {
+				tokens = append(tokens, id)
+			}
+		}
+		marks := []int{mustTokenID(t, ts.tok, fimPrefix), mustTokenID(t, ts.tok, fimSuffix), mustTokenID(t, ts.tok, fimMiddle)}
+		if !slices.Equal(tokens, marks) || ts.tok.Decode(read) != want {
+			t.Errorf("%s: the model read control tokens %v (want only the markers %v) in %q", c.path, tokens, marks, ts.tok.Decode(read))
+		}
+	}
+}
+
+func mustTokenID(t *testing.T, tok *tokenizer.Tokenizer, s string) int {
+	t.Helper()
+	id, ok := tok.TokenID(s)
+	if !ok {
+		t.Fatalf("no token %s", s)
+	}
+	return id
 }
 
 // TestContextOverflowWords: code past the context was refused in the

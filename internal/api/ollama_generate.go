@@ -116,7 +116,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		req.Prompt, req.Stop, req.Messages, req.Kwargs = &fim, stop, nil, nil
+		req.PromptTokens, req.Stop, req.Messages, req.Kwargs = fim, stop, nil, nil
 	}
 	prompt, err := s.svc.Tokens(r.Context(), req)
 	if err != nil {
@@ -131,9 +131,10 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 				return badParam("context", "context holds %d, which is no token of this model", id)
 			}
 		}
+		// In ids: decoded and read again, text the exchange held as
+		// plain characters would come back as control tokens.
 		prompt = append(append([]int(nil), body.Context...), prompt...)
-		text := tok.Decode(prompt)
-		req.Prompt, req.Messages = &text, nil
+		req.Prompt, req.PromptTokens, req.Messages = nil, prompt, nil
 	}
 	g, err := s.svc.Begin(r.Context(), req)
 	if err != nil {

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"petal/engine/chattemplate"
@@ -23,6 +24,11 @@ type Request struct {
 	// Prompt, when set, is sent to the model as is instead of a rendered
 	// conversation (the completions API); the reply is all content.
 	Prompt *string
+	// PromptTokens, when set, is a raw prompt already in token ids, taken
+	// in place of Prompt: a fill-in-the-middle prompt, whose client code
+	// is read as plain text between the markers, where tokenizing it as
+	// one string would read "<|im_end|>" in the code as the control token.
+	PromptTokens []int
 	// Sampling overrides the checkpoint's defaults field by field.
 	Sampling sample.Overrides
 	// MaxTokens bounds the reply; 0, or more than the room the prompt
@@ -134,11 +140,15 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	if req.ContextLimit > 0 && req.ContextLimit < ctxLen {
 		ctxLen = req.ContextLimit
 	}
-	text, err := s.promptText(ctx, req)
-	if err != nil {
-		return nil, err
+	raw := req.Prompt != nil || req.PromptTokens != nil
+	var text string
+	var err error
+	if req.PromptTokens == nil {
+		if text, err = s.promptText(ctx, req); err != nil {
+			return nil, err
+		}
 	}
-	if req.Prompt == nil {
+	if !raw {
 		tools := make([]reply.Tool, len(req.Tools))
 		for i, t := range req.Tools {
 			tools[i] = reply.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters}
@@ -155,15 +165,21 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 			p.forced = true
 		}
 	}
-	if text == "" {
-		return nil, badRequestf("the prompt is empty")
+	if req.PromptTokens != nil {
+		if p.tokens, err = s.checkTokens(req.PromptTokens); err != nil {
+			return nil, err
+		}
+	} else {
+		if text == "" {
+			return nil, badRequestf("the prompt is empty")
+		}
+		// No token is longer than maxTokenBytes, so a text this long cannot
+		// fit: refused without tokenizing it (PromptTokens is then that bound).
+		if least := len(text) / (normalizeShrink * s.maxTokenBytes); least >= ctxLen {
+			return nil, &ContextError{PromptTokens: least, ContextLength: ctxLen}
+		}
+		p.tokens = s.tok.Encode(text)
 	}
-	// No token is longer than maxTokenBytes, so a text this long cannot
-	// fit: refused without tokenizing it (PromptTokens is then that bound).
-	if least := len(text) / (normalizeShrink * s.maxTokenBytes); least >= ctxLen {
-		return nil, &ContextError{PromptTokens: least, ContextLength: ctxLen}
-	}
-	p.tokens = s.tok.Encode(text)
 	if len(p.tokens) >= ctxLen {
 		return nil, &ContextError{PromptTokens: len(p.tokens), ContextLength: ctxLen}
 	}
@@ -199,6 +215,20 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 	return p, nil
 }
 
+// checkTokens copies a prompt given in token ids, refusing an empty one
+// and ids the tokenizer does not know.
+func (s *Service) checkTokens(ids []int) ([]int, error) {
+	if len(ids) == 0 {
+		return nil, badRequestf("the prompt is empty")
+	}
+	for _, id := range ids {
+		if !s.tok.Has(id) {
+			return nil, badRequestf("the prompt holds %d, which is no token of this model", id)
+		}
+	}
+	return slices.Clone(ids), nil
+}
+
 // promptText is the raw prompt or the rendered conversation.
 func (s *Service) promptText(ctx context.Context, req *Request) (string, error) {
 	if req.Prompt != nil {
@@ -231,7 +261,7 @@ func (s *Service) render(ctx context.Context, req *Request) (string, error) {
 // applies the request's settings.
 func (s *Service) params(req *Request) sample.Params {
 	preset := sample.PresetThinking
-	if req.Prompt == nil && !req.Thinking() {
+	if req.Prompt == nil && req.PromptTokens == nil && !req.Thinking() {
 		preset = sample.PresetNonThinking
 	}
 	return req.Sampling.Apply(sample.Defaults(s.gen, preset))

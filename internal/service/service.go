@@ -219,6 +219,9 @@ func (s *Service) Tokenizer() *tokenizer.Tokenizer { return s.tok }
 // Tokens renders and tokenizes a request as Generate would, without
 // waiting for the engine and whatever its length.
 func (s *Service) Tokens(ctx context.Context, req *Request) ([]int, error) {
+	if req.PromptTokens != nil {
+		return s.checkTokens(req.PromptTokens)
+	}
 	text, err := s.promptText(ctx, req)
 	if err != nil {
 		return nil, err
