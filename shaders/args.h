@@ -182,6 +182,7 @@ struct DeltaStepArgs {
 // columns) with QMM_SIMDGROUPS simd-groups of 8x8 simdgroup matrices; the
 // K loop steps one quantization group (QMM_BK) at a time.
 #define QMM_BM 32
+#define QMM_BM_SMALL 8      // the _small kernels' token tile, for passes of a few tokens
 #define QMM_BN 64
 #define QMM_BK 64
 #define QMM_SIMDGROUPS 4

@@ -21,6 +21,7 @@ const (
 // Tiling constants shared with args.h (a test checks they agree).
 const (
 	QMMBM         = 32
+	QMMBMSmall    = 8
 	QMMBN         = 64
 	QMMBK         = 64
 	QMMSimdgroups = 4
@@ -30,6 +31,17 @@ const (
 // RouteNone is the slot MoERoute gives a pair whose expert id is out of
 // range.
 const RouteNone = math.MaxUint32
+
+// QMMSmallTokens and QMMExpertsSmallPairs are the largest passes the
+// small-tile kernels (QMMBMSmall tokens) take: a few tokens in a QMMBM tile
+// leave most of its simdgroup products on zero rows, which the CUDA
+// driver's 8x8 matrices emulated over a warp pay in full (BenchmarkStepDecode35B:
+// 2-8 decode rows cost like a 32-token chunk). The experts' bound is 8 rows
+// at top-8 routing, whose pairs fall one or two to an expert.
+const (
+	QMMSmallTokens       = QMMBMSmall
+	QMMExpertsSmallPairs = 8 * QMMBMSmall
+)
 
 // routeBlockBytes is the size of one block-map entry (a uint4).
 const routeBlockBytes = 16
@@ -45,7 +57,7 @@ func requireTokens(op string, n, width int) error {
 // QMM writes out = x · mᵀ for tokens rows: out is float32[tokens][m.Rows],
 // x float32[tokens][m.Cols] starting on 16 bytes; m is 4- or 8-bit. The
 // weights are dequantized tile by tile into threadgroup memory and read
-// once per QMMBM tokens.
+// once per QMMBM tokens (QMMBMSmall for up to QMMSmallTokens).
 func (k *Kernels) QMM(cb gpu.CommandBuffer, out View, m QMatrix, x View, tokens int) error {
 	const op = "QMM"
 	if err := requireQMatrix(op, &m, 1); err != nil {
@@ -64,13 +76,17 @@ func (k *Kernels) QMM(cb gpu.CommandBuffer, out View, m QMatrix, x View, tokens 
 	if err != nil {
 		return err
 	}
-	p, err := k.Pipeline(qmmFile, fmt.Sprintf("qmm_bf16_gs64_b%d", m.Bits))
+	name, bm := "qmm", QMMBM
+	if tokens <= QMMSmallTokens {
+		name, bm = "qmm_small", QMMBMSmall
+	}
+	p, err := k.Pipeline(qmmFile, fmt.Sprintf("%s_bf16_gs64_b%d", name, m.Bits))
 	if err != nil {
 		return err
 	}
 	args := QMMArgs{Rows: int32(m.Rows), K: int32(m.Cols), Tokens: int32(tokens)}
 	return cb.Dispatch(&gpu.Dispatch{
-		Pipeline: p, Groups: gpu.Size{X: cols, Y: (tokens + QMMBM - 1) / QMMBM, Z: 1}, Threads: denseSize(QMMThreads),
+		Pipeline: p, Groups: gpu.Size{X: cols, Y: (tokens + bm - 1) / bm, Z: 1}, Threads: denseSize(QMMThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), m.Codes.Arg(1), m.Scales.Arg(2), m.Biases.Arg(3), x.Arg(4), out.Arg(5)},
 	})
 }
@@ -120,7 +136,8 @@ func (k *Kernels) MoERoute(cb gpu.CommandBuffer, mapping, slotOf, blocks, ids Vi
 // e*m.ExpertCodeBytes(), its scales and biases at + e*m.ExpertScaleBytes()); out is
 // float32[pairs][m.Rows]; x float32[.][m.Cols] on 16 bytes, xRows rows of
 // it; blocks holds RouteCapacity(pairs, experts) entries. Sentinel entries
-// cost one early-exiting threadgroup each.
+// cost one early-exiting threadgroup each. Up to QMMExpertsSmallPairs
+// pairs, each block runs in QMMBMSmall-slot tiles.
 func (k *Kernels) QMMExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, xRows, xDiv int, blocks, mapping View, pairs, experts int) error {
 	const op = "QMMExperts"
 	if err := requireQMatrix(op, &m, 1); err != nil {
@@ -165,7 +182,11 @@ func (k *Kernels) QMMExperts(cb gpu.CommandBuffer, out View, m QMatrix, x View, 
 	if err != nil {
 		return err
 	}
-	p, err := k.Pipeline(qmmFile, "qmm_experts_bf16_gs64_b4")
+	name := "qmm_experts_bf16_gs64_b4"
+	if pairs <= QMMExpertsSmallPairs {
+		name = "qmm_experts_small_bf16_gs64_b4"
+	}
+	p, err := k.Pipeline(qmmFile, name)
 	if err != nil {
 		return err
 	}

@@ -24,21 +24,23 @@
 // QMM_BN/QMM_SIMDGROUPS/8 of them), barrier. At the end the accumulators
 // pass through threadgroup memory so the tile's edges are masked on the
 // way to y (rows coalesced). The weights are read once per token tile,
-// never written back expanded.
-// Threadgroup memory: x tile float[QMM_BM][QMM_BK] (8 KiB) and weight tile
-// float[QMM_BK][QMM_BN] (16 KiB), which then holds the output tile
-// float[QMM_BM][QMM_BN].
+// never written back expanded. The _small kernels tile QMM_BM_SMALL tokens
+// (a pass of a few: see their comment).
+// Threadgroup memory: x tile float[QMM_BM][QMM_BK] (8 KiB; 2 KiB small)
+// and weight tile float[QMM_BK][QMM_BN] (16 KiB), which then holds the
+// output tile float[QMM_BM][QMM_BN].
 // CPU reference: engine/cpu matrix.mulQuant per token (dequantized weights,
 // fp32 sums; the order of additions differs).
 #include <metal_stdlib>
 #include "args.h"
 using namespace metal;
 
-// qmm_tile computes the tile of slots [m0, min(m0 + QMM_BM, m_end)) by
-// outputs [n0, n0 + QMM_BN) of one matrix. With GATHER, slot m reads x row
+// qmm_tile computes the tile of slots [m0, min(m0 + BM, m_end)) by
+// outputs [n0, n0 + QMM_BN) of one matrix (BM is QMM_BM or QMM_BM_SMALL;
+// xs holds BM rows). With GATHER, slot m reads x row
 // map[m] / x_div (or m when x_div is 0). Every thread of the threadgroup
 // must call it.
-template <int BITS, bool GATHER>
+template <int BITS, bool GATHER, int BM>
 METAL_FUNC void qmm_tile(
     device const uint* codes,
     device const bfloat* scales,
@@ -53,7 +55,7 @@ METAL_FUNC void qmm_tile(
     constexpr int per_word = 32 / BITS;
     constexpr int words_per_group = QMM_BK / per_word;
     constexpr uint mask = (1u << BITS) - 1u;
-    constexpr int row_blocks = QMM_BM / 8;
+    constexpr int row_blocks = BM / 8;
     constexpr int col_blocks = QMM_BN / QMM_SIMDGROUPS / 8;
     const int row_words = k / per_word;
     const int groups = k / QMM_BK;
@@ -67,7 +69,7 @@ METAL_FUNC void qmm_tile(
     }
     for (int g = 0; g < groups; g++) {
         const int kb = g * QMM_BK;
-        for (int idx = int(tid); idx < QMM_BM * (QMM_BK / 4); idx += QMM_THREADS) {
+        for (int idx = int(tid); idx < BM * (QMM_BK / 4); idx += QMM_THREADS) {
             const int mi = idx / (QMM_BK / 4);
             const int c4 = idx % (QMM_BK / 4);
             const int m = m0 + mi;
@@ -120,7 +122,7 @@ METAL_FUNC void qmm_tile(
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (int idx = int(tid); idx < QMM_BM * QMM_BN; idx += QMM_THREADS) {
+    for (int idx = int(tid); idx < BM * QMM_BN; idx += QMM_THREADS) {
         const int m = m0 + idx / QMM_BN;
         const int n = n0 + idx % QMM_BN;
         if (m < m_end && n < rows) {
@@ -129,7 +131,7 @@ METAL_FUNC void qmm_tile(
     }
 }
 
-template <int BITS>
+template <int BITS, int BM>
 METAL_FUNC void qmm(
     constant QMMArgs& args,
     device const uint* codes,
@@ -141,8 +143,8 @@ METAL_FUNC void qmm(
     threadgroup float* ws,
     uint2 group, uint tid, uint sg)
 {
-    const int m0 = int(group.y) * QMM_BM;
-    qmm_tile<BITS, false>(codes, scales, biases, x, (device const uint*)codes, y, xs, ws,
+    const int m0 = int(group.y) * BM;
+    qmm_tile<BITS, false, BM>(codes, scales, biases, x, (device const uint*)codes, y, xs, ws,
                           args.rows, args.k, 0, m0, args.tokens, int(group.x) * QMM_BN, tid, sg);
 }
 
@@ -160,7 +162,7 @@ kernel void qmm_bf16_gs64_b4(
 {
     threadgroup float xs[QMM_BK * QMM_BM];
     threadgroup float ws[QMM_BK * QMM_BN];
-    qmm<4>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
+    qmm<4, QMM_BM>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
 }
 
 [[max_total_threads_per_threadgroup(QMM_THREADS)]]
@@ -177,7 +179,7 @@ kernel void qmm_bf16_gs64_b8(
 {
     threadgroup float xs[QMM_BK * QMM_BM];
     threadgroup float ws[QMM_BK * QMM_BN];
-    qmm<8>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
+    qmm<8, QMM_BM>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
 }
 
 [[max_total_threads_per_threadgroup(QMM_THREADS)]]
@@ -202,7 +204,78 @@ kernel void qmm_experts_bf16_gs64_b4(
     }
     const ulong expert_words = ulong(args.rows) * ulong(args.k / 8);
     const ulong expert_groups = ulong(args.rows) * ulong(args.k / QMM_BK);
-    qmm_tile<4, true>(codes + blk.x * expert_words, scales + blk.x * expert_groups,
+    qmm_tile<4, true, QMM_BM>(codes + blk.x * expert_words, scales + blk.x * expert_groups,
                       biases + blk.x * expert_groups, x, map, y, xs, ws,
                       args.rows, args.k, args.x_div, int(blk.y), int(blk.z), int(group.x) * QMM_BN, tid, sg);
+}
+
+// The small-tile forms, for passes of a few tokens (batched decode rows):
+// a QMM_BM_SMALL-row tile does a quarter of QMM_BM's simdgroup products,
+// which a tile of a few live rows would spend on zeros. qmm_experts_small
+// walks its block in QMM_BM_SMALL-slot tiles (one for the one or two slots
+// an expert takes of a few tokens' pairs).
+
+[[max_total_threads_per_threadgroup(QMM_THREADS)]]
+kernel void qmm_small_bf16_gs64_b4(
+    constant QMMArgs& args [[buffer(0)]],
+    device const uint* codes [[buffer(1)]],
+    device const bfloat* scales [[buffer(2)]],
+    device const bfloat* biases [[buffer(3)]],
+    device const float* x [[buffer(4)]],
+    device float* y [[buffer(5)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float xs[QMM_BK * QMM_BM_SMALL];
+    threadgroup float ws[QMM_BK * QMM_BN];
+    qmm<4, QMM_BM_SMALL>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
+}
+
+[[max_total_threads_per_threadgroup(QMM_THREADS)]]
+kernel void qmm_small_bf16_gs64_b8(
+    constant QMMArgs& args [[buffer(0)]],
+    device const uint* codes [[buffer(1)]],
+    device const bfloat* scales [[buffer(2)]],
+    device const bfloat* biases [[buffer(3)]],
+    device const float* x [[buffer(4)]],
+    device float* y [[buffer(5)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float xs[QMM_BK * QMM_BM_SMALL];
+    threadgroup float ws[QMM_BK * QMM_BN];
+    qmm<8, QMM_BM_SMALL>(args, codes, scales, biases, x, y, xs, ws, group, tid, sg);
+}
+
+[[max_total_threads_per_threadgroup(QMM_THREADS)]]
+kernel void qmm_experts_small_bf16_gs64_b4(
+    constant QMMArgs& args [[buffer(0)]],
+    device const uint* codes [[buffer(1)]],
+    device const bfloat* scales [[buffer(2)]],
+    device const bfloat* biases [[buffer(3)]],
+    device const float* x [[buffer(4)]],
+    device float* y [[buffer(5)]],
+    device const uint4* blocks [[buffer(6)]],
+    device const uint* map [[buffer(7)]],
+    uint2 group [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float xs[QMM_BK * QMM_BM_SMALL];
+    threadgroup float ws[QMM_BK * QMM_BN];
+    const uint4 blk = blocks[group.y];
+    if (blk.z <= blk.y || blk.x >= uint(args.experts)) {
+        return; // the whole threadgroup: a sentinel, or an id no expert has
+    }
+    const ulong expert_words = ulong(args.rows) * ulong(args.k / 8);
+    const ulong expert_groups = ulong(args.rows) * ulong(args.k / QMM_BK);
+    for (int m0 = int(blk.y); m0 < int(blk.z); m0 += QMM_BM_SMALL) {
+        qmm_tile<4, true, QMM_BM_SMALL>(codes + blk.x * expert_words, scales + blk.x * expert_groups,
+                                        biases + blk.x * expert_groups, x, map, y, xs, ws,
+                                        args.rows, args.k, args.x_div, m0, int(blk.z), int(group.x) * QMM_BN, tid, sg);
+        // The tile's output left through ws, which the next one refills.
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
 }

@@ -249,7 +249,7 @@ func TestPrefillArgsLayout(t *testing.T) {
 	const values = `
         sizeof(QMMArgs), OFF(QMMArgs, rows), OFF(QMMArgs, k), OFF(QMMArgs, tokens), OFF(QMMArgs, x_div), OFF(QMMArgs, experts),
         sizeof(MoERouteArgs), OFF(MoERouteArgs, experts), OFF(MoERouteArgs, pairs), OFF(MoERouteArgs, capacity),
-        QMM_BM, QMM_BN, QMM_BK, QMM_SIMDGROUPS, QMM_THREADS,
+        QMM_BM, QMM_BM_SMALL, QMM_BN, QMM_BK, QMM_SIMDGROUPS, QMM_THREADS,
         sizeof(DeltaChunkArgs), OFF(DeltaChunkArgs, channels), OFF(DeltaChunkArgs, taps), OFF(DeltaChunkArgs, tokens), DELTA_MAX_TAPS,
         sizeof(DeltaScanArgs), OFF(DeltaScanArgs, key_heads), OFF(DeltaScanArgs, value_heads), OFF(DeltaScanArgs, value_dim), OFF(DeltaScanArgs, q_scale), OFF(DeltaScanArgs, eps), OFF(DeltaScanArgs, tokens), OFF(DeltaScanArgs, blocks),
         DELTA_CHUNK, DELTA_CHUNK_MAX_KEY_DIM, DELTA_CHUNK_PREP_THREADS, DELTA_CHUNK_SCAN_SIMDGROUPS,
@@ -265,7 +265,7 @@ func TestPrefillArgsLayout(t *testing.T) {
 	want := []uintptr{
 		unsafe.Sizeof(q), unsafe.Offsetof(q.Rows), unsafe.Offsetof(q.K), unsafe.Offsetof(q.Tokens), unsafe.Offsetof(q.XDiv), unsafe.Offsetof(q.Experts),
 		unsafe.Sizeof(r), unsafe.Offsetof(r.Experts), unsafe.Offsetof(r.Pairs), unsafe.Offsetof(r.Capacity),
-		shaders.QMMBM, shaders.QMMBN, shaders.QMMBK, shaders.QMMSimdgroups, shaders.QMMThreads,
+		shaders.QMMBM, shaders.QMMBMSmall, shaders.QMMBN, shaders.QMMBK, shaders.QMMSimdgroups, shaders.QMMThreads,
 		unsafe.Sizeof(c), unsafe.Offsetof(c.Channels), unsafe.Offsetof(c.Taps), unsafe.Offsetof(c.Tokens), shaders.DeltaMaxTaps,
 		unsafe.Sizeof(d), unsafe.Offsetof(d.KeyHeads), unsafe.Offsetof(d.ValueHeads), unsafe.Offsetof(d.ValueDim), unsafe.Offsetof(d.QScale), unsafe.Offsetof(d.Eps), unsafe.Offsetof(d.Tokens), unsafe.Offsetof(d.Blocks),
 		shaders.DeltaChunk, shaders.DeltaChunkMaxKeyDim, shaders.DeltaChunkPrepThreads, shaders.DeltaChunkScanSimdgroups,
