@@ -8,15 +8,27 @@ import (
 	"petal/engine"
 )
 
-// How the stepper shares a step between prompts and running replies.
+// How the stepper cuts prompts into the pieces of its steps, by the
+// measured time of a prompt token.
 const (
 	// StepTarget is the time a step that carries prompt pieces beside
-	// running replies aims at: each reply's next token waits at most about
+	// another request aims at: each reply's next token waits at most about
 	// this long for a prompt being read.
 	StepTarget = 50 * time.Millisecond
 	// MinSharedPiece is the fewest prompt tokens such a step takes, so a
 	// long prompt always advances.
 	MinSharedPiece = 16
+	// SoloTarget is the time a piece of a prompt read alone aims at: a
+	// request arriving meanwhile waits for the piece in flight. It is the
+	// bound of a Metal command buffer's work on the slowest Mac, so a
+	// Mac fast enough takes whole engine.PrefillPiece pieces.
+	SoloTarget = 250 * time.Millisecond
+	// MinSoloPiece is the fewest tokens of such a piece: below it a GPU
+	// reads the experts' weights again for too few tokens.
+	MinSoloPiece = 128
+	// firstPiece is the prompt budget of a step before any has been
+	// measured.
+	firstPiece = 64
 )
 
 // stepper runs the generations of a service together when more than one
@@ -36,8 +48,8 @@ type stepper struct {
 	pending []*stepJob
 	calls   []func()
 	wake    chan struct{} // one buffered signal: work was added
-	// perToken is the measured time of a prompt token in a shared step,
-	// which sizes the next step's prompt pieces.
+	// perToken is the measured time of a prompt token, an average over
+	// the steps that read prompts, which sizes the next steps' pieces.
 	perToken time.Duration
 }
 
@@ -139,19 +151,19 @@ func (t *stepper) step(running []*stepJob) []*stepJob {
 			decoding++
 		}
 	}
-	// A prompt read alone takes whole pieces; beside another request
-	// (decoding, or about to once its own short prompt is in) the step is
-	// kept to StepTarget.
-	budget := engine.PrefillPiece
+	// Beside another request (decoding, or about to once its own short
+	// prompt is in) a step is kept to StepTarget, a prompt read alone to
+	// SoloTarget.
+	budget := t.piece(SoloTarget, MinSoloPiece)
 	if len(jobs) > 1 {
-		budget = t.sharedPiece()
+		budget = t.piece(StepTarget, MinSharedPiece)
 	}
 	start := time.Now()
 	n := engine.StepJobs(t.model, jobs, budget)
 	took := time.Since(start)
 	if n.Rows > 0 {
 		t.stats.observeStep(n.Rows, decoding)
-		if len(jobs) > 1 && n.Prompt >= MinSharedPiece {
+		if n.Prompt >= MinSharedPiece {
 			t.learn(n.Prompt, took)
 		}
 	}
@@ -179,18 +191,19 @@ func reap(running []*stepJob) []*stepJob {
 	return left
 }
 
-// sharedPiece is the prompt budget of a step beside running replies: what
-// the measured time per prompt token fits into StepTarget.
-func (t *stepper) sharedPiece() int {
+// piece is the prompt budget of a step that aims at target: what the
+// measured time per prompt token fits into it, at least least tokens and
+// at most engine.PrefillPiece; before any measure, firstPiece.
+func (t *stepper) piece(target time.Duration, least int) int {
 	if t.perToken <= 0 {
-		return 4 * MinSharedPiece
+		return max(least, firstPiece)
 	}
-	return max(MinSharedPiece, min(engine.PrefillPiece, int(StepTarget/t.perToken)))
+	return max(least, min(engine.PrefillPiece, int(target/t.perToken)))
 }
 
-// learn updates the time per prompt token from a step beside running
-// replies that carried prompt tokens: the whole step's time over them, an
-// upper bound, averaged with the past.
+// learn updates the time per prompt token from a step that carried
+// prompt tokens: the whole step's time over them (an upper bound when
+// replies decoded beside them), averaged with the past.
 func (t *stepper) learn(prompt int, took time.Duration) {
 	cur := took / time.Duration(prompt)
 	if t.perToken <= 0 {
