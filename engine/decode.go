@@ -123,6 +123,9 @@ type Sampling struct {
 	Params sample.Params
 	// Prompt is every prompt id the penalties count, cached ones included.
 	Prompt []int
+	// Bias is the request's logit bias, added before the penalties as
+	// sample.Sampler.SetLogitBias does.
+	Bias sample.LogitBias
 }
 
 // DecodeStats is what one Run did.

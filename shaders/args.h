@@ -268,6 +268,9 @@ struct AttnPrefillArgs {
 #define SAMPLE_MAX_TOP_LOGPROBS 20
 #define SAMPLE_RADIX_BITS 4
 #define SAMPLE_NO_TOKEN 0xffffffffu
+// The most logit_bias entries a request holds (OpenAI's bound,
+// engine/sample.MaxLogitBiasTokens).
+#define SAMPLE_MAX_BIAS 300
 // What sample_f32 and argmax_f32 write instead of an id when a logit they
 // may pick is NaN or the largest is +Inf: the model's output is broken
 // (engine/sample.ErrBadLogits), which the host says with the token.
@@ -293,7 +296,8 @@ struct SampleHeader {
     uint32_t seed_hi;
     uint32_t counter;       // tokens picked so far: the Philox counter of the next draw
     uint32_t penalized;     // nonzero: apply penalties and count picked ids
-    uint32_t _pad[5];
+    uint32_t biased;        // logit_bias entries, 0..SAMPLE_MAX_BIAS: ids ascending after the counts
+    uint32_t _pad[4];
 };
 
 // What sample_f32 writes with top_logprobs >= 0: the picked id's log

@@ -3,7 +3,9 @@ package shaders
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"unsafe"
 
 	"petal/engine/sample"
@@ -35,7 +37,8 @@ type SampleHeader struct {
 	SeedHi         uint32
 	Counter        uint32
 	Penalized      uint32
-	_              [5]uint32
+	Biased         uint32
+	_              [4]uint32
 }
 
 // SampleRecord mirrors struct SampleRecord.
@@ -55,6 +58,8 @@ const (
 	SampleList           = 32
 	SampleMaxTopLogprobs = 20
 	SampleRadixBits      = 4
+	// SampleMaxBias is the most logit_bias entries a request holds.
+	SampleMaxBias = sample.MaxLogitBiasTokens
 	// SampleNoToken is the id the sampler writes when no id can be picked
 	// (every id masked).
 	SampleNoToken = math.MaxUint32
@@ -82,19 +87,24 @@ func sampleWords(n int) int { return (n + 31) / 32 }
 func SampleMaskBytes(n int) int { return 4 * sampleWords(n) }
 
 // SampleStateBytes is the size of one request's sampler state for a
-// vocabulary of n ids: its header, the touched bitset and the counts.
-func SampleStateBytes(n int) int { return sampleHeaderBytes + 4*sampleWords(n) + 4*n }
+// vocabulary of n ids: its header, the touched bitset, the counts and the
+// logit bias (SampleMaxBias ids, then as many biases).
+func SampleStateBytes(n int) int { return sampleBiasAt(n) + 8*SampleMaxBias }
+
+// sampleBiasAt is where the state's logit bias starts.
+func sampleBiasAt(n int) int { return sampleHeaderBytes + 4*sampleWords(n) + 4*n }
 
 func sampleInvalid(format string, args ...any) error {
 	return fmt.Errorf("%w: shaders: Sample: "+format, append([]any{gpu.ErrInvalid}, args...)...)
 }
 
-// WriteSampleState starts a request: it writes p and the prompt's ids into
-// state, the bytes of a SampleStateBytes(n) state buffer (its Contents),
-// before the command buffer of the request's first Sample is committed.
-// From then on the kernel keeps the state: the draw counter and the counts
-// of the ids it picks. Out-of-range settings or ids wrap gpu.ErrInvalid.
-func WriteSampleState(state []byte, n int, p sample.Params, prompt []int) error {
+// WriteSampleState starts a request: it writes p, its logit bias and the
+// prompt's ids into state, the bytes of a SampleStateBytes(n) state buffer
+// (its Contents), before the command buffer of the request's first Sample
+// is committed. From then on the kernel keeps the state: the draw counter
+// and the counts of the ids it picks. Out-of-range settings, biases or ids
+// wrap gpu.ErrInvalid.
+func WriteSampleState(state []byte, n int, p sample.Params, bias sample.LogitBias, prompt []int) error {
 	if n < 1 || n > sampleMaxVocab {
 		return sampleInvalid("vocabulary of %d ids, want 1..%d", n, sampleMaxVocab)
 	}
@@ -108,6 +118,9 @@ func WriteSampleState(state []byte, n int, p sample.Params, prompt []int) error 
 		return sampleInvalid("top_k %d must be at most %d", p.TopK, math.MaxInt32)
 	case p.Seed == nil:
 		return sampleInvalid("the seed must be resolved")
+	}
+	if err := bias.Validate(sample.Vocab{Size: n}); err != nil {
+		return sampleInvalid("%v", err)
 	}
 	for _, id := range prompt {
 		if id < 0 || id >= n {
@@ -126,15 +139,28 @@ func WriteSampleState(state []byte, n int, p sample.Params, prompt []int) error 
 	if p.RepetitionPenalty != 1 || p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
 		h.Penalized = 1
 	}
+	h.Biased = uint32(len(bias))
 	state = state[:SampleStateBytes(n)]
 	copy(state, Bytes(&h))
 	clear(state[sampleHeaderBytes:])
 	touched := state[sampleHeaderBytes : sampleHeaderBytes+4*sampleWords(n)]
-	counts := state[sampleHeaderBytes+4*sampleWords(n):]
-	for _, id := range prompt {
-		binary.LittleEndian.PutUint32(counts[4*id:], sampleInPrompt)
+	counts := state[sampleHeaderBytes+4*sampleWords(n) : sampleBiasAt(n)]
+	touch := func(id int) {
 		w := touched[4*(id/32):]
 		binary.LittleEndian.PutUint32(w, binary.LittleEndian.Uint32(w)|1<<(id%32))
+	}
+	for _, id := range prompt {
+		binary.LittleEndian.PutUint32(counts[4*id:], sampleInPrompt)
+		touch(id)
+	}
+	// The kernel looks a touched id up in the biased ids, ascending, and
+	// adds the bias as the CPU does: rounded to float32.
+	ids := slices.Sorted(maps.Keys(bias))
+	at := sampleBiasAt(n)
+	for j, id := range ids {
+		binary.LittleEndian.PutUint32(state[at+4*j:], uint32(id))
+		binary.LittleEndian.PutUint32(state[at+4*SampleMaxBias+4*j:], math.Float32bits(float32(bias[id])))
+		touch(id)
 	}
 	return nil
 }
@@ -208,8 +234,8 @@ type Sampling struct {
 
 // Sample encodes one dispatch that draws the next token from s.Logits with
 // the request's settings in s.State and writes it to s.Out, as
-// engine/sample's Sampler does on the CPU: mask, penalties over the prompt
-// and the generated ids, greedy (the first maximum, NaN never wins) or
+// engine/sample's Sampler does on the CPU: mask, logit bias, penalties over
+// the prompt and the generated ids, greedy (the first maximum, NaN never wins) or
 // temperature, top-k, top-p and min-p, and a Philox4x32-10 draw keyed by
 // the request's seed and a counter the kernel keeps in State, so a seed
 // gives the same ids on every run and the host patches nothing per step.
@@ -218,8 +244,8 @@ type Sampling struct {
 //
 // One dispatch of one threadgroup, in place of Argmax. It reads the logits
 // once (with the mask, and the touched bitset and the counts of the
-// touched ids when penalised: 1,024,384 bytes for N = 248,320 without
-// penalties) for greedy, top-k up to SampleList and top-p/min-p cuts that
+// touched ids when penalised or biased, and the biases of the biased
+// ids: 1,024,384 bytes for N = 248,320 without either) for greedy, top-k up to SampleList and top-p/min-p cuts that
 // fall within the SampleList best. A cut past them is searched over the
 // logits again: 8 passes per threshold (top-k, top-p), up to 6 more when
 // ids tie on the cut's logit, and one for the draw, so a nucleus alone
@@ -261,6 +287,7 @@ func (k *Kernels) Sample(cb gpu.CommandBuffer, s Sampling) error {
 			s.Logits.Arg(1), s.Mask.Arg(2),
 			s.State.Arg(3), s.State.At(sampleHeaderBytes).Arg(4), s.State.At(sampleHeaderBytes + 4*words).Arg(5),
 			s.Out.Arg(6), record.Arg(7),
+			s.State.At(sampleBiasAt(s.N)).Arg(8), s.State.At(sampleBiasAt(s.N) + 4*SampleMaxBias).Arg(9),
 		},
 	})
 }

@@ -5,8 +5,9 @@
 //   1. ids whose mask bit is set are never picked; a NaN logit among the
 //      others, or a largest penalised logit of +Inf, picks no id but says
 //      so (SAMPLE_BAD_LOGITS), as the CPU's argmax refuses such a row;
-//   2. penalties over the ids whose touched bit is set: logit / repetition
-//      if positive, * repetition otherwise; then, for ids generated count > 0
+//   2. the request's logit bias added to the biased ids' logits; then
+//      penalties over the prompt and generated ids: logit / repetition if
+//      positive, * repetition otherwise; then, for ids generated count > 0
 //      times, logit -= presence + frequency * count;
 //   3. greedy (inv_temperature 0 or top_k 1, or a max of +-Inf): the first
 //      id of the largest logit, as argmax.metal;
@@ -19,13 +20,15 @@
 // Then it writes the id to out[0] (SAMPLE_NO_TOKEN if no id can be picked,
 // SAMPLE_BAD_LOGITS for a broken row),
 // adds 1 to the header's counter, counts the id when penalised, and with
-// top_logprobs >= 0 fills a SampleRecord: log-softmax of the penalised
-// logits at temperature 1 over the unmasked ids.
+// top_logprobs >= 0 fills a SampleRecord: log-softmax of the biased and
+// penalised logits at temperature 1 over the unmasked ids.
 //
 // Layout: logits float[n]; mask uint[ceil(n/32)] (bit i%32 of word i/32 set:
 // id i is banned); the state buffer is a SampleHeader, then touched
-// uint[ceil(n/32)] (prompt and generated ids), then counts uint[n] (bit 31:
-// in the prompt; bits 0..30: times generated); out uint[1]; record.
+// uint[ceil(n/32)] (prompt, generated and biased ids), then counts uint[n]
+// (bit 31: in the prompt; bits 0..30: times generated), then the biased ids
+// uint[SAMPLE_MAX_BIAS] (the header's biased of them, ascending) and their
+// biases float[SAMPLE_MAX_BIAS]; out uint[1]; record.
 //
 // Mapping: one threadgroup. Pass 1 reads every id once (thread t takes t,
 // t + threads, ...): the penalised logit, a sorted list of the thread's
@@ -81,24 +84,50 @@ static inline uint4 sample_philox(uint4 ctr, uint2 key)
     return ctr;
 }
 
-// The penalised logit of id i into v; false if i can never be picked.
-static inline bool sample_logit(
-    uint i, device const float* logits, device const uint* mask,
-    device const uint* touched, device const uint* counts,
-    thread const SampleHeader& h, thread float& v)
+struct SampleIO {
+    device const float* logits;
+    device const uint* mask;
+    device const uint* touched;
+    device const uint* counts;
+    device const uint* bias_ids;
+    device const float* bias;
+};
+
+// The biased and penalised logit of id i into v; false if i can never be
+// picked. Only touched ids (a bit read per 32 ids) are looked up: a binary
+// search of the biased ids, then the counts.
+static inline bool sample_logit(uint i, SampleIO io, thread const SampleHeader& h, thread float& v)
 {
-    if (((mask[i >> 5] >> (i & 31u)) & 1u) != 0u) {
+    if (((io.mask[i >> 5] >> (i & 31u)) & 1u) != 0u) {
         return false;
     }
-    float l = logits[i];
+    float l = io.logits[i];
     if (isnan(l)) {
         return false;
     }
-    if (h.penalized != 0u && ((touched[i >> 5] >> (i & 31u)) & 1u) != 0u) {
-        const uint c = counts[i] & 0x7fffffffu;
-        l = l > 0.0f ? l / h.repetition : l * h.repetition;
-        if (c > 0u) {
-            l -= h.presence + h.frequency * float(c);
+    if ((h.penalized != 0u || h.biased != 0u) && ((io.touched[i >> 5] >> (i & 31u)) & 1u) != 0u) {
+        const uint biased = min(h.biased, uint(SAMPLE_MAX_BIAS));
+        uint lo = 0u;
+        uint hi = biased;
+        while (lo < hi) {
+            const uint mid = (lo + hi) >> 1;
+            if (io.bias_ids[mid] < i) {
+                lo = mid + 1u;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo < biased && io.bias_ids[lo] == i) {
+            l += io.bias[lo];
+        }
+        // Prompt and generated ids have counts; ids only biased have none.
+        const uint c = h.penalized != 0u ? io.counts[i] : 0u;
+        if (c != 0u) {
+            l = l > 0.0f ? l / h.repetition : l * h.repetition;
+            const uint generated = c & 0x7fffffffu;
+            if (generated > 0u) {
+                l -= h.presence + h.frequency * float(generated);
+            }
         }
     }
     v = l;
@@ -116,13 +145,6 @@ static inline bool sample_kept(SampleCut c, uint key, uint i)
 {
     return key > c.key || (key == c.key && i <= c.id);
 }
-
-struct SampleIO {
-    device const float* logits;
-    device const uint* mask;
-    device const uint* touched;
-    device const uint* counts;
-};
 
 // One radix pass: per digit d, the ids (and their weights when with_mass)
 // that the filter takes: by key, valid ids whose key agrees with prefix
@@ -146,7 +168,7 @@ static inline void sample_histogram(
     const uint hi = sh + SAMPLE_RADIX_BITS;
     for (uint i = tid; i < n; i += threads) {
         float v;
-        if (!sample_logit(i, io.logits, io.mask, io.touched, io.counts, h, v)) {
+        if (!sample_logit(i, io, h, v)) {
             continue;
         }
         const uint key = sample_key(v);
@@ -275,6 +297,8 @@ kernel void sample_f32(
     device uint* counts [[buffer(5)]],
     device uint* out [[buffer(6)]],
     device SampleRecord* record [[buffer(7)]],
+    device const uint* bias_ids [[buffer(8)]],
+    device const float* bias [[buffer(9)]],
     uint tid [[thread_index_in_threadgroup]],
     uint threads [[threads_per_threadgroup]],
     uint sg [[simdgroup_index_in_threadgroup]],
@@ -302,7 +326,7 @@ kernel void sample_f32(
     threadgroup uint chosen;
 
     const SampleHeader h = *header;
-    const SampleIO io = {logits, mask, touched, counts};
+    const SampleIO io = {logits, mask, touched, counts, bias_ids, bias};
     const uint n = uint(args.n);
     const float inv_t = h.inv_temperature;
     const bool greedy = inv_t == 0.0f || h.top_k == 1;
@@ -322,7 +346,7 @@ kernel void sample_f32(
     uint nans = 0u;
     for (uint i = tid; i < n; i += threads) {
         float v;
-        if (!sample_logit(i, logits, mask, touched, counts, h, v)) {
+        if (!sample_logit(i, io, h, v)) {
             nans += ((mask[i >> 5] >> (i & 31u)) & 1u) == 0u ? 1u : 0u; // not masked: NaN
             continue;
         }
@@ -556,7 +580,7 @@ kernel void sample_f32(
             float own = 0.0f;
             for (uint i = lo; i < hi; i++) {
                 float v;
-                if (sample_logit(i, logits, mask, touched, counts, h, v) && sample_kept(cut, sample_key(v), i)) {
+                if (sample_logit(i, io, h, v) && sample_kept(cut, sample_key(v), i)) {
                     const float w = exp((v - top) * inv_t);
                     own += w >= h.min_p ? w : 0.0f;
                 }
@@ -592,7 +616,7 @@ kernel void sample_f32(
                 uint pick = SAMPLE_NO_TOKEN;
                 for (uint i = lo; i < hi; i++) {
                     float v;
-                    if (!sample_logit(i, logits, mask, touched, counts, h, v) || !sample_kept(cut, sample_key(v), i)) {
+                    if (!sample_logit(i, io, h, v) || !sample_kept(cut, sample_key(v), i)) {
                         continue;
                     }
                     const float w = exp((v - top) * inv_t);
@@ -623,7 +647,7 @@ kernel void sample_f32(
         const float lse = log(total_z1);
         float v = -INFINITY;
         if (c != SAMPLE_NO_TOKEN) {
-            sample_logit(c, logits, mask, touched, counts, h, v);
+            sample_logit(c, io, h, v);
         }
         record->id = c;
         record->logprob = isinf(top) ? (v == top ? 0.0f : -INFINITY) : (v - top) - lse;

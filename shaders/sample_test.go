@@ -25,6 +25,8 @@ type sampleRig struct {
 	allowed int
 	logits  []float32
 	views   shaders.Sampling
+	// bias is the logit bias of the requests start begins.
+	bias sample.LogitBias
 }
 
 func newSampleRig(t testing.TB, k *shaders.Kernels, logits []float32, allowed int) *sampleRig {
@@ -44,7 +46,7 @@ func newSampleRig(t testing.TB, k *shaders.Kernels, logits []float32, allowed in
 // start begins a request.
 func (r *sampleRig) start(t testing.TB, p sample.Params, prompt []int) {
 	t.Helper()
-	if err := shaders.WriteSampleState(r.views.State.Buf.Contents(), r.n, seeded(p), prompt); err != nil {
+	if err := shaders.WriteSampleState(r.views.State.Buf.Contents(), r.n, seeded(p), r.bias, prompt); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -100,6 +102,9 @@ func seeded(p sample.Params) sample.Params {
 func (r *sampleRig) cpuSteps(t testing.TB, p sample.Params, prompt []int, count, top int) ([]int, []sample.Logprobs) {
 	t.Helper()
 	s, err := sample.New(seeded(p), sample.Vocab{Size: r.n, TokenizerSize: r.allowed}, prompt)
+	if err == nil {
+		err = s.SetLogitBias(r.bias)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +182,57 @@ func TestSampleMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestSampleBiasMatchesCPU runs every case with a logit bias on the GPU
+// and through engine/sample's Sampler with the same seed: the same ids and
+// logprobs. The bias bans the row's peak (-100), lifts ids past it and
+// into the list, and falls on prompt ids whose penalised logit shows the
+// order (bias first): id 17's (6 + 1.25) / 1.3 against 6 / 1.3 + 1.25, and
+// id 5's -0.5 that the bias turns positive, so the repetition penalty
+// divides it (6 / 1.3) instead of multiplying it (-0.65 + 6.5).
+func TestSampleBiasMatchesCPU(t *testing.T) {
+	race, fast := denseDevices(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	rows := []struct {
+		n, allowed, steps int
+		raced             bool
+	}{
+		{400, 390, 4, true},
+		{248320, 248077, 3, false}, // Qwen3.6's vocabulary and tokenizer
+	}
+	for ri, row := range rows {
+		logits := denseRand(rng, row.n, 1.5)
+		peak := 20 + rng.IntN(row.allowed-40)
+		logits[peak] += 6
+		logits[row.allowed] = 50 // masked: must never win
+		prompt := []int{5, 17, 17, row.allowed - 1}
+		logits[5], logits[17] = -0.5, 6
+		bias := sample.LogitBias{
+			peak: -sample.MaxLogitBias, 5: 6.5, 17: 1.25, 11: 2.5,
+			row.allowed - 1: -0.75, row.allowed - 2: 7,
+		}
+		for ci, c := range sampleCases {
+			t.Run(fmt.Sprintf("n=%d/%s", row.n, c.name), func(t *testing.T) {
+				k, _ := densePick(race, fast, row.raced)
+				rig := newSampleRig(t, k, logits, row.allowed)
+				rig.bias = bias
+				c.p.Seed = new(uint64(300*ri + ci))
+				rig.start(t, c.p, prompt)
+				got, recs := rig.steps(t, row.steps, 5)
+				want, lps := rig.cpuSteps(t, c.p, prompt, row.steps, 5)
+				for j := range want {
+					if got[j] != uint32(want[j]) {
+						t.Fatalf("step %d: GPU picked %d, CPU %d (GPU %v, CPU %v)", j, got[j], want[j], got, want)
+					}
+					if want[j] == peak {
+						t.Fatalf("step %d: the banned peak %d was picked", j, peak)
+					}
+					checkRecord(t, j, recs[j], want[j], lps[j])
+				}
+			})
+		}
+	}
+}
+
 // checkRecord compares a GPU logprobs record with the CPU's.
 func checkRecord(t *testing.T, step int, rec shaders.SampleRecord, id int, lp sample.Logprobs) {
 	t.Helper()
@@ -203,9 +259,9 @@ func TestSampleArgsLayout(t *testing.T) {
         sizeof(SampleArgs), OFF(SampleArgs, n), OFF(SampleArgs, top_logprobs),
         sizeof(SampleHeader), OFF(SampleHeader, inv_temperature), OFF(SampleHeader, top_p), OFF(SampleHeader, min_p),
         OFF(SampleHeader, presence), OFF(SampleHeader, frequency), OFF(SampleHeader, repetition), OFF(SampleHeader, top_k),
-        OFF(SampleHeader, seed_lo), OFF(SampleHeader, seed_hi), OFF(SampleHeader, counter), OFF(SampleHeader, penalized),
+        OFF(SampleHeader, seed_lo), OFF(SampleHeader, seed_hi), OFF(SampleHeader, counter), OFF(SampleHeader, penalized), OFF(SampleHeader, biased),
         sizeof(SampleRecord), OFF(SampleRecord, id), OFF(SampleRecord, logprob), OFF(SampleRecord, top), OFF(SampleRecord, top_ids), OFF(SampleRecord, top_logprobs),
-        SAMPLE_MAX_THREADS, SAMPLE_MAX_SIMDGROUPS, SAMPLE_LIST, SAMPLE_MAX_TOP_LOGPROBS, SAMPLE_RADIX_BITS, SAMPLE_NO_TOKEN, SAMPLE_BAD_LOGITS,
+        SAMPLE_MAX_THREADS, SAMPLE_MAX_SIMDGROUPS, SAMPLE_LIST, SAMPLE_MAX_TOP_LOGPROBS, SAMPLE_RADIX_BITS, SAMPLE_NO_TOKEN, SAMPLE_BAD_LOGITS, SAMPLE_MAX_BIAS,
 `
 	var (
 		a shaders.SampleArgs
@@ -216,9 +272,9 @@ func TestSampleArgsLayout(t *testing.T) {
 		unsafe.Sizeof(a), unsafe.Offsetof(a.N), unsafe.Offsetof(a.TopLogprobs),
 		unsafe.Sizeof(h), unsafe.Offsetof(h.InvTemperature), unsafe.Offsetof(h.TopP), unsafe.Offsetof(h.MinP),
 		unsafe.Offsetof(h.Presence), unsafe.Offsetof(h.Frequency), unsafe.Offsetof(h.Repetition), unsafe.Offsetof(h.TopK),
-		unsafe.Offsetof(h.SeedLo), unsafe.Offsetof(h.SeedHi), unsafe.Offsetof(h.Counter), unsafe.Offsetof(h.Penalized),
+		unsafe.Offsetof(h.SeedLo), unsafe.Offsetof(h.SeedHi), unsafe.Offsetof(h.Counter), unsafe.Offsetof(h.Penalized), unsafe.Offsetof(h.Biased),
 		unsafe.Sizeof(r), unsafe.Offsetof(r.ID), unsafe.Offsetof(r.Logprob), unsafe.Offsetof(r.Top), unsafe.Offsetof(r.TopIDs), unsafe.Offsetof(r.TopLogprobs),
-		shaders.SampleMaxThreads, shaders.SampleMaxSimdgroups, shaders.SampleList, shaders.SampleMaxTopLogprobs, shaders.SampleRadixBits, shaders.SampleNoToken, shaders.SampleBadLogits,
+		shaders.SampleMaxThreads, shaders.SampleMaxSimdgroups, shaders.SampleList, shaders.SampleMaxTopLogprobs, shaders.SampleRadixBits, shaders.SampleNoToken, shaders.SampleBadLogits, shaders.SampleMaxBias,
 	})
 }
 
@@ -254,11 +310,26 @@ func TestSampleInvalid(t *testing.T) {
 	} {
 		p := ok
 		c.edit(&p)
-		if err := shaders.WriteSampleState(state, c.n, p, c.prompt); !errors.Is(err, gpu.ErrInvalid) {
+		if err := shaders.WriteSampleState(state, c.n, p, nil, c.prompt); !errors.Is(err, gpu.ErrInvalid) {
 			t.Errorf("WriteSampleState %s: %v, want gpu.ErrInvalid", c.name, err)
 		}
 	}
-	if err := shaders.WriteSampleState(state, n, ok, []int{0, n - 1}); err != nil {
+	// A vocabulary wider than the most biased ids, so only their count
+	// is wrong in the last case.
+	const wide = 2 * shaders.SampleMaxBias
+	tooMany := sample.LogitBias{}
+	for id := range shaders.SampleMaxBias + 1 {
+		tooMany[id] = 1
+	}
+	for name, b := range map[string]sample.LogitBias{
+		"bias id past the vocabulary": {wide: 1}, "bias id -1": {-1: 1}, "bias 100.5": {3: 100.5}, "bias NaN": {3: math.NaN()},
+		"bias of 301 ids": tooMany,
+	} {
+		if err := shaders.WriteSampleState(make([]byte, shaders.SampleStateBytes(wide)), wide, ok, b, nil); !errors.Is(err, gpu.ErrInvalid) {
+			t.Errorf("WriteSampleState %s: %v, want gpu.ErrInvalid", name, err)
+		}
+	}
+	if err := shaders.WriteSampleState(state, n, ok, sample.LogitBias{0: -100, n - 1: 100}, []int{0, n - 1}); err != nil {
 		t.Fatalf("valid state refused: %v", err)
 	}
 	mask := make([]byte, shaders.SampleMaskBytes(n))
@@ -452,7 +523,8 @@ func TestSampleSeedReproducible(t *testing.T) {
 // checks the counts against the CPU reference's distribution
 // (sample.Sampler.Probabilities) with a chi-square test at significance
 // 0.001; the same counts must fail against the distribution of a
-// temperature 20% off, so each test has power. The first row is
+// temperature 20% off (and, for a case with a logit bias, against the
+// distribution without it), so each test has power. The first row is
 // engine/sample's own test row (every path inside the list), the second a
 // slowly decaying one whose cuts lie past the list.
 func TestSampleDistributions(t *testing.T) {
@@ -466,6 +538,7 @@ func TestSampleDistributions(t *testing.T) {
 	type named struct {
 		name string
 		p    sample.Params
+		bias sample.LogitBias
 	}
 	rows := []struct {
 		logits  []float32
@@ -474,22 +547,24 @@ func TestSampleDistributions(t *testing.T) {
 		cases   []named
 	}{
 		{short, 10, 10000, []named{
-			{"T=1", sample.Params{Temperature: 1, TopP: 1}},
-			{"T=0.5", sample.Params{Temperature: 0.5, TopP: 1}},
-			{"T=2", sample.Params{Temperature: 2, TopP: 1}},
-			{"top_k=4", sample.Params{Temperature: 1, TopK: 4, TopP: 1}},
-			{"top_p=0.8", sample.Params{Temperature: 1, TopP: 0.8}},
-			{"min_p=0.2", sample.Params{Temperature: 1, TopP: 1, MinP: 0.2}},
-			{"top_k=6/top_p=0.9/min_p=0.1/T=0.7", sample.Params{Temperature: 0.7, TopK: 6, TopP: 0.9, MinP: 0.1}},
-			{"card_thinking", sample.Params{Temperature: 1, TopK: 20, TopP: 0.95}},
+			{"T=1", sample.Params{Temperature: 1, TopP: 1}, nil},
+			{"T=0.5", sample.Params{Temperature: 0.5, TopP: 1}, nil},
+			{"T=2", sample.Params{Temperature: 2, TopP: 1}, nil},
+			{"top_k=4", sample.Params{Temperature: 1, TopK: 4, TopP: 1}, nil},
+			{"top_p=0.8", sample.Params{Temperature: 1, TopP: 0.8}, nil},
+			{"min_p=0.2", sample.Params{Temperature: 1, TopP: 1, MinP: 0.2}, nil},
+			{"top_k=6/top_p=0.9/min_p=0.1/T=0.7", sample.Params{Temperature: 0.7, TopK: 6, TopP: 0.9, MinP: 0.1}, nil},
+			{"card_thinking", sample.Params{Temperature: 1, TopK: 20, TopP: 0.95}, nil},
+			{"T=1/bias", sample.Params{Temperature: 1, TopP: 1}, sample.LogitBias{0: -100, 3: 1, 9: 2.5}},
 		}},
 		// Every cut here lies past the SampleList best.
 		{long, 150, 4000, []named{
-			{"top_p=0.9", sample.Params{Temperature: 1, TopP: 0.9}},
-			{"top_k=100/top_p=0.95/T=0.8", sample.Params{Temperature: 0.8, TopK: 100, TopP: 0.95}},
-			{"top_k=60/T=0.6", sample.Params{Temperature: 0.6, TopK: 60, TopP: 1}},
-			{"min_p=0.15", sample.Params{Temperature: 1, TopP: 1, MinP: 0.15}},
-			{"no_filter/T=1.2", sample.Params{Temperature: 1.2, TopP: 1}},
+			{"top_p=0.9", sample.Params{Temperature: 1, TopP: 0.9}, nil},
+			{"top_k=100/top_p=0.95/T=0.8", sample.Params{Temperature: 0.8, TopK: 100, TopP: 0.95}, nil},
+			{"top_k=60/T=0.6", sample.Params{Temperature: 0.6, TopK: 60, TopP: 1}, nil},
+			{"min_p=0.15", sample.Params{Temperature: 1, TopP: 1, MinP: 0.15}, nil},
+			{"no_filter/T=1.2", sample.Params{Temperature: 1.2, TopP: 1}, nil},
+			{"top_p=0.9/bias", sample.Params{Temperature: 1, TopP: 0.9}, sample.LogitBias{0: -100, 1: -100, 40: 1.5, 120: 3}},
 		}},
 	}
 	const perBuffer = 1000
@@ -499,6 +574,7 @@ func TestSampleDistributions(t *testing.T) {
 			t.Run(fmt.Sprintf("n=%d/%s", len(row.logits), c.name), func(t *testing.T) {
 				p.RepetitionPenalty, p.Seed = 1, new(uint64(1000*ri+ci))
 				r := newSampleRig(t, fast, row.logits, row.allowed)
+				r.bias = c.bias
 				r.start(t, p, nil)
 				counts := make([]int, len(row.logits))
 				for drawn := 0; drawn < row.draws; drawn += perBuffer {
@@ -510,8 +586,11 @@ func TestSampleDistributions(t *testing.T) {
 						counts[id]++
 					}
 				}
-				probs := func(p sample.Params) []float64 {
+				probs := func(p sample.Params, bias sample.LogitBias) []float64 {
 					s, err := sample.New(seeded(p), sample.Vocab{Size: len(row.logits), TokenizerSize: row.allowed}, nil)
+					if err == nil {
+						err = s.SetLogitBias(bias)
+					}
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -521,7 +600,7 @@ func TestSampleDistributions(t *testing.T) {
 					}
 					return pr
 				}
-				want := probs(p)
+				want := probs(p, c.bias)
 				for id, c := range counts {
 					if c > 0 && want[id] == 0 {
 						t.Fatalf("id %d drawn %d times, outside the support", id, c)
@@ -533,8 +612,13 @@ func TestSampleDistributions(t *testing.T) {
 				}
 				off := p
 				off.Temperature *= 1.2
-				if chiOff, dfOff := chisq.Test(counts, probs(off), row.draws); chiOff <= chisq.Limit(dfOff) {
+				if chiOff, dfOff := chisq.Test(counts, probs(off, c.bias), row.draws); chiOff <= chisq.Limit(dfOff) {
 					t.Fatalf("counts also pass for temperature %v (chi-square %.1f, df %d): the test cannot tell", off.Temperature, chiOff, dfOff)
+				}
+				if c.bias != nil {
+					if chiOff, dfOff := chisq.Test(counts, probs(p, nil), row.draws); chiOff <= chisq.Limit(dfOff) {
+						t.Fatalf("counts also pass without the bias (chi-square %.1f, df %d): the test cannot tell", chiOff, dfOff)
+					}
 				}
 				t.Logf("chi-square %.1f (df %d, limit %.1f)", chi, df, chisq.Limit(df))
 			})
@@ -544,21 +628,31 @@ func TestSampleDistributions(t *testing.T) {
 
 // BenchmarkSample times one Sample dispatch in the sim (Fast device) on the
 // fixture-sized and the real vocabulary, for a draw from the list (the
-// model card's settings) and one whose top-p cut lies past it.
+// model card's settings, alone and with the most biased ids) and one
+// whose top-p cut lies past it.
 func BenchmarkSample(b *testing.B) {
 	_, fast := denseDevices(b)
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, n := range []int{12, 248320} {
 		logits := denseRand(rng, n, 2)
+		// The most ids a bias holds, spread over the vocabulary.
+		full := sample.LogitBias{}
+		for j := range min(n, shaders.SampleMaxBias) {
+			full[j*n/min(n, shaders.SampleMaxBias)] = float64(j%7) - 3
+		}
+		card := sample.Params{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1}
 		for _, c := range []struct {
 			name string
 			p    sample.Params
+			bias sample.LogitBias
 		}{
-			{"card", sample.Params{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1}},
-			{"top_p=0.9", sample.Params{Temperature: 1, TopP: 0.9, RepetitionPenalty: 1}},
+			{"card", card, nil},
+			{"card/bias=max", card, full},
+			{"top_p=0.9", sample.Params{Temperature: 1, TopP: 0.9, RepetitionPenalty: 1}, nil},
 		} {
 			b.Run(fmt.Sprintf("n=%d/%s", n, c.name), func(b *testing.B) {
 				r := newSampleRig(b, fast, logits, n)
+				r.bias = c.bias
 				r.start(b, c.p, nil)
 				r.steps(b, 1, -1) // compiles the pipeline
 				for b.Loop() {

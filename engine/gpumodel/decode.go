@@ -310,7 +310,7 @@ func (s *Sequence) startSampling(d *engine.Decode) error {
 		}
 		sm.maskLimit = limit
 	}
-	if err := shaders.WriteSampleState(sm.state.Buf.Contents(), v, d.Sampling.Params, d.Sampling.Prompt); err != nil {
+	if err := shaders.WriteSampleState(sm.state.Buf.Contents(), v, d.Sampling.Params, d.Sampling.Bias, d.Sampling.Prompt); err != nil {
 		return err
 	}
 	if d.Logprobs != nil {

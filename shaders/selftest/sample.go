@@ -9,23 +9,26 @@ import (
 	"petal/shaders"
 )
 
-// sampleCase draws a few tokens with temperature, top-k, top-p and a
-// presence penalty over a masked row, and compares every id and logprob
-// with engine/sample's Sampler given the same seed: the same Philox draws,
-// cuts and penalties must pick the same ids.
+// sampleCase draws a few tokens with temperature, top-k, top-p, a logit
+// bias and a presence penalty over a masked row, and compares every id and
+// logprob with engine/sample's Sampler given the same seed: the same
+// Philox draws, bias, cuts and penalties must pick the same ids.
 func sampleCase() Case {
 	return Case{Name: "sample", Kernels: []string{"sample_f32"}, seed: 31,
 		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
 			const n, allowed, steps, top = 3000, 2900, 4, 5
 			p := sample.Params{Temperature: 1, TopK: 20, TopP: 0.95, PresencePenalty: 1.5, RepetitionPenalty: 1, Seed: new(uint64(7))}
 			prompt := []int{3, 5, 7}
+			// Lifts a prompt id and the last producible one into the
+			// best 20, bans another.
+			bias := sample.LogitBias{3: 5, 7: -100, allowed - 1: 6}
 			logits := e.rand(n, 2)
 			s := shaders.Sampling{Logits: e.f32(logits), N: n, Mask: e.buf(shaders.SampleMaskBytes(n)), State: e.buf(shaders.SampleStateBytes(n)), TopLogprobs: top}
 			slots, recs := e.buf(4*steps), e.buf(shaders.SampleRecordBytes*steps)
 			if e.err == nil {
 				if err := shaders.WriteSampleMask(s.Mask.Buf.Contents(), n, allowed); err != nil {
 					e.err = err
-				} else if err := shaders.WriteSampleState(s.State.Buf.Contents(), n, p, prompt); err != nil {
+				} else if err := shaders.WriteSampleState(s.State.Buf.Contents(), n, p, bias, prompt); err != nil {
 					e.err = err
 				}
 			}
@@ -40,6 +43,9 @@ func sampleCase() Case {
 					return nil
 				}, func() error {
 					ref, err := sample.New(p, sample.Vocab{Size: n, TokenizerSize: allowed}, prompt)
+					if err == nil {
+						err = ref.SetLogitBias(bias)
+					}
 					if err != nil {
 						return err
 					}
