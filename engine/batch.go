@@ -1,11 +1,10 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -62,8 +61,8 @@ func (j *Job) Done() (bool, DecodeStats, error) { return j.done, j.st, j.err }
 // Prefilling reports whether the job still has prompt tokens to feed.
 func (j *Job) Prefilling() bool { return !j.done && j.next < 0 }
 
-// left is how many prompt tokens the job has yet to feed.
-func (j *Job) left() int {
+// PromptLeft is how many prompt tokens the job has yet to feed.
+func (j *Job) PromptLeft() int {
 	if !j.Prefilling() {
 		return 0
 	}
@@ -146,6 +145,9 @@ func (j *Job) took(r Row, d time.Duration) bool {
 	}
 	return false
 }
+
+// pick1 is pickNext guarded against a panic.
+func (j *Job) pick1() { j.guarded(func() bool { j.pickNext(); return false }) }
 
 // pickNext picks the next token from the step's logits and hands it to
 // Token.
@@ -232,6 +234,14 @@ func (j *Job) CanSolo() bool {
 // holds its last pick unfed and goes on in batched steps. Only when
 // CanSolo.
 func (j *Job) Solo(yield func() bool) {
+	if j.ctx.Err() != nil {
+		j.finish(context.Cause(j.ctx))
+		return
+	}
+	j.guarded(func() bool { j.solo(yield); return false })
+}
+
+func (j *Job) solo(yield func() bool) {
 	dec := j.seq.(Decoder)
 	tail := j.d.Prompt[j.fed:]
 	if j.next >= 0 {
@@ -274,23 +284,21 @@ func (j *Job) Solo(yield func() bool) {
 }
 
 // StepJobs runs one batched step of m over the jobs that have not ended:
-// every decoding job feeds its last pick, and prefilling jobs, in order,
-// feed pieces of their prompts taking at most prefill tokens together,
-// the job with the fewest prompt tokens left first (so a short request is
-// not held behind a long prompt; a job past the budget waits for a later
-// step). Then each job picks its
-// next token and hands it to its Token function; the jobs do this
-// concurrently, so the Token, Logprobs and Constraint of different jobs
-// must not share unguarded state (AtSplit is called on the caller's
-// goroutine). A job ends when its decode would (Done), a step error
-// ending every job in the step.
+// every decoding job feeds its last pick, and prefilling jobs, in the
+// order given, feed pieces of their prompts taking at most prefill tokens
+// together (a job past the budget waits for a later step; the caller's
+// order is its policy). Then each job picks its next token and hands it
+// to its Token function; the jobs do this concurrently, so the Token,
+// Logprobs and Constraint of different jobs must not share unguarded
+// state (AtSplit is called on the caller's goroutine). A job ends when
+// its decode would (Done), a step error ending every job in the step; a
+// panic in a job's functions ends that job with ErrPanic, one in the
+// backend's step every job in it.
 func StepJobs(m Model, jobs []*Job, prefill int) StepCount {
 	var n StepCount
 	rows := make([]Row, 0, len(jobs))
 	in := make([]*Job, 0, len(jobs))
-	order := slices.Clone(jobs)
-	slices.SortStableFunc(order, func(a, b *Job) int { return cmp.Compare(a.left(), b.left()) })
-	for _, j := range order {
+	for _, j := range jobs {
 		piece := 0
 		if j.Prefilling() {
 			piece = min(prefill, PrefillPiece)
@@ -302,6 +310,8 @@ func StepJobs(m Model, jobs []*Job, prefill int) StepCount {
 		if j.next < 0 {
 			prefill -= len(r.Tokens)
 			n.Prompt += len(r.Tokens)
+		} else {
+			n.Decode++
 		}
 		rows = append(rows, r)
 		in = append(in, j)
@@ -311,8 +321,8 @@ func StepJobs(m Model, jobs []*Job, prefill int) StepCount {
 		return n
 	}
 	start := time.Now()
-	err := Step(m, rows)
-	took := time.Since(start)
+	err := step(m, rows)
+	took := time.Since(start) / time.Duration(len(rows))
 	if err != nil {
 		err = fmt.Errorf("engine: batched step: %w", err)
 		for _, j := range in {
@@ -324,26 +334,53 @@ func StepJobs(m Model, jobs []*Job, prefill int) StepCount {
 	// goroutine; only the picks, on the host, run side by side.
 	picking := in[:0]
 	for i, j := range in {
-		if j.took(rows[i], took) {
+		if j.guarded(func() bool { return j.took(rows[i], took) }) {
 			picking = append(picking, j)
 		}
 	}
 	if len(picking) == 1 {
-		picking[0].pickNext()
+		picking[0].pick1()
 		return n
 	}
 	var wg sync.WaitGroup
 	for _, j := range picking {
-		wg.Go(j.pickNext)
+		wg.Go(j.pick1)
 	}
 	wg.Wait()
 	return n
 }
 
-// StepCount is what a StepJobs step ran: its rows (0: no job took part)
-// and the prompt tokens among them.
+// ErrPanic marks a job ended by a panic in its functions or the backend:
+// the job fails, the process and the jobs beside it go on.
+var ErrPanic = errors.New("engine: internal error")
+
+// step is Step with a panic turned into an error.
+func step(m Model, rows []Row) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: the backend's step panicked: %v\n%s", ErrPanic, r, debug.Stack())
+		}
+	}()
+	return Step(m, rows)
+}
+
+// guarded runs f for the job, ending the job with ErrPanic if f panics;
+// it returns what f returns, false after a panic.
+func (j *Job) guarded(f func() bool) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			j.finish(fmt.Errorf("%w: %v\n%s", ErrPanic, r, debug.Stack()))
+			ok = false
+		}
+	}()
+	return f()
+}
+
+// StepCount is what a StepJobs step ran: its rows (0: no job took part),
+// the prompt tokens among them and the rows that decoded a reply's next
+// token.
 type StepCount struct {
-	Rows, Prompt int
+	Rows, Prompt, Decode int
 }
 
 // check validates d for a decode over vocab logits.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"petal/engine/sample"
@@ -61,7 +62,8 @@ func TestStepJobsMatchRun(t *testing.T) {
 		}
 		jobs = append(jobs, j)
 	}
-	runJobs(t, m, jobs, budget)
+	// The short prompts first: the order is the caller's policy.
+	runJobs(t, m, []*Job{jobs[1], jobs[2], jobs[0]}, budget)
 	for i := range prompts {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("job %d: %v together, %v alone", i, got[i], want[i])
@@ -74,8 +76,8 @@ func TestStepJobsMatchRun(t *testing.T) {
 		t.Errorf("AtSplit saw (n, Len) %v, want [20 20]", split)
 	}
 	// Every prompt went in pieces within the budget, the short ones in
-	// the first step beside the long one's first piece (the shortest
-	// first), the long one's cut at its split.
+	// the first step beside the long one's first piece (in the order
+	// given), the long one's cut at its split.
 	for i, s := range seqs {
 		fed := 0
 		for _, r := range s.runs {
@@ -307,5 +309,55 @@ func TestPieceEnd(t *testing.T) {
 		if got := pieceEnd(c.fed, c.end, c.max); got != c.want {
 			t.Errorf("pieceEnd(%d, %d, %d) = %d, want %d", c.fed, c.end, c.max, got, c.want)
 		}
+	}
+}
+
+// panicky is a chain whose Forward panics once armed.
+type panicky struct {
+	*chain
+	armed bool
+}
+
+func (p *panicky) Forward(tokens []int, out []float32) error {
+	if p.armed {
+		panic("a bug in the backend")
+	}
+	return p.chain.Forward(tokens, out)
+}
+
+func TestStepJobsPanics(t *testing.T) {
+	const vocab = 10
+	m := chainModel{vocab}
+	var a, b []int
+	// A panic in one job's Token ends that job; the other goes on.
+	ja, _ := NewJob(t.Context(), &chain{vocab: vocab}, vocab, 0, &Decode{Prompt: []int{1}, MaxTokens: 5, Token: func(id int) (bool, error) {
+		if a = append(a, id); len(a) == 2 {
+			panic("a bug in an emit")
+		}
+		return false, nil
+	}})
+	jb, _ := NewJob(t.Context(), &chain{vocab: vocab}, vocab, 0, &Decode{Prompt: []int{2}, MaxTokens: 5, Token: collect(&b, -1)})
+	runJobs(t, m, []*Job{ja, jb}, PrefillPiece)
+	if _, _, err := ja.Done(); !errors.Is(err, ErrPanic) || !strings.Contains(err.Error(), "a bug in an emit") {
+		t.Errorf("the panicking job: %v", err)
+	}
+	if _, st, err := jb.Done(); err != nil || st.Tokens != 5 {
+		t.Errorf("the job beside it: %d tokens, %v", st.Tokens, err)
+	}
+	// A panic in the backend's step ends the jobs in the step.
+	p := &panicky{chain: &chain{vocab: vocab}}
+	jc, _ := NewJob(t.Context(), p, vocab, 0, &Decode{Prompt: []int{3}, MaxTokens: 5, Token: collect(&b, -1)})
+	StepJobs(m, []*Job{jc}, PrefillPiece)
+	p.armed = true
+	StepJobs(m, []*Job{jc}, PrefillPiece)
+	if done, _, err := jc.Done(); !done || !errors.Is(err, ErrPanic) {
+		t.Errorf("after the backend panicked: done %v, %v", done, err)
+	}
+	// Solo and a panic in the device loop.
+	pd := &devChain{chain: &chain{vocab: vocab}}
+	jd, _ := NewJob(t.Context(), pd, vocab, 0, &Decode{Prompt: []int{3}, MaxTokens: 5, Token: func(int) (bool, error) { panic("in solo") }})
+	jd.Solo(func() bool { return false })
+	if _, _, err := jd.Done(); !errors.Is(err, ErrPanic) {
+		t.Errorf("a panic in solo: %v", err)
 	}
 }

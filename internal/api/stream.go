@@ -16,9 +16,9 @@ const (
 	// StreamBacklog is how many events may wait for a client that takes
 	// nothing: once that many wait behind a write it has not taken for
 	// StreamStall, the client is cut off and its generation cancelled.
-	// The engine serves one request at a time, so a client that stops
-	// reading must not hold it; network hiccups are the socket's buffers'
-	// to absorb.
+	// A client that stops reading must not hold the engine (which may
+	// serve one request at a time) nor its place in a batch; network
+	// hiccups are the socket's buffers' to absorb.
 	StreamBacklog = 32
 	// StreamStall is how long the writer must have waited in one write
 	// before a full backlog counts against the client. Events also pile

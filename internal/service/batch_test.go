@@ -244,3 +244,64 @@ func TestParallelMatchesAlone(t *testing.T) {
 		t.Errorf("%d rows in %d steps: the requests did not run together", met.StepRows, met.Steps)
 	}
 }
+
+// TestParallelPanicEndsOneRequest: a panic in one request's emit, which
+// runs on the stepper, fails that request and leaves the process and the
+// request beside it running.
+func TestParallelPanicEndsOneRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, m := scripted(t, Options{Parallel: 2, CacheBytes: -1}, constant("</think>\n\n"+strings.Repeat("z", 30)))
+		m.SetStepDelay(time.Millisecond)
+		errs := make([]error, 2)
+		texts := make([]string, 2)
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() {
+				var b strings.Builder
+				_, errs[i] = s.Generate(t.Context(), &Request{Messages: user("go")}, func(e reply.Event) error {
+					if i == 0 && b.Len() == 5 {
+						panic("a bug in an emit")
+					}
+					b.WriteString(e.Text)
+					return nil
+				})
+				texts[i] = b.String()
+			})
+		}
+		wg.Wait()
+		if !errors.Is(errs[0], engine.ErrPanic) {
+			t.Errorf("the request whose emit panicked: %v", errs[0])
+		}
+		if errs[1] != nil || texts[1] != strings.Repeat("z", 30) {
+			t.Errorf("the request beside it: %q, %v", texts[1], errs[1])
+		}
+	})
+}
+
+// TestStepperPieces: the prompt budget is what the decode rows leave of
+// the target at the measured cost of a prompt token, or as much as the
+// rows cost when they take the whole target.
+func TestStepperPieces(t *testing.T) {
+	var st stats
+	sp := newStepper(servicetest.NewModel(100, func([]int) []int { return nil }), &st)
+	if got := sp.piece(StepTarget, MinSharedPiece, true); got != firstPiece {
+		t.Errorf("before any measure: %d, want %d", got, firstPiece)
+	}
+	sp.learn(engine.StepCount{Rows: 2, Decode: 2}, 10*time.Millisecond)
+	sp.learn(engine.StepCount{Rows: 3, Prompt: 64, Decode: 2}, 42*time.Millisecond)
+	if sp.fixed != 10*time.Millisecond || sp.perToken != 500*time.Microsecond {
+		t.Fatalf("learned %v a step and %v a token, want 10ms and 500µs", sp.fixed, sp.perToken)
+	}
+	if got := sp.piece(StepTarget, MinSharedPiece, true); got != 80 {
+		t.Errorf("beside decode rows: %d tokens, want (50-10)/0.5 = 80", got)
+	}
+	if got := sp.piece(SoloTarget, MinSoloPiece, false); got != 500 {
+		t.Errorf("alone: %d tokens, want 250/0.5 = 500", got)
+	}
+	for range 20 {
+		sp.learn(engine.StepCount{Rows: 8, Decode: 8}, 80*time.Millisecond)
+	}
+	if got := sp.piece(StepTarget, MinSharedPiece, true); got < 150 || got > 160 {
+		t.Errorf("beside rows that take %v, more than the target: %d tokens, want about as many as cost as much (160)", sp.fixed, got)
+	}
+}

@@ -33,14 +33,21 @@
 //
 // With Options.Parallel above 1 one goroutine, the stepper, owns the model
 // while requests run: every step is one [engine.StepJobs] over all running
-// generations, each reply's next token and pieces of new prompts. A prompt
-// takes a whole [engine.PrefillPiece] when no reply is running; beside
-// running replies, the pieces of a step are sized so the step takes about
-// StepTarget (from the measured time per prompt token), the shortest prompt
-// first, so running replies keep flowing and a short request starts at the
-// next step. Every other model call of a generation (the prefix cache's
-// lookups and forks, new sequences, closes) runs on the stepper between two
-// steps. The stepper's goroutine exists only while there is work.
+// generations, each reply's next token and pieces of new prompts. Pieces
+// are sized from the measured time of a prompt token: a prompt read alone
+// in pieces of about SoloTarget, beside other requests in steps of about
+// StepTarget, so running replies keep flowing and a short request starts
+// at the next step. The budget goes to the prompt with the fewest tokens
+// left first, and on every other step in arrival order, so no prompt is
+// starved. A reply running alone decodes on its backend's own loop (on a
+// GPU, picked on the device with two steps in flight), which yields to the
+// batched steps when another request arrives. Every other model call of a
+// generation (the prefix cache's lookups and forks, its disk tier's loads,
+// new sequences, closes) runs on the stepper between two steps, so a disk
+// hit holds the running replies for as long as it reads. A panic in a
+// request's functions ends that request alone. The stepper's goroutine
+// exists only while there is work. Embeddings (CPU backend only) run on
+// their request's goroutine beside it, taking a place in the queue.
 //
 // # Prefix cache
 //

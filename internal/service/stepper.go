@@ -1,7 +1,9 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,7 +38,8 @@ const (
 // batched steps (engine.StepJobs) over every running generation, and the
 // model calls a generation makes besides (the prefix cache's forks and
 // loads, new sequences, closes) run on it between steps. The goroutine
-// exists while there is work, so an idle service holds none.
+// exists while there is work, so an idle service holds none. Nothing it
+// runs may call do or run: it would wait for itself.
 type stepper struct {
 	model  engine.Model
 	vocab  int
@@ -47,10 +50,13 @@ type stepper struct {
 	active  bool
 	pending []*stepJob
 	calls   []func()
-	wake    chan struct{} // one buffered signal: work was added
-	// perToken is the measured time of a prompt token, an average over
-	// the steps that read prompts, which sizes the next steps' pieces.
-	perToken time.Duration
+
+	// The loop's own state. steps counts the batched steps, which take
+	// turns at the prompt budget's order; fixed is the measured time of a
+	// step's decode rows and perToken that of a prompt token, both
+	// averages, which size the next steps' pieces.
+	steps           int
+	fixed, perToken time.Duration
 }
 
 // stepJob is a job and the channel closed once it has ended.
@@ -61,18 +67,24 @@ type stepJob struct {
 
 func newStepper(model engine.Model, st *stats) *stepper {
 	cfg := model.Config()
-	return &stepper{model: model, vocab: cfg.Vocab, maxPos: cfg.MaxPositions, stats: st, wake: make(chan struct{}, 1)}
+	return &stepper{model: model, vocab: cfg.Vocab, maxPos: cfg.MaxPositions, stats: st}
 }
 
 // do runs f on the stepper's goroutine between steps and returns when it
-// has.
+// has; a panic in f is raised again on the caller's goroutine, where the
+// server's handler recovers it for that request alone.
 func (t *stepper) do(f func()) {
 	done := make(chan struct{})
+	var panicked any
 	t.add(func() {
 		defer close(done)
+		defer func() { panicked = recover() }()
 		f()
 	}, nil)
 	<-done
+	if panicked != nil {
+		panic(panicked)
+	}
 }
 
 // run runs d on seq in the stepper's batches and returns as engine.Run
@@ -89,6 +101,7 @@ func (t *stepper) run(ctx context.Context, seq engine.Sequence, d *engine.Decode
 	return st, err
 }
 
+// add queues a call or a job, starting the loop when it is not running.
 func (t *stepper) add(call func(), job *stepJob) {
 	t.mu.Lock()
 	if call != nil {
@@ -102,27 +115,32 @@ func (t *stepper) add(call func(), job *stepJob) {
 	t.mu.Unlock()
 	if start {
 		go t.loop()
-		return
 	}
-	select {
-	case t.wake <- struct{}{}:
-	default:
+}
+
+// take returns the queued calls and jobs, or ends the loop when there are
+// none and no job runs.
+func (t *stepper) take(running int) (calls []func(), pending []*stepJob, more bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	calls, pending = t.calls, t.pending
+	t.calls, t.pending = nil, nil
+	if len(calls) == 0 && len(pending) == 0 && running == 0 {
+		t.active = false
+		t.stats.batch.Store(0)
+		return nil, nil, false
 	}
+	return calls, pending, true
 }
 
 // loop runs calls and steps until nothing is left, then ends.
 func (t *stepper) loop() {
 	var running []*stepJob
 	for {
-		t.mu.Lock()
-		calls, pending := t.calls, t.pending
-		t.calls, t.pending = nil, nil
-		if len(calls) == 0 && len(pending) == 0 && len(running) == 0 {
-			t.active = false
-			t.mu.Unlock()
+		calls, pending, more := t.take(len(running))
+		if !more {
 			return
 		}
-		t.mu.Unlock()
 		for _, f := range calls {
 			f()
 		}
@@ -133,12 +151,29 @@ func (t *stepper) loop() {
 			// picked there with steps in flight, no logits read back)
 			// until another request arrives.
 			t.stats.batch.Store(1)
-			running[0].job.Solo(t.hasWork)
+			running[0].job.Solo(t.yield)
 			running = reap(running)
 		case len(running) > 0:
 			running = t.step(running)
 		}
 	}
+}
+
+// yield is asked by a lone reply's device loop before each step: it runs
+// the calls queued meanwhile (another request's prefix-cache lookup, which
+// would otherwise wait for the whole reply) and ends the loop when a new
+// job waits to join.
+func (t *stepper) yield() bool {
+	t.mu.Lock()
+	calls := t.calls
+	t.calls = nil
+	t.mu.Unlock()
+	for _, f := range calls {
+		f()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending) > 0
 }
 
 // step runs one batched step over running and returns the jobs that go on.
@@ -151,30 +186,30 @@ func (t *stepper) step(running []*stepJob) []*stepJob {
 			decoding++
 		}
 	}
+	// The prompt budget goes to the job with the fewest prompt tokens left
+	// first, so a short request is not held behind a long prompt, and on
+	// every other step in the order the jobs came, so a long prompt is
+	// never starved by a stream of shorter ones.
+	t.steps++
+	if t.steps%2 == 0 {
+		jobs = slices.Clone(jobs)
+		slices.SortStableFunc(jobs, func(a, b *engine.Job) int { return cmp.Compare(a.PromptLeft(), b.PromptLeft()) })
+	}
 	// Beside another request (decoding, or about to once its own short
 	// prompt is in) a step is kept to StepTarget, a prompt read alone to
 	// SoloTarget.
-	budget := t.piece(SoloTarget, MinSoloPiece)
+	budget := t.piece(SoloTarget, MinSoloPiece, false)
 	if len(jobs) > 1 {
-		budget = t.piece(StepTarget, MinSharedPiece)
+		budget = t.piece(StepTarget, MinSharedPiece, true)
 	}
 	start := time.Now()
 	n := engine.StepJobs(t.model, jobs, budget)
 	took := time.Since(start)
 	if n.Rows > 0 {
-		t.stats.observeStep(n.Rows, decoding)
-		if n.Prompt >= MinSharedPiece {
-			t.learn(n.Prompt, took)
-		}
+		t.stats.observeStep(n.Rows, n.Decode)
+		t.learn(n, took)
 	}
 	return reap(running)
-}
-
-// hasWork reports whether a call or a new job waits for the loop.
-func (t *stepper) hasWork() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.calls)+len(t.pending) > 0
 }
 
 // reap signals the jobs that have ended and returns the others.
@@ -191,24 +226,42 @@ func reap(running []*stepJob) []*stepJob {
 	return left
 }
 
-// piece is the prompt budget of a step that aims at target: what the
-// measured time per prompt token fits into it, at least least tokens and
-// at most engine.PrefillPiece; before any measure, firstPiece.
-func (t *stepper) piece(target time.Duration, least int) int {
+// piece is the prompt budget of a step that aims at target: the prompt
+// tokens that fit in it, beside decode rows (rows) in what they leave of
+// it (when they take it all, as many as cost what they do, so a long
+// prompt still moves), at least least and at most engine.PrefillPiece;
+// before any measure, firstPiece.
+func (t *stepper) piece(target time.Duration, least int, rows bool) int {
 	if t.perToken <= 0 {
 		return max(least, firstPiece)
 	}
-	return max(least, min(engine.PrefillPiece, int(target/t.perToken)))
+	room := target
+	if rows {
+		room = max(target-t.fixed, t.fixed)
+	}
+	return max(least, min(engine.PrefillPiece, int(room/t.perToken)))
 }
 
-// learn updates the time per prompt token from a step that carried
-// prompt tokens: the whole step's time over them (an upper bound when
-// replies decoded beside them), averaged with the past.
-func (t *stepper) learn(prompt int, took time.Duration) {
-	cur := took / time.Duration(prompt)
-	if t.perToken <= 0 {
-		t.perToken = cur
-		return
+// learn updates the averages from a step: its time with no prompt tokens
+// is its decode rows' (fixed); with MinSharedPiece of them or more, what
+// is left of it beside the decode rows over them is a prompt token's.
+func (t *stepper) learn(n engine.StepCount, took time.Duration) {
+	switch {
+	case n.Prompt == 0:
+		t.fixed = average(t.fixed, took)
+	case n.Prompt >= MinSharedPiece:
+		rest := took
+		if n.Decode > 0 {
+			rest = max(took-t.fixed, took/2)
+		}
+		t.perToken = average(t.perToken, rest/time.Duration(n.Prompt))
 	}
-	t.perToken = (3*t.perToken + cur) / 4
+}
+
+// average moves a running average a quarter of the way to a new sample.
+func average(avg, sample time.Duration) time.Duration {
+	if avg <= 0 {
+		return sample
+	}
+	return (3*avg + sample) / 4
 }
