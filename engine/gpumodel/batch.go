@@ -82,8 +82,16 @@ type pass struct {
 // state: a decode row through the decode kernels, a run of tokens through
 // the prefill's. Rows of more than the prefill chunk's tokens in all take
 // several passes, a row's tokens carried on in the next. One row is that
-// sequence's Forward, whose kernels suit one sequence best.
+// sequence's Forward, whose kernels suit one sequence best. A few rows of
+// one token each run as their own decode steps side by side
+// (stepDecodeRows, decodeSideBySide).
 func (m *Model) Step(rows []engine.Row) error {
+	return m.step(rows, viaAuto)
+}
+
+// step is Step with decode rows run as via says (the benchmark compares
+// the ways).
+func (m *Model) step(rows []engine.Row, via stepVia) error {
 	v := m.cfg.Vocab
 	if err := engine.CheckRows(rows, v); err != nil {
 		return err
@@ -106,6 +114,9 @@ func (m *Model) Step(rows []engine.Row) error {
 		if err := s.ensureCapacity(s.pos + len(rows[i].Tokens)); err != nil {
 			return fmt.Errorf("gpumodel: row %d: %w", i, err)
 		}
+	}
+	if decodeSideBySide(rows, via) {
+		return m.stepDecodeRows(rows, seqs)
 	}
 	passes, err := m.passes(rows, seqs)
 	if err != nil {

@@ -221,6 +221,80 @@ func TestStepGreedy(t *testing.T) {
 	}
 }
 
+// TestStepDecodeRowsAreForward: decode rows alone (one token each,
+// sequences at 0, 5, 30 and 61 tokens, some rows without logits) run as
+// side-by-side decode steps, whose logits equal each sequence's own
+// Forward bit for bit, for three steps; again with a command-buffer bound
+// that puts every row's step in a command buffer of its own. The same
+// rows as one GEMM pass (the small-tile products) stay within
+// maxLogitDiff of Forward.
+func TestStepDecodeRowsAreForward(t *testing.T) {
+	dev := openDevice(t)
+	ref, _ := loadReference(t, filepath.Join(fixturesDir, "tiny-a"))
+	for _, c := range []struct {
+		name string
+		cut  bool
+		via  stepVia
+	}{{"side-by-side", false, viaAuto}, {"side-by-side/cut", true, viaAuto}, {"gemm", false, viaGEMM}} {
+		t.Run(c.name, func(t *testing.T) {
+			m := openFixture(t, dev, "tiny-a")
+			if c.cut {
+				m.maxMillis = 0
+			}
+			v := m.cfg.Vocab
+			prefill := []int{0, 5, 30, 61}
+			var batched, solo []engine.Sequence
+			for _, n := range prefill {
+				for _, list := range []*[]engine.Sequence{&batched, &solo} {
+					s, err := m.NewSequence()
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { s.Close() })
+					if n > 0 {
+						if err := s.Forward(ref.Tokens[:n], nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+					*list = append(*list, s)
+				}
+			}
+			worst := 0.0
+			for k := range 3 {
+				rows := make([]engine.Row, len(prefill))
+				for i, n := range prefill {
+					rows[i] = engine.Row{Seq: batched[i], Tokens: ref.Tokens[n+k : n+k+1]}
+					if (i+k)%3 != 0 {
+						rows[i].Out = make([]float32, v)
+					}
+				}
+				if err := m.step(rows, c.via); err != nil {
+					t.Fatalf("step %d: %v", k, err)
+				}
+				for i, n := range prefill {
+					out := make([]float32, len(rows[i].Out))
+					if err := solo[i].Forward(rows[i].Tokens, out); err != nil {
+						t.Fatal(err)
+					}
+					if got := batched[i].Len(); got != n+k+1 {
+						t.Fatalf("step %d row %d: the sequence holds %d tokens, want %d", k, i, got, n+k+1)
+					}
+					if c.via != viaGEMM && !slices.Equal(out, rows[i].Out) {
+						t.Errorf("step %d row %d: logits differ from Forward's", k, i)
+					}
+					for j := range out {
+						worst = max(worst, math.Abs(float64(out[j]-rows[i].Out[j])))
+					}
+				}
+			}
+			t.Logf("max |step - solo Forward| = %.3g", worst)
+			if worst > maxLogitDiff {
+				t.Errorf("max |step - solo Forward| = %g, tolerance %g", worst, maxLogitDiff)
+			}
+		})
+	}
+}
+
 // otherSeq is a sequence of another backend.
 type otherSeq struct{ engine.Sequence }
 
@@ -292,7 +366,9 @@ const benchPrompt = 256
 // asked for (logits=none: the device's share, as a sampler on the device
 // would leave it), on the checkpoint in $PETAL_BENCH_MODEL
 // (tools/synth35b's 35B; skipped without one) on the device gputest opens
-// ($PETAL_GPU=cuda on the H200). One row is Forward's decode step.
+// ($PETAL_GPU=cuda on the H200). One row is Forward's decode step; more
+// run as Step runs them, as one GEMM pass (via=gemm) and as side-by-side
+// decode steps (via=side).
 func BenchmarkStepDecode35B(b *testing.B) {
 	dir := os.Getenv("PETAL_BENCH_MODEL")
 	if dir == "" {
@@ -305,10 +381,23 @@ func BenchmarkStepDecode35B(b *testing.B) {
 	defer m.Close()
 	v := m.cfg.Vocab
 	for _, rows := range []int{1, 2, 4, 8} {
-		for _, host := range []bool{true, false} {
+		for _, how := range []struct {
+			host bool
+			via  stepVia
+		}{{true, viaAuto}, {false, viaAuto}, {true, viaGEMM}, {true, viaSideBySide}} {
+			if rows == 1 && how.via != viaAuto {
+				continue // one row is Forward either way
+			}
+			host, via := how.host, how.via
 			name := fmt.Sprintf("rows=%d/logits=none", rows)
 			if host {
 				name = fmt.Sprintf("rows=%d/logits=host", rows)
+			}
+			switch via {
+			case viaGEMM:
+				name += "/via=gemm"
+			case viaSideBySide:
+				name += "/via=side"
 			}
 			b.Run(name, func(b *testing.B) {
 				step := make([]engine.Row, rows)
@@ -332,11 +421,11 @@ func BenchmarkStepDecode35B(b *testing.B) {
 				}
 				// The batch activations and the caches' growth past
 				// the prompt, off the clock.
-				if err := m.Step(step); err != nil {
+				if err := m.step(step, via); err != nil {
 					b.Fatal(err)
 				}
 				for b.Loop() {
-					if err := m.Step(step); err != nil {
+					if err := m.step(step, via); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -26,6 +26,10 @@ type plan struct {
 	record []argRef
 	// pos are the inline argument words that hold the position plus add.
 	pos []posRef
+	// cost is the step's at position at, the block's first; perPos what
+	// each later position adds (the attention's reads of one more row).
+	at           int
+	cost, perPos Cost
 }
 
 // planKey is what a plan depends on besides the patched values: the cache
@@ -67,18 +71,47 @@ func attnBlocks(n int) int { return (n + shaders.AttnBlock - 1) / shaders.AttnBl
 // encode records one decode step into cb through the step's plan, made on
 // the first step of its kind.
 func (s *Sequence) encode(cb gpu.CommandBuffer, st step) error {
+	p, err := s.planFor(st)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return s.encodeOps(cb, st)
+	}
+	return s.replay(p, cb, st)
+}
+
+// planFor is the plan of st's kind, made on the first step of its kind;
+// nil where makePlan makes none.
+func (s *Sequence) planFor(st step) (*plan, error) {
 	key := s.planKey(st)
 	if s.plan == nil || s.plan.key != key {
 		p, err := s.makePlan(key, st)
-		if err != nil {
-			return err
-		}
-		if p == nil {
-			return s.encodeOps(cb, st)
+		if err != nil || p == nil {
+			return nil, err
 		}
 		s.plan = p
 	}
-	return s.replay(s.plan, cb, st)
+	return s.plan, nil
+}
+
+// stepItems is decode step st's dispatches and barriers, and its cost:
+// its plan's, patched for st, or where it has none encoded through the
+// ops. The plan's items stay valid until its next step is patched.
+func (s *Sequence) stepItems(st step) ([]planItem, Cost, error) {
+	p, err := s.planFor(st)
+	if err != nil {
+		return nil, Cost{}, err
+	}
+	if p == nil {
+		var c capture
+		e := enc{k: s.m.k, cb: &c}
+		s.encodeStep(&e, st)
+		return c.items, e.cost, e.err()
+	}
+	s.patch(p, st)
+	d := int64(st.pos - p.at)
+	return p.items, Cost{Flops: p.cost.Flops + d*p.perPos.Flops, Bytes: p.cost.Bytes + d*p.perPos.Bytes}, nil
 }
 
 // makePlan encodes the step at two neighbouring positions of its block
@@ -93,14 +126,19 @@ func (s *Sequence) makePlan(key planKey, st step) (*plan, error) {
 	var ca, cb capture
 	at := st
 	at.pos = a
-	if err := s.encodeOps(&ca, at); err != nil {
+	ea := enc{k: s.m.k, cb: &ca}
+	s.encodeStep(&ea, at)
+	if err := ea.err(); err != nil {
 		return nil, err
 	}
 	at.pos = a + 1
-	if err := s.encodeOps(&cb, at); err != nil {
+	eb := enc{k: s.m.k, cb: &cb}
+	s.encodeStep(&eb, at)
+	if err := eb.err(); err != nil {
 		return nil, err
 	}
-	p := &plan{key: key, items: ca.items}
+	p := &plan{key: key, items: ca.items, at: a, cost: ea.cost,
+		perPos: Cost{Flops: eb.cost.Flops - ea.cost.Flops, Bytes: eb.cost.Bytes - ea.cost.Bytes}}
 	if len(ca.items) != len(cb.items) {
 		return nil, fmt.Errorf("gpumodel: decode steps at %d and %d differ in their dispatches", a, a+1)
 	}
@@ -176,23 +214,7 @@ func (p *plan) compare(i int, x, y *planItem, a int32) error {
 
 // replay encodes the plan into cb for st.
 func (s *Sequence) replay(p *plan, cb gpu.CommandBuffer, st step) error {
-	for _, r := range p.record {
-		p.items[r.item].d.Args[r.arg].Offset = s.record(st.next).Off
-	}
-	return p.replay(cb, st)
-}
-
-func (p *plan) replay(cb gpu.CommandBuffer, st step) error {
-	for _, r := range p.pos {
-		b := p.items[r.item].d.Args[r.arg].Bytes
-		binary.LittleEndian.PutUint32(b[4*r.word:], uint32(int32(st.pos)+r.add))
-	}
-	for _, r := range p.token {
-		p.items[r.item].d.Args[r.arg].Offset = st.token.Off
-	}
-	for _, r := range p.next {
-		p.items[r.item].d.Args[r.arg].Offset = st.next.Off
-	}
+	s.patch(p, st)
 	for i := range p.items {
 		if p.items[i].barrier {
 			cb.Barrier()
@@ -203,6 +225,23 @@ func (p *plan) replay(cb gpu.CommandBuffer, st step) error {
 		}
 	}
 	return nil
+}
+
+// patch sets what changes per step in the plan's items to st's.
+func (s *Sequence) patch(p *plan, st step) {
+	for _, r := range p.record {
+		p.items[r.item].d.Args[r.arg].Offset = s.record(st.next).Off
+	}
+	for _, r := range p.pos {
+		b := p.items[r.item].d.Args[r.arg].Bytes
+		binary.LittleEndian.PutUint32(b[4*r.word:], uint32(int32(st.pos)+r.add))
+	}
+	for _, r := range p.token {
+		p.items[r.item].d.Args[r.arg].Offset = st.token.Off
+	}
+	for _, r := range p.next {
+		p.items[r.item].d.Args[r.arg].Offset = st.next.Off
+	}
 }
 
 // capture is a command buffer that keeps copies of what is encoded into
