@@ -22,11 +22,12 @@ const (
 
 // sideBySideMaxRows is the most decode rows Step runs side by side; more
 // go as one GEMM pass. On the H200 (BenchmarkStepDecode35B, the 35B after
-// 256-token prompts, logits to the host; one row 69.5 tok/s) side by side
-// gave 68, 85 and 70 tok/s at 2, 4 and 8 rows, the small-tile GEMM pass
-// 37, 63 and 89: the decode kernels overlap little (the same 4 rows with
-// the graph's nodes chained: 60 tok/s), so side by side costs nearly a
-// decode step a row, while the GEMM pass's cost grows slowly with rows.
+// 256-token prompts, logits to the host; one row 76 tok/s) side by side
+// gave 104, 95 and 73 tok/s at 2, 4 and 8 rows, the small-tile GEMM pass
+// 39, 66 and 93: the driver overlaps about two rows' steps, past which
+// each row costs nearly a decode step (the 35B's decode kernels fill the
+// GPU more than their bandwidth says), while the GEMM pass's cost grows
+// slowly with rows. 5 to 7 rows were not measured.
 const sideBySideMaxRows = 4
 
 // decodeSideBySide says whether Step runs rows as side-by-side decode
