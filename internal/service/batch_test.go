@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/engine/cpu"
 	"petal/engine/grammar"
 	"petal/engine/reply"
@@ -303,5 +304,75 @@ func TestStepperPieces(t *testing.T) {
 	}
 	if got := sp.piece(StepTarget, MinSharedPiece, true); got < 150 || got > 160 {
 		t.Errorf("beside rows that take %v, more than the target: %d tokens, want about as many as cost as much (160)", sp.fixed, got)
+	}
+}
+
+// TestParallelOnDeviceMatchesAlone runs on the GPU simulator a reply that
+// starts alone (on the device's own loop, no logits read back), is joined
+// by a second request (the first yields and both go on in batched steps)
+// and ends alone again: both replies are the greedy tokens each gets
+// alone.
+func TestParallelOnDeviceMatchesAlone(t *testing.T) {
+	dir := servicetest.FixtureFolder(t, "tiny-a")
+	zero := 0.0
+	long, short := "Once upon a time", "Hello"
+	reqs := []*Request{
+		{Prompt: &long, MaxTokens: 24, Sampling: sample.Overrides{Temperature: &zero}},
+		{Prompt: &short, MaxTokens: 6, Sampling: sample.Overrides{Temperature: &zero}},
+	}
+	open := func(parallel int) *Service {
+		m, err := backend.Open("sim", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		s, err := New(m, dir, Options{Parallel: parallel, CacheBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	text := func(s *Service, req *Request, after func(events int)) string {
+		var b strings.Builder
+		events := 0
+		if _, err := s.Generate(context.Background(), req, func(e reply.Event) error {
+			b.WriteString(e.Text)
+			events++
+			if after != nil {
+				after(events)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	alone := open(1)
+	want := []string{text(alone, reqs[0], nil), text(alone, reqs[1], nil)}
+
+	s := open(2)
+	got := make([]string, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		got[0] = text(s, reqs[0], func(events int) {
+			if events == 4 {
+				// The second request comes while the first runs alone;
+				// the first's device loop yields to it, and goes on alone
+				// once the second, shorter, has ended. (The emit runs on
+				// the stepper: it must not wait for the second.)
+				wg.Go(func() { got[1] = text(s, reqs[1], nil) })
+			}
+		})
+	})
+	wg.Wait()
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("request %d: %q beside the other, %q alone", i, got[i], want[i])
+		}
+	}
+	met := s.Metrics()
+	if met.Steps == 0 || met.StepRows <= met.Steps || met.LogitsReadbackBytes == 0 {
+		t.Errorf("%d rows in %d steps, %d bytes read back: the requests never shared a batched step", met.StepRows, met.Steps, met.LogitsReadbackBytes)
 	}
 }
