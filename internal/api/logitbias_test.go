@@ -14,9 +14,9 @@ import (
 // TestLogitBias: logit_bias was ignored (issue 30 item 10). On the tiny-a
 // fixture (random weights, logits of a few units) a bias of 100 on "A"
 // (id 65: one token per byte) makes every pick "A", greedy or sampled, on
-// the CPU backend and on the GPU simulator, whose device sampler takes no
-// bias and so hands a biased request's logits to the host; a bias out of
-// range or on no token is a 400.
+// the CPU backend and on the GPU simulator, whose device sampler takes the
+// bias, so no logits are read back there; a bias out of range or on no
+// token is a 400.
 func TestLogitBias(t *testing.T) {
 	for _, name := range []string{"cpu", "sim"} {
 		t.Run(name, func(t *testing.T) {
@@ -48,6 +48,9 @@ func TestLogitBias(t *testing.T) {
 				if status, text := reply(extra); status != 200 || text != "AAAA" {
 					t.Errorf("%s: %d %q, want AAAA", extra, status, text)
 				}
+			}
+			if b := svc.Metrics().LogitsReadbackBytes; name == "sim" && b != 0 {
+				t.Errorf("the sim read %d bytes of logits back: a biased request was picked on the host", b)
 			}
 			for extra, words := range map[string]string{
 				`,"logit_bias":{"A":1}`:    `field "logit_bias": key "A" must be an integer`,

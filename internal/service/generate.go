@@ -256,13 +256,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		params := p.params
 		seed := sampler.Seed()
 		params.Seed = &seed
-		d.Picker, d.Sampling = sampler, &engine.Sampling{Params: params, Prompt: p.tokens}
-	}
-	if len(p.bias) > 0 {
-		// The device's sampler takes no bias: with the Picker alone, a
-		// GPU backend runs the host loop, copying each step's logits to
-		// the host to be biased and picked there.
-		d.Sampling = nil
+		d.Picker, d.Sampling = sampler, &engine.Sampling{Params: params, Prompt: p.tokens, Bias: p.bias}
 	}
 	turns := s.snapshotPoints(p.tokens)
 	for _, b := range s.withLongPromptPoints(turns, len(p.tokens)) {
