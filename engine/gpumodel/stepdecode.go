@@ -62,46 +62,15 @@ func (m *Model) stepDecodeRows(rows []engine.Row, seqs []*Sequence) error {
 		}
 		s.putTokens(0, rows[i].Tokens)
 	}
-	var (
-		cbs   []gpu.CommandBuffer
-		group [][][]planItem // each row's step in levels
-		cost  Cost
-	)
-	flush := func() error {
-		cb, err := m.k.Device().NewCommandBuffer()
-		if err != nil {
-			return err
-		}
-		if err := encodeSideBySide(cb, group); err != nil {
-			gpu.Recycle(cb)
-			return err
-		}
+	var cbs []gpu.CommandBuffer
+	err := m.encodeDecodeRows(rows, seqs, func(cb gpu.CommandBuffer, _ Cost) error {
 		if err := cb.Commit(); err != nil {
 			gpu.Recycle(cb)
 			return err
 		}
 		cbs = append(cbs, cb)
-		group, cost = group[:0], Cost{}
 		return nil
-	}
-	var err error
-	for i, s := range seqs {
-		items, c, serr := s.stepItems(step{pos: s.pos, token: s.slot(0), logits: len(rows[i].Out) > 0})
-		if serr != nil {
-			err = fmt.Errorf("gpumodel: row %d: %w", i, serr)
-			break
-		}
-		if len(group) > 0 && !m.fits(cost.Plus(c)) {
-			if err = flush(); err != nil {
-				break
-			}
-		}
-		group = append(group, levels(items))
-		cost = cost.Plus(c)
-	}
-	if err == nil {
-		err = flush()
-	}
+	})
 	for _, cb := range cbs {
 		werr := cb.Wait()
 		gpu.Recycle(cb)
@@ -119,6 +88,44 @@ func (m *Model) stepDecodeRows(rows []engine.Row, seqs []*Sequence) error {
 		}
 	}
 	return nil
+}
+
+// encodeDecodeRows encodes the rows' decode steps side by side into
+// command buffers within the bound and hands each, with its cost, to done
+// (which commits it, or in a dry run counts it); a command buffer done
+// refuses is its to recycle.
+func (m *Model) encodeDecodeRows(rows []engine.Row, seqs []*Sequence, done func(gpu.CommandBuffer, Cost) error) error {
+	var (
+		group [][][]planItem // each row's step in levels
+		cost  Cost
+	)
+	flush := func() error {
+		cb, err := m.k.Device().NewCommandBuffer()
+		if err != nil {
+			return err
+		}
+		if err := encodeSideBySide(cb, group); err != nil {
+			gpu.Recycle(cb)
+			return err
+		}
+		c := cost
+		group, cost = group[:0], Cost{}
+		return done(cb, c)
+	}
+	for i, s := range seqs {
+		items, c, err := s.stepItems(step{pos: s.pos, token: s.slot(0), logits: len(rows[i].Out) > 0})
+		if err != nil {
+			return fmt.Errorf("gpumodel: row %d: %w", i, err)
+		}
+		if len(group) > 0 && !m.fits(cost.Plus(c)) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		group = append(group, levels(items))
+		cost = cost.Plus(c)
+	}
+	return flush()
 }
 
 // levels cuts a captured step at its barriers.
