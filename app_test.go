@@ -164,25 +164,8 @@ func TestAppAppliesSettingsAsServeDoes(t *testing.T) {
 	// A file that names only what it changes, as one written by hand: the
 	// key in force is the access token, a setting of the file's.
 	file := fmt.Sprintf(`{"port":%d,"expose":true,"access_token":%q}`, s.Port, token)
-	if err := os.WriteFile(saved.Path(), []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	store, err := manage.OpenSettings(saved.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := startApp(store, desktopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := a.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := a.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	a := startSaved(t, saved.Path(), file)
+	t.Cleanup(func() { closeApp(t, a) })
 	models := func(base, key string) int {
 		t.Helper()
 		req, _ := http.NewRequest("GET", base+"/models", nil)
@@ -208,17 +191,11 @@ func TestAppAppliesSettingsAsServeDoes(t *testing.T) {
 		}
 	}
 
-	req := httptest.NewRequest("GET", "wails://wails/manage/settings", nil)
-	req.Host, req.RemoteAddr = "wails", ""
-	rec := httptest.NewRecorder()
-	a.Window.ServeHTTP(rec, req)
 	var reply struct {
 		InForce         map[string]manage.InForce `json:"in_force"`
 		RestartRequired []string                  `json:"restart_required"`
 	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil {
-		t.Fatalf("GET /manage/settings: %d %s", rec.Code, rec.Body)
-	}
+	windowGet(t, a, "/manage/settings", &reply)
 	want := map[string]manage.InForce{
 		manage.FieldAPIKey: {Value: "set", Source: manage.SourceSettings},
 		manage.FieldExpose: {Value: true, Source: manage.SourceSettings},
@@ -246,43 +223,14 @@ func TestAppAppliesPrefixCacheSettings(t *testing.T) {
 	start := func(gb string) (*App, map[string]any) {
 		t.Helper()
 		file := fmt.Sprintf(`{"port":%d,"prefix_cache_dir":%q,"prefix_cache_gb":%s}`, port, dir, gb)
-		if err := os.WriteFile(saved.Path(), []byte(file), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		store, err := manage.OpenSettings(saved.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := startApp(store, desktopLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := a.Close(); err != nil {
-				t.Error(err)
-			}
-		}()
-		if err := a.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		req := httptest.NewRequest("GET", "wails://wails/manage/prefix-cache", nil)
-		req.Host, req.RemoteAddr = "wails", ""
-		rec := httptest.NewRecorder()
-		a.Window.ServeHTTP(rec, req)
+		a := startSaved(t, saved.Path(), file)
+		defer closeApp(t, a)
 		var tier map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &tier); err != nil {
-			t.Fatalf("GET /manage/prefix-cache: %d %s", rec.Code, rec.Body)
-		}
-		req = httptest.NewRequest("GET", "wails://wails/manage/settings", nil)
-		req.Host, req.RemoteAddr = "wails", ""
-		rec = httptest.NewRecorder()
-		a.Window.ServeHTTP(rec, req)
+		windowGet(t, a, "/manage/prefix-cache", &tier)
 		var reply struct {
 			InForce map[string]manage.InForce `json:"in_force"`
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil {
-			t.Fatalf("GET /manage/settings: %d %s", rec.Code, rec.Body)
-		}
+		windowGet(t, a, "/manage/settings", &reply)
 		want := map[string]manage.InForce{
 			manage.FieldPrefixCacheDir: {Value: dir, Source: manage.SourceSettings},
 			manage.FieldPrefixCacheGB:  {Value: tier["budget_bytes"].(float64) / gigabyte, Source: manage.SourceSettings},
@@ -299,6 +247,48 @@ func TestAppAppliesPrefixCacheSettings(t *testing.T) {
 	}
 	if a, tier := start("0"); a.disk != nil || tier["enabled"] != false {
 		t.Errorf("saved 0 GB: %v", tier)
+	}
+}
+
+// startSaved writes file as the settings at path and starts the app on
+// them, its model loaded; the caller closes it (closeApp).
+func startSaved(t *testing.T, path, file string) *App {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := manage.OpenSettings(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := startApp(store, desktopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(); err != nil {
+		closeApp(t, a)
+		t.Fatal(err)
+	}
+	return a
+}
+
+// closeApp closes a, its error a failure of t.
+func closeApp(t *testing.T, a *App) {
+	if err := a.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// windowGet decodes into v the JSON the app's window serves at path to a
+// GET from the webview.
+func windowGet(t *testing.T, a *App, path string, v any) {
+	t.Helper()
+	req := httptest.NewRequest("GET", "wails://wails"+path, nil)
+	req.Host, req.RemoteAddr = "wails", ""
+	rec := httptest.NewRecorder()
+	a.Window.ServeHTTP(rec, req)
+	if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+		t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
 	}
 }
 
@@ -327,41 +317,14 @@ func TestAppAppliesParallelSetting(t *testing.T) {
 	port := saved.Get().Port
 	start := func(file string) (parallel int, inForce manage.InForce, status manage.ModelStatus) {
 		t.Helper()
-		if err := os.WriteFile(saved.Path(), []byte(fmt.Sprintf(`{"port":%d%s}`, port, file)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		store, err := manage.OpenSettings(saved.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := startApp(store, desktopLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := a.Close(); err != nil {
-				t.Error(err)
-			}
-		}()
-		if err := a.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		get := func(path string, v any) {
-			t.Helper()
-			req := httptest.NewRequest("GET", "wails://wails"+path, nil)
-			req.Host, req.RemoteAddr = "wails", ""
-			rec := httptest.NewRecorder()
-			a.Window.ServeHTTP(rec, req)
-			if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
-				t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
-			}
-		}
+		a := startSaved(t, saved.Path(), fmt.Sprintf(`{"port":%d%s}`, port, file))
+		defer closeApp(t, a)
 		var settings struct {
 			InForce map[string]manage.InForce `json:"in_force"`
 		}
-		get("/manage/settings", &settings)
+		windowGet(t, a, "/manage/settings", &settings)
 		var st manage.Status
-		get("/manage/status", &st)
+		windowGet(t, a, "/manage/status", &st)
 		return a.rt.Metrics().Parallel, settings.InForce[manage.FieldParallel], st.Model
 	}
 	n, f, st := start(`,"parallel":2`)
