@@ -54,15 +54,7 @@ func TestBenchConcurrencyRefused(t *testing.T) {
 // step on the CPU gives each row the logits it has alone).
 func TestBenchConcurrencyDemo(t *testing.T) {
 	const steps = 6
-	saved := runArmProcess
-	defer func() { runArmProcess = saved }()
-	var calls [][]string
-	runArmProcess = func(args []string) ([]byte, error) {
-		calls = append(calls, args)
-		var out bytes.Buffer
-		err := Run(args, &out)
-		return out.Bytes(), err
-	}
+	calls := armsInProcess(t)
 	var out bytes.Buffer
 	if err := Run([]string{"bench", "--model", demoModel, "--backend", "cpu", "--concurrency", "1,2", "--context", "40", "--steps", "6"}, &out); err != nil {
 		t.Fatal(err)
@@ -86,8 +78,8 @@ func TestBenchConcurrencyDemo(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(calls) != 2 || rep.SchemaVersion != benchSchemaVersion || rep.Backend != "cpu" || rep.PromptKind != benchPromptKind {
-		t.Errorf("%d arm processes, report %s", len(calls), out.String())
+	if len(*calls) != 2 || rep.SchemaVersion != benchSchemaVersion || rep.Backend != "cpu" || rep.PromptKind != benchPromptKind {
+		t.Errorf("%d arm processes, report %s", len(*calls), out.String())
 	}
 
 	var solo bytes.Buffer

@@ -12,6 +12,41 @@ import (
 
 const benchFixture = "../../engine/testdata/fixtures/tiny-a"
 
+// armsInProcess makes petal bench run its arms in this process instead of
+// child processes until t ends; each arm's arguments are appended to
+// *calls.
+func armsInProcess(t *testing.T) (calls *[][]string) {
+	saved := runArmProcess
+	t.Cleanup(func() { runArmProcess = saved })
+	calls = new([][]string)
+	runArmProcess = func(args []string) ([]byte, error) {
+		*calls = append(*calls, args)
+		var out bytes.Buffer
+		err := Run(args, &out)
+		return out.Bytes(), err
+	}
+	return calls
+}
+
+// dryRunTextAndJSON runs petal bench --dry-run with args twice: its text,
+// and its report from --json.
+func dryRunTextAndJSON(t *testing.T, args ...string) (string, dryRunReport) {
+	t.Helper()
+	args = append([]string{"bench", "--dry-run"}, args...)
+	var text, js bytes.Buffer
+	if err := Run(args, &text); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(append(args, "--json"), &js); err != nil {
+		t.Fatal(err)
+	}
+	var rep dryRunReport
+	if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, js.String())
+	}
+	return text.String(), rep
+}
+
 // The synthetic prompt is the reference engine's: a u32 wrapping multiply
 // by 2654435761, then mod vocab.
 func TestBenchPrompt(t *testing.T) {
@@ -70,15 +105,7 @@ func TestBenchArms(t *testing.T) {
 		t.Errorf("cpu tokens %d %v, sim %d %v", cpu.Prefill.FirstTokenID, cpu.Decode.TokenIDs, sim.Prefill.FirstTokenID, sim.Decode.TokenIDs)
 	}
 
-	saved := runArmProcess
-	defer func() { runArmProcess = saved }()
-	var calls [][]string
-	runArmProcess = func(args []string) ([]byte, error) {
-		calls = append(calls, args)
-		var out bytes.Buffer
-		err := Run(args, &out)
-		return out.Bytes(), err
-	}
+	calls := armsInProcess(t)
 	var out bytes.Buffer
 	if err := Run([]string{"bench", "--model", benchFixture, "--contexts", "5,33", "--steps", "2"}, &out); err != nil {
 		t.Fatal(err)
@@ -87,8 +114,8 @@ func TestBenchArms(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if len(calls) != 2 || rep.SchemaVersion != 1 || rep.PromptKind != benchPromptKind || len(rep.Arms) != 2 || rep.Arms[0].Context != 5 || rep.Arms[1].Context != 33 {
-		t.Errorf("%d arm processes, report %s", len(calls), out.String())
+	if len(*calls) != 2 || rep.SchemaVersion != 1 || rep.PromptKind != benchPromptKind || len(rep.Arms) != 2 || rep.Arms[0].Context != 5 || rep.Arms[1].Context != 33 {
+		t.Errorf("%d arm processes, report %s", len(*calls), out.String())
 	}
 	for _, bad := range [][]string{
 		{"bench", "--contexts", "0"},
@@ -121,18 +148,7 @@ func TestBenchDryRunPrefill(t *testing.T) {
 
 // --json gives the dry run's figures as JSON, equal to the text's.
 func TestBenchDryRunJSON(t *testing.T) {
-	var text, js bytes.Buffer
-	args := []string{"bench", "--dry-run", "--context", "256", "--chunk", "64"}
-	if err := Run(args, &text); err != nil {
-		t.Fatal(err)
-	}
-	if err := Run(append(args, "--json"), &js); err != nil {
-		t.Fatal(err)
-	}
-	var rep dryRunReport
-	if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
-		t.Fatalf("%v:\n%s", err, js.String())
-	}
+	text, rep := dryRunTextAndJSON(t, "--context", "256", "--chunk", "64")
 	d, p := rep.Decode, rep.Prefill
 	if d.Position != 256 || p.Tokens != 64 || d.Dispatches < 1 || p.Dispatches <= d.Dispatches || len(d.Rates) != 2 || len(p.Rates) != 2 {
 		t.Fatalf("report %+v", rep)
@@ -143,8 +159,8 @@ func TestBenchDryRunJSON(t *testing.T) {
 		fmt.Sprintf("bytes moved:          %d ", p.BytesMoved),
 		fmt.Sprintf("moved at 546 GB/s:    %.1f tokens/s", d.Rates[0].MovedTokS),
 	} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("text lacks %q (from the JSON):\n%s", want, text.String())
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q (from the JSON):\n%s", want, text)
 		}
 	}
 	if want := 546e9 / float64(d.BytesMoved); math.Abs(d.Rates[0].MovedTokS-want) > 1e-9*want {
@@ -158,18 +174,7 @@ func TestBenchDryRunJSON(t *testing.T) {
 // rows' aggregate rate is at least one row's and never more than rows
 // times it.
 func TestBenchDryRunBatched(t *testing.T) {
-	var text, js bytes.Buffer
-	args := []string{"bench", "--dry-run", "--context", "4096", "--bandwidth", "400"}
-	if err := Run(args, &text); err != nil {
-		t.Fatal(err)
-	}
-	if err := Run(append(args, "--json"), &js); err != nil {
-		t.Fatal(err)
-	}
-	var rep dryRunReport
-	if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
-		t.Fatal(err)
-	}
+	text, rep := dryRunTextAndJSON(t, "--context", "4096", "--bandwidth", "400")
 	if len(rep.Batched) != benchMaxConcurrency {
 		t.Fatalf("%d batched steps, want %d", len(rep.Batched), benchMaxConcurrency)
 	}
@@ -189,8 +194,8 @@ func TestBenchDryRunBatched(t *testing.T) {
 			t.Errorf("%d rows move %d bytes at %.1f tok/s after %d rows' %d at %.1f", b.Rows, b.BytesMoved, b.Rates[0].MovedTokS, prev.Rows, prev.BytesMoved, prev.Rates[0].MovedTokS)
 		}
 		line := fmt.Sprintf("%4d  %15d  %10d  %6d  %16.3f  %18.1f\n", b.Rows, b.CommandBuffers, b.Dispatches, b.Levels, float64(b.BytesMoved)/1e9, b.Rates[0].MovedTokS)
-		if !strings.Contains(text.String(), line) {
-			t.Errorf("text lacks %q:\n%s", line, text.String())
+		if !strings.Contains(text, line) {
+			t.Errorf("text lacks %q:\n%s", line, text)
 		}
 	}
 }
