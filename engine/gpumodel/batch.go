@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"petal/engine"
-	"petal/engine/checkpoint"
 	"petal/gpu"
 	"petal/shaders"
 )
@@ -260,6 +259,30 @@ func (m *Model) ensureBatch(p *pass) error {
 	return nil
 }
 
+// commitAll commits each command buffer encode hands to done as it is
+// encoded, then waits for every committed one and recycles it, so no work
+// is left running. It returns encode's error (or a failed commit's) and
+// the first Wait's apart, for the caller to say what failed.
+func commitAll(encode func(done func(gpu.CommandBuffer, Cost) error) error) (err, waitErr error) {
+	var cbs []gpu.CommandBuffer
+	err = encode(func(cb gpu.CommandBuffer, _ Cost) error {
+		if err := cb.Commit(); err != nil {
+			gpu.Recycle(cb)
+			return err
+		}
+		cbs = append(cbs, cb)
+		return nil
+	})
+	for _, cb := range cbs {
+		werr := cb.Wait()
+		gpu.Recycle(cb)
+		if werr != nil && waitErr == nil {
+			waitErr = werr
+		}
+	}
+	return err, waitErr
+}
+
 // runPass runs p: its command buffers committed as they are encoded and
 // all waited for, then every segment's sequence advanced and its logits
 // copied out.
@@ -273,23 +296,14 @@ func (m *Model) runPass(p *pass) error {
 			binary.LittleEndian.PutUint32(ids[4*(sg.row+j):], uint32(t))
 		}
 	}
-	var cbs []gpu.CommandBuffer
-	err := m.encodeBatch(p, func(cb gpu.CommandBuffer, _ Cost) error {
-		if err := cb.Commit(); err != nil {
-			return err
-		}
-		cbs = append(cbs, cb)
-		return nil
+	err, werr := commitAll(func(done func(gpu.CommandBuffer, Cost) error) error {
+		return m.encodeBatch(p, done)
 	})
-	for _, cb := range cbs {
-		werr := cb.Wait()
-		gpu.Recycle(cb)
-		if werr != nil && err == nil {
-			err = fmt.Errorf("gpumodel: a batched step of %d tokens: %w", p.tokens, werr)
-		}
-	}
 	if err != nil {
 		return err
+	}
+	if werr != nil {
+		return fmt.Errorf("gpumodel: a batched step of %d tokens: %w", p.tokens, werr)
 	}
 	v := m.cfg.Vocab
 	for _, sg := range p.segs {
@@ -314,63 +328,26 @@ type batchPiece struct {
 // decodeSegs is batchPiece.seg for the decode segments' attention.
 const decodeSegs = -1
 
-type batchBuffer struct {
-	pieces []batchPiece
-	cost   Cost
-}
-
-// splitBatch groups p's pieces into command buffers within the bound as
-// splitChunk does: the decode segments' attention, and each run's, in
+// splitBatch groups p's pieces into command buffers as splitChunk does
+// (splitPieces): the decode segments' attention, and each run's, in
 // pieces as long as fits alone.
-func (m *Model) splitBatch(p *pass) ([]batchBuffer, error) {
-	var bufs []batchBuffer
-	var cur batchBuffer
-	add := func(bp batchPiece) {
-		c := m.batchPieceCost(p, bp)
-		if len(cur.pieces) > 0 && !m.fits(cur.cost.Plus(c)) {
-			bufs = append(bufs, cur)
-			cur = batchBuffer{}
-		}
-		cur.pieces = append(cur.pieces, bp)
-		cur.cost = cur.cost.Plus(c)
-	}
-	add(batchPiece{kind: pieceEmbed})
-	for i := range m.layers {
-		if m.layers[i].kind != checkpoint.Attention {
-			add(batchPiece{kind: pieceDelta, layer: i})
-			continue
-		}
-		add(batchPiece{kind: pieceAttnIn, layer: i})
-		g, err := m.attnGroupTokens()
-		if err != nil {
-			return nil, err
-		}
+func (m *Model) splitBatch(p *pass) ([]cmdBuffer[batchPiece], error) {
+	cost := func(bp batchPiece) Cost { return m.batchPieceCost(p, bp) }
+	mk := func(kind pieceKind, layer int) batchPiece { return batchPiece{kind: kind, layer: layer} }
+	attn := func(add func(batchPiece), layer, g int) {
 		// The decode steps' attention in runs of them that fit alone.
-		for t0 := 0; t0 < p.decode; {
-			t1 := t0 + 1
-			for t1 < p.decode && m.fits(m.batchPieceCost(p, batchPiece{kind: pieceAttn, layer: i, seg: decodeSegs, t0: t0, t1: t1 + 1})) {
-				t1++
-			}
-			add(batchPiece{kind: pieceAttn, layer: i, seg: decodeSegs, t0: t0, t1: t1})
-			t0 = t1
+		decode := func(t0, t1 int) batchPiece {
+			return batchPiece{kind: pieceAttn, layer: layer, seg: decodeSegs, t0: t0, t1: t1}
 		}
+		addBlocks(m, p.decode, 1, decode, cost, add)
 		for j := p.decode; j < len(p.segs); j++ {
-			n := p.segs[j].n()
-			for t0 := 0; t0 < n; {
-				t1 := min(t0+g, n)
-				for t1 < n && m.fits(m.batchPieceCost(p, batchPiece{kind: pieceAttn, layer: i, seg: j, t0: t0, t1: min(t1+g, n)})) {
-					t1 = min(t1+g, n)
-				}
-				add(batchPiece{kind: pieceAttn, layer: i, seg: j, t0: t0, t1: t1})
-				t0 = t1
+			run := func(t0, t1 int) batchPiece {
+				return batchPiece{kind: pieceAttn, layer: layer, seg: j, t0: t0, t1: t1}
 			}
+			addBlocks(m, p.segs[j].n(), g, run, cost, add)
 		}
-		add(batchPiece{kind: pieceAttnOut, layer: i})
 	}
-	if p.logitRows > 0 {
-		add(batchPiece{kind: pieceLogits})
-	}
-	return append(bufs, cur), nil
+	return splitPieces(m, cost, mk, attn, p.logitRows > 0)
 }
 
 func (m *Model) batchPieceCost(p *pass, bp batchPiece) Cost {
@@ -388,26 +365,9 @@ func (m *Model) encodeBatch(p *pass, done func(gpu.CommandBuffer, Cost) error) e
 	if err != nil {
 		return err
 	}
-	for _, b := range bufs {
-		cb, err := m.k.Device().NewCommandBuffer()
-		if err != nil {
-			return err
-		}
-		e := enc{k: m.k, cb: cb}
-		for i, bp := range b.pieces {
-			if i == 0 || !m.attnShareLevel(p, b.pieces[i-1], bp) {
-				e.barrier()
-			}
-			m.encodeBatchPiece(&e, p, bp)
-		}
-		if err := e.err(); err != nil {
-			return err
-		}
-		if err := done(cb, e.cost); err != nil {
-			return err
-		}
-	}
-	return nil
+	shareLevel := func(a, b batchPiece) bool { return m.attnShareLevel(p, a, b) }
+	encode := func(e *enc, bp batchPiece) { m.encodeBatchPiece(e, p, bp) }
+	return encodeBuffers(m, bufs, shareLevel, encode, done)
 }
 
 // attnShareLevel says whether attention piece b may run beside a, the

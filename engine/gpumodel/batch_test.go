@@ -12,7 +12,6 @@ import (
 	"petal/engine"
 	"petal/engine/checkpoint"
 	"petal/gpu/gputest"
-	"petal/gpu/record"
 )
 
 // stepRow is one row of a scripted step: sequence seq takes tokens
@@ -40,6 +39,29 @@ var stepScript = struct {
 	},
 }
 
+// twinSequences is two sequences of m for each prefill length n, both
+// holding tokens[:n]: batched for the steps under test, solo for the
+// Forward calls they are checked against. They close when t ends.
+func twinSequences(t *testing.T, m *Model, tokens, prefill []int) (batched, solo []engine.Sequence) {
+	t.Helper()
+	for _, n := range prefill {
+		for _, list := range []*[]engine.Sequence{&batched, &solo} {
+			s, err := m.NewSequence()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if n > 0 {
+				if err := s.Forward(tokens[:n], nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			*list = append(*list, s)
+		}
+	}
+	return batched, solo
+}
+
 // TestStepMatchesForward runs stepScript on every fixture through Step
 // and, row by row, through Forward of solo sequences that hold the same
 // tokens: each row's logits against transformers as TestFixtures holds
@@ -51,12 +73,7 @@ var stepScript = struct {
 // command buffers of their own.
 func TestStepMatchesForward(t *testing.T) {
 	dev := openDevice(t)
-	dirs, _ := filepath.Glob(filepath.Join(fixturesDir, "*", "reference.json"))
-	if len(dirs) == 0 {
-		t.Fatal("no fixtures")
-	}
-	for _, p := range dirs {
-		dir := filepath.Dir(p)
+	for _, dir := range fixtureDirs(t) {
 		for _, cut := range []bool{false, true} {
 			name := filepath.Base(dir)
 			if cut {
@@ -69,22 +86,7 @@ func TestStepMatchesForward(t *testing.T) {
 					m.prefillChunk, m.maxMillis = 16, 0
 				}
 				v := m.cfg.Vocab
-				var batched, solo []engine.Sequence
-				for _, n := range stepScript.prefill {
-					for _, list := range []*[]engine.Sequence{&batched, &solo} {
-						s, err := m.NewSequence()
-						if err != nil {
-							t.Fatal(err)
-						}
-						t.Cleanup(func() { s.Close() })
-						if n > 0 {
-							if err := s.Forward(ref.Tokens[:n], nil); err != nil {
-								t.Fatal(err)
-							}
-						}
-						*list = append(*list, s)
-					}
-				}
+				batched, solo := twinSequences(t, m, ref.Tokens, stepScript.prefill)
 				worstRef, worstSolo := 0.0, 0.0
 				for k, st := range stepScript.steps {
 					rows := make([]engine.Row, len(st))
@@ -243,22 +245,7 @@ func TestStepDecodeRowsAreForward(t *testing.T) {
 			}
 			v := m.cfg.Vocab
 			prefill := []int{0, 5, 30, 61}
-			var batched, solo []engine.Sequence
-			for _, n := range prefill {
-				for _, list := range []*[]engine.Sequence{&batched, &solo} {
-					s, err := m.NewSequence()
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { s.Close() })
-					if n > 0 {
-						if err := s.Forward(ref.Tokens[:n], nil); err != nil {
-							t.Fatal(err)
-						}
-					}
-					*list = append(*list, s)
-				}
-			}
+			batched, solo := twinSequences(t, m, ref.Tokens, prefill)
 			worst := 0.0
 			for k := range 3 {
 				rows := make([]engine.Row, len(prefill))
@@ -303,19 +290,7 @@ type otherSeq struct{ engine.Sequence }
 // every sequence left as it was.
 func TestStepRefusesBadRows(t *testing.T) {
 	cfg := checkpoint.Qwen36()
-	open := func() *Model {
-		ckpt, err := checkpoint.ShapeOnly(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := New(ckpt, record.New())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return m
-	}
-	m, other := open(), open()
+	m, other := openShapeOnly(t, cfg), openShapeOnly(t, cfg)
 	seq := func(m *Model) engine.Sequence {
 		s, err := m.NewSequence()
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"petal/engine"
 	"petal/engine/checkpoint"
-	"petal/gpu/record"
 	"petal/shaders"
 )
 
@@ -28,15 +27,7 @@ func tensorBytes(m *checkpoint.Matrix) int64 {
 // read, and every activation each op reads or writes.
 func TestLayerCostHandCount(t *testing.T) {
 	cfg := checkpoint.Qwen36()
-	ckpt, err := checkpoint.ShapeOnly(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(ckpt, record.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := openShapeOnly(t, cfg)
 	s, err := m.newSequence()
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +56,7 @@ func TestLayerCostHandCount(t *testing.T) {
 	}
 	flops += 4 * keys * hd * heads
 
-	l := &ckpt.Layers[li]
+	l := &m.ckpt.Layers[li]
 	var weights int64
 	for _, w := range []*checkpoint.Matrix{&l.Attn.Q, &l.Attn.K, &l.Attn.V, &l.Attn.O,
 		&l.MoE.Router, &l.MoE.SharedExpertGate, &l.MoE.SharedGate, &l.MoE.SharedUp, &l.MoE.SharedDown,

@@ -39,24 +39,17 @@ func (r StepReport) TokensPerSecond(bytesPerSecond float64) float64 {
 // shape, without its weights, through the same encoding the drivers run,
 // and times encoding it.
 func DryRun(cfg *checkpoint.Config, pos int) (StepReport, error) {
-	ckpt, err := checkpoint.ShapeOnly(cfg)
-	if err != nil {
-		return StepReport{}, err
-	}
 	dev := record.NewCounting()
-	m, err := New(ckpt, dev)
+	m, err := newShapeOnly(cfg, dev)
 	if err != nil {
 		return StepReport{}, err
 	}
 	defer m.Close()
-	s, err := m.newSequence()
+	s, err := m.sequenceFor(pos + 1)
 	if err != nil {
 		return StepReport{}, err
 	}
 	defer s.Close()
-	if err := s.ensureCapacity(pos + 1); err != nil {
-		return StepReport{}, err
-	}
 	st := step{pos: pos, token: s.slot(0), next: s.slot(1)}
 	cb, err := dev.NewCommandBuffer()
 	if err != nil {
@@ -67,7 +60,7 @@ func DryRun(cfg *checkpoint.Config, pos int) (StepReport, error) {
 	}
 	tr := cb.Trace()
 	r := StepReport{
-		Position: pos, Dispatches: tr.Dispatches(), Levels: tr.Levels(), WeightBytes: ckpt.DecodeWeightBytes(),
+		Position: pos, Dispatches: tr.Dispatches(), Levels: tr.Levels(), WeightBytes: m.ckpt.DecodeWeightBytes(),
 		MaxCommandBuffer: s.stepCost(st),
 	}
 	cbs := make([]gpu.CommandBuffer, HostSteps)
@@ -100,4 +93,30 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// newShapeOnly is a model of cfg's shape, without its weights, on dev:
+// the dry runs' (dev records what they encode).
+func newShapeOnly(cfg *checkpoint.Config, dev gpu.Device) (*Model, error) {
+	ckpt, err := checkpoint.ShapeOnly(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return New(ckpt, dev)
+}
+
+// tally is the done func of a dry run's encoding (encodeChunk,
+// encodeBatch, encodeDecodeRows): it counts each command buffer, its
+// dispatches and levels, and keeps the costliest's cost.
+func tally(buffers, dispatches, levels *int, costliest *Cost) func(gpu.CommandBuffer, Cost) error {
+	return func(cb gpu.CommandBuffer, c Cost) error {
+		tr := cb.Trace()
+		*buffers++
+		*dispatches += tr.Dispatches()
+		*levels += tr.Levels()
+		if c.M1Millis() > costliest.M1Millis() {
+			*costliest = c
+		}
+		return nil
+	}
 }

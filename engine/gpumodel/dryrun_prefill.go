@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"petal/engine/checkpoint"
-	"petal/gpu"
 	"petal/gpu/record"
 	"petal/shaders"
 )
@@ -80,11 +79,7 @@ func DryRunPrefill(cfg *checkpoint.Config, pos, tokens int) (ChunkReport, error)
 	if pos < 0 || tokens < prefillMinTokens {
 		return ChunkReport{}, fmt.Errorf("gpumodel: a prefill chunk of %d tokens after %d positions (at least %d tokens)", tokens, pos, prefillMinTokens)
 	}
-	ckpt, err := checkpoint.ShapeOnly(cfg)
-	if err != nil {
-		return ChunkReport{}, err
-	}
-	m, err := New(ckpt, record.New())
+	m, err := newShapeOnly(cfg, record.New())
 	if err != nil {
 		return ChunkReport{}, err
 	}
@@ -94,14 +89,11 @@ func DryRunPrefill(cfg *checkpoint.Config, pos, tokens int) (ChunkReport, error)
 
 func (m *Model) dryRunPrefill(pos, tokens int) (ChunkReport, error) {
 	m.prefillChunk = tokens
-	s, err := m.newSequence()
+	s, err := m.sequenceFor(pos + tokens)
 	if err != nil {
 		return ChunkReport{}, err
 	}
 	defer s.Close()
-	if err := s.ensureCapacity(pos + tokens); err != nil {
-		return ChunkReport{}, err
-	}
 	if err := s.ensureTokens(tokens + 1); err != nil {
 		return ChunkReport{}, err
 	}
@@ -110,16 +102,7 @@ func (m *Model) dryRunPrefill(pos, tokens int) (ChunkReport, error) {
 	}
 	r := ChunkReport{Position: pos, Tokens: tokens, WeightBytes: m.ckpt.StepWeightBytes(tokens), CacheBytes: deltaStateBytes(m.cfg)}
 	next := s.slot(tokens)
-	err = s.encodeChunk(chunk{pos: pos, slot: 0, n: tokens, logits: lastLogits, next: &next}, func(cb gpu.CommandBuffer, c Cost) error {
-		tr := cb.Trace()
-		r.CommandBuffers++
-		r.Dispatches += tr.Dispatches()
-		r.Levels += tr.Levels()
-		if c.M1Millis() > r.MaxCommandBuffer.M1Millis() {
-			r.MaxCommandBuffer = c
-		}
-		return nil
-	})
+	err = s.encodeChunk(chunk{pos: pos, slot: 0, n: tokens, logits: lastLogits, next: &next}, tally(&r.CommandBuffers, &r.Dispatches, &r.Levels, &r.MaxCommandBuffer))
 	if err != nil {
 		return ChunkReport{}, err
 	}

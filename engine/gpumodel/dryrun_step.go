@@ -5,7 +5,6 @@ import (
 
 	"petal/engine"
 	"petal/engine/checkpoint"
-	"petal/gpu"
 	"petal/gpu/record"
 )
 
@@ -44,44 +43,28 @@ func DryRunStep(cfg *checkpoint.Config, pos, rows int) (BatchReport, error) {
 	if pos < 0 || rows < 1 || rows > DefaultPrefillChunk {
 		return BatchReport{}, fmt.Errorf("gpumodel: a batched step of %d rows at position %d (1 to %d rows)", rows, pos, DefaultPrefillChunk)
 	}
-	ckpt, err := checkpoint.ShapeOnly(cfg)
-	if err != nil {
-		return BatchReport{}, err
-	}
-	m, err := New(ckpt, record.New())
+	m, err := newShapeOnly(cfg, record.New())
 	if err != nil {
 		return BatchReport{}, err
 	}
 	defer m.Close()
 	r := BatchReport{
-		Rows: rows, Position: pos, WeightBytes: ckpt.StepWeightBytes(rows),
+		Rows: rows, Position: pos, WeightBytes: m.ckpt.StepWeightBytes(rows),
 		CacheBytes: int64(rows) * DecodeCacheBytes(cfg, pos),
 	}
 	seqs := make([]*Sequence, rows)
 	steps := make([]engine.Row, rows)
 	for i := range seqs {
-		s, err := m.newSequence()
+		s, err := m.sequenceFor(pos + 1)
 		if err != nil {
 			return BatchReport{}, err
 		}
 		defer s.Close()
-		if err := s.ensureCapacity(pos + 1); err != nil {
-			return BatchReport{}, err
-		}
 		s.pos = pos
 		seqs[i] = s
 		steps[i] = engine.Row{Seq: s, Tokens: []int{0}, Out: make([]float32, cfg.Vocab)}
 	}
-	count := func(cb gpu.CommandBuffer, c Cost) error {
-		tr := cb.Trace()
-		r.CommandBuffers++
-		r.Dispatches += tr.Dispatches()
-		r.Levels += tr.Levels()
-		if c.M1Millis() > r.MaxCommandBuffer.M1Millis() {
-			r.MaxCommandBuffer = c
-		}
-		return nil
-	}
+	count := tally(&r.CommandBuffers, &r.Dispatches, &r.Levels, &r.MaxCommandBuffer)
 	if rows == 1 {
 		st := step{pos: pos, token: seqs[0].slot(0), logits: true}
 		cb, err := m.k.Device().NewCommandBuffer()
@@ -96,7 +79,7 @@ func DryRunStep(cfg *checkpoint.Config, pos, rows int) (BatchReport, error) {
 	if decodeSideBySide(steps, viaAuto) {
 		// Each row's own decode step, side by side: at worst each reads
 		// the weights itself.
-		r.WeightBytes = int64(rows) * ckpt.StepWeightBytes(1)
+		r.WeightBytes = int64(rows) * m.ckpt.StepWeightBytes(1)
 		for _, s := range seqs {
 			if err := s.ensureTokens(1); err != nil {
 				return BatchReport{}, err

@@ -63,6 +63,33 @@ func openFixture(t testing.TB, dev gpu.Device, name string) *Model {
 	return m
 }
 
+// openShapeOnly is a model of cfg's shape, without its weights, on the
+// recording driver, closed when t ends.
+func openShapeOnly(t testing.TB, cfg *checkpoint.Config) *Model {
+	t.Helper()
+	m, err := newShapeOnly(cfg, record.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// fixtureDirs is every fixture's directory (each holds a reference.json);
+// none is a failure.
+func fixtureDirs(t *testing.T) []string {
+	t.Helper()
+	refs, _ := filepath.Glob(filepath.Join(fixturesDir, "*", "reference.json"))
+	if len(refs) == 0 {
+		t.Fatal("no fixtures")
+	}
+	dirs := make([]string, len(refs))
+	for i, p := range refs {
+		dirs[i] = filepath.Dir(p)
+	}
+	return dirs
+}
+
 // loadReference reads the fixture in dir and its logits.
 func loadReference(t *testing.T, dir string) (*reftest.Reference, []float32) {
 	t.Helper()
@@ -91,12 +118,7 @@ func topTwo(v []float32) (int, float32) {
 // the argmax on the GPU and two steps in flight.
 func TestFixtures(t *testing.T) {
 	dev := openDevice(t)
-	dirs, _ := filepath.Glob(filepath.Join(fixturesDir, "*", "reference.json"))
-	if len(dirs) == 0 {
-		t.Fatal("no fixtures")
-	}
-	for _, p := range dirs {
-		dir := filepath.Dir(p)
+	for _, dir := range fixtureDirs(t) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			ref, want := loadReference(t, dir)
 			m := openFixture(t, dev, filepath.Base(dir))

@@ -210,57 +210,78 @@ type piece struct {
 	t0, t1 int
 }
 
-// buffer is the pieces one command buffer holds and their cost.
-type buffer struct {
-	pieces []piece
+// cmdBuffer is the pieces one command buffer holds and their cost.
+type cmdBuffer[P any] struct {
+	pieces []P
 	cost   Cost
 }
 
 // fits says whether c stays within the model's command-buffer bound.
 func (m *Model) fits(c Cost) bool { return c.M1Millis() <= m.maxMillis }
 
-// splitChunk groups ch's pieces into command buffers, in order, each
+// splitPieces groups a pass's pieces into command buffers, in order, each
 // holding as many as fit (a piece that alone does not fit goes alone;
-// query blocks are sized so that none needs to).
-func (s *Sequence) splitChunk(ch chunk) ([]buffer, error) {
-	m := s.m
-	var bufs []buffer
-	var cur buffer
-	add := func(p piece) {
-		c := s.pieceCost(ch, p)
+// query blocks are sized so that none needs to): the embedding, each
+// layer's (mk makes a piece of a kind and layer, attn adds an attention
+// layer's query blocks, given its threadgroup's rows g), then the logits
+// where logits.
+func splitPieces[P any](m *Model, cost func(P) Cost, mk func(pieceKind, int) P, attn func(add func(P), layer, g int), logits bool) ([]cmdBuffer[P], error) {
+	var bufs []cmdBuffer[P]
+	var cur cmdBuffer[P]
+	add := func(p P) {
+		c := cost(p)
 		if len(cur.pieces) > 0 && !m.fits(cur.cost.Plus(c)) {
 			bufs = append(bufs, cur)
-			cur = buffer{}
+			cur = cmdBuffer[P]{}
 		}
 		cur.pieces = append(cur.pieces, p)
 		cur.cost = cur.cost.Plus(c)
 	}
-	add(piece{kind: pieceEmbed})
+	add(mk(pieceEmbed, 0))
 	for i := range m.layers {
 		if m.layers[i].kind != checkpoint.Attention {
-			add(piece{kind: pieceDelta, layer: i})
+			add(mk(pieceDelta, i))
 			continue
 		}
-		add(piece{kind: pieceAttnIn, layer: i})
+		add(mk(pieceAttnIn, i))
 		g, err := m.attnGroupTokens()
 		if err != nil {
 			return nil, err
 		}
-		// Blocks of whole threadgroups, each as long as fits alone.
-		for t0 := 0; t0 < ch.n; {
-			t1 := min(t0+g, ch.n)
-			for t1 < ch.n && m.fits(s.pieceCost(ch, piece{kind: pieceAttn, layer: i, t0: t0, t1: min(t1+g, ch.n)})) {
-				t1 = min(t1+g, ch.n)
-			}
-			add(piece{kind: pieceAttn, layer: i, t0: t0, t1: t1})
-			t0 = t1
-		}
-		add(piece{kind: pieceAttnOut, layer: i})
+		attn(add, i, g)
+		add(mk(pieceAttnOut, i))
 	}
-	if ch.logits != noLogits {
-		add(piece{kind: pieceLogits})
+	if logits {
+		add(mk(pieceLogits, 0))
 	}
 	return append(bufs, cur), nil
+}
+
+// addBlocks adds the attention of rows 0..n-1 in blocks of whole runs of
+// step rows (the last may be short), each as long as fits alone; block
+// makes the piece of rows t0..t1-1.
+func addBlocks[P any](m *Model, n, step int, block func(t0, t1 int) P, cost func(P) Cost, add func(P)) {
+	for t0 := 0; t0 < n; {
+		t1 := min(t0+step, n)
+		for t1 < n && m.fits(cost(block(t0, min(t1+step, n)))) {
+			t1 = min(t1+step, n)
+		}
+		add(block(t0, t1))
+		t0 = t1
+	}
+}
+
+// splitChunk groups ch's pieces into command buffers (splitPieces): each
+// attention layer's query rows in blocks of whole threadgroups.
+func (s *Sequence) splitChunk(ch chunk) ([]cmdBuffer[piece], error) {
+	m := s.m
+	cost := func(p piece) Cost { return s.pieceCost(ch, p) }
+	mk := func(kind pieceKind, layer int) piece { return piece{kind: kind, layer: layer} }
+	attn := func(add func(piece), layer, g int) {
+		block := func(t0, t1 int) piece { return piece{kind: pieceAttn, layer: layer, t0: t0, t1: t1} }
+		addBlocks(m, ch.n, g, block, cost, add)
+	}
+	return splitPieces(m, cost, mk, attn, ch.logits != noLogits)
 }
 
 // pieceCost is the cost of piece p of ch.
@@ -277,18 +298,28 @@ func (s *Sequence) encodeChunk(ch chunk, done func(gpu.CommandBuffer, Cost) erro
 	if err != nil {
 		return err
 	}
+	// Query blocks of one layer are independent.
+	shareLevel := func(a, b piece) bool { return a.kind == pieceAttn && b.kind == pieceAttn }
+	encode := func(e *enc, p piece) { s.encodePiece(e, ch, p) }
+	return encodeBuffers(s.m, bufs, shareLevel, encode, done)
+}
+
+// encodeBuffers encodes each of bufs in a command buffer of its own and
+// hands it, with its cost, to done as soon as it is encoded: a barrier
+// before each piece but where shareLevel lets it run beside the piece
+// before it.
+func encodeBuffers[P any](m *Model, bufs []cmdBuffer[P], shareLevel func(a, b P) bool, encode func(*enc, P), done func(gpu.CommandBuffer, Cost) error) error {
 	for _, b := range bufs {
-		cb, err := s.m.k.Device().NewCommandBuffer()
+		cb, err := m.k.Device().NewCommandBuffer()
 		if err != nil {
 			return err
 		}
-		e := enc{k: s.m.k, cb: cb}
+		e := enc{k: m.k, cb: cb}
 		for i, p := range b.pieces {
-			// Query blocks of one layer are independent.
-			if i == 0 || p.kind != pieceAttn || b.pieces[i-1].kind != pieceAttn {
+			if i == 0 || !shareLevel(b.pieces[i-1], p) {
 				e.barrier()
 			}
-			s.encodePiece(&e, ch, p)
+			encode(&e, p)
 		}
 		if err := e.err(); err != nil {
 			return err

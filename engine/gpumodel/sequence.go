@@ -86,6 +86,19 @@ func (m *Model) newSequence() (*Sequence, error) {
 	return s, nil
 }
 
+// sequenceFor is a new sequence whose caches hold n positions.
+func (m *Model) sequenceFor(n int) (*Sequence, error) {
+	s, err := m.newSequence()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureCapacity(n); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
 func (s *Sequence) allocate() error {
 	c := s.m.cfg
 	d := s.m.delta

@@ -59,12 +59,8 @@ func (m *Model) LoadState(r io.Reader, tokens int) (engine.Sequence, error) {
 	if tokens <= 0 || (m.cfg.MaxPositions > 0 && tokens > m.cfg.MaxPositions) {
 		return nil, fmt.Errorf("gpumodel: a saved state of %d tokens, outside the model's %d positions", tokens, m.cfg.MaxPositions)
 	}
-	s, err := m.newSequence()
+	s, err := m.sequenceFor(tokens)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.ensureCapacity(tokens); err != nil {
-		s.Close()
 		return nil, err
 	}
 	for i, p := range s.stateParts(tokens) {

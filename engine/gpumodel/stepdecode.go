@@ -62,24 +62,14 @@ func (m *Model) stepDecodeRows(rows []engine.Row, seqs []*Sequence) error {
 		}
 		s.putTokens(0, rows[i].Tokens)
 	}
-	var cbs []gpu.CommandBuffer
-	err := m.encodeDecodeRows(rows, seqs, func(cb gpu.CommandBuffer, _ Cost) error {
-		if err := cb.Commit(); err != nil {
-			gpu.Recycle(cb)
-			return err
-		}
-		cbs = append(cbs, cb)
-		return nil
+	err, werr := commitAll(func(done func(gpu.CommandBuffer, Cost) error) error {
+		return m.encodeDecodeRows(rows, seqs, done)
 	})
-	for _, cb := range cbs {
-		werr := cb.Wait()
-		gpu.Recycle(cb)
-		if werr != nil && err == nil {
-			err = fmt.Errorf("gpumodel: a batched step of %d decode rows: %w", len(rows), werr)
-		}
-	}
 	if err != nil {
 		return err
+	}
+	if werr != nil {
+		return fmt.Errorf("gpumodel: a batched step of %d decode rows: %w", len(rows), werr)
 	}
 	for i, s := range seqs {
 		s.pos++
