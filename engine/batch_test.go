@@ -212,7 +212,6 @@ func (c *devChain) Decode(ctx context.Context, tail []int, d *Decode) (DecodeSta
 
 // accepting is a Picker that records the tokens it was told of.
 type accepting struct {
-	chain    *chain
 	accepted []int
 }
 

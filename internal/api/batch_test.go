@@ -47,10 +47,12 @@ func concurrentCases() []concurrentCase {
 		{name: "seeded sampling", req: openai.ChatCompletionRequest{Messages: user("Name three colours."), Temperature: 0.8, Seed: &seed, MaxTokens: 24, ChatTemplateKwargs: off}},
 		//lint:ignore SA1019 max_tokens is what most clients still send
 		{name: "logprobs", req: openai.ChatCompletionRequest{Messages: user("What is the sun?"), Temperature: 1e-9, MaxTokens: 16, LogProbs: true, TopLogProbs: 3, ChatTemplateKwargs: off}},
+		//lint:ignore SA1019 max_tokens is what most clients still send
 		{name: "forced tool call", req: openai.ChatCompletionRequest{Messages: user("Weather in Paris?"), Seed: &seed, MaxTokens: 80,
 			Tools: []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "get_weather",
 				Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","maxLength":20}},"required":["city"]}`)}}},
 			ToolChoice: "required", ChatTemplateKwargs: off}},
+		//lint:ignore SA1019 max_tokens is what most clients still send
 		{name: "json schema", stream: true, req: openai.ChatCompletionRequest{Messages: user("Give me a number."), Temperature: 1e-9, MaxTokens: 40, ChatTemplateKwargs: off,
 			ResponseFormat: &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
 				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: "n", Strict: true,
