@@ -201,11 +201,12 @@ type Accepter interface {
 
 // CanSolo reports whether the job can go on alone on its sequence's
 // device loop (Solo): a Decoder whose device picks as Run would let it
-// (greedy, or drawing with the device's sampler from the request's first
-// token on), unconstrained, with what is left of its prompt a last piece.
+// (greedy, or drawing with the device's sampler, under a grammar's mask
+// or not, from the request's first token on), with what is left of its
+// prompt a last piece.
 func (j *Job) CanSolo() bool {
 	d := j.d
-	if _, ok := j.seq.(Decoder); j.done || !ok || d.Constraint != nil || (d.Picker != nil && d.Sampling == nil) {
+	if _, ok := j.seq.(Decoder); j.done || !ok || (d.Picker != nil && d.Sampling == nil) {
 		return false
 	}
 	if d.Sampling != nil {
@@ -279,6 +280,14 @@ func (j *Job) solo(yield func() bool) {
 	case err != nil || ended || j.st.Tokens >= j.d.MaxTokens:
 		j.finish(err)
 	default:
+		// The loop yielded: the last token is the next step's, and the
+		// grammar has yet to follow it.
+		if j.d.Constraint != nil {
+			if err := j.d.Constraint.Advance(last); err != nil {
+				j.finish(err)
+				return
+			}
+		}
 		j.next = last
 	}
 }

@@ -207,6 +207,11 @@ func (c *devChain) Decode(ctx context.Context, tail []int, d *Decode) (DecodeSta
 		if err != nil || stop || !more {
 			return st, err
 		}
+		if d.Constraint != nil {
+			if err := d.Constraint.Advance(id); err != nil {
+				return st, err
+			}
+		}
 	}
 }
 
@@ -272,7 +277,21 @@ func TestJobSoloYieldsToABatch(t *testing.T) {
 	if sj.CanSolo() {
 		t.Error("a sampled job went back to the device after its first draws")
 	}
-	// A constrained job, or one picked on the host, never goes solo.
+	// A job under a grammar drawn on the device goes solo; when it
+	// yields, the grammar follows every token handed over, the last one
+	// included, before the batched steps pick the next.
+	pick, got = &accepting{}, nil
+	g := &following{}
+	cj, _ := NewJob(t.Context(), &devChain{chain: &chain{vocab: vocab}}, vocab, 0, &Decode{Prompt: []int{2}, MaxTokens: 6, Picker: pick,
+		Sampling: &Sampling{Params: sample.Params{Seed: &seed}}, Constraint: g, Token: collect(&got, -1)})
+	if !cj.CanSolo() {
+		t.Fatal("a fresh constrained job drawn on the device cannot go solo")
+	}
+	cj.Solo(func() bool { return len(got) >= 2 })
+	if !slices.Equal(g.followed, got) || len(got) != 3 {
+		t.Errorf("the grammar followed %v of %v", g.followed, got)
+	}
+	// One picked on the host never goes solo.
 	for _, d := range []*Decode{
 		{Prompt: []int{2}, MaxTokens: 6, Picker: pick, Constraint: allowAll{}, Token: collect(&got, -1)},
 		{Prompt: []int{2}, MaxTokens: 6, Picker: pick, Token: collect(&got, -1)},
@@ -285,6 +304,16 @@ func TestJobSoloYieldsToABatch(t *testing.T) {
 	if cj, _ := NewJob(t.Context(), &chain{vocab: vocab}, vocab, 0, &Decode{Prompt: []int{2}, MaxTokens: 6, Token: collect(&got, -1)}); cj.CanSolo() {
 		t.Error("a job on the CPU backend can go solo")
 	}
+}
+
+// following is a Constraint that allows every id and records what it
+// followed.
+type following struct{ followed []int }
+
+func (*following) Allowed([]uint64) bool { return false }
+func (f *following) Advance(id int) error {
+	f.followed = append(f.followed, id)
+	return nil
 }
 
 // allowAll is a Constraint that allows every id.

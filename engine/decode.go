@@ -105,9 +105,10 @@ type Decode struct {
 	Constraint Constraint
 	// Yield, when set, is asked by a device loop (Decoder) before it
 	// commits each next step: true makes the loop end after the token in
-	// flight, which it hands to Token and leaves unfed, as if MaxTokens
-	// ended there; so a batched scheduler takes the sequence back when
-	// another request arrives.
+	// flight, which it hands to Token and leaves unfed (and, under a
+	// Constraint, not yet followed by Advance), as if MaxTokens ended
+	// there; so a batched scheduler takes the sequence back when another
+	// request arrives.
 	Yield func() bool
 }
 

@@ -151,7 +151,7 @@ func (s *Sequence) decodeConstrained(ctx context.Context, d *engine.Decode, base
 	for g := 0; ; g++ {
 		// pending draws token g.
 		var next gpu.CommandBuffer
-		if g+1 < d.MaxTokens {
+		if g+1 < d.MaxTokens && (d.Yield == nil || !d.Yield()) {
 			pos := base + n + g
 			if pos >= s.cap {
 				if err := s.drainAll(nil, fwd, pending, pendingSteps); err != nil {
