@@ -31,6 +31,10 @@ var kernelThreads = map[string]int{
 	"qmm_bf16_gs64_b8":         QMMThreads,
 	"qmm_experts_bf16_gs64_b4": QMMThreads,
 
+	"qmm_small_bf16_gs64_b4":         QMMThreads,
+	"qmm_small_bf16_gs64_b8":         QMMThreads,
+	"qmm_experts_small_bf16_gs64_b4": QMMThreads,
+
 	"qmv_bf16_gs64_b4":                            QMVThreads,
 	"qmv_bf16_gs64_b8":                            QMVThreads,
 	"qmv_add_bf16_gs64_b4":                        QMVThreads,

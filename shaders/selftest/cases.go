@@ -6,7 +6,7 @@ func Cases() []Case {
 		qmvCase(4), qmvCase(8), qmvMultiCase(4), qmvMultiCase(8), qmvSwiGLUCase(),
 		qmvExpertsSwiGLUCase(), embedCase(),
 		rmsnormCase(), addRMSNormCase(), routerCase(), argmaxCase(),
-		qmmCase(4), qmmCase(8), moeGroupedCase(), swigluCase(),
+		qmmCase(4, 5), qmmCase(8, 5), qmmCase(4, 40), qmmCase(8, 40), moeGroupedCase(3), moeGroupedCase(40), swigluCase(),
 		attnPrepCase(), attnDecodeCase(), attnPrefillCase(),
 		deltaConvRowsCase(), deltaScanCase(),
 		sampleCase(),

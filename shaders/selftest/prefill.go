@@ -11,10 +11,16 @@ import (
 // The prefill family's cases: the tiled quantized GEMM, the grouped MoE
 // path (route, expert GEMM, combine) and SwiGLU.
 
-func qmmCase(bits int) Case {
-	return Case{Name: fmt.Sprintf("qmm %d-bit", bits), Kernels: []string{fmt.Sprintf("qmm_bf16_gs64_b%d", bits)}, seed: 11,
+// qmmCase runs QMM over tokens tokens: up to shaders.QMMSmallTokens the
+// small-tile kernel, past them the full tile's.
+func qmmCase(bits, tokens int) Case {
+	kernel := "qmm"
+	if tokens <= shaders.QMMSmallTokens {
+		kernel = "qmm_small"
+	}
+	return Case{Name: fmt.Sprintf("qmm %d-bit, %d tokens", bits, tokens), Kernels: []string{fmt.Sprintf("%s_bf16_gs64_b%d", kernel, bits)}, seed: 11,
 		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
-			const tokens, rows, cols = 5, 20, 128
+			const rows, cols = 20, 128
 			q := e.qmatrix(1, rows, cols, bits)
 			x := e.rand(tokens*cols, 1)
 			xv, out := e.f32(x), e.buf(4*tokens*rows)
@@ -34,12 +40,22 @@ func qmmCase(bits int) Case {
 // expert GEMM over the block map and combines the slots back per token;
 // only the combined rows are compared, so a wrong route, GEMM or combine
 // shows in them.
-func moeGroupedCase() Case {
-	return Case{Name: "moe grouped", Kernels: []string{"moe_route", "qmm_experts_bf16_gs64_b4", "moe_combine_rows_f32"}, seed: 12,
+// Up to shaders.QMMExpertsSmallPairs (token, choice) pairs the expert GEMM
+// is the small-tile kernel, past them the full tile's.
+func moeGroupedCase(tokens int) Case {
+	const topK, experts, rows, cols = 2, 4, 16, 128
+	pairs := tokens * topK
+	kernel := "qmm_experts_bf16_gs64_b4"
+	if pairs <= shaders.QMMExpertsSmallPairs {
+		kernel = "qmm_experts_small_bf16_gs64_b4"
+	}
+	return Case{Name: fmt.Sprintf("moe grouped, %d tokens", tokens), Kernels: []string{"moe_route", kernel, "moe_combine_rows_f32"}, seed: 12,
 		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
-			const tokens, topK, experts, rows, cols = 3, 2, 4, 16, 128
-			const pairs = tokens * topK
-			ids := []uint32{2, 0, 2, 3, 1, 2}
+			// Uneven loads: expert 2 takes most pairs, expert 1 few.
+			ids := make([]uint32, pairs)
+			for i := range ids {
+				ids[i] = uint32([]int{2, 0, 2, 3, 1, 2}[i%6])
+			}
 			q := e.qmatrix(experts, rows, cols, 4)
 			x, ws, shared, gate := e.rand(tokens*cols, 1), e.rand(pairs, 0.5), e.rand(tokens*rows, 1), e.rand(tokens, 1)
 			idv, xv, wv, sv, gv := e.u32(ids), e.f32(x), e.f32(ws), e.f32(shared), e.f32(gate)
