@@ -9,26 +9,14 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"petal/engine/cpu"
 	"petal/internal/service"
-	"petal/internal/service/servicetest"
 )
 
 // TestCPUFixture serves the tiny-a reference fixture (random weights, so
 // the text is noise) on the CPU backend and checks that streamed and
 // unstreamed greedy replies agree token for token.
 func TestCPUFixture(t *testing.T) {
-	dir := servicetest.FixtureFolder(t, "tiny-a")
-	m, err := cpu.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	svc, err := service.New(m, dir, service.Options{Name: "tiny-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := fixtureService(t, "cpu", "tiny-a", service.Options{Name: "tiny-a"})
 	srv := httptest.NewServer(New(svc, Options{}))
 	defer srv.Close()
 	cfg := openai.DefaultConfig("")

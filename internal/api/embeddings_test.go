@@ -11,9 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"petal/engine/cpu"
 	"petal/internal/service"
-	"petal/internal/service/servicetest"
 )
 
 // TestEmbeddings: /v1/embeddings was a 404 and /api/embed a 501 (issue 30
@@ -22,21 +20,11 @@ import (
 // in a list, as token ids, in base64, through Ollama's two routes), and
 // different for a different text.
 func TestEmbeddings(t *testing.T) {
-	dir := servicetest.FixtureFolder(t, "tiny-a")
-	m, err := cpu.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	svc, err := service.New(m, dir, service.Options{Name: "tiny-a", ContextLength: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := fixtureService(t, "cpu", "tiny-a", service.Options{Name: "tiny-a", ContextLength: 16})
 	lines := make(lineWriter, 64)
 	srv := httptest.NewServer(New(svc, Options{Logger: log.New(lines, "", 0)}))
 	defer srv.Close()
-	hidden := m.Config().Hidden
+	hidden := svc.EmbeddingSize()
 
 	openAI := func(body string) embeddingList {
 		t.Helper()

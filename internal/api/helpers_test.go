@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"petal/engine/backend"
 	"petal/engine/tokenizer"
 	"petal/internal/service"
 	"petal/internal/service/servicetest"
@@ -21,6 +22,24 @@ type testServer struct {
 	svc   *service.Service
 	model *servicetest.Model
 	tok   *tokenizer.Tokenizer
+}
+
+// fixtureService is the service over a reference fixture (engine/testdata/
+// fixtures) on a backend, closed with its model when the test ends.
+func fixtureService(t testing.TB, backendName, fixture string, opts service.Options) *service.Service {
+	t.Helper()
+	dir := servicetest.FixtureFolder(t, fixture)
+	m, err := backend.Open(backendName, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	svc, err := service.New(m, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	return svc
 }
 
 // newTestServer serves a scripted model whose reply to a prompt is

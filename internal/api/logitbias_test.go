@@ -6,9 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"petal/engine/backend"
 	"petal/internal/service"
-	"petal/internal/service/servicetest"
 )
 
 // TestLogitBias: logit_bias was ignored (issue 30 item 10). On the tiny-a
@@ -20,17 +18,7 @@ import (
 func TestLogitBias(t *testing.T) {
 	for _, name := range []string{"cpu", "sim"} {
 		t.Run(name, func(t *testing.T) {
-			dir := servicetest.FixtureFolder(t, "tiny-a")
-			m, err := backend.Open(name, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			svc, err := service.New(m, dir, service.Options{Name: "tiny-a"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer svc.Close()
+			svc := fixtureService(t, name, "tiny-a", service.Options{Name: "tiny-a"})
 			srv := httptest.NewServer(New(svc, Options{}))
 			defer srv.Close()
 			reply := func(extra string) (int, string) {
