@@ -85,7 +85,10 @@ type Model struct {
 	LMHead    Matrix
 	FinalNorm Vector
 	Layers    []Layer
-	Shards    []*safetensors.File
+	// MTP is the multi-token-prediction head, from MTPFile when the folder
+	// has it; nil otherwise.
+	MTP    *MTPWeights
+	Shards []*safetensors.File
 }
 
 // Close unmaps every shard.
@@ -132,6 +135,10 @@ func Open(dir string) (*Model, error) {
 	}
 	b := &binder{cfg: cfg, tensors: tensors, used: map[string]bool{}}
 	if err := b.bind(m); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if err := b.bindMTP(m); err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -258,8 +265,12 @@ func joinFirst(errs []error) error {
 }
 
 func (b *binder) layer(l *Layer, i int, kind LayerKind) []error {
+	return b.layerAt(l, fmt.Sprintf("model.layers.%d.", i), kind)
+}
+
+// layerAt binds the decoder layer whose tensors are named p+...
+func (b *binder) layerAt(l *Layer, p string, kind LayerKind) []error {
 	c := b.cfg
-	p := fmt.Sprintf("model.layers.%d.", i)
 	l.Kind = kind
 	var errs []error
 	vec := func(v *Vector, name string, n int) { errs = append(errs, b.vector(v, p+name, n)) }
