@@ -171,6 +171,7 @@ const (
 	QMVGroupSize         = 64
 	QMVWordsPerLane      = 2
 	QMVMultiMax          = 4
+	QMVRowsMaxTokens     = 8
 	MoEMaxExperts        = 512
 	MoEMaxTopK           = 16
 	RouterThreads        = 32

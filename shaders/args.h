@@ -50,6 +50,9 @@ struct RMSNormArgs {
 // Words of a row each lane loads per step (one uint2); a lane's values
 // never straddle a quantization group.
 #define QMV_WORDS_PER_LANE 2
+// qmv_rows.metal: the most vectors (decode rows) one dispatch multiplies;
+// each lane keeps an accumulator per weight row and vector.
+#define QMV_ROWS_MAX_TOKENS 8
 
 struct QMVArgs {
     int32_t rows;           // output rows (per expert); embed: rows of the table
@@ -191,8 +194,9 @@ struct DeltaStepArgs {
 struct QMMArgs {
     int32_t rows;           // output columns: weight rows (per expert)
     int32_t k;              // inputs per row; a multiple of QMM_BK
-    int32_t tokens;         // qmm: rows of x and y
-    int32_t x_div;          // qmm_experts: x row = map[slot] / x_div; 0: x row = slot
+    int32_t tokens;         // qmm, qmv_rows: rows of x and y
+    int32_t x_div;          // qmm_experts: x row = map[slot] / x_div; 0: x row = slot;
+                            // qmv_rows_experts_swiglu: x row = pair / x_div
     int32_t experts;        // qmm_experts: expert ids below this are valid
     int32_t _pad[3];
 };

@@ -147,6 +147,7 @@ func TestArgsLayout(t *testing.T) {
         OFF(RMSNormArgs, threads), OFF(DeltaStepArgs, taps),
         sizeof(MoEDownArgs), OFF(MoEDownArgs, rows), OFF(MoEDownArgs, k), OFF(MoEDownArgs, experts), OFF(MoEDownArgs, top_k), OFF(MoEDownArgs, shared_k),
         ELEMENTWISE_THREADS, QMV_THREADS, ROUTER_THREADS, ATTN_DECODE_THREADS, DELTA_STEP_MAX_THREADS, DELTA_CHUNK_SCAN_THREADS,
+        QMV_ROWS_MAX_TOKENS,
 `
 	var (
 		r   shaders.RMSNormArgs
@@ -181,6 +182,7 @@ func TestArgsLayout(t *testing.T) {
 		unsafe.Offsetof(r.Threads), unsafe.Offsetof(ds.Taps),
 		unsafe.Sizeof(md), unsafe.Offsetof(md.Rows), unsafe.Offsetof(md.K), unsafe.Offsetof(md.Experts), unsafe.Offsetof(md.TopK), unsafe.Offsetof(md.SharedK),
 		shaders.ElementwiseThreads, shaders.QMVThreads, shaders.RouterThreads, shaders.AttnDecodeThreads, shaders.DeltaStepMaxThreads, shaders.DeltaChunkScanThreads,
+		shaders.QMVRowsMaxTokens,
 	}
 	checkLayout(t, d, values, want)
 }

@@ -48,6 +48,12 @@ var kernelThreads = map[string]int{
 	"qmv_experts_swiglu_bf16_gs64_b4":             QMVThreads,
 	"qmv_experts_swiglu_routed_norm_bf16_gs64_b4": QMVThreads,
 	"moe_down_combine_bf16_gs64_b4":               QMVThreads,
+
+	"qmv_rows_bf16_gs64_b4":                QMVThreads,
+	"qmv_rows_bf16_gs64_b8":                QMVThreads,
+	"qmv_rows_swiglu_bf16_gs64_b4":         QMVThreads,
+	"qmv_rows_experts_swiglu_bf16_gs64_b4": QMVThreads,
+	"moe_rows_down_combine_bf16_gs64_b4":   QMVThreads,
 }
 
 // checkThreads reports a pipeline that cannot take the threadgroup its

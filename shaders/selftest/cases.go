@@ -12,5 +12,6 @@ func Cases() []Case {
 		sampleCase(),
 		qmvAddCase(4), qmvAddCase(8), normQMVMultiCase(4), normQMVMultiCase(8), normQMVSwiGLUCase(),
 		normQMVExpertsRoutedCase(), moeDownCombineCase(), deltaStepConvCase(),
+		qmvRowsCase(4), qmvRowsCase(8), qmvRowsSwiGLUCase(), qmvRowsExpertsCase(), moeRowsDownCase(),
 	}
 }
