@@ -10,6 +10,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/sashabaranov/go-openai v1.43.0
 	github.com/wailsapp/wails/v2 v2.9.2
+	golang.org/x/image v0.25.0
 	golang.org/x/text v0.23.0
 	howett.net/plist v1.0.1
 )

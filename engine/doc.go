@@ -15,6 +15,7 @@
 //	engine/grammar       a reply constrained to a JSON Schema
 //	engine/sample        the next token from a row of logits
 //	engine/sample/chisq  the samplers' goodness-of-fit test
+//	engine/vision/preprocess  images to the vision tower's pixel values
 //	engine/cpu           the pure-Go reference backend
 //	engine/gpumodel      the GPU backend, on any gpu.Device
 //	engine/backend       a backend by its --backend name

@@ -1,0 +1,190 @@
+package preprocess
+
+import (
+	"image"
+	"image/color"
+	"math"
+)
+
+// Grid is an image's size in patches: T frames of temporal_patch_size,
+// H x W patches of patch_size² (the processor's image_grid_thw).
+type Grid struct{ T, H, W int }
+
+// Patches is the number of rows of the pixel values, T·H·W.
+func (g Grid) Patches() int { return g.T * g.H * g.W }
+
+// Pixels is one image as the vision tower takes it: Grid.Patches() rows of
+// PatchDim values (channel, time, y, x within the patch), rows in the
+// processor's order (merge blocks row-major, the patches of a block
+// row-major inside it), as transformers' pixel_values.
+type Pixels struct {
+	Grid     Grid
+	Merge    int // merge_size: Tokens merges Merge² patches into one
+	PatchDim int // 3·temporal_patch_size·patch_size²
+	Values   []float32
+
+	// Height and Width are the resized image's size in pixels.
+	Height, Width int
+}
+
+// Tokens is the number of image tokens the prompt holds for the image.
+func (p Pixels) Tokens() int { return p.Grid.Patches() / (p.Merge * p.Merge) }
+
+// SmartResize is the processor's smart_resize: the size the image is
+// resized to, both sides multiples of cfg.Factor(), the area within
+// [cfg.MinPixels, cfg.MaxPixels] at about the same aspect ratio. Python's
+// round() rounds half to even, as here. It refuses what the processor
+// refuses (a side under the factor, an aspect ratio past [MaxAspect]) with
+// a [*LimitError].
+func SmartResize(height, width int, cfg Config) (int, int, error) {
+	f := cfg.Factor()
+	if height < f || width < f {
+		return 0, 0, &LimitError{Limit: "MinSide (patch_size·merge_size)", What: "shorter side", Max: int64(f), Got: int64(min(height, width))}
+	}
+	if float64(max(height, width))/float64(min(height, width)) > MaxAspect {
+		return 0, 0, &LimitError{Limit: "MaxAspect", What: "long side / short side", Max: MaxAspect, Got: int64(max(height, width) / min(height, width))}
+	}
+	ff := float64(f)
+	h := int(math.RoundToEven(float64(height)/ff)) * f
+	w := int(math.RoundToEven(float64(width)/ff)) * f
+	area := float64(height) * float64(width)
+	switch {
+	case h*w > cfg.MaxPixels:
+		beta := math.Sqrt(area / float64(cfg.MaxPixels))
+		h = max(f, int(math.Floor(float64(height)/beta/ff))*f)
+		w = max(f, int(math.Floor(float64(width)/beta/ff))*f)
+	case h*w < cfg.MinPixels:
+		beta := math.Sqrt(float64(cfg.MinPixels) / area)
+		h = int(math.Ceil(float64(height)*beta/ff)) * f
+		w = int(math.Ceil(float64(width)*beta/ff)) * f
+	}
+	return h, w, nil
+}
+
+// Preprocess resizes, normalises and patchifies a still image as the
+// processor does (see the package doc).
+func Preprocess(img image.Image, cfg Config) (Pixels, error) {
+	if err := cfg.Validate(); err != nil {
+		return Pixels{}, err
+	}
+	b := img.Bounds()
+	h, w, err := SmartResize(b.Dy(), b.Dx(), cfg)
+	if err != nil {
+		return Pixels{}, err
+	}
+	rgb := resizeRGB(rgbRows(img), b.Dx(), b.Dy(), w, h)
+	return patchify(rgb, h, w, cfg), nil
+}
+
+// patchify normalises the resized RGB image and lays it out as the
+// processor's flatten_patches: the view (t, T, C, H/m, m, P, W/m, m, P)
+// permuted to (t, H/m, W/m, m, m, C, T, P, P), with the frame repeated T
+// times since a still image is one frame.
+func patchify(rgb []uint8, h, w int, cfg Config) Pixels {
+	p, m, tp := cfg.PatchSize, cfg.MergeSize, cfg.TemporalPatchSize
+	// The processor fuses rescale and normalise: mean and std times
+	// 1/rescale_factor in float32, then (x − mean) / std in float32.
+	var lut [3][256]float32
+	inv := float32(1 / cfg.RescaleFactor)
+	for c := range 3 {
+		mean, std := float32(cfg.Mean[c])*inv, float32(cfg.Std[c])*inv
+		for v := range 256 {
+			lut[c][v] = (float32(v) - mean) / std
+		}
+	}
+	px := Pixels{
+		Grid:     Grid{T: 1, H: h / p, W: w / p},
+		Merge:    m,
+		PatchDim: 3 * tp * p * p,
+		Height:   h,
+		Width:    w,
+	}
+	px.Values = make([]float32, px.Grid.Patches()*px.PatchDim)
+	out := px.Values
+	for bh := range px.Grid.H / m {
+		for bw := range px.Grid.W / m {
+			for mh := range m {
+				for mw := range m {
+					y0, x0 := (bh*m+mh)*p, (bw*m+mw)*p
+					for c := range 3 {
+						for range tp {
+							for y := range p {
+								src := rgb[((y0+y)*w+x0)*3+c:]
+								for x := range p {
+									out[x] = lut[c][src[x*3]]
+								}
+								out = out[p:]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return px
+}
+
+// rgbRows reads an image row by row as 8-bit RGB, alpha dropped as PIL's
+// convert("RGB") drops it (the stored colour kept, not composited).
+func rgbRows(img image.Image) func(y int, dst []uint8) {
+	b := img.Bounds()
+	switch m := img.(type) {
+	case *image.NRGBA:
+		return func(y int, dst []uint8) {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			for x := range b.Dx() {
+				copy(dst[x*3:x*3+3], src[x*4:x*4+3])
+			}
+		}
+	case *image.RGBA:
+		return func(y int, dst []uint8) {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			for x := range b.Dx() {
+				s := src[x*4 : x*4+4]
+				if s[3] == 0xff {
+					copy(dst[x*3:x*3+3], s[:3])
+					continue
+				}
+				putNRGBA(dst[x*3:], color.RGBA{s[0], s[1], s[2], s[3]})
+			}
+		}
+	case *image.Gray:
+		return func(y int, dst []uint8) {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			for x := range b.Dx() {
+				dst[x*3], dst[x*3+1], dst[x*3+2] = src[x], src[x], src[x]
+			}
+		}
+	case *image.YCbCr:
+		return func(y int, dst []uint8) {
+			for x := range b.Dx() {
+				yi, ci := m.YOffset(b.Min.X+x, b.Min.Y+y), m.COffset(b.Min.X+x, b.Min.Y+y)
+				dst[x*3], dst[x*3+1], dst[x*3+2] = color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+			}
+		}
+	case *image.NYCbCrA:
+		return rgbRows(&m.YCbCr)
+	case *image.Paletted:
+		var table [256][3]uint8
+		for i, c := range m.Palette {
+			putNRGBA(table[i][:], c)
+		}
+		return func(y int, dst []uint8) {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			for x := range b.Dx() {
+				copy(dst[x*3:x*3+3], table[src[x]][:])
+			}
+		}
+	}
+	return func(y int, dst []uint8) {
+		for x := range b.Dx() {
+			putNRGBA(dst[x*3:], img.At(b.Min.X+x, b.Min.Y+y))
+		}
+	}
+}
+
+// putNRGBA writes c's non-premultiplied 8-bit RGB.
+func putNRGBA(dst []uint8, c color.Color) {
+	n := color.NRGBAModel.Convert(c).(color.NRGBA)
+	dst[0], dst[1], dst[2] = n.R, n.G, n.B
+}
