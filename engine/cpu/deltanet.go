@@ -29,8 +29,13 @@ func (m *Model) deltaNet(sc *scratch, dn *deltaNet, li int, segs []seg, xn []flo
 	steps := sc.steps[:0]
 	for _, g := range segs {
 		lo, hi := g.at, g.at+len(g.tokens)
+		st := &g.s.layers[li]
+		if g.keep > 0 {
+			st.keptConv = grow(&st.keptConv, g.keep*len(st.conv))
+			st.keptState = grow(&st.keptState, g.keep*len(st.state))
+		}
 		steps = append(steps, deltaStep{
-			c: c, dn: dn, st: &g.s.layers[li], t: hi - lo,
+			c: c, dn: dn, st: st, t: hi - lo, keep: g.keep,
 			u: u[lo*ch : hi*ch], bb: bb[lo*hv : hi*hv], aa: aa[lo*hv : hi*hv], o: o[lo*hv*dv : hi*hv*dv],
 		})
 	}
@@ -72,6 +77,7 @@ type deltaStep struct {
 	st           *layerState
 	u, bb, aa, o []float32
 	t            int
+	keep         int // states kept after the first keep tokens (seg.keep)
 }
 
 // deltaBatch runs one of the two loops (deltaConv, or deltaHeads where
@@ -117,6 +123,16 @@ func (d deltaConv) run(pt *part, lo, hi int) {
 	for c := lo; c < hi; c++ {
 		for k := range h {
 			next[(c-lo)*h+k] = input(t-h+k, c)
+		}
+	}
+	// The window after each kept token, read before the outputs
+	// overwrite the inputs.
+	for j := range d.keep {
+		kept := d.st.keptConv[j*ch*h:]
+		for c := lo; c < hi; c++ {
+			for k := range h {
+				kept[c*h+k] = input(j+1-h+k, c)
+			}
 		}
 	}
 	for i := t - 1; i >= 0; i-- {
@@ -168,6 +184,12 @@ func (d deltaHeads) run(pt *part, lo, hi int) {
 				kv[j] = beta * (v[j] - kv[j])
 			}
 			deltaRows(S, k, q, alpha, kv, d.o[(i*hv+h)*dv:(i*hv+h+1)*dv])
+			if i < d.keep {
+				// Copied while the head's state is in cache: a rejected
+				// draft costs no recompute, a verify step one write of
+				// the states (see Sequence.Rewind).
+				copy(d.st.keptState[(i*hv+h)*dk*dv:(i*hv+h+1)*dk*dv], S)
+			}
 		}
 	}
 }

@@ -24,6 +24,7 @@ type Model struct {
 	layers    []layer
 	rope      rope
 	halfKV    bool
+	mtp       *mtpHead // the draft head; nil without one
 
 	mu   sync.Mutex
 	idle []*scratch
@@ -76,36 +77,41 @@ func New(ckpt *checkpoint.Model) *Model {
 		rope:      newRope(ckpt.Config.RotaryDim, ckpt.Config.RopeTheta),
 	}
 	for i := range ckpt.Layers {
-		src := &ckpt.Layers[i]
-		l := &m.layers[i]
-		l.kind = src.Kind
-		l.inNorm = vector(&src.InputNorm)
-		l.postNorm = vector(&src.PostNorm)
-		if a := src.Attn; a != nil {
-			l.attn = &attention{
-				q: newMatrix(&a.Q), k: newMatrix(&a.K), v: newMatrix(&a.V), o: newMatrix(&a.O),
-				qNorm: vector(&a.QNorm), kNorm: vector(&a.KNorm),
-			}
-		}
-		if d := src.Delta; d != nil {
-			aLog := vector(&d.ALog)
-			negA := make([]float32, len(aLog))
-			for j, v := range aLog {
-				negA[j] = -float32(math.Exp(float64(v)))
-			}
-			l.delta = &deltaNet{
-				qkv: newMatrix(&d.QKV), z: newMatrix(&d.Z), b: newMatrix(&d.B), a: newMatrix(&d.A), out: newMatrix(&d.Out),
-				conv: vector(&d.Conv), dtBias: vector(&d.DtBias), negA: negA, norm: vector(&d.Norm),
-			}
-		}
-		e := &src.MoE
-		l.moe = moe{
-			router: newMatrix(&e.Router), gate: newMatrix(&e.Gate), up: newMatrix(&e.Up), down: newMatrix(&e.Down),
-			sharedGate: newMatrix(&e.SharedGate), sharedUp: newMatrix(&e.SharedUp), shDown: newMatrix(&e.SharedDown),
-			sharedExpertGate: newMatrix(&e.SharedExpertGate),
-		}
+		m.layers[i] = newLayer(&ckpt.Layers[i])
+	}
+	if ckpt.MTP != nil {
+		m.mtp = newMTPHead(ckpt.MTP)
 	}
 	return m
+}
+
+// newLayer prepares a decoder layer's weights.
+func newLayer(src *checkpoint.Layer) layer {
+	l := layer{kind: src.Kind, inNorm: vector(&src.InputNorm), postNorm: vector(&src.PostNorm)}
+	if a := src.Attn; a != nil {
+		l.attn = &attention{
+			q: newMatrix(&a.Q), k: newMatrix(&a.K), v: newMatrix(&a.V), o: newMatrix(&a.O),
+			qNorm: vector(&a.QNorm), kNorm: vector(&a.KNorm),
+		}
+	}
+	if d := src.Delta; d != nil {
+		aLog := vector(&d.ALog)
+		negA := make([]float32, len(aLog))
+		for j, v := range aLog {
+			negA[j] = -float32(math.Exp(float64(v)))
+		}
+		l.delta = &deltaNet{
+			qkv: newMatrix(&d.QKV), z: newMatrix(&d.Z), b: newMatrix(&d.B), a: newMatrix(&d.A), out: newMatrix(&d.Out),
+			conv: vector(&d.Conv), dtBias: vector(&d.DtBias), negA: negA, norm: vector(&d.Norm),
+		}
+	}
+	e := &src.MoE
+	l.moe = moe{
+		router: newMatrix(&e.Router), gate: newMatrix(&e.Gate), up: newMatrix(&e.Up), down: newMatrix(&e.Down),
+		sharedGate: newMatrix(&e.SharedGate), sharedUp: newMatrix(&e.SharedUp), shDown: newMatrix(&e.SharedDown),
+		sharedExpertGate: newMatrix(&e.SharedExpertGate),
+	}
+	return l
 }
 
 // Open opens the checkpoint in dir for the CPU backend.
@@ -146,6 +152,12 @@ type Sequence struct {
 	m      *Model
 	pos    int
 	layers []layerState
+	// draft is the draft head's state while the sequence drafts (mtp.go).
+	draft *draftState
+	// keepNext asks the next pass to keep what Rewind needs; rewindable
+	// is how many of the last pass's tokens Rewind may take back.
+	keepNext   bool
+	rewindable int
 }
 
 type layerState struct {
@@ -154,6 +166,9 @@ type layerState struct {
 	// DeltaNet: the last kernel-1 conv inputs per channel, [channels][kernel-1],
 	// and the recurrent state per value head, [heads][keyDim][valueDim]
 	conv, state []float32
+	// keptConv and keptState are conv and state after each of a
+	// keeping pass's tokens but its last, for Rewind.
+	keptConv, keptState []float32
 }
 
 // Len is the number of tokens processed.
@@ -278,6 +293,9 @@ type seg struct {
 	at, pos int
 	out     []float32
 	all     bool
+	// keep is how many of the first tokens' DeltaNet states the pass
+	// keeps for Rewind (Sequence.keepNext).
+	keep int
 }
 
 // run runs jobs to the end in passes. Each job goes in pieces of
@@ -298,6 +316,7 @@ func (m *Model) run(sc *scratch, jobs []job) {
 			total += jb.next
 		}
 		if total == 0 {
+			m.flushDrafts(sc, jobs)
 			return
 		}
 		segs := sc.segs[:0]
@@ -383,6 +402,9 @@ func (m *Model) pass(sc *scratch, segs []seg) (x, xn []float32) {
 	for i := range segs {
 		g := &segs[i]
 		g.at, g.pos = t, g.s.pos
+		if g.s.keepNext {
+			g.keep = len(g.tokens) - 1
+		}
 		t += len(g.tokens)
 		if tiledRows(len(g.tokens)) > 0 {
 			nt = t
@@ -411,6 +433,10 @@ func (m *Model) pass(sc *scratch, segs []seg) (x, xn []float32) {
 	}
 	for _, g := range segs {
 		g.s.pos += len(g.tokens)
+		g.s.keepNext, g.s.rewindable = false, g.keep
+		if g.s.draft != nil {
+			g.s.draft.addHidden(m, g.tokens, x[g.at*h:(g.at+len(g.tokens))*h])
+		}
 	}
 	return x, xn
 }
