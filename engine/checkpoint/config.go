@@ -62,6 +62,20 @@ type Config struct {
 	// settings keyed by module path, a nil entry meaning "not quantized".
 	Quant     Quant
 	Overrides map[string]*Quant
+
+	// MRopeSection splits the rotary frequencies among the temporal,
+	// height and width components of a 3D position (rope_parameters'
+	// mrope_section; MRopeInterleaved: every third frequency, as
+	// Qwen3.5/3.6 does). A text token's three components are equal, so
+	// text alone is plain RoPE.
+	MRopeSection     [3]int
+	MRopeInterleaved bool
+
+	// Vision is the vision tower's configuration and the prompt's image
+	// tokens: set from config.json's vision_config, and cleared by [Open]
+	// when the checkpoint holds no vision tensors, so that after Open it
+	// says whether the model can see ([Config.HasVision]).
+	Vision *VisionConfig
 }
 
 // Limits on config values, so a hostile config cannot make the loader
@@ -105,12 +119,16 @@ type textConfig struct {
 }
 
 type ropeParameters struct {
-	RopeTheta     float64 `json:"rope_theta"`
-	PartialRotary float64 `json:"partial_rotary_factor"`
+	RopeTheta        float64 `json:"rope_theta"`
+	PartialRotary    float64 `json:"partial_rotary_factor"`
+	MRopeSection     []int   `json:"mrope_section"`
+	MRopeInterleaved bool    `json:"mrope_interleaved"`
 }
 
 type topConfig struct {
 	textConfig
+	visionTokens
+	VisionConfig       *visionConfig              `json:"vision_config"`
 	TextConfig         *textConfig                `json:"text_config"`
 	Quantization       map[string]json.RawMessage `json:"quantization"`
 	QuantizationConfig map[string]json.RawMessage `json:"quantization_config"`
@@ -201,6 +219,11 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	c.RopeTheta = theta
 	c.RotaryDim = int(float64(c.HeadDim) * partial)
+	if rp := tc.RopeParameters; rp != nil && len(rp.MRopeSection) == 3 {
+		c.MRopeSection = [3]int(rp.MRopeSection)
+		c.MRopeInterleaved = rp.MRopeInterleaved
+	}
+	c.Vision = top.vision()
 	if err := c.setLayers(tc); err != nil {
 		return nil, err
 	}

@@ -89,6 +89,10 @@ type Model struct {
 	// has it; nil otherwise.
 	MTP    *MTPWeights
 	Shards []*safetensors.File
+	// Vision is the vision tower; nil for a text-only checkpoint, where
+	// VisionErr says why when the files hold a tower it could not bind.
+	Vision    *VisionWeights
+	VisionErr error
 }
 
 // Close unmaps every shard.
@@ -214,6 +218,7 @@ func (b *binder) bind(m *Model) error {
 	for i, kind := range c.Layers {
 		errs = append(errs, b.layer(&m.Layers[i], i, kind)...)
 	}
+	b.bindVision(m)
 	var unused []string
 	for name := range b.tensors {
 		if !b.used[name] && !skipped(name) {
