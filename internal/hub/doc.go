@@ -48,6 +48,27 @@
 // that delivers nothing for [Options.StallTimeout] is dropped and retried
 // with exponential backoff, from where it stopped.
 //
+// # Tensors from another repository
+//
+// The 4-bit MLX checkpoint lacks the multi-token-prediction head its
+// original has (mlx-lm's conversion drops mtp.*). After the main files,
+// a pull of [DefaultRepo] fetches just those tensors from [MTPSourceRepo]
+// by HTTP range requests: the original's index names each tensor's shard,
+// two small requests read a shard's header, and one request per run of
+// adjacent wanted tensors brings their bytes into a raw file beside the
+// model folder, whose state file records the bytes of each range on disk
+// (resume, cancel, retries and stalls as for the main files). A server
+// that answers a range with the whole file is refused ([ErrNoRanges]).
+// Since the Hub's sha256 covers whole files only, every tensor is checked
+// against a manifest of per-tensor hashes pinned in the repository
+// (internal/hub/pinned, made once by tools/tensormanifest); with none,
+// nothing is fetched ([MTPNotice] says so). The head is then converted
+// as MLX converts the main layers (package mlxquant), stored as
+// checkpoint.MTPFile in the realigned layout below, checked by opening the
+// checkpoint, and listed in the manifest, so [Verify] and [Delete] treat
+// it as the other files. [TensorFilter] picks the tensors, so the vision
+// tower can come the same way.
+//
 // # Importing
 //
 // [Import] stores a folder already on disk (a Hugging Face cache

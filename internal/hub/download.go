@@ -100,6 +100,9 @@ func Discard(opts Options) error {
 		return err
 	}
 	defer unlock()
+	if err := os.RemoveAll(tensorStaging(o.Dir, MTPTensors)); err != nil {
+		return err
+	}
 	return os.RemoveAll(staging)
 }
 
@@ -121,6 +124,9 @@ func Delete(dir string) error {
 	}
 	defer unlock()
 	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(tensorStaging(dir, MTPTensors)); err != nil {
 		return err
 	}
 	return os.RemoveAll(staging)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -57,11 +56,7 @@ func (p *puller) fetchRange(ctx context.Context, j *job, i int, end int64) error
 
 // fileURL is where the Hub serves a file at the listing's commit.
 func (p *puller) fileURL(name string) string {
-	elems := strings.Split(name, "/")
-	for k, e := range elems {
-		elems[k] = url.PathEscape(e)
-	}
-	return p.o.Endpoint + "/" + p.o.Repo + "/resolve/" + p.listing.SHA + "/" + strings.Join(elems, "/")
+	return p.o.Endpoint + "/" + p.o.Repo + "/resolve/" + p.listing.SHA + "/" + escapePath(name)
 }
 
 // get fetches bytes [off, end) of j's file into its part file and returns

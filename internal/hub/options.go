@@ -96,6 +96,14 @@ type Options struct {
 	// keep their retries.
 	QuickOffline bool
 
+	// MTP is where the model's multi-token-prediction head comes from,
+	// fetched by range requests after the main files (see
+	// [TensorFilter]); nil takes the pinned default for Repo, if any
+	// ([MTPNotice] says when a missing manifest leaves it out). NoMTP
+	// skips it.
+	MTP   *TensorSource
+	NoMTP bool
+
 	// Progress receives events from one goroutine at a time.
 	Progress func(Event)
 	// Transport carries the requests; default http.DefaultTransport.

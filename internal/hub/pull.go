@@ -29,7 +29,10 @@ const (
 	Importing    Phase = "importing"
 	Downloading  Phase = "downloading"
 	Verifying    Phase = "verifying"
-	Done         Phase = "done"
+	// FetchingTensors: some tensors of another repository (the MTP head)
+	// come by range requests after the main files.
+	FetchingTensors Phase = "tensors"
+	Done            Phase = "done"
 )
 
 // Event reports a pull's progress.
@@ -57,7 +60,11 @@ func Pull(ctx context.Context, opts Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if finished(o) {
+	mtp, err := mtpSource(o)
+	if err != nil {
+		return "", err
+	}
+	if finished(o) && (mtp == nil || hasFile(o.Dir, checkpoint.MTPFile)) {
 		return o.Dir, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(o.Dir), 0o755); err != nil {
@@ -69,19 +76,24 @@ func Pull(ctx context.Context, opts Options) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	if finished(o) { // another process may have finished while we waited
-		return o.Dir, nil
+	// Another process may have finished while we waited.
+	if !finished(o) {
+		if err := checkFree(o.Dir); err != nil {
+			return "", err
+		}
+		p := &puller{o: o, c: o.client(), staging: staging}
+		err = p.run(ctx)
+		if err != nil && ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		if err != nil {
+			return "", noSpace(err)
+		}
 	}
-	if err := checkFree(o.Dir); err != nil {
-		return "", err
-	}
-	p := &puller{o: o, c: o.client(), staging: staging}
-	err = p.run(ctx)
-	if err != nil && ctx.Err() != nil {
-		err = context.Cause(ctx)
-	}
-	if err != nil {
-		return "", noSpace(err)
+	if mtp != nil {
+		if err := pullMTP(ctx, o, mtp); err != nil {
+			return "", fmt.Errorf("the model is in %s, its MTP head is not (the model runs without it; pulling again resumes): %w", o.Dir, noSpace(err))
+		}
 	}
 	return o.Dir, nil
 }

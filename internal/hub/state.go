@@ -59,6 +59,9 @@ type manifest struct {
 	Realigned map[string]realignedFile `json:"realigned,omitempty"`
 	// Source is the folder an import took the files from.
 	Source string `json:"source,omitempty"`
+	// Derived lists, by name, the files among Files that Petal made from
+	// tensors of another repository (the MTP head), and where from.
+	Derived map[string]derivedFile `json:"derived,omitempty"`
 }
 
 // realignedFile is what Verify needs to check a shard stored realigned

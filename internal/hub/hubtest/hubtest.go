@@ -14,7 +14,8 @@
 // # Faults
 //
 // Per file: a connection cut after n bytes, a stall after n bytes, a
-// flipped byte, a 404; and any rewrite of the file list (hostile names,
+// flipped byte, a 404, Range headers ignored (the whole file with a 200);
+// and any rewrite of the file list (hostile names,
 // sizes, another commit). Counters say what was served, so a test can
 // assert that a resumed download fetched nothing twice.
 package hubtest
@@ -87,6 +88,7 @@ type Server struct {
 	sums     map[string]string
 	corrupt  map[string]bool
 	missing  map[string]bool
+	noRange  map[string]bool
 	edit     func(*Listing)
 	// stallWaiters are closed once Stalled holds.
 	stallWaiters []chan struct{}
@@ -101,6 +103,7 @@ func New(t testing.TB, dir string) *Server {
 		Repo: "petal-test/tiny", Files: map[string][]byte{}, LFS: map[string]bool{}, StallHold: DefaultStallHold,
 		served: map[string]int64{}, resolves: map[string]int{}, token: map[string]bool{}, sums: map[string]string{},
 		cutAfter: map[string]int64{}, stallAfter: map[string]int64{}, corrupt: map[string]bool{}, missing: map[string]bool{},
+		noRange: map[string]bool{},
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -143,6 +146,10 @@ func (s *Server) Corrupt(name string, on bool) { s.set(func() { s.corrupt[name] 
 
 // Missing makes every request for name a 404.
 func (s *Server) Missing(name string) { s.set(func() { s.missing[name] = true }) }
+
+// IgnoreRange makes every answer for name the whole file with a 200,
+// whatever Range asked, as some servers and proxies do.
+func (s *Server) IgnoreRange(name string) { s.set(func() { s.noRange[name] = true }) }
 
 // EditListing rewrites every file list before it is sent.
 func (s *Server) EditListing(f func(*Listing)) { s.set(func() { s.edit = f }) }
@@ -320,7 +327,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	s.mu.Lock()
-	corrupt := s.corrupt[name]
+	corrupt, noRange := s.corrupt[name], s.noRange[name]
 	s.mu.Unlock()
 	if s.LFS[name] {
 		w.Header().Set("ETag", `"`+s.sha256(name)+`"`)
@@ -331,7 +338,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	start, end := int64(0), int64(len(data))
 	status := http.StatusOK
-	if rng := r.Header.Get("Range"); rng != "" {
+	if rng := r.Header.Get("Range"); rng != "" && !noRange {
 		spec, _ := strings.CutPrefix(rng, "bytes=")
 		a, b, _ := strings.Cut(spec, "-")
 		first, err1 := strconv.ParseInt(a, 10, 64)
