@@ -1,0 +1,223 @@
+package tower
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"petal/engine/vision/preprocess"
+)
+
+// rowsPerJob is how many input rows one job of a product takes: four
+// rows share each weight row read (dot4).
+const rowsPerJob = 16
+
+// parallel runs fn over [0, n) in ranges of grain, on as many goroutines
+// as there are cores, and waits for them.
+func parallel(n, grain int, fn func(lo, hi int)) {
+	jobs := (n + grain - 1) / grain
+	workers := min(runtime.GOMAXPROCS(0), jobs)
+	if workers <= 1 {
+		fn(0, n)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= jobs {
+					return
+				}
+				fn(j*grain, min((j+1)*grain, n))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// apply computes y = W x + b for n input rows of x into out, rows of
+// d.rows, in parallel over the input rows.
+func (d *dense) apply(x []float32, n int, out []float32) {
+	parallel(n, rowsPerJob, func(lo, hi int) {
+		k := d.cols
+		i := lo
+		for ; i+4 <= hi; i += 4 {
+			x0, x1, x2, x3 := x[i*k:(i+1)*k], x[(i+1)*k:(i+2)*k], x[(i+2)*k:(i+3)*k], x[(i+3)*k:(i+4)*k]
+			for o := 0; o < d.rows; o++ {
+				s := dot4(d.w[o*k:(o+1)*k], x0, x1, x2, x3)
+				for j := range 4 {
+					out[(i+j)*d.rows+o] = s[j] + d.b[o]
+				}
+			}
+		}
+		for ; i < hi; i++ {
+			xi := x[i*k : (i+1)*k]
+			for o := 0; o < d.rows; o++ {
+				out[i*d.rows+o] = dot(d.w[o*k:(o+1)*k], xi) + d.b[o]
+			}
+		}
+	})
+}
+
+// dot4 is w · x_j for four rows x_j of len(w).
+func dot4(w, x0, x1, x2, x3 []float32) [4]float32 {
+	n := len(w)
+	x0, x1, x2, x3 = x0[:n], x1[:n], x2[:n], x3[:n]
+	var s0, s1, s2, s3 float32
+	for k, v := range w {
+		s0 += v * x0[k]
+		s1 += v * x1[k]
+		s2 += v * x2[k]
+		s3 += v * x3[k]
+	}
+	return [4]float32{s0, s1, s2, s3}
+}
+
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s float32
+	for k, v := range a {
+		s += v * b[k]
+	}
+	return s
+}
+
+// linspace is torch.linspace(0, end, steps) in float32: the first half
+// counted up from the start, the rest down from the end, as ATen does.
+func linspace(end float32, steps int) []float32 {
+	out := make([]float32, steps)
+	if steps == 1 {
+		return out
+	}
+	step := end / float32(steps-1)
+	half := steps / 2
+	for i := range out {
+		if i < half {
+			out[i] = step * float32(i)
+		} else {
+			out[i] = end - step*float32(steps-i-1)
+		}
+	}
+	return out
+}
+
+// addPositions adds the learned position table, bilinearly interpolated
+// from its Side² grid to the image's h×w patches (fast_pos_embed_interpolate:
+// corners at linspace(0, side-1), weights in float32), to each patch row of
+// x in the pixel values' merge-block order, every frame alike.
+func (t *Tower) addPositions(x []float32, g preprocess.Grid) {
+	c := &t.cfg
+	h, side, m := c.Hidden, c.Side(), c.Merge
+	hs, ws := linspace(float32(side-1), g.H), linspace(float32(side-1), g.W)
+	corner := func(v float32) (lo, hi int, d float32) {
+		lo = int(v)
+		return lo, min(lo+1, side-1), v - float32(lo)
+	}
+	frame := g.H * g.W
+	parallel(frame, rowsPerJob, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			// Patch p of a frame in merge-block order sits at (r, col).
+			blk, in := p/(m*m), p%(m*m)
+			r := (blk/(g.W/m))*m + in/m
+			col := (blk%(g.W/m))*m + in%m
+			h0, h1, dh := corner(hs[r])
+			w0, w1, dw := corner(ws[col])
+			wts := [4]float32{(1 - dh) * (1 - dw), (1 - dh) * dw, dh * (1 - dw), dh * dw}
+			idx := [4]int{h0*side + w0, h0*side + w1, h1*side + w0, h1*side + w1}
+			for j := 0; j < h; j++ {
+				v := t.pos[idx[0]*h+j]*wts[0] + t.pos[idx[1]*h+j]*wts[1]
+				v = v + t.pos[idx[2]*h+j]*wts[2]
+				v = v + t.pos[idx[3]*h+j]*wts[3]
+				for f := 0; f < g.T; f++ {
+					x[(f*frame+p)*h+j] += v
+				}
+			}
+		}
+	})
+}
+
+// rotary is the cos and sin of each patch's 2D rotary angles, head_dim/2
+// per patch: its row times the inverse frequencies, then its column times
+// them (rot_pos_emb), the same for every frame.
+func (t *Tower) rotary(g preprocess.Grid) (cos, sin []float32) {
+	c := &t.cfg
+	m, q := c.Merge, len(t.inv)
+	frame := g.H * g.W
+	cos, sin = make([]float32, frame*2*q), make([]float32, frame*2*q)
+	for p := 0; p < frame; p++ {
+		blk, in := p/(m*m), p%(m*m)
+		r := (blk/(g.W/m))*m + in/m
+		col := (blk%(g.W/m))*m + in%m
+		for j, f := range t.inv {
+			for k, pos := range [2]int{r, col} {
+				ang := float64(float32(pos) * f)
+				cos[p*2*q+k*q+j] = float32(math.Cos(ang))
+				sin[p*2*q+k*q+j] = float32(math.Sin(ang))
+			}
+		}
+	}
+	return cos, sin
+}
+
+// attention rotates the queries and keys of qkv ([patches][q | k | v],
+// each heads x head_dim) in place and writes softmax(q kᵀ / √d) v of each
+// frame's patches (every patch sees every patch of its frame) into out,
+// [patches][heads x head_dim].
+func (t *Tower) attention(qkv, out []float32, g preprocess.Grid, cos, sin []float32) {
+	c := &t.cfg
+	n, h, nh, d := g.Patches(), c.Hidden, c.Heads, c.HeadDim()
+	frame, half := g.H*g.W, d/2
+	parallel(n, rowsPerJob, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			cs, sn := cos[(p%frame)*half:][:half], sin[(p%frame)*half:][:half]
+			for part := 0; part < 2; part++ {
+				for hd := 0; hd < nh; hd++ {
+					v := qkv[p*3*h+part*h+hd*d:][:d]
+					for i := 0; i < half; i++ {
+						a, b := v[i], v[i+half]
+						v[i] = a*cs[i] - b*sn[i]
+						v[i+half] = b*cs[i] + a*sn[i]
+					}
+				}
+			}
+		}
+	})
+	scale := float32(1 / math.Sqrt(float64(d)))
+	parallel(n*nh, rowsPerJob, func(lo, hi int) {
+		scores := make([]float32, frame)
+		for job := lo; job < hi; job++ {
+			hd, p := job%nh, job/nh
+			f0 := (p / frame) * frame
+			qi := qkv[p*3*h+hd*d:][:d]
+			best := float32(math.Inf(-1))
+			for k := range scores {
+				s := dot(qi, qkv[(f0+k)*3*h+h+hd*d:][:d]) * scale
+				scores[k] = s
+				best = max(best, s)
+			}
+			var sum float32
+			for k, s := range scores {
+				e := float32(math.Exp(float64(s - best)))
+				scores[k] = e
+				sum += e
+			}
+			o := out[p*h+hd*d:][:d]
+			clear(o)
+			for k, s := range scores {
+				vk := qkv[(f0+k)*3*h+2*h+hd*d:][:d]
+				for i := range o {
+					o[i] += s * vk[i]
+				}
+			}
+			inv := 1 / sum
+			for i := range o {
+				o[i] *= inv
+			}
+		}
+	})
+}

@@ -1,0 +1,126 @@
+package tower
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"petal/engine/checkpoint"
+	"petal/engine/vision/preprocess"
+)
+
+// fixture is tools/visref's vision-a: a tiny checkpoint with a tower and
+// what transformers computed on it.
+var fixture = filepath.Join("..", "..", "testdata", "fixtures", "vision-a")
+
+// featureTolerance is the issue's bound on |feature - transformers'|.
+const featureTolerance = 2e-3
+
+// Reference is the part of vision.json the tests read.
+type Reference struct {
+	Images []struct {
+		Grid    [3]int `json:"grid"`
+		Patches int    `json:"patches"`
+		Tokens  int    `json:"tokens"`
+	} `json:"images"`
+}
+
+func readFloats(t *testing.T, name string) []float32 {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(fixture, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(raw)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out
+}
+
+// Images are the fixture's three images' pixel values and merged features.
+func Images(t *testing.T, tw *Tower) (px []preprocess.Pixels, feats [][]float32) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixture, "vision.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref Reference
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	pixels, features := readFloats(t, "pixels.f32"), readFloats(t, "features.f32")
+	c := tw.Config()
+	for _, im := range ref.Images {
+		n, k := im.Patches*c.PatchDim(), im.Tokens*c.OutHidden
+		px = append(px, preprocess.Pixels{
+			Grid: preprocess.Grid{T: im.Grid[0], H: im.Grid[1], W: im.Grid[2]}, Merge: c.Merge, PatchDim: c.PatchDim(),
+			Values: pixels[:n],
+		})
+		feats = append(feats, features[:k])
+		pixels, features = pixels[n:], features[k:]
+	}
+	if len(pixels) != 0 || len(features) != 0 || len(px) != 3 {
+		t.Fatalf("fixture files hold %d pixel values and %d features past %d images", len(pixels), len(features), len(px))
+	}
+	return px, feats
+}
+
+func open(t *testing.T) *Tower {
+	t.Helper()
+	m, err := checkpoint.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	tw, err := New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tw
+}
+
+// TestFeaturesMatchTransformers encodes the fixture's three images (three
+// sizes and aspect ratios) and compares with get_image_features.
+func TestFeaturesMatchTransformers(t *testing.T) {
+	tw := open(t)
+	px, want := Images(t, tw)
+	for i := range px {
+		got, err := tw.Encode(px[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want[i]) {
+			t.Fatalf("image %d: %d features, want %d", i, len(got), len(want[i]))
+		}
+		worst := 0.0
+		for j := range got {
+			worst = max(worst, math.Abs(float64(got[j]-want[i][j])))
+		}
+		t.Logf("image %d, grid %+v: max |feature - transformers| = %.3g", i, px[i].Grid, worst)
+		if worst > featureTolerance {
+			t.Errorf("image %d: features differ by %g", i, worst)
+		}
+	}
+}
+
+// TestEncodeRefusesBadImages: grids that are not whole merge blocks, past
+// MaxPatches, or whose pixel values are the wrong length.
+func TestEncodeRefusesBadImages(t *testing.T) {
+	tw := open(t)
+	d := tw.Config().PatchDim()
+	for _, px := range []preprocess.Pixels{
+		{Grid: preprocess.Grid{T: 1, H: 3, W: 4}, Values: make([]float32, 12*d)},
+		{Grid: preprocess.Grid{T: 1, H: 4, W: 4}, Values: make([]float32, 15*d)},
+		{Grid: preprocess.Grid{T: 1, H: 512, W: 256}},
+		{Grid: preprocess.Grid{T: 0, H: 4, W: 4}},
+	} {
+		if _, err := tw.Encode(px); !errors.Is(err, ErrBadImage) {
+			t.Errorf("grid %+v, %d values: %v", px.Grid, len(px.Values), err)
+		}
+	}
+}
