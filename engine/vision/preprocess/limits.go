@@ -48,9 +48,7 @@ const (
 	MaxImagesPerRequest = 16
 
 	// MaxAspect is the processor's own refusal (smart_resize raises a
-	// ValueError) of a long side over 200 times the short one; it also
-	// refuses a side shorter than patch_size·merge_size (32 for Qwen3.6),
-	// which [Preprocess] takes from its [Config].
+	// ValueError) of a long side over 200 times the short one.
 	MaxAspect = 200
 )
 

@@ -1,6 +1,7 @@
 package preprocess
 
 import (
+	"errors"
 	"image"
 	"image/color"
 	"math"
@@ -30,16 +31,16 @@ type Pixels struct {
 // Tokens is the number of image tokens the prompt holds for the image.
 func (p Pixels) Tokens() int { return p.Grid.Patches() / (p.Merge * p.Merge) }
 
-// SmartResize is the processor's smart_resize: the size the image is
-// resized to, both sides multiples of cfg.Factor(), the area within
-// [cfg.MinPixels, cfg.MaxPixels] at about the same aspect ratio. Python's
-// round() rounds half to even, as here. It refuses what the processor
-// refuses (a side under the factor, an aspect ratio past [MaxAspect]) with
-// a [*LimitError].
+// SmartResize is the processor's smart_resize (transformers 5.17): the
+// size the image is resized to, both sides multiples of cfg.Factor(), the
+// area within [cfg.MinPixels, cfg.MaxPixels] at about the same aspect
+// ratio. Python's round() rounds half to even, as here. It refuses what
+// the processor refuses, an aspect ratio past [MaxAspect], with a
+// [*LimitError]; any side from 1 up is grown to min_pixels.
 func SmartResize(height, width int, cfg Config) (int, int, error) {
 	f := cfg.Factor()
-	if height < f || width < f {
-		return 0, 0, &LimitError{Limit: "MinSide (patch_size·merge_size)", What: "shorter side", Max: int64(f), Got: int64(min(height, width))}
+	if height < 1 || width < 1 {
+		return 0, 0, invalid("image", errors.New("it has no pixels"))
 	}
 	if float64(max(height, width))/float64(min(height, width)) > MaxAspect {
 		return 0, 0, &LimitError{Limit: "MaxAspect", What: "long side / short side", Max: MaxAspect, Got: int64(max(height, width) / min(height, width))}
