@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"petal/engine/chattemplate"
@@ -46,6 +47,9 @@ type chatRequest struct {
 
 	Logprobs    *bool `json:"logprobs"`
 	TopLogprobs *int  `json:"top_logprobs"`
+
+	// images are the image_url parts read by toService.
+	imgs imageSet
 }
 
 // chatInputMsg is a message of the request: the template's, with the
@@ -91,7 +95,7 @@ func (c *chatRequest) toService() (*service.Request, error) {
 		return nil, err
 	}
 	msgs := c.templateMessages()
-	if err := textOnly(msgs); err != nil {
+	if err := c.imgs.fromParts(msgs); err != nil {
 		return nil, err
 	}
 	tools := c.Tools
@@ -130,18 +134,55 @@ func (c *chatRequest) toService() (*service.Request, error) {
 	return req, nil
 }
 
-// textOnly refuses messages holding parts that are not text (image_url,
-// input_audio, file), which the model cannot read, rather than dropping them.
-func textOnly(msgs []chattemplate.Message) error {
+// fromParts takes the image_url parts of msgs into s, each replaced by
+// the template's image part, and refuses the other parts that are not text
+// (input_audio, file), which the model cannot read, rather than dropping
+// them.
+func (s *imageSet) fromParts(msgs []chattemplate.Message) error {
 	for i, m := range msgs {
-		if m.Content == nil {
+		if m.Content == nil || m.Content.Parts == nil {
 			continue
 		}
-		for _, p := range m.Content.Parts {
-			if !chattemplate.TextPart(p.Type) {
-				return notText(fmt.Sprintf("message %d", i), p.Type)
+		parts := slices.Clone(m.Content.Parts)
+		for j, p := range parts {
+			if chattemplate.TextPart(p.Type) {
+				continue
+			}
+			where := fmt.Sprintf("messages[%d].content[%d]", i, j)
+			if p.Type != "image_url" {
+				return notText(where, p.Type)
+			}
+			raw, err := p.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			var f struct {
+				ImageURL json.RawMessage `json:"image_url"`
+			}
+			if err := json.Unmarshal(raw, &f); err != nil {
+				return errImage(where, "the part is malformed: %v", err)
+			}
+			// image_url is an object with url (and detail, which changes
+			// nothing: the processor sizes every image alike); a few
+			// clients send the URL string itself.
+			var url struct {
+				URL string `json:"url"`
+			}
+			where += ".image_url"
+			if firstNonSpace(f.ImageURL) == '"' {
+				err = json.Unmarshal(f.ImageURL, &url.URL)
+			} else {
+				where += ".url"
+				err = json.Unmarshal(f.ImageURL, &url)
+			}
+			if err != nil || url.URL == "" {
+				return errImage(where, "an image_url part needs image_url.url, a data: URL such as data:image/png;base64,...")
+			}
+			if parts[j], err = s.addURL(where, url.URL); err != nil {
+				return err
 			}
 		}
+		msgs[i].Content = &chattemplate.Content{Parts: parts}
 	}
 	return nil
 }
@@ -379,3 +420,5 @@ func legacyDelta(d *chatMessage) *chatMessage {
 	}
 	return &chatMessage{FunctionCall: &toolFunction{Name: c.Function.Name, Arguments: c.Function.Arguments}}
 }
+
+func (c *chatRequest) images() *imageSet { return &c.imgs }

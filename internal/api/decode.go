@@ -197,6 +197,8 @@ func decodeJSON(ctx context.Context, data []byte, v any) error {
 // generationRequest is a request body that maps to a generation.
 type generationRequest interface {
 	toService() (*service.Request, error)
+	// images are the images toService read, not yet decoded.
+	images() *imageSet
 }
 
 // begin decodes r's body into body, maps it to a generation request from
@@ -207,6 +209,9 @@ func (s *Server) begin(r *http.Request, body generationRequest) (*service.Genera
 	}
 	req, err := body.toService()
 	if err != nil {
+		return nil, err
+	}
+	if err := s.readImages(req, body.images()); err != nil {
 		return nil, err
 	}
 	req.Client = clientOf(r)

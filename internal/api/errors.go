@@ -37,10 +37,10 @@ func badParam(param, format string, args ...any) *apiError {
 	return e
 }
 
-// notText refuses a content part or block that is not text, in the same
-// words on every API, until the model has a vision path.
+// notText refuses a content part or block that is neither text nor an
+// image (audio, a file, a document), in the same words on every API.
 func notText(where, typ string) *apiError {
-	e := badParam("messages", "%s holds content of type %q, but this model reads text only: send the content as text", where, typ)
+	e := badParam("messages", "%s holds content of type %q, which Petal cannot read (it reads text and images): send the content as text", where, typ)
 	e.Code = "unsupported_content"
 	return e
 }

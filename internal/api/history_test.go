@@ -56,7 +56,7 @@ func TestLooseToolArguments(t *testing.T) {
 
 // TestImagesRefusedAlike checks that an image is refused with the same
 // words wherever it comes: in a user turn or inside a tool's result, on
-// each API, since the model reads text only.
+// each API, since the loaded model is text-only.
 func TestImagesRefusedAlike(t *testing.T) {
 	ts := newTestServer(t, service.Options{}, Options{}, constant("ok"))
 	const png = `"data:image/png;base64,iVBORw0KGgo="`
@@ -73,7 +73,7 @@ func TestImagesRefusedAlike(t *testing.T) {
 			Error struct{ Message string }
 		}
 		json.Unmarshal([]byte(text), &e)
-		if resp.StatusCode != 400 || !strings.Contains(e.Error.Message, "but this model reads text only: send the content as text") {
+		if resp.StatusCode != 400 || !strings.Contains(e.Error.Message, `is an image, but the loaded model "qwen-test" is text-only`) {
 			t.Errorf("%s: status %d: %s", tc.name, resp.StatusCode, text)
 		}
 	}

@@ -43,6 +43,9 @@ type messagesRequest struct {
 	// constrain the reply to a JSON schema.
 	OutputFormat json.RawMessage `json:"output_format"`
 	OutputConfig json.RawMessage `json:"output_config"`
+
+	// images are the image blocks read by toService.
+	imgs imageSet
 }
 
 type anthropicMessage struct {
@@ -65,6 +68,30 @@ type anthropicBlock struct {
 	// tool_removal's (see toolSet).
 	ToolName string      `json:"tool_name"`
 	Tool     *toolChange `json:"tool"`
+	// Source is an image's.
+	Source *anthropicSource `json:"source"`
+}
+
+// anthropicSource is where an image block's picture is: inline as base64
+// (the only kind read), or by url or file_id.
+type anthropicSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// addBlock takes an image block's picture; where names the block.
+func (s *imageSet) addBlock(where string, b anthropicBlock) (chattemplate.ContentPart, error) {
+	where += ".source"
+	switch {
+	case b.Source == nil:
+		return chattemplate.ContentPart{}, errImage(where, "an image block needs a source")
+	case b.Source.Type == "url":
+		return chattemplate.ContentPart{}, errRemoteImage(where)
+	case b.Source.Type != "base64":
+		return chattemplate.ContentPart{}, errImage(where, "source.type %q cannot be read; send {\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":...}", b.Source.Type)
+	}
+	return s.addBase64(where, b.Source.MediaType, b.Source.Data)
 }
 
 // anthropicContent is content as clients send it: a string (one text
@@ -149,7 +176,7 @@ func (m *messagesRequest) toService() (*service.Request, error) {
 		var out []chattemplate.Message
 		switch msg.Role {
 		case "user":
-			out, err = userMessages(i, msg.Content, tools)
+			out, err = userMessages(i, msg.Content, tools, &m.imgs)
 		case "assistant":
 			out, err = assistantMessage(i, msg.Content)
 		case "system":
@@ -192,8 +219,8 @@ func (m *messagesRequest) toService() (*service.Request, error) {
 	return req, nil
 }
 
-// textParts are the text blocks of content; anything else is refused,
-// images because the model reads text only.
+// textParts are the text blocks of content (the system prompt's); anything
+// else is refused, images because the template takes none there.
 func textParts(content anthropicContent, where string) ([]chattemplate.ContentPart, error) {
 	parts := make([]chattemplate.ContentPart, 0, len(content))
 	for _, b := range content {
@@ -206,7 +233,10 @@ func textParts(content anthropicContent, where string) ([]chattemplate.ContentPa
 }
 
 func blockError(where, typ string) error {
-	if typ == "image" || typ == "document" {
+	switch typ {
+	case "image":
+		return badParam("messages", "%s holds an image, which may only come in a user turn or a tool_result", where)
+	case "document":
 		return notText(where, typ)
 	}
 	return badParam("messages", "%s holds a block of type %q, which is not allowed there", where, typ)
@@ -235,9 +265,9 @@ func systemMessage(i int, content anthropicContent, tools *toolSet) ([]chattempl
 	return []chattemplate.Message{{Role: "system", Content: &chattemplate.Content{Parts: parts}}}, nil
 }
 
-// userMessages maps a user turn: its text as a user message, each
-// tool_result as a tool message, in the order they come.
-func userMessages(i int, content anthropicContent, tools *toolSet) ([]chattemplate.Message, error) {
+// userMessages maps a user turn: its text and images as a user message,
+// each tool_result as a tool message, in the order they come.
+func userMessages(i int, content anthropicContent, tools *toolSet, images *imageSet) ([]chattemplate.Message, error) {
 	where := fmt.Sprintf("message %d", i)
 	var out []chattemplate.Message
 	var text []chattemplate.ContentPart
@@ -247,15 +277,21 @@ func userMessages(i int, content anthropicContent, tools *toolSet) ([]chattempla
 			text = nil
 		}
 	}
-	for _, b := range content {
+	for j, b := range content {
 		switch b.Type {
 		case "text":
 			text = append(text, chattemplate.ContentPart{Type: "text", Text: b.Text})
+		case "image":
+			part, err := images.addBlock(fmt.Sprintf("messages[%d].content[%d]", i, j), b)
+			if err != nil {
+				return nil, err
+			}
+			text = append(text, part)
 		case "tool_result":
 			if b.ToolUseID == "" {
 				return nil, badParam("messages", "%s: a tool_result needs the tool_use_id of its call", where)
 			}
-			parts, err := tools.toolResultParts(where+"'s tool_result", b.Content)
+			parts, err := tools.toolResultParts(where+"'s tool_result", fmt.Sprintf("messages[%d].content[%d].content", i, j), b.Content, images)
 			if err != nil {
 				return nil, err
 			}
@@ -612,6 +648,9 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.readImages(req, &body.imgs); err != nil {
+		return err
+	}
 	tokens, err := s.svc.Tokens(r.Context(), req)
 	if err != nil {
 		return err
@@ -661,3 +700,5 @@ func anthropicErrorBody(e *apiError) anthropicError {
 	}
 	return out
 }
+
+func (m *messagesRequest) images() *imageSet { return &m.imgs }

@@ -10,7 +10,9 @@ import (
 // modelEntry is a model in /v1/models. Besides OpenAI's fields it carries
 // the context length under the names that clients read: OpenRouter's and
 // llama.cpp's context_length, vLLM's max_model_len, LM Studio's
-// max_context_length and loaded_context_length.
+// max_context_length and loaded_context_length, and what it can do as LM
+// Studio says it: capabilities.vision, and type "vlm" for a model that
+// reads images, "llm" for one that reads text only (its v0 API's word).
 type modelEntry struct {
 	ID                  string `json:"id"`
 	Object              string `json:"object"`
@@ -20,13 +22,23 @@ type modelEntry struct {
 	MaxModelLen         int    `json:"max_model_len"`
 	MaxContextLength    int    `json:"max_context_length"`
 	LoadedContextLength int    `json:"loaded_context_length"`
+	Type                string `json:"type"`
+	Capabilities        struct {
+		Vision            bool `json:"vision"`
+		TrainedForToolUse bool `json:"trained_for_tool_use"`
+	} `json:"capabilities"`
 }
 
 func (s *Server) model() modelEntry {
 	info := s.svc.Info()
-	return modelEntry{ID: info.Name, Object: "model", Created: info.Created.Unix(), OwnedBy: "petal",
+	m := modelEntry{ID: info.Name, Object: "model", Created: info.Created.Unix(), OwnedBy: "petal",
 		ContextLength: info.ContextLength, MaxModelLen: info.ContextLength, MaxContextLength: info.ContextLength,
-		LoadedContextLength: info.ContextLength}
+		LoadedContextLength: info.ContextLength, Type: "llm"}
+	if info.Vision {
+		m.Type = "vlm"
+	}
+	m.Capabilities.Vision, m.Capabilities.TrainedForToolUse = info.Vision, info.Chat
+	return m
 }
 
 // anthropicModel is a model in Anthropic's Models API.

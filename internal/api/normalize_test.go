@@ -40,7 +40,7 @@ func TestSystemMessagesAnywhere(t *testing.T) {
 }
 
 // TestImagesRefused: an image on /v1 was dropped silently while /v1/messages
-// refused it; both now answer the same clear 400.
+// refused it; both now answer the same clear 400 for a text-only model.
 func TestImagesRefused(t *testing.T) {
 	ts := newTestServer(t, service.Options{}, Options{}, constant("ok"))
 	for _, c := range []struct{ path, body string }{
@@ -48,7 +48,7 @@ func TestImagesRefused(t *testing.T) {
 		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`},
 	} {
 		resp, body := do(t, post(t, ts.URL+c.path, c.body))
-		if resp.StatusCode != 400 || !strings.Contains(body, "reads text only") {
+		if resp.StatusCode != 400 || !strings.Contains(body, "is text-only") {
 			t.Errorf("%s: %d %s", c.path, resp.StatusCode, body)
 		}
 	}

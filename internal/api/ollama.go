@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"petal/engine/chattemplate"
@@ -33,8 +34,8 @@ type ollamaMessage struct {
 	Thinking  string           `json:"thinking,omitempty"`
 	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
 	ToolName  string           `json:"tool_name,omitempty"`
-	// Images are base64 pictures, which this model cannot see: a message
-	// with any is refused rather than read without them.
+	// Images are base64 pictures, which the message shows before its
+	// text, as Ollama renders them.
 	Images []string `json:"images,omitempty"`
 }
 
@@ -68,6 +69,34 @@ type ollamaChatRequest struct {
 
 	Logprobs    bool `json:"logprobs"`
 	TopLogprobs *int `json:"top_logprobs"`
+
+	// images are the messages' images read by toService.
+	imgs imageSet
+}
+
+// ollamaContent is a message's content with its images (Ollama's base64,
+// which may also come as a data: URL), each as the template's image part
+// before the text.
+func (s *imageSet) ollamaContent(param string, images []string, text string) (*chattemplate.Content, error) {
+	if len(images) == 0 {
+		return chattemplate.TextContent(text), nil
+	}
+	parts := make([]chattemplate.ContentPart, 0, len(images)+1)
+	for k, img := range images {
+		where := fmt.Sprintf("%s[%d]", param, k)
+		var part chattemplate.ContentPart
+		var err error
+		if strings.HasPrefix(img, "data:") {
+			part, err = s.addURL(where, img)
+		} else {
+			part, err = s.addBase64(where, "", img)
+		}
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, part)
+	}
+	return &chattemplate.Content{Parts: append(parts, chattemplate.ContentPart{Type: "text", Text: text})}, nil
 }
 
 // toService maps the request. "think" is a boolean or an effort name.
@@ -80,10 +109,11 @@ func (o *ollamaChatRequest) toService() (*service.Request, error) {
 	}
 	msgs := make([]chattemplate.Message, len(o.Messages))
 	for i, m := range o.Messages {
-		if len(m.Images) > 0 {
-			return nil, notText(fmt.Sprintf("messages[%d]", i), "image")
+		content, err := o.imgs.ollamaContent(fmt.Sprintf("messages[%d].images", i), m.Images, m.Content)
+		if err != nil {
+			return nil, err
 		}
-		msgs[i] = chattemplate.Message{Role: m.Role, Content: chattemplate.TextContent(m.Content), Name: m.ToolName}
+		msgs[i] = chattemplate.Message{Role: m.Role, Content: content, Name: m.ToolName}
 		if m.Thinking != "" {
 			msgs[i].ReasoningContent = &m.Thinking
 		}
@@ -256,6 +286,9 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, err := body.toService()
 	if err != nil {
+		return err
+	}
+	if err := s.readImages(req, &body.imgs); err != nil {
 		return err
 	}
 	req.Client = clientOf(r)
@@ -445,6 +478,11 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) error {
 	caps := []string{"completion"}
 	if info.Chat {
 		caps = append(caps, "tools", "thinking")
+	}
+	if info.Vision {
+		// Ollama's word for a model that takes images, which clients
+		// check before they offer to attach one.
+		caps = append(caps, "vision")
 	}
 	if _, _, err := s.fim(fimInput{}, nil); err == nil {
 		// Ollama's word for a suffix taken (fill-in-the-middle), which

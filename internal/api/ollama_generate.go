@@ -34,14 +34,19 @@ type ollamaGenerateRequest struct {
 
 	Logprobs    bool `json:"logprobs"`
 	TopLogprobs *int `json:"top_logprobs"`
+
+	// images are Images read by toService.
+	imgs imageSet
 }
 
 // toService maps the request; the prompt of a request with a suffix or
 // that continues a "context" is completed by the caller.
 func (o *ollamaGenerateRequest) toService() (*service.Request, error) {
 	switch {
-	case len(o.Images) > 0:
-		return nil, notText("the request", "image")
+	case len(o.Images) > 0 && (o.Raw || o.Suffix != "" || len(o.Context) > 0):
+		// Those prompts reach the model as token ids without the
+		// template, which is what places an image in the prompt.
+		return nil, badParam("images", "images go through the chat template: send them without raw, suffix or context")
 	case o.Template != "":
 		return nil, badParam("template", "template overrides are not supported: the model's own chat template is used (send raw:true with a prompt you formatted)")
 	case len(o.Context) > MaxOllamaContext:
@@ -65,7 +70,11 @@ func (o *ollamaGenerateRequest) toService() (*service.Request, error) {
 	if o.System != "" {
 		req.Messages = append(req.Messages, chattemplate.Message{Role: "system", Content: chattemplate.TextContent(o.System)})
 	}
-	req.Messages = append(req.Messages, chattemplate.Message{Role: "user", Content: chattemplate.TextContent(o.Prompt)})
+	content, err := o.imgs.ollamaContent("images", o.Images, o.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	req.Messages = append(req.Messages, chattemplate.Message{Role: "user", Content: content})
 	req.Kwargs = ollamaThink(o.Think)
 	return req, nil
 }
@@ -106,6 +115,9 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, err := body.toService()
 	if err != nil {
+		return err
+	}
+	if err := s.readImages(req, &body.imgs); err != nil {
 		return err
 	}
 	req.Client = clientOf(r)

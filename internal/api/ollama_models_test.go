@@ -68,8 +68,8 @@ func TestOllamaModelManagement(t *testing.T) {
 	}
 }
 
-// TestOllamaChatGaps: images were dropped without a word (they are refused
-// in the words every route uses), an empty
+// TestOllamaChatGaps: images were dropped without a word (a text-only model
+// refuses them in the words every route uses), an empty
 // messages list (a preload) was a 400, keep_alive 0 answered "load" and
 // num_ctx was ignored (issue 30 item 8).
 func TestOllamaChatGaps(t *testing.T) {
@@ -79,7 +79,7 @@ func TestOllamaChatGaps(t *testing.T) {
 		return strings.Repeat("word ", 100)
 	})
 	resp, body := do(t, post(t, ts.URL+"/api/chat", `{"stream":false,"messages":[{"role":"user","content":"what is this?","images":["iVBORw0KGgo="]}]}`))
-	if msg := ollamaError(t, body); resp.StatusCode != 400 || msg != notText("messages[0]", "image").Message {
+	if msg := ollamaError(t, body); resp.StatusCode != 400 || msg != errTextOnly("messages[0].images[0]", "qwen-test").Message {
 		t.Errorf("images: %d %s", resp.StatusCode, body)
 	}
 	if generated.Load() != 0 {

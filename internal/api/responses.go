@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"petal/engine/chattemplate"
@@ -50,6 +51,8 @@ type responsesRequest struct {
 	conversation, own []json.RawMessage
 	// modelTools tell what each tool offered to the model stands for.
 	modelTools map[string]modelTool
+	// images are the input_image parts read by toService.
+	imgs imageSet
 }
 
 // stored reports whether the response is to be stored: OpenAI's default.
@@ -80,6 +83,9 @@ type responsesItem struct {
 type responsesPart struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+	// ImageURL and FileID are an input_image's.
+	ImageURL string `json:"image_url"`
+	FileID   string `json:"file_id"`
 }
 
 func (q *responsesRequest) toService() (*service.Request, error) {
@@ -153,13 +159,20 @@ func (q *responsesRequest) messages() ([]chattemplate.Message, error) {
 		where := fmt.Sprintf("input item %d", i)
 		switch it.Type {
 		case "message", "":
+			switch it.Role {
+			case "user", "system", "developer":
+				content, err := q.imgs.itemContent(where, fmt.Sprintf("input[%d].content", i), it.Content)
+				if err != nil {
+					return nil, err
+				}
+				msgs = append(msgs, chattemplate.Message{Role: it.Role, Content: content})
+				continue
+			}
 			text, err := itemText(where, it.Content)
 			if err != nil {
 				return nil, err
 			}
 			switch it.Role {
-			case "user", "system", "developer":
-				msgs = append(msgs, chattemplate.Message{Role: it.Role, Content: chattemplate.TextContent(text)})
 			case "assistant":
 				m := assistant()
 				if m.Content != nil && m.Content.Text != nil {
@@ -224,11 +237,11 @@ func (q *responsesRequest) messages() ([]chattemplate.Message, error) {
 			if it.CallID == "" {
 				return nil, badParam("input", "%s: a %s needs the call_id of its call", where, it.Type)
 			}
-			text, err := itemText(where, it.Output)
+			content, err := q.imgs.itemContent(where, fmt.Sprintf("input[%d].output", i), it.Output)
 			if err != nil {
 				return nil, err
 			}
-			msgs = append(msgs, chattemplate.Message{Role: "tool", ToolCallID: it.CallID, Content: chattemplate.TextContent(text)})
+			msgs = append(msgs, chattemplate.Message{Role: "tool", ToolCallID: it.CallID, Content: content})
 		default:
 			return nil, badParam("input", "%s has type %q, which this server cannot take (it takes message, reasoning, function_call, custom_tool_call, local_shell_call, their outputs and item_reference)", where, it.Type)
 		}
@@ -282,6 +295,38 @@ func (q *responsesRequest) resolve() error {
 		q.own = append(q.own, raw)
 	}
 	return nil
+}
+
+// itemContent reads content given as a string or as parts of text and
+// input_image; param is its path in the request, for the images' errors.
+// Content without images is one string, as itemText reads it.
+func (s *imageSet) itemContent(where, param string, raw json.RawMessage) (*chattemplate.Content, error) {
+	var parts []responsesPart
+	if firstNonSpace(raw) != '[' || json.Unmarshal(raw, &parts) != nil ||
+		!slices.ContainsFunc(parts, func(p responsesPart) bool { return p.Type == "input_image" }) {
+		text, err := itemText(where, raw)
+		return chattemplate.TextContent(text), err
+	}
+	out := make([]chattemplate.ContentPart, 0, len(parts))
+	for k, p := range parts {
+		switch {
+		case p.Type == "input_image" && p.ImageURL != "":
+			part, err := s.addURL(fmt.Sprintf("%s[%d].image_url", param, k), p.ImageURL)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, part)
+		case p.Type == "input_image":
+			// A file_id names an upload to OpenAI's Files API, which
+			// this server does not keep.
+			return nil, errImage(fmt.Sprintf("%s[%d]", param, k), "an input_image needs image_url as a data: URL (data:image/png;base64,...); file_id names an upload this server does not have")
+		case chattemplate.TextPart(p.Type) || p.Type == "refusal":
+			out = append(out, chattemplate.ContentPart{Type: "text", Text: p.Text})
+		default:
+			return nil, notText(where, p.Type)
+		}
+	}
+	return &chattemplate.Content{Parts: out}, nil
 }
 
 // itemText reads content given as a string or as text parts.
@@ -641,3 +686,5 @@ func (s *Server) keep(q *responsesRequest, resp *responseObject) {
 	}
 	s.stored.put(resp.ID, conversation, own)
 }
+
+func (q *responsesRequest) images() *imageSet { return &q.imgs }

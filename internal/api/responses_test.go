@@ -187,7 +187,7 @@ func TestResponsesErrors(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{`{"input":"hi","previous_response_id":"resp_1"}`, `previous response \"resp_1\" was not found`},
 		{`{"input":[{"type":"item_reference","id":"x"}]}`, `refers to item \"x\", which was not found`},
-		{`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}]}`, "reads text only"},
+		{`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}]}`, "the data URL has no comma"},
 		{`{"input":[{"type":"hologram"}]}`, "hologram"},
 		{`{"input":5}`, "string or a list"},
 		{`{"input":[]}`, "at least one"},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -107,16 +108,23 @@ func (s *toolSet) change(where string, b anthropicBlock) error {
 	return badParam("messages", "%s: a tool_addition's tool must be {\"type\":\"tool_reference\",\"name\":...} or {\"type\":\"tool_definition\",\"definition\":{...}}", where)
 }
 
-// toolResultParts maps a tool_result's content: text as text, and each
-// tool_reference as the name of the tool it loads, on a line of its own,
-// while the tool joins the offered list.
-func (s *toolSet) toolResultParts(where string, content anthropicContent) ([]chattemplate.ContentPart, error) {
+// toolResultParts maps a tool_result's content: text as text, images
+// (a screenshot, a PNG the agent read) as images, and each tool_reference
+// as the name of the tool it loads, on a line of its own, while the tool
+// joins the offered list. param is the content's path in the request.
+func (s *toolSet) toolResultParts(where, param string, content anthropicContent, images *imageSet) ([]chattemplate.ContentPart, error) {
 	parts := make([]chattemplate.ContentPart, 0, len(content))
 	var names []string
-	for _, b := range content {
+	for k, b := range content {
 		switch b.Type {
 		case "text":
 			parts = append(parts, chattemplate.ContentPart{Type: "text", Text: b.Text})
+		case "image":
+			part, err := images.addBlock(fmt.Sprintf("%s[%d]", param, k), b)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, part)
 		case "tool_reference":
 			if b.ToolName == "" {
 				return nil, badParam("messages", "%s: a tool_reference needs a tool_name", where)

@@ -182,10 +182,17 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	var hit cacheHit
 	var seq engine.Sequence
 	s.onEngine(func() {
-		if hit, err = s.lookup(p.tokens[:len(p.tokens)-1]); err == nil {
+		// A prompt with images shares no prefix (see ImageSpan).
+		if len(p.images) == 0 {
+			hit, err = s.lookup(p.tokens[:len(p.tokens)-1])
+		}
+		if err == nil {
 			if seq = hit.seq; seq == nil {
 				seq, err = s.model.NewSequence()
 			}
+		}
+		if err == nil && len(p.images) > 0 {
+			err = placeImagesIn(seq, p.images)
 		}
 	})
 	if err != nil {
@@ -258,17 +265,19 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		params.Seed = &seed
 		d.Picker, d.Sampling = sampler, &engine.Sampling{Params: params, Prompt: p.tokens, Bias: p.bias}
 	}
-	turns := s.snapshotPoints(p.tokens)
-	for _, b := range s.withLongPromptPoints(turns, len(p.tokens)) {
-		if b > cached {
-			d.Splits = append(d.Splits, b-cached)
+	if len(p.images) == 0 {
+		turns := s.snapshotPoints(p.tokens)
+		for _, b := range s.withLongPromptPoints(turns, len(p.tokens)) {
+			if b > cached {
+				d.Splits = append(d.Splits, b-cached)
+			}
 		}
-	}
-	d.AtSplit = func(n int, seq engine.Sequence) {
-		if slices.Contains(turns, cached+n) {
-			s.snapshot(p.tokens[:cached+n], seq)
-		} else {
-			s.disk.put(p.tokens[:cached+n], seq)
+		d.AtSplit = func(n int, seq engine.Sequence) {
+			if slices.Contains(turns, cached+n) {
+				s.snapshot(p.tokens[:cached+n], seq)
+			} else {
+				s.disk.put(p.tokens[:cached+n], seq)
+			}
 		}
 	}
 	var st engine.DecodeStats
@@ -300,12 +309,14 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	// The sequence holds the prompt and the picked tokens it was fed: all
 	// of them, or all but the last.
 	fed := slices.Concat(p.tokens, picked)[:seq.Len()]
-	s.onEngine(func() {
-		s.disk.put(fed, seq)
-		if s.cache.put(fed, seq) {
-			seq = nil
-		}
-	})
+	if len(p.images) == 0 {
+		s.onEngine(func() {
+			s.disk.put(fed, seq)
+			if s.cache.put(fed, seq) {
+				seq = nil
+			}
+		})
+	}
 	return sum, nil
 }
 

@@ -53,6 +53,9 @@ type Request struct {
 	// Client names who asks, for the queue's fairness: requests of
 	// different clients take turns. "" is a client like any other.
 	Client string
+	// Images are the pictures of Messages, in the order of their markers
+	// in the rendered prompt.
+	Images []Image
 }
 
 // ToolChoice is OpenAI's tool_choice and Anthropic's, in one.
@@ -107,6 +110,8 @@ type prepared struct {
 	thinking bool
 	logprobs bool
 	top      int
+	// images are the request's images where their pads are in tokens.
+	images []ImageSpan
 	// cached is set by run once the prefix cache was read.
 	cached int
 	// logprobs of the reply tokens so far, as run adds them; the first
@@ -179,6 +184,9 @@ func (s *Service) prepare(ctx context.Context, req *Request) (*prepared, error) 
 			return nil, &ContextError{PromptTokens: least, ContextLength: ctxLen}
 		}
 		p.tokens = s.tok.Encode(text)
+	}
+	if p.tokens, p.images, err = s.placeImages(p.tokens, req.Images); err != nil {
+		return nil, err
 	}
 	if len(p.tokens) >= ctxLen {
 		return nil, &ContextError{PromptTokens: len(p.tokens), ContextLength: ctxLen}

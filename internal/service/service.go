@@ -118,6 +118,9 @@ type Info struct {
 	Created time.Time
 	// Dir is the checkpoint folder.
 	Dir string
+	// Vision is true when the model reads images (it has a vision tower);
+	// a text-only model refuses them.
+	Vision bool
 }
 
 // New builds a service over model, reading the tokenizer, chat template
@@ -210,7 +213,7 @@ func readGenerationConfig(dir string) (sample.GenerationConfig, error) {
 
 // Info describes the served model.
 func (s *Service) Info() Info {
-	return Info{Name: s.name, ContextLength: s.ctxLen, Chat: s.tmpl != nil, Vocab: s.vocab.Size, Created: s.stats.started, Dir: s.dir}
+	return Info{Name: s.name, ContextLength: s.ctxLen, Chat: s.tmpl != nil, Vocab: s.vocab.Size, Created: s.stats.started, Dir: s.dir, Vision: s.vision()}
 }
 
 // Tokenizer is the model's tokenizer.
@@ -226,7 +229,8 @@ func (s *Service) Tokens(ctx context.Context, req *Request) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.tok.Encode(text), nil
+	tokens, _, err := s.placeImages(s.tok.Encode(text), req.Images)
+	return tokens, err
 }
 
 // Close frees the cached sequences. The model belongs to the caller.

@@ -1,0 +1,404 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/png"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"petal/engine"
+	"petal/engine/tokenizer"
+	"petal/internal/service"
+	"petal/internal/service/servicetest"
+)
+
+// visionTokens are the markers Qwen's template writes for an image, which
+// the test tokenizer lacks.
+var visionTokens = []string{"<|vision_start|>", "<|vision_end|>", "<|image_pad|>"}
+
+// visionModel is the scripted model with a vision tower: its sequences
+// keep the images placed in their prompt.
+type visionModel struct {
+	*servicetest.Model
+	mu     sync.Mutex
+	placed [][]service.ImageSpan
+}
+
+func (m *visionModel) Vision() bool { return true }
+
+func (m *visionModel) NewSequence() (engine.Sequence, error) {
+	seq, err := m.Model.NewSequence()
+	return &visionSequence{Sequence: seq, m: m}, err
+}
+
+// spans are the images placed in the last sequence that took any.
+func (m *visionModel) spans() []service.ImageSpan {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.placed) == 0 {
+		return nil
+	}
+	return m.placed[len(m.placed)-1]
+}
+
+type visionSequence struct {
+	engine.Sequence
+	m *visionModel
+}
+
+func (s *visionSequence) PlaceImages(spans []service.ImageSpan) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	s.m.placed = append(s.m.placed, spans)
+	return nil
+}
+
+// newVisionServer is newTestServer over a model with a vision tower and a
+// tokenizer that has the vision markers; the model's reply to a prompt
+// is reply(prompt text).
+func newVisionServer(t testing.TB, reply func(string) string) (*testServer, *visionModel) {
+	t.Helper()
+	dir, _ := servicetest.Folder(t)
+	path := filepath.Join(dir, "tokenizer.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	added := doc["added_tokens"].([]any)
+	for i, s := range visionTokens {
+		added = append(added, map[string]any{"id": 256 + len(servicetest.AddedTokens) + i, "content": s, "single_word": false,
+			"lstrip": false, "rstrip": false, "normalized": false, "special": true})
+	}
+	doc["added_tokens"] = added
+	if data, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := &visionModel{Model: servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, reply))}
+	svc, err := service.New(vm, dir, service.Options{Name: "qwen-vl-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: httptest.NewServer(New(svc, Options{})), svc: svc, model: vm.Model, tok: tok}
+	t.Cleanup(func() {
+		ts.Close()
+		svc.Close()
+	})
+	return ts, vm
+}
+
+// pngOf encodes a w x h gradient as PNG.
+func pngOf(t testing.TB, w, h int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.Set(x, y, color.RGBA{uint8(x * 255 / w), uint8(y * 255 / h), 128, 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// pngClaiming is a tiny PNG whose header claims w x h pixels: a
+// decompression bomb as far as the header tells.
+func pngClaiming(t testing.TB, w, h uint32) []byte {
+	t.Helper()
+	b := pngOf(t, 1, 1)
+	// The signature (8 bytes), IHDR's length and type (8), then its data:
+	// width and height first; its CRC covers type and data (17 bytes).
+	binary.BigEndian.PutUint32(b[16:], w)
+	binary.BigEndian.PutUint32(b[20:], h)
+	binary.BigEndian.PutUint32(b[29:], crc32.ChecksumIEEE(b[12:29]))
+	return b
+}
+
+func dataURL(b []byte) string { return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b) }
+
+// The two test images and the tokens the processor gives them:
+// smart_resize brings 64x32 up to 384x192 (min_pixels 256²), 72 tokens of
+// 32x32 pixels, and 32x32 up to 256x256, 64 tokens.
+const (
+	wideTokens   = 72
+	squareTokens = 64
+)
+
+// imageSpan is the prompt's run of n pads between the vision markers.
+func imageSpan(n int) string {
+	return "<|vision_start|>" + strings.Repeat("<|image_pad|>", n) + "<|vision_end|>"
+}
+
+// TestImagesEveryRoute sends images in each API's own shape (go-openai's
+// multi-part content, Anthropic's image blocks in a turn and in a
+// tool_result, Ollama's images on /api/chat and /api/generate, the
+// Responses API's input_image) to a model with a vision tower: each image
+// becomes its processor's count of pads between the vision markers, in
+// order, and the sequence is handed the images at those pads.
+func TestImagesEveryRoute(t *testing.T) {
+	var last prompts
+	ts, vm := newVisionServer(t, last.record(constant("a cat")))
+	wide, square := pngOf(t, 64, 32), pngOf(t, 32, 32)
+	b64w, b64s := base64.StdEncoding.EncodeToString(wide), base64.StdEncoding.EncodeToString(square)
+	block := func(b64 string) string {
+		return `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}`
+	}
+	send := func(route, body string) {
+		t.Helper()
+		resp, text := do(t, post(t, ts.URL+route, body))
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", route, resp.StatusCode, text)
+		}
+	}
+	both := imageSpan(wideTokens) + imageSpan(squareTokens)
+	for _, c := range []struct {
+		name string
+		send func()
+		// want is what the prompt holds; images the files in order.
+		want   string
+		images [][]byte
+	}{
+		{"go-openai", func() {
+			_, err := client(ts, "").CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+				Model: "gpt-4o",
+				Messages: []openai.ChatCompletionMessage{{Role: "user", MultiContent: []openai.ChatMessagePart{
+					{Type: openai.ChatMessagePartTypeText, Text: "what is this?"},
+					{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: dataURL(wide), Detail: openai.ImageURLDetailHigh}},
+					{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: dataURL(square)}},
+				}}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, "what is this?" + both, [][]byte{wide, square}},
+		{"anthropic turn", func() {
+			send("/v1/messages", `{"model":"claude","max_tokens":50,"messages":[{"role":"user","content":[`+block(b64w)+`,{"type":"text","text":"Describe this image."}]}]}`)
+		}, imageSpan(wideTokens) + "Describe this image.", [][]byte{wide}},
+		{"anthropic tool_result", func() {
+			send("/v1/messages", `{"model":"claude","max_tokens":50,"messages":[{"role":"user","content":"open it"},`+
+				`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/tmp/a.png"}}]},`+
+				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[`+block(b64s)+`]},{"type":"text","text":"and this one"},`+block(b64w)+`]}]}`)
+		}, "<tool_response>\n" + imageSpan(squareTokens) + "\n</tool_response>", [][]byte{square, wide}},
+		{"ollama chat", func() {
+			send("/api/chat", `{"model":"qwen3.6","stream":false,"messages":[{"role":"user","content":"what is in these?","images":["`+b64w+`","`+b64s+`"]}]}`)
+		}, both + "what is in these?", [][]byte{wide, square}},
+		{"ollama generate", func() {
+			send("/api/generate", `{"model":"qwen3.6","stream":false,"prompt":"what is this?","images":["`+b64s+`"]}`)
+		}, imageSpan(squareTokens) + "what is this?", [][]byte{square}},
+		{"responses", func() {
+			send("/v1/responses", `{"model":"gpt-4.1","input":[{"role":"user","content":[{"type":"input_text","text":"what is in this image?"},{"type":"input_image","image_url":"`+dataURL(wide)+`","detail":"auto"}]}]}`)
+		}, "what is in this image?" + imageSpan(wideTokens), [][]byte{wide}},
+	} {
+		c.send()
+		last.mu.Lock()
+		prompt := last.p
+		last.mu.Unlock()
+		if !strings.Contains(prompt, c.want) {
+			t.Errorf("%s: the prompt lacks %q:\n%s", c.name, c.want, prompt)
+		}
+		if n, want := strings.Count(prompt, "<|image_pad|>"), 0; n == want {
+			t.Errorf("%s: no pads in the prompt", c.name)
+		}
+		spans := vm.spans()
+		if len(spans) != len(c.images) {
+			t.Fatalf("%s: %d images placed, want %d", c.name, len(spans), len(c.images))
+		}
+		ids := ts.tok.Encode(prompt)
+		pad, _ := ts.tok.TokenID("<|image_pad|>")
+		for i, sp := range spans {
+			if sp.Hash != sha256.Sum256(c.images[i]) {
+				t.Errorf("%s: image %d is not the file sent there", c.name, i)
+			}
+			n := sp.Pixels.Tokens()
+			if sp.Start <= 0 || sp.Start+n > len(ids) || ids[sp.Start-1] == pad || ids[sp.Start] != pad || ids[sp.Start+n-1] != pad || ids[sp.Start+n] == pad {
+				t.Errorf("%s: image %d placed at %d for %d tokens, not at its run of pads", c.name, i, sp.Start, n)
+			}
+			if len(sp.Pixels.Values) != sp.Pixels.Grid.Patches()*sp.Pixels.PatchDim {
+				t.Errorf("%s: image %d has %d pixel values for grid %v", c.name, i, len(sp.Pixels.Values), sp.Pixels.Grid)
+			}
+		}
+	}
+}
+
+// TestImagesTextOnlyEveryRoute: a model without a vision tower refuses an
+// image with a 400 that says the model is text-only, in each API's error
+// shape, and names where the image was; the model reads nothing.
+func TestImagesTextOnlyEveryRoute(t *testing.T) {
+	var calls sync.Mutex
+	read := 0
+	ts := newTestServer(t, service.Options{}, Options{}, func(string) string {
+		calls.Lock()
+		read++
+		calls.Unlock()
+		return "ok"
+	})
+	b64 := base64.StdEncoding.EncodeToString(pngOf(t, 32, 32))
+	block := `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}`
+	for _, c := range []struct {
+		route, body, where string
+		// message reads the error's text from the route's shape.
+		message func(string) string
+	}{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]}]}`, "messages[0].content[1].image_url.url", openAIErrorText},
+		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[` + block + `]}]}`, "messages[0].content[0].source", anthropicErrorText},
+		{"/v1/messages/count_tokens", `{"messages":[{"role":"user","content":[` + block + `]}]}`, "messages[0].content[0].source", anthropicErrorText},
+		{"/api/chat", `{"stream":false,"messages":[{"role":"user","content":"hi","images":["` + b64 + `"]}]}`, "messages[0].images[0]", ollamaErrorText},
+		{"/api/generate", `{"stream":false,"prompt":"hi","images":["` + b64 + `"]}`, "images[0]", ollamaErrorText},
+		{"/v1/responses", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,` + b64 + `"}]}]}`, "input[0].content[0].image_url", openAIErrorText},
+	} {
+		resp, body := do(t, post(t, ts.URL+c.route, c.body))
+		want := errTextOnly(c.where, "qwen-test").Message
+		if resp.StatusCode != 400 || c.message(body) != want {
+			t.Errorf("%s: %d %s\nwant %q", c.route, resp.StatusCode, body, want)
+		}
+	}
+	if read != 0 {
+		t.Errorf("the model read %d requests with images", read)
+	}
+}
+
+func openAIErrorText(body string) string {
+	var e struct{ Error struct{ Message string } }
+	json.Unmarshal([]byte(body), &e)
+	return e.Error.Message
+}
+
+func anthropicErrorText(body string) string {
+	var e struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	json.Unmarshal([]byte(body), &e)
+	if e.Type != "error" || e.Error.Type != "invalid_request_error" {
+		return "not Anthropic's shape: " + body
+	}
+	return e.Error.Message
+}
+
+func ollamaErrorText(body string) string {
+	var e struct{ Error string }
+	json.Unmarshal([]byte(body), &e)
+	return e.Error
+}
+
+// TestModelsSayVision: /v1/models (LM Studio's capabilities.vision and
+// type) and /api/show (Ollama's "vision" capability) say whether the
+// loaded model reads images.
+func TestModelsSayVision(t *testing.T) {
+	text := newTestServer(t, service.Options{}, Options{}, constant("ok"))
+	vision, _ := newVisionServer(t, constant("ok"))
+	for _, c := range []struct {
+		ts   *testServer
+		want bool
+		typ  string
+	}{{text, false, "llm"}, {vision, true, "vlm"}} {
+		_, body := do(t, get(t, c.ts.URL+"/v1/models"))
+		var list struct {
+			Data []struct {
+				Type         string
+				Capabilities struct{ Vision bool }
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &list); err != nil || len(list.Data) != 1 {
+			t.Fatalf("%v: %s", err, body)
+		}
+		if m := list.Data[0]; m.Capabilities.Vision != c.want || m.Type != c.typ {
+			t.Errorf("/v1/models: %s, want vision %v, type %s", body, c.want, c.typ)
+		}
+		_, body = do(t, post(t, c.ts.URL+"/api/show", `{"model":"x"}`))
+		var show struct{ Capabilities []string }
+		if err := json.Unmarshal([]byte(body), &show); err != nil {
+			t.Fatal(err)
+		}
+		if has := strings.Contains(strings.Join(show.Capabilities, ","), "vision"); has != c.want {
+			t.Errorf("/api/show capabilities %v, want vision %v", show.Capabilities, c.want)
+		}
+	}
+}
+
+// TestImagesHostile: images that would cost memory or time, or that
+// cannot be read, are each a 400 naming the limit or the fault, within a
+// second and with the request's allocations far under 256 MB, before the
+// model reads anything.
+func TestImagesHostile(t *testing.T) {
+	ts, vm := newVisionServer(t, constant("ok"))
+	one := dataURL(pngOf(t, 32, 32))
+	chat := func(urls ...string) string {
+		parts := []string{`{"type":"text","text":"look"}`}
+		for _, u := range urls {
+			parts = append(parts, `{"type":"image_url","image_url":{"url":"`+u+`"}}`)
+		}
+		return `{"messages":[{"role":"user","content":[` + strings.Join(parts, ",") + `]}]}`
+	}
+	twenty := make([]string, 20)
+	for i := range twenty {
+		twenty[i] = one
+	}
+	truncated := pngOf(t, 64, 64)
+	truncated = truncated[:len(truncated)/2]
+	for _, c := range []struct{ name, route, body, want string }{
+		{"50k x 50k PNG", "/v1/chat/completions", chat(dataURL(pngClaiming(t, 50000, 50000))), "MaxSide"},
+		{"16k x 16k PNG", "/v1/chat/completions", chat(dataURL(pngClaiming(t, 16000, 16000))), "MaxPixels"},
+		{"20 images", "/v1/chat/completions", chat(twenty...), "MaxImagesPerRequest"},
+		{"huge base64", "/v1/chat/completions", chat("data:image/png;base64," + strings.Repeat("QUFB", (MaxImageBytes/3)+1000)), "MaxImageBytes"},
+		{"truncated PNG", "/v1/chat/completions", chat(dataURL(truncated)), "image refused"},
+		{"not an image", "/v1/chat/completions", chat(dataURL([]byte("GIF89a but not really"))), "image refused"},
+		{"data URL not base64", "/v1/chat/completions", chat("data:image/png,rawbytes"), "must be base64"},
+		{"bad base64", "/v1/chat/completions", chat("data:image/png;base64,!!!!"), "not valid base64"},
+		{"not an image type", "/v1/chat/completions", chat("data:text/html;base64,PGI+"), "is not an image"},
+		{"http URL", "/v1/chat/completions", chat("https://example.com/cat.png"), "Petal fetches nothing on a client's behalf"},
+		{"anthropic url source", "/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/cat.png"}}]}]}`, "Petal fetches nothing on a client's behalf"},
+		{"responses http", "/v1/responses", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://example.com/cat.png"}]}]}`, "Petal fetches nothing on a client's behalf"},
+		{"ollama bomb", "/api/chat", `{"stream":false,"messages":[{"role":"user","content":"hi","images":["` + base64.StdEncoding.EncodeToString(pngClaiming(t, 50000, 50000)) + `"]}]}`, "MaxSide"},
+		{"image in a system prompt", "/v1/messages", `{"max_tokens":5,"system":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}],"messages":[{"role":"user","content":"hi"}]}`, "may only come in a user turn"},
+	} {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		resp, body := do(t, post(t, ts.URL+c.route, c.body))
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if resp.StatusCode != 400 || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %.300s, want a 400 naming %q", c.name, resp.StatusCode, body, c.want)
+		}
+		if took > time.Second {
+			t.Errorf("%s: answered in %v", c.name, took)
+		}
+		// Everything the request allocated, body and its copies included.
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<20 {
+			t.Errorf("%s: the request allocated %d MB", c.name, alloc>>20)
+		}
+	}
+	if n := len(vm.placed); n != 0 {
+		t.Errorf("%d refused requests reached the model", n)
+	}
+}

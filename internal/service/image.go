@@ -1,0 +1,119 @@
+package service
+
+import (
+	"crypto/sha256"
+	"errors"
+
+	"petal/engine"
+	"petal/engine/vision/preprocess"
+)
+
+// Image is a picture of a request, already decoded and preprocessed by the
+// routes, in the order of its marker in the rendered prompt.
+type Image struct {
+	// Pixels is what the vision tower reads: the preprocessed patches and
+	// their grid, which says how many pad tokens stand for the image in
+	// the prompt (Pixels.Tokens()).
+	Pixels preprocess.Pixels
+	// Hash is the SHA-256 of the image's file: the same image, the same
+	// features, so prefixes holding it may be shared, and no others.
+	Hash [sha256.Size]byte
+}
+
+// ImageSpan is an image placed in a prompt: its pad tokens start at Start.
+// The prefix cache keys on tokens, and every image's pads are the same
+// token, so a prompt with images neither reads nor keeps cached prefixes
+// until the keys include the images' hashes.
+type ImageSpan struct {
+	Start int
+	Image
+}
+
+// The vision markers of Qwen's chat template, which renders an image as
+// one pad between them; the processor repeats the pad for each of the
+// image's tokens.
+const (
+	ImagePadToken   = "<|image_pad|>"
+	VisionStartMark = "<|vision_start|>"
+	VisionEndMark   = "<|vision_end|>"
+)
+
+// visionModel is a model that reads images: a checkpoint with a vision
+// tower, on a backend that runs it. A model without the method is
+// text-only.
+type visionModel interface {
+	Vision() bool
+}
+
+// imageSequence is a sequence that reads images: the vision tower's entry
+// point. Before the prompt is fed, it takes the images placed in it, so
+// that prefill puts each image's features at its pads.
+type imageSequence interface {
+	PlaceImages(spans []ImageSpan) error
+}
+
+// errNoImagePrefill refuses images on a model that says it has a vision
+// tower but whose sequences cannot take them.
+var errNoImagePrefill = errors.New("service: the backend's sequences cannot place images in a prompt")
+
+// placeImagesIn hands the prompt's images to a new sequence.
+func placeImagesIn(seq engine.Sequence, spans []ImageSpan) error {
+	is, ok := seq.(imageSequence)
+	if !ok {
+		return errNoImagePrefill
+	}
+	return is.PlaceImages(spans)
+}
+
+// ErrTextOnly refuses images for a model without a vision tower.
+var ErrTextOnly = errors.New("the loaded model is text-only: it has no vision tower to read images")
+
+// vision reports whether the loaded model reads images.
+func (s *Service) vision() bool {
+	vm, ok := s.model.(visionModel)
+	return ok && vm.Vision()
+}
+
+// placeImages repeats each image's pad token for the image's tokens, as
+// the processor does after the template, and says where each image's pads
+// start. tokens must hold exactly one pad per image.
+func (s *Service) placeImages(tokens []int, images []Image) ([]int, []ImageSpan, error) {
+	if len(images) == 0 {
+		return tokens, nil, nil
+	}
+	if !s.vision() {
+		return nil, nil, &badRequest{ErrTextOnly}
+	}
+	pad, ok := s.tok.TokenID(ImagePadToken)
+	if !ok {
+		return nil, nil, badRequestf("the model's tokenizer has no %s token to place an image at", ImagePadToken)
+	}
+	total, pads := 0, 0
+	for _, t := range tokens {
+		if t == pad {
+			pads++
+		}
+	}
+	for _, img := range images {
+		total += img.Pixels.Tokens()
+	}
+	if pads != len(images) {
+		// The text itself holds the marker, or the template dropped an
+		// image: either way the features would land in the wrong place.
+		return nil, nil, badRequestf("the prompt holds %d image markers (%s) for %d images: the text must not hold the marker itself", pads, ImagePadToken, len(images))
+	}
+	out := make([]int, 0, len(tokens)-pads+total)
+	spans := make([]ImageSpan, 0, len(images))
+	for _, t := range tokens {
+		if t != pad {
+			out = append(out, t)
+			continue
+		}
+		img := images[len(spans)]
+		spans = append(spans, ImageSpan{Start: len(out), Image: img})
+		for range img.Pixels.Tokens() {
+			out = append(out, pad)
+		}
+	}
+	return out, spans, nil
+}
