@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"petal/engine/sample"
+	"petal/engine/spec"
 )
 
 // PrefillPiece is how many prompt tokens go through the model between two
@@ -103,6 +104,10 @@ type Decode struct {
 	// Constraint, when set, masks every pick; it needs a Picker (the
 	// device's argmax takes no mask, its sampler does).
 	Constraint Constraint
+	// Speculate says whether the host loop drafts with the model's head
+	// (engine.Drafter) and verifies the drafts: spec.Off runs as without a
+	// head. A device loop ignores it.
+	Speculate spec.Mode
 	// Yield, when set, is asked by a device loop (Decoder) before it
 	// commits each next step: true makes the loop end after the token in
 	// flight, which it hands to Token and leaves unfed (and, under a
@@ -140,6 +145,10 @@ type DecodeStats struct {
 	// (for a step picked on the host from a device's logits, its whole
 	// Forward, the wait included).
 	HostTime time.Duration
+	// Drafted counts the drafts verified, Accepted those that stood
+	// (speculative decoding: each verify step yields Accepted/Drafted + 1
+	// tokens on average).
+	Drafted, Accepted int
 }
 
 // Decoder is a sequence that runs the decode loop on its own device (the
@@ -170,6 +179,8 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 		return DecodeStats{}, err
 	}
 	var st DecodeStats
+	// Drafting is set before the prompt, so the head sees all of it.
+	dr, drafting := speculates(seq, d)
 	pos := 0
 	splits := d.Splits
 	for {
@@ -201,6 +212,9 @@ func Run(ctx context.Context, seq Sequence, vocab int, d *Decode) (DecodeStats, 
 	dec, onDevice := seq.(Decoder)
 	if onDevice && (d.Picker == nil || d.Sampling != nil) {
 		return dec.Decode(ctx, d.Prompt[pos:], d)
+	}
+	if drafting {
+		return specDecode(ctx, dr, vocab, d.Prompt[pos:], d)
 	}
 	return hostDecode(ctx, seq, vocab, d.Prompt[pos:], d, onDevice)
 }

@@ -37,7 +37,7 @@ type MTPWeights struct {
 }
 
 // bindMTP opens MTPFile when the folder has it and binds the head into
-// m.MTP. A shard that is damaged, misses a tensor or holds one that is not
+// m.MTP from its tensors. A shard that is damaged, misses a tensor or holds one that is not
 // the head's is an ErrBadModel naming the tensor: a half-installed head
 // is refused, never run.
 func (b *binder) bindMTP(m *Model) error {
@@ -64,9 +64,8 @@ func (b *binder) bindMTP(m *Model) error {
 			if !strings.HasPrefix(t.Name, b.prefix+"mtp.") {
 				return bad("%s: tensor %q is not part of the MTP head (want names under %q)", path, t.Name, b.prefix+"mtp.")
 			}
-			if prev := b.tensors[t.Name]; prev != nil {
-				return bad("tensor %q is in both %s and %s", t.Name, prev.File.Path, path)
-			}
+			// A main shard's own mtp.* tensors (an unconverted head, which
+			// the main binding skips) give way to the converted ones.
 			b.tensors[t.Name] = t
 		}
 	}
@@ -85,7 +84,7 @@ func (b *binder) bindMTP(m *Model) error {
 	errs = append(errs, mb.layerAt(&w.Layer, "mtp.layers.0.", Attention)...)
 	var unused []string
 	for name := range b.tensors {
-		if strings.HasPrefix(name, b.prefix+"mtp.") && !b.used[name] {
+		if t := b.tensors[name]; t.File != nil && t.File.Path == path && !b.used[name] {
 			unused = append(unused, name)
 		}
 	}

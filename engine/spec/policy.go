@@ -1,0 +1,146 @@
+package spec
+
+import "time"
+
+// Mode says when a decode drafts.
+type Mode int
+
+const (
+	// Off never drafts: the decode runs exactly as without a head.
+	Off Mode = iota
+	// Auto drafts while it pays (Policy).
+	Auto
+	// Always drafts at every step (tests, and bench's measure of it).
+	Always
+)
+
+// ParseMode reads a --speculative value: "auto", "off" or "on" (Always).
+func ParseMode(s string) (Mode, bool) {
+	switch s {
+	case "auto", "":
+		return Auto, true
+	case "off":
+		return Off, true
+	case "on":
+		return Always, true
+	}
+	return Off, false
+}
+
+func (m Mode) String() string {
+	switch m {
+	case Auto:
+		return "auto"
+	case Always:
+		return "on"
+	}
+	return "off"
+}
+
+// The policy's constants. A draft pays when the tokens a verify step
+// yields (1, plus 1 when the draft stands) per its time (the draft's and
+// the step's) beat one token per plain step's time.
+const (
+	// learnSteps plain steps first measure a plain step's time.
+	learnSteps = 4
+	// probeSteps verify steps measure acceptance and a verify step's
+	// time before the policy judges.
+	probeSteps = 8
+	// probeEvery is how many plain steps pass before drafting is tried
+	// again once it did not pay; each failed try doubles it, up to
+	// maxProbeEvery, so a head that never pays costs at most
+	// probeSteps verify steps per maxProbeEvery tokens.
+	probeEvery    = 64
+	maxProbeEvery = 1024
+	// weight is the share of the newest measure in the running means.
+	weight = 0.125
+	// margin is how much faster drafting must be than plain steps to
+	// be kept on: a measure's noise must not keep a loss.
+	margin = 1.02
+)
+
+// Policy decides, step by step for one decode, whether to draft. It keeps
+// running means of a plain step's time, a verify step's (draft included)
+// and the share of drafts accepted.
+type Policy struct {
+	mode             Mode
+	plain, verify    float64 // seconds, running means (0: not measured)
+	accept           float64
+	plainN, verifyN  int
+	on               bool
+	probeLeft, until int // verify steps left in a probe; plain steps before the next
+	every            int
+}
+
+// NewPolicy returns the policy of a decode in mode m.
+func NewPolicy(m Mode) *Policy {
+	return &Policy{mode: m, every: probeEvery, until: learnSteps}
+}
+
+// Draft reports whether the next step drafts.
+func (p *Policy) Draft() bool {
+	switch p.mode {
+	case Off:
+		return false
+	case Always:
+		return true
+	}
+	return p.on
+}
+
+// Plain records a plain decode step of duration d.
+func (p *Policy) Plain(d time.Duration) {
+	p.plain = mean(p.plain, d.Seconds(), p.plainN)
+	p.plainN++
+	if p.on {
+		return
+	}
+	if p.until--; p.until <= 0 {
+		p.on, p.probeLeft = true, probeSteps
+	}
+}
+
+// Verified records a verify step of duration d (the draft included) and
+// whether its draft stood.
+func (p *Policy) Verified(accepted bool, d time.Duration) {
+	a := 0.0
+	if accepted {
+		a = 1
+	}
+	p.verify = mean(p.verify, d.Seconds(), p.verifyN)
+	p.accept = mean(p.accept, a, p.verifyN)
+	p.verifyN++
+	if p.probeLeft > 0 {
+		p.probeLeft--
+	}
+	if p.probeLeft > 0 || !p.on {
+		return
+	}
+	if p.Pays() {
+		p.every = probeEvery
+		return
+	}
+	p.on, p.until = false, p.every
+	p.every = min(2*p.every, maxProbeEvery)
+}
+
+// Pays reports whether drafting yields more tokens per second than plain
+// steps by the running means.
+func (p *Policy) Pays() bool {
+	if p.plain == 0 || p.verify == 0 {
+		return false
+	}
+	return (1+p.accept)/p.verify > margin/p.plain
+}
+
+// Acceptance is the running share of drafts accepted.
+func (p *Policy) Acceptance() float64 { return p.accept }
+
+// mean folds x into the running mean m of n measures: the plain mean for
+// the first few, then an exponential one that follows changes.
+func mean(m, x float64, n int) float64 {
+	if n < int(1/weight) {
+		return (m*float64(n) + x) / float64(n+1)
+	}
+	return m + weight*(x-m)
+}
