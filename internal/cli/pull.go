@@ -36,6 +36,7 @@ func runPull(args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "", "model folder (default: the repository's name under $PETAL_MODELS, else the XDG data folder's petal/models)")
 	noCache := fs.Bool("no-hf-cache", false, "do not import from the Hugging Face cache")
 	parallel := fs.Int("parallel", hub.DefaultParallel, "connections at once")
+	noMTP := fs.Bool("no-mtp", false, "do not fetch the multi-token-prediction head from the original checkpoint after the model")
 	imp := fs.String("import", "", "store an existing folder (a Hugging Face cache snapshot, a downloaded or converted checkpoint) as an aligned model folder instead of downloading")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -68,7 +69,7 @@ func runPull(args []string, stdout io.Writer) error {
 	bar := &progressBar{w: os.Stderr}
 	o := pullBase
 	o.Endpoint, o.Repo, o.Revision, o.Dir = *endpoint, *repo, *revision, *dir
-	o.NoHFCache, o.Parallel, o.Progress = *noCache, *parallel, bar.show
+	o.NoHFCache, o.Parallel, o.Progress, o.NoMTP = *noCache, *parallel, bar.show, *noMTP
 	// Offline, the listing gives up after one quiet retry: a person at a
 	// terminal would otherwise wait minutes to read what the first
 	// second showed.
@@ -85,8 +86,15 @@ func runPull(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s@%s is in %s\n", *repo, *revision, out)
-	return err
+	if _, err := fmt.Fprintf(stdout, "%s@%s is in %s\n", *repo, *revision, out); err != nil {
+		return err
+	}
+	// Said after the pull, not before: an offline pull's one line stays
+	// the only one.
+	if notice := hub.MTPNotice(o); notice != "" {
+		fmt.Fprintln(os.Stderr, notice)
+	}
+	return nil
 }
 
 // runImport stores the folder src as a model folder under dir.

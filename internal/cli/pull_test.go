@@ -43,6 +43,34 @@ func TestPull(t *testing.T) {
 	}
 }
 
+// TestPullSaysMTPNotFetched: pulling the default model while no pinned
+// manifest of its original's MTP tensors is committed installs the model
+// and says, after it, that the head was not fetched and why; --no-mtp
+// says nothing.
+func TestPullSaysMTPNotFetched(t *testing.T) {
+	if _, err := hub.PinnedManifest(hub.MTPSourceRepo, hub.MTPTensors); err == nil {
+		t.Skip("a pinned MTP manifest is committed: the pull fetches the head (internal/hub's TestPullMTP covers it)")
+	}
+	for _, noMTP := range []bool{false, true} {
+		h := hubtest.New(t, "../../engine/testdata/fixtures/tiny-a")
+		h.Repo = hub.DefaultRepo
+		args := []string{"pull", "--endpoint", h.URL(), "--revision", hubtest.SHA, "--dir", filepath.Join(t.TempDir(), "m"), "--no-hf-cache"}
+		if noMTP {
+			args = append(args, "--no-mtp")
+		}
+		var out bytes.Buffer
+		var err error
+		printed := stderrOf(t, func() { err = Run(args, &out) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		says := strings.Contains(printed, "MTP weights are not fetched") && strings.Contains(printed, "tools/tensormanifest")
+		if says == noMTP {
+			t.Errorf("--no-mtp %v: stderr %q", noMTP, printed)
+		}
+	}
+}
+
 // TestPullImport imports an MLX-layout snapshot of a Hugging Face cache
 // with `petal pull --import`, into an empty folder given with --dir, and
 // checks the result loads and verifies.
