@@ -276,11 +276,11 @@ func convertMTP(tf *tensorFetch) ([]safetensors.NewTensor, error) {
 
 // convertPlain converts a tensor that is not a routed expert's.
 func convertPlain(tf *tensorFetch, s tensorSpan) ([]safetensors.NewTensor, error) {
-	data, err := tf.read(s)
-	if err != nil {
-		return nil, err
+	var n int64 = 1
+	for _, d := range s.Shape {
+		n *= d
 	}
-	w, err := decodeFloats(s, data)
+	w, err := tf.floats(s, 0, n)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ func convertPlain(tf *tensorFetch, s tensorSpan) ([]safetensors.NewTensor, error
 		if strings.HasSuffix(s.Name, "mlp.gate.weight") || strings.HasSuffix(s.Name, "mlp.shared_expert_gate.weight") {
 			bits = mtpGateBits
 		}
-		return quantized(base, nil, w, int(s.Shape[0]), int(s.Shape[1]), bits)
+		return quantized(base, 0, w, int(s.Shape[0]), int(s.Shape[1]), bits)
 	}
 	return nil, fmt.Errorf("%w: MTP tensor %s has shape %v", ErrBadListing, s.Name, s.Shape)
 }
@@ -316,39 +316,33 @@ func isNorm(name string) bool {
 	return strings.Contains(module[strings.LastIndex(module, ".")+1:], "norm")
 }
 
-// stackExperts quantizes per-expert matrices and stacks them [E, ...].
-// MLX quantizes row by row, so this is quantizing the stacked tensor.
+// stackExperts quantizes per-expert matrices and stacks them [E, ...],
+// one expert in memory at a time. MLX quantizes row by row, so this is
+// quantizing the stacked tensor.
 func stackExperts(tf *tensorFetch, base string, spans []tensorSpan) ([]safetensors.NewTensor, error) {
-	if len(spans) == 0 {
-		return nil, fmt.Errorf("%w: no experts", ErrBadListing)
+	if len(spans) == 0 || len(spans[0].Shape) != 2 {
+		return nil, fmt.Errorf("%w: no experts, or expert 0 not a matrix", ErrBadListing)
 	}
-	var rows, cols int
-	var all []float32
+	rows, cols := int(spans[0].Shape[0]), int(spans[0].Shape[1])
+	st := &qStack{base: base, experts: len(spans), rows: rows, cols: cols, bits: mtpBits}
 	for e, s := range spans {
-		if s.Name == "" || len(s.Shape) != 2 {
-			return nil, fmt.Errorf("%w: expert %d missing or not a matrix", ErrBadListing, e)
+		if s.Name == "" || !slices.Equal(s.Shape, spans[0].Shape) {
+			return nil, fmt.Errorf("%w: expert %d missing or not %v", ErrBadListing, e, spans[0].Shape)
 		}
-		if e == 0 {
-			rows, cols = int(s.Shape[0]), int(s.Shape[1])
-		} else if int(s.Shape[0]) != rows || int(s.Shape[1]) != cols {
-			return nil, fmt.Errorf("%w: expert %d is %v, expert 0 [%d %d]", ErrBadListing, e, s.Shape, rows, cols)
-		}
-		data, err := tf.read(s)
+		w, err := tf.floats(s, 0, int64(rows*cols))
 		if err != nil {
 			return nil, err
 		}
-		w, err := decodeFloats(s, data)
-		if err != nil {
+		if err := st.add(w); err != nil {
 			return nil, err
 		}
-		all = append(all, w...)
 	}
-	return quantized(base, []int{len(spans)}, all, len(spans)*rows, cols, mtpBits)
+	return st.tensors(), nil
 }
 
 // splitFused splits gate_up_proj [E, 2I, H] into gate (rows [0, I)) and up
 // (rows [I, 2I)) of each expert, as vLLM and mlx-lm do, and quantizes
-// them and down_proj [E, H, I] stacked.
+// them and down_proj [E, H, I] stacked, one expert in memory at a time.
 func splitFused(tf *tensorFetch, mlp string, t map[string]tensorSpan) ([]safetensors.NewTensor, error) {
 	gu, ok1 := t["gate_up_proj"]
 	down, ok2 := t["down_proj"]
@@ -356,79 +350,95 @@ func splitFused(tf *tensorFetch, mlp string, t map[string]tensorSpan) ([]safeten
 		return nil, fmt.Errorf("%w: %s.experts: want gate_up_proj [E, 2I, H] and down_proj [E, H, I], have %v and %v", ErrBadListing, mlp, gu.Shape, down.Shape)
 	}
 	e, half, h := int(gu.Shape[0]), int(gu.Shape[1]/2), int(gu.Shape[2])
-	data, err := tf.read(gu)
-	if err != nil {
-		return nil, err
-	}
-	w, err := decodeFloats(gu, data)
-	if err != nil {
-		return nil, err
-	}
-	gate := make([]float32, 0, e*half*h)
-	up := make([]float32, 0, e*half*h)
+	base := mtpPrefix + mlp + ".switch_mlp."
+	gate := &qStack{base: base + "gate_proj", experts: e, rows: half, cols: h, bits: mtpBits}
+	up := &qStack{base: base + "up_proj", experts: e, rows: half, cols: h, bits: mtpBits}
+	dn := &qStack{base: base + "down_proj", experts: e, rows: int(down.Shape[1]), cols: int(down.Shape[2]), bits: mtpBits}
 	for x := range e {
-		block := w[x*2*half*h : (x+1)*2*half*h]
-		gate = append(gate, block[:half*h]...)
-		up = append(up, block[half*h:]...)
-	}
-	var out []safetensors.NewTensor
-	for _, part := range []struct {
-		name string
-		w    []float32
-	}{{"gate_proj", gate}, {"up_proj", up}} {
-		ts, err := quantized(mtpPrefix+mlp+".switch_mlp."+part.name, []int{e}, part.w, e*half, h, mtpBits)
+		w, err := tf.floats(gu, int64(x*2*half*h), int64(2*half*h))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ts...)
+		if err := gate.add(w[:half*h]); err != nil {
+			return nil, err
+		}
+		if err := up.add(w[half*h:]); err != nil {
+			return nil, err
+		}
+		n := int64(dn.rows * dn.cols)
+		if w, err = tf.floats(down, int64(x)*n, n); err != nil {
+			return nil, err
+		}
+		if err := dn.add(w); err != nil {
+			return nil, err
+		}
 	}
-	data, err = tf.read(down)
-	if err != nil {
-		return nil, err
-	}
-	dw, err := decodeFloats(down, data)
-	if err != nil {
-		return nil, err
-	}
-	ts, err := quantized(mtpPrefix+mlp+".switch_mlp.down_proj", []int{e}, dw, e*int(down.Shape[1]), int(down.Shape[2]), mtpBits)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, ts...), nil
+	return slices.Concat(gate.tensors(), up.tensors(), dn.tensors()), nil
 }
 
 // quantized is base's .weight, .scales and .biases for rows of cols
-// values, shaped lead+[rows/lead, ...].
-func quantized(base string, lead []int, w []float32, rows, cols, bits int) ([]safetensors.NewTensor, error) {
-	q, err := mlxquant.Quantize(w, cols, bits)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", base, err)
+// values, stacked [experts, rows/experts, ...] when experts > 0.
+func quantized(base string, experts int, w []float32, rows, cols, bits int) ([]safetensors.NewTensor, error) {
+	st := &qStack{base: base, experts: experts, rows: rows, cols: cols, bits: bits}
+	if experts > 0 {
+		st.rows = rows / experts
 	}
-	per := rows
-	if len(lead) > 0 {
-		per = rows / lead[0]
+	if err := st.add(w); err != nil {
+		return nil, err
 	}
-	shape := func(last int) []int { return append(slices.Clone(lead), per, last) }
-	codes := make([]byte, 4*len(q.Codes))
-	for i, c := range q.Codes {
-		binary.LittleEndian.PutUint32(codes[4*i:], c)
-	}
-	return []safetensors.NewTensor{
-		{Name: base + ".weight", DType: safetensors.U32, Shape: shape(cols * bits / 32), Data: codes},
-		{Name: base + ".scales", DType: safetensors.BF16, Shape: shape(cols / mlxquant.GroupSize), Data: u16Bytes(q.Scales)},
-		{Name: base + ".biases", DType: safetensors.BF16, Shape: shape(cols / mlxquant.GroupSize), Data: u16Bytes(q.Biases)},
-	}, nil
+	return st.tensors(), nil
 }
 
-// decodeFloats widens a BF16, F16 or F32 tensor's bytes to float32.
-func decodeFloats(s tensorSpan, b []byte) ([]float32, error) {
-	var n int64 = 1
-	for _, d := range s.Shape {
-		n *= d
+// qStack quantizes the matrices of a stack one after another.
+type qStack struct {
+	base             string
+	experts          int // 0: one matrix, no leading dimension
+	rows, cols, bits int // of one matrix
+	codes            []byte
+	scales, biases   []uint16
+}
+
+func (st *qStack) add(w []float32) error {
+	q, err := mlxquant.Quantize(w, st.cols, st.bits)
+	if err != nil {
+		return fmt.Errorf("%s: %w", st.base, err)
 	}
-	size := safetensors.DType(s.DType).Size()
-	if size == 0 || int64(len(b)) != n*int64(size) {
-		return nil, fmt.Errorf("%w: MTP tensor %s: %s %v in %d bytes", ErrBadListing, s.Name, s.DType, s.Shape, len(b))
+	for _, c := range q.Codes {
+		st.codes = binary.LittleEndian.AppendUint32(st.codes, c)
+	}
+	st.scales = append(st.scales, q.Scales...)
+	st.biases = append(st.biases, q.Biases...)
+	return nil
+}
+
+func (st *qStack) tensors() []safetensors.NewTensor {
+	shape := func(last int) []int {
+		if st.experts > 0 {
+			return []int{st.experts, st.rows, last}
+		}
+		return []int{st.rows, last}
+	}
+	return []safetensors.NewTensor{
+		{Name: st.base + ".weight", DType: safetensors.U32, Shape: shape(st.cols * st.bits / 32), Data: st.codes},
+		{Name: st.base + ".scales", DType: safetensors.BF16, Shape: shape(st.cols / mlxquant.GroupSize), Data: u16Bytes(st.scales)},
+		{Name: st.base + ".biases", DType: safetensors.BF16, Shape: shape(st.cols / mlxquant.GroupSize), Data: u16Bytes(st.biases)},
+	}
+}
+
+// floats reads n values of a fetched tensor from element first on,
+// widened to float32 from BF16, F16 or F32.
+func (tf *tensorFetch) floats(s tensorSpan, first, n int64) ([]float32, error) {
+	var elems int64 = 1
+	for _, d := range s.Shape {
+		elems *= d
+	}
+	size := int64(safetensors.DType(s.DType).Size())
+	if size == 0 || elems*size != s.End-s.Begin || first < 0 || n < 0 || first+n > elems {
+		return nil, fmt.Errorf("%w: MTP tensor %s: %s %v in %d bytes", ErrBadListing, s.Name, s.DType, s.Shape, s.End-s.Begin)
+	}
+	b := make([]byte, n*size)
+	if _, err := tf.raw.ReadAt(b, s.Raw+first*size); err != nil {
+		return nil, fmt.Errorf("hub: reading %s back: %w", s.Name, err)
 	}
 	w := make([]float32, n)
 	switch safetensors.DType(s.DType) {

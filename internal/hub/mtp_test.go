@@ -164,8 +164,8 @@ func (o *original) rangeBytes() int64 { return o.index + o.headers + o.mtpBytes 
 func (o *original) want(t *testing.T) map[string]safetensors.NewTensor {
 	t.Helper()
 	out := map[string]safetensors.NewTensor{}
-	q := func(base string, lead []int, w []float32, rows, cols, bits int) {
-		ts, err := quantized(base, lead, w, rows, cols, bits)
+	q := func(base string, experts int, w []float32, rows, cols, bits int) {
+		ts, err := quantized(base, experts, w, rows, cols, bits)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func (o *original) want(t *testing.T) map[string]safetensors.NewTensor {
 			if strings.HasSuffix(name, "mlp.gate.weight") || strings.HasSuffix(name, "shared_expert_gate.weight") {
 				bits = 8
 			}
-			q("language_model."+strings.TrimSuffix(name, ".weight"), nil, x.w, x.shape[0], x.shape[1], bits)
+			q("language_model."+strings.TrimSuffix(name, ".weight"), 0, x.w, x.shape[0], x.shape[1], bits)
 		}
 	}
 	if len(experts) == 0 {
@@ -213,9 +213,9 @@ func (o *original) want(t *testing.T) map[string]safetensors.NewTensor {
 		}
 	}
 	base := "language_model.mtp.layers.0.mlp.switch_mlp."
-	q(base+"gate_proj", []int{tinyExperts}, experts["gate_proj"], tinyExperts*tinyExpertI, tinyHidden, 4)
-	q(base+"up_proj", []int{tinyExperts}, experts["up_proj"], tinyExperts*tinyExpertI, tinyHidden, 4)
-	q(base+"down_proj", []int{tinyExperts}, experts["down_proj"], tinyExperts*tinyHidden, tinyExpertI, 4)
+	q(base+"gate_proj", tinyExperts, experts["gate_proj"], tinyExperts*tinyExpertI, tinyHidden, 4)
+	q(base+"up_proj", tinyExperts, experts["up_proj"], tinyExperts*tinyExpertI, tinyHidden, 4)
+	q(base+"down_proj", tinyExperts, experts["down_proj"], tinyExperts*tinyHidden, tinyExpertI, 4)
 	return out
 }
 

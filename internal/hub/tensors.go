@@ -658,15 +658,6 @@ func (tf *tensorFetch) verify(m *TensorManifest) error {
 	return fmt.Errorf("%w: %s of %s@%s (discarded; pulling again fetches them anew)", ErrChecksum, strings.Join(bad, ", "), tf.repo, tf.sha)
 }
 
-// read returns a fetched tensor's bytes.
-func (tf *tensorFetch) read(s tensorSpan) ([]byte, error) {
-	b := make([]byte, s.End-s.Begin)
-	if _, err := tf.raw.ReadAt(b, s.Raw); err != nil {
-		return nil, fmt.Errorf("hub: reading %s back: %w", s.Name, err)
-	}
-	return b, nil
-}
-
 func (tf *tensorFetch) close() {
 	if tf.raw != nil {
 		tf.raw.Close()
