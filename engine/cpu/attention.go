@@ -26,7 +26,7 @@ func (m *Model) attention(sc *scratch, a *attention, li int, segs []seg, xn []fl
 	gate := take(&sc.gate, t*nh*d)
 	for _, g := range segs {
 		for j := range g.tokens {
-			i, pos := g.at+j, g.pos+j
+			i, pos := g.at+j, g.ropePos(j)
 			for h := 0; h < nh; h++ {
 				src := qg[(i*nh+h)*2*d:]
 				dq := q[(i*nh+h)*d : (i*nh+h+1)*d]
@@ -179,24 +179,29 @@ func (a *attnHeads) run(pt *part, lo, hi int) {
 }
 
 // rope rotates the first dims values of a head in rotate-half pairs
-// (j, j+dims/2) by position*theta^(-2j/dims).
+// (j, j+dims/2) by position*theta^(-2j/dims), the position of pair j
+// being component axes[j] of a 3D (mRoPE) position; a text token's three
+// are equal.
 type rope struct {
 	dims    int
 	invFreq []float64
+	axes    []uint8
 }
 
-func newRope(dims int, theta float64) rope {
-	r := rope{dims: dims, invFreq: make([]float64, dims/2)}
+func newRope(c *checkpoint.Config) rope {
+	dims := c.RotaryDim
+	r := rope{dims: dims, invFreq: make([]float64, dims/2), axes: ropeAxes(c)}
 	for j := range r.invFreq {
-		r.invFreq[j] = math.Pow(theta, -2*float64(j)/float64(dims))
+		r.invFreq[j] = math.Pow(c.RopeTheta, -2*float64(j)/float64(dims))
 	}
 	return r
 }
 
-func (r rope) apply(x []float32, pos int) {
+func (r rope) apply(x []float32, p [3]int) {
 	half := r.dims / 2
 	for j := 0; j < half; j++ {
 		// The angle is rounded to fp32 first, as transformers computes it.
+		pos := p[r.axes[j]]
 		ang := float64(float32(float64(pos) * float64(float32(r.invFreq[j]))))
 		cos, sin := float32(math.Cos(ang)), float32(math.Sin(ang))
 		a, b := x[j], x[j+half]

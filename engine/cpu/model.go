@@ -74,7 +74,7 @@ func New(ckpt *checkpoint.Model) *Model {
 		lmHead:    newMatrix(&ckpt.LMHead),
 		finalNorm: vector(&ckpt.FinalNorm),
 		layers:    make([]layer, len(ckpt.Layers)),
-		rope:      newRope(ckpt.Config.RotaryDim, ckpt.Config.RopeTheta),
+		rope:      newRope(ckpt.Config),
 	}
 	for i := range ckpt.Layers {
 		m.layers[i] = newLayer(&ckpt.Layers[i])
@@ -152,6 +152,11 @@ type Sequence struct {
 	m      *Model
 	pos    int
 	layers []layerState
+	// ropeDelta is what the images before moved the text's rotary
+	// positions by (transformers' rope_deltas); images says there were
+	// some (vision_prefill.go).
+	ropeDelta int
+	images    bool
 	// draft is the draft head's state while the sequence drafts (mtp.go).
 	draft *draftState
 	// keepNext asks the next pass to keep what Rewind needs; rewindable
@@ -179,7 +184,7 @@ func (s *Sequence) Fork() (engine.Sequence, error) {
 	if s.layers == nil {
 		return nil, fmt.Errorf("cpu: %w", engine.ErrClosed)
 	}
-	f := &Sequence{m: s.m, pos: s.pos, layers: make([]layerState, len(s.layers))}
+	f := &Sequence{m: s.m, pos: s.pos, layers: make([]layerState, len(s.layers)), ropeDelta: s.ropeDelta, images: s.images}
 	for i, l := range s.layers {
 		f.layers[i] = layerState{
 			k: slices.Clone(l.k), v: slices.Clone(l.v),
@@ -282,6 +287,7 @@ type job struct {
 	out        []float32
 	all        bool
 	done, next int
+	img        *imageJob // the images among tokens, or nil
 }
 
 // seg is a job's piece in one pass: its tokens are rows [at, at+n) of
@@ -293,6 +299,9 @@ type seg struct {
 	at, pos int
 	out     []float32
 	all     bool
+	// img is the job's images and off where the piece starts in the job.
+	img *imageJob
+	off int
 	// keep is how many of the first tokens' DeltaNet states the pass
 	// keeps for Rewind (Sequence.keepNext).
 	keep int
@@ -326,7 +335,7 @@ func (m *Model) run(sc *scratch, jobs []job) {
 				if jb.next == 0 || (tiledRows(jb.next) > 0) != tiled {
 					continue
 				}
-				g := seg{s: jb.s, tokens: jb.tokens[jb.done : jb.done+jb.next], all: jb.all}
+				g := seg{s: jb.s, tokens: jb.tokens[jb.done : jb.done+jb.next], all: jb.all, img: jb.img, off: jb.done}
 				switch end := jb.done + jb.next; {
 				case jb.all:
 					g.out = jb.out[jb.done*v : end*v]
@@ -414,6 +423,9 @@ func (m *Model) pass(sc *scratch, segs []seg) (x, xn []float32) {
 	for _, g := range segs {
 		for i, id := range g.tokens {
 			m.embed.row(id, x[(g.at+i)*h:(g.at+i+1)*h])
+		}
+		if g.img != nil {
+			g.img.embed(x[g.at*h:(g.at+len(g.tokens))*h], g.off, h)
 		}
 	}
 	xn = take(&sc.xn, t*h)

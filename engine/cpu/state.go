@@ -30,6 +30,9 @@ func (s *Sequence) SaveState(w io.Writer) error {
 	if s.layers == nil {
 		return fmt.Errorf("cpu: %w", engine.ErrClosed)
 	}
+	if s.images {
+		return errImagesSaved
+	}
 	bw := bufio.NewWriterSize(w, stateBuffer)
 	var b [4]byte
 	for _, l := range s.layers {
