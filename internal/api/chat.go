@@ -134,6 +134,27 @@ func (c *chatRequest) toService() (*service.Request, error) {
 	return req, nil
 }
 
+// imageURL is an image_url part's image_url: an object with url (and
+// detail, which changes nothing: the processor sizes every image alike), or
+// the URL string itself, as a few clients send it.
+type imageURL struct {
+	URL string
+	// object is set when it came as an object.
+	object bool
+}
+
+func (u *imageURL) UnmarshalJSON(b []byte) error {
+	if firstNonSpace(b) == '"' {
+		return json.Unmarshal(b, &u.URL)
+	}
+	var o struct {
+		URL string `json:"url"`
+	}
+	err := json.Unmarshal(b, &o)
+	*u = imageURL{URL: o.URL, object: true}
+	return err
+}
+
 // fromParts takes the image_url parts of msgs into s, each replaced by
 // the template's image part, and refuses the other parts that are not text
 // (input_audio, file), which the model cannot read, rather than dropping
@@ -157,28 +178,16 @@ func (s *imageSet) fromParts(msgs []chattemplate.Message) error {
 				return err
 			}
 			var f struct {
-				ImageURL json.RawMessage `json:"image_url"`
-			}
-			if err := json.Unmarshal(raw, &f); err != nil {
-				return errImage(where, "the part is malformed: %v", err)
-			}
-			// image_url is an object with url (and detail, which changes
-			// nothing: the processor sizes every image alike); a few
-			// clients send the URL string itself.
-			var url struct {
-				URL string `json:"url"`
+				ImageURL imageURL `json:"image_url"`
 			}
 			where += ".image_url"
-			if firstNonSpace(f.ImageURL) == '"' {
-				err = json.Unmarshal(f.ImageURL, &url.URL)
-			} else {
-				where += ".url"
-				err = json.Unmarshal(f.ImageURL, &url)
-			}
-			if err != nil || url.URL == "" {
+			if err := json.Unmarshal(raw, &f); err != nil || f.ImageURL.URL == "" {
 				return errImage(where, "an image_url part needs image_url.url, a data: URL such as data:image/png;base64,...")
 			}
-			if parts[j], err = s.addURL(where, url.URL); err != nil {
+			if f.ImageURL.object {
+				where += ".url"
+			}
+			if parts[j], err = s.addURL(where, f.ImageURL.URL); err != nil {
 				return err
 			}
 		}

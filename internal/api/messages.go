@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -376,8 +377,9 @@ func toolsOf(tools []anthropicTool) ([]chattemplate.Tool, error) {
 }
 
 func firstNonSpace(b []byte) byte {
-	s := strings.TrimLeft(string(b), " \t\r\n")
-	if s == "" {
+	// Bytes, not a string: b may be a whole image's base64.
+	s := bytes.TrimLeft(b, " \t\r\n")
+	if len(s) == 0 {
 		return 0
 	}
 	return s[0]

@@ -37,6 +37,14 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 		}
 		req := &service.Request{Messages: body.Messages, Tools: body.Tools,
 			Kwargs: thinkingKwargs(body.ChatTemplateKwargs, nil, body.ReasoningEffort)}
+		// Images count as the chat endpoint places them.
+		var images imageSet
+		if err := images.fromParts(req.Messages); err != nil {
+			return err
+		}
+		if err := s.readImages(req, &images); err != nil {
+			return err
+		}
 		var err error
 		if tokens, err = s.svc.Tokens(r.Context(), req); err != nil {
 			return err
