@@ -18,8 +18,14 @@
 // codes are packed little end first, 32/bits to a uint32; scale and bias
 // are stored rounded to the weights' dtype (bfloat16 here) only after the
 // codes were computed with the float32 values. rint rounds halves to even.
-// MLX's Metal kernel rounds halves away from zero instead; a value exactly
-// halfway between two codes is the only place the two can differ.
+//
+// MLX's Metal kernel (affine_quantize in quantized.h), which a conversion
+// on a Mac's GPU runs, differs in three corners: it rounds halves away
+// from zero, its group maximum starts at 0 (a group of only negative
+// values is scaled as if it held a 0), and it does not clamp codes at 0.
+// Weight groups of 64 signed values never meet the second, and the first
+// only at a value exactly halfway between two codes; this package follows
+// the CPU kernel, the reference the Metal one is tested against.
 package mlxquant
 
 import (
