@@ -107,7 +107,14 @@ const errorBody = obj<ErrorBody>({
   error: obj<ErrorBody['error']>({ message: str, type: opt(str), param: opt(nullable(str)), code: opt(nullable(str)) }),
 });
 
-const modelInfo: Spec<ModelInfo> = { id: str, object: oneOf('model'), owned_by: str, context_length: num };
+const modelInfo: Spec<ModelInfo> = {
+  id: str,
+  object: oneOf('model'),
+  owned_by: str,
+  context_length: num,
+  type: opt(oneOf('llm', 'vlm')),
+  capabilities: opt(obj<NonNullable<ModelInfo['capabilities']>>({ vision: bool, trained_for_tool_use: bool })),
+};
 const modelList = obj<ModelList>({ object: oneOf('list'), data: arr(obj(modelInfo)) });
 
 const usage = obj<Usage>({

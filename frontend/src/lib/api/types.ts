@@ -79,6 +79,10 @@ export interface ModelInfo {
   object: 'model';
   owned_by: string;
   context_length: number;
+  /** LM Studio's word: "vlm" for a model that reads images, "llm" for one that reads text only; older servers leave it out. */
+  type?: 'llm' | 'vlm';
+  /** What the model can do, as LM Studio says it; vision is false for a text-only model. Older servers leave it out. */
+  capabilities?: { vision: boolean; trained_for_tool_use: boolean };
 }
 
 export interface ModelList {
