@@ -100,7 +100,7 @@ func Discard(opts Options) error {
 		return err
 	}
 	defer unlock()
-	if err := os.RemoveAll(tensorStaging(o.Dir, MTPTensors)); err != nil {
+	if err := removeTensorStagings(o.Dir); err != nil {
 		return err
 	}
 	return os.RemoveAll(staging)
@@ -126,7 +126,7 @@ func Delete(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(tensorStaging(dir, MTPTensors)); err != nil {
+	if err := removeTensorStagings(dir); err != nil {
 		return err
 	}
 	return os.RemoveAll(staging)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -122,23 +123,54 @@ func tensorStaging(dir string, filter TensorFilter) string {
 	return filepath.Join(parent, petalPrefix+base+"."+filter.Name+".staging")
 }
 
+// removeTensorStagings removes the staging folders of every tensor fetch
+// for dir (see tensorStaging), whatever its filter.
+func removeTensorStagings(dir string) error {
+	parent, base := filepath.Split(dir)
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	prefix := petalPrefix + base + "."
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".staging") && n != prefix+"staging" {
+			if err := os.RemoveAll(filepath.Join(parent, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // pullMTP fetches the MTP head of a finished model folder from src,
-// converts it to MLX's layout, stores it as checkpoint.MTPFile and lists
-// it in the folder's manifest; the lock is held. A folder that has it
-// already is left alone.
+// converts it to MLX's layout and stores it as checkpoint.MTPFile; the
+// lock is held. A folder that has it already is left alone.
 func pullMTP(ctx context.Context, o Options, src *TensorSource) error {
-	if hasFile(o.Dir, checkpoint.MTPFile) {
+	return pullDerived(ctx, o, src, MTPTensors, checkpoint.MTPFile, convertMTP)
+}
+
+// pullDerived fetches filter's tensors of src by range requests, verified
+// against src's pinned manifest, turns them into a shard with convert and
+// stores it in the finished model folder o.Dir as name, listed in its
+// manifest. The vision tower (issue 34) comes the same way, with its own
+// filter, name and conversion.
+func pullDerived(ctx context.Context, o Options, src *TensorSource, filter TensorFilter, name string,
+	convert func(*tensorFetch) ([]safetensors.NewTensor, error)) error {
+	if hasFile(o.Dir, name) {
 		return nil
 	}
 	if src.Repo != src.Manifest.Repo {
-		return fmt.Errorf("%w: the MTP manifest pins %s, not %s", ErrInput, src.Manifest.Repo, src.Repo)
+		return fmt.Errorf("%w: the %s manifest pins %s, not %s", ErrInput, filter.Name, src.Manifest.Repo, src.Repo)
 	}
 	endpoint := strings.TrimRight(src.Endpoint, "/")
 	if endpoint == "" {
 		endpoint = o.Endpoint
 	}
 	p := &puller{o: o, c: o.client()}
-	tf := &tensorFetch{p: p, endpoint: endpoint, repo: src.Repo, sha: src.Manifest.SHA, filter: MTPTensors, staging: tensorStaging(o.Dir, MTPTensors)}
+	tf := &tensorFetch{p: p, endpoint: endpoint, repo: src.Repo, sha: src.Manifest.SHA, filter: filter, staging: tensorStaging(o.Dir, filter)}
 	defer tf.close()
 	p.emit(Event{Phase: FetchingTensors, File: src.Repo})
 	if err := tf.fetch(ctx, src.Manifest); err != nil {
@@ -147,17 +179,17 @@ func pullMTP(ctx context.Context, o Options, src *TensorSource) error {
 		}
 		return err
 	}
-	ts, err := convertMTP(tf)
+	ts, err := convert(tf)
 	if err != nil {
 		return err
 	}
-	part := filepath.Join(tf.staging, checkpoint.MTPFile)
+	part := filepath.Join(tf.staging, name)
 	size, sum, err := writeAlignedShard(part, ts)
 	if err != nil {
 		return err
 	}
-	if err := installDerived(o.Dir, part, checkpoint.MTPFile, File{Name: checkpoint.MTPFile, Size: size, SHA256: sum},
-		derivedFile{Repo: src.Repo, SHA: src.Manifest.SHA, Filter: MTPTensors.Name}); err != nil {
+	if err := installDerived(o.Dir, part, name, File{Name: name, Size: size, SHA256: sum},
+		derivedFile{Repo: src.Repo, SHA: src.Manifest.SHA, Filter: filter.Name}); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(tf.staging); err != nil {
