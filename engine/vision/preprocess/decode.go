@@ -3,6 +3,7 @@ package preprocess
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/draw"
@@ -139,7 +140,7 @@ func checkHeader(format string, data []byte, cfg image.Config, lim Limits) error
 			raw = (w*int64(bpp) + 7) / 8 * h
 		}
 		if int64(len(data))*pngMaxRatio < raw {
-			return invalid(format, errors.New("the file is too small to hold the pixels its header declares"))
+			return invalid(format, fmt.Errorf("its %d bytes cannot hold the %dx%d pixels its header declares", len(data), w, h))
 		}
 	}
 	return nil

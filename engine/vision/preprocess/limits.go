@@ -103,5 +103,5 @@ func CheckCount(n int) error {
 
 // invalid wraps a decoder's complaint about a file as a refusal.
 func invalid(format string, err error) error {
-	return fmt.Errorf("%w: not a valid %s file: %v", ErrRefused, format, err)
+	return fmt.Errorf("%w: not a whole, valid %s file: %v", ErrRefused, format, err)
 }

@@ -56,11 +56,15 @@ func readJSON(t *testing.T, name string, v any) {
 
 func readFile(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
+	b, err := testdataFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func testdataFile(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join("testdata", name))
 }
 
 func readGzip(t *testing.T, name string) []byte {
