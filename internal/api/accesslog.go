@@ -13,13 +13,14 @@ import (
 // The access log: one line per API request, written to Options.Logger
 // once the request is answered (a stream once it ends):
 //
-//	access: 127.0.0.1:52114 claude-cli/2.1.332 "POST /v1/messages" 200 prompt=3385 cached=3072 disk=3072/0.041s completion=41 2.315s
+//	access: 127.0.0.1:52114 claude-cli/2.1.332 "POST /v1/messages" 200 prompt=3385 cached=3072 disk=3072/0.041s completion=41 spec=30/38 2.315s
 //
 // the client's address and the product its User-Agent names first, the
 // route, the status, the tokens of the prompt, of those read from the
 // prefix cache (and, when its disk tier gave them, how many and in what
-// time: "disk=0" when memory held them), of the reply, and how long it
-// took. Never the body,
+// time: "disk=0" when memory held them), of the reply, the MTP head's
+// drafts that stood of those verified (only when it drafted), and how
+// long it took. Never the body,
 // the query or the headers' other values: what a client sends stays its
 // own.
 
@@ -80,9 +81,13 @@ func (a *access) log(logger *log.Logger) {
 	if n, load := a.usage.Disk(); n > 0 {
 		disk = fmt.Sprintf("disk=%d/%.3fs", n, load.Seconds())
 	}
-	line := fmt.Sprintf("access: %s %s \"%s %s\" %d prompt=%d cached=%d %s completion=%d %.3fs",
+	spec := ""
+	if drafted, accepted := a.usage.Speculation(); drafted > 0 {
+		spec = fmt.Sprintf(" spec=%d/%d", accepted, drafted)
+	}
+	line := fmt.Sprintf("access: %s %s \"%s %s\" %d prompt=%d cached=%d %s completion=%d%s %.3fs",
 		a.r.RemoteAddr, userAgentProduct(a.r.UserAgent()), a.r.Method, a.r.URL.EscapedPath(), status,
-		prompt, cached, disk, completion, time.Since(a.start).Seconds())
+		prompt, cached, disk, completion, spec, time.Since(a.start).Seconds())
 	if logger.Flags()&(log.Ldate|log.Ltime) == 0 {
 		line = time.Now().UTC().Format(time.RFC3339) + " " + line
 	}

@@ -32,6 +32,13 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 	metric("petal_decode_tokens_per_second", "gauge", "Decode speed of the latest generation.", m.LastTokensPerSecond)
 	metric("petal_logits_readback_bytes_total", "counter", "Logits copied from the device to the host; unchanged while requests decode on the device.", float64(m.LogitsReadbackBytes))
 	metric("petal_decode_host_seconds_total", "counter", "Host time spent preparing decode steps: encoding and submitting them on a GPU, computing them on the CPU backend.", m.DecodeHostSeconds)
+	metric("petal_spec_drafted_total", "counter", "Tokens the model's MTP head drafted and a verify step checked.", float64(m.SpecDrafted))
+	metric("petal_spec_accepted_total", "counter", "Drafted tokens that the verify step kept.", float64(m.SpecAccepted))
+	tokensPerStep := 1.0
+	if m.SpecDrafted > 0 {
+		tokensPerStep += float64(m.SpecAccepted) / float64(m.SpecDrafted)
+	}
+	metric("petal_spec_tokens_per_step", "gauge", "Tokens a verify step yielded on average (1 plus the drafts' acceptance); 1 before any draft.", tokensPerStep)
 	metric("petal_prefix_cache_entries", "gauge", "Sequences held by the prefix cache.", float64(m.CacheEntries))
 	metric("petal_prefix_cache_bytes", "gauge", "Memory held by the prefix cache.", float64(m.CacheBytes))
 	metric("petal_prefix_cache_memory_hits_total", "counter", "Requests whose prompt start came from the prefix cache's memory tier.", float64(m.CacheMemoryHits))

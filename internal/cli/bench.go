@@ -19,6 +19,7 @@ import (
 	"petal/engine/backend"
 	"petal/engine/checkpoint"
 	"petal/engine/gpumodel"
+	"petal/engine/spec"
 	"petal/internal/runtime"
 )
 
@@ -94,6 +95,9 @@ type benchArm struct {
 	Context int          `json:"context"`
 	Prefill benchPrefill `json:"prefill"`
 	Decode  benchDecode  `json:"decode"`
+	// Speculative is the same context decoded with the MTP head's drafts
+	// (--speculative auto or on), measured in a process of its own.
+	Speculative *benchSpeculative `json:"speculative,omitempty"`
 }
 
 type benchPrefill struct {
@@ -109,6 +113,10 @@ type benchDecode struct {
 	StepWallSecs []float64 `json:"step_wall_secs"`
 	TokenDigest  string    `json:"token_digest"`
 	TokenIDs     []int     `json:"token_ids"`
+	// Drafted and Accepted count the MTP head's drafts verified and those
+	// that stood, when the arm drafted.
+	Drafted  int `json:"drafted,omitempty"`
+	Accepted int `json:"accepted,omitempty"`
 }
 
 func runBench(args []string, stdout io.Writer) error {
@@ -122,12 +130,17 @@ func runBench(args []string, stdout io.Writer) error {
 	bandwidth := fs.Float64("bandwidth", 0, "dry run: memory bandwidth in GB/s to convert bytes into rates (default: 546 and 614)")
 	chunk := fs.Int("chunk", gpumodel.DefaultPrefillChunk, "dry run: tokens of the recorded prefill chunk")
 	asJSON := fs.Bool("json", false, "dry run: print JSON instead of text (a run always prints JSON)")
+	specFlag := speculativeFlag(fs, spec.Off)
 	concurrency := fs.String("concurrency", "", fmt.Sprintf("run: comma-separated stream counts (1 to %d), one arm (process) each per context: that many sequences decode together, one batched step for all per token", benchMaxConcurrency))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *context < 0 || *steps < 1 || *bandwidth < 0 {
 		return errors.New("--context must be >= 0, --steps >= 1 and --bandwidth >= 0")
+	}
+	mode, err := parseSpeculative(*specFlag)
+	if err != nil {
+		return err
 	}
 	var streams []int
 	if *concurrency != "" {
@@ -164,7 +177,7 @@ func runBench(args []string, stdout io.Writer) error {
 			}
 			return json.NewEncoder(stdout).Encode(a)
 		}
-		a, err := benchOneArm(*dir, *backendName, ctxs[0], *steps)
+		a, err := benchOneArm(*dir, *backendName, ctxs[0], *steps, mode)
 		if err != nil {
 			return err
 		}
@@ -195,6 +208,11 @@ func runBench(args []string, stdout io.Writer) error {
 		var a benchArm
 		if err := runArm(armArgs(c), &a); err != nil {
 			return fmt.Errorf("arm at context %d: %w", c, err)
+		}
+		if mode != spec.Off {
+			if a.Speculative, err = benchSpeculativeArm(append(armArgs(c), "--speculative", mode.String()), mode, a.Decode); err != nil {
+				return fmt.Errorf("speculative arm at context %d: %w", c, err)
+			}
 		}
 		rep.Arms = append(rep.Arms, a)
 	}
@@ -251,7 +269,7 @@ func runArm(args []string, a any) error {
 
 // benchOneArm loads the model, warms up on the exact shape, then measures
 // a fresh sequence.
-func benchOneArm(dir, backend string, context, steps int) (benchArm, error) {
+func benchOneArm(dir, backend string, context, steps int, mode spec.Mode) (benchArm, error) {
 	m, err := runtime.OpenModel(dir, backend)
 	if err != nil {
 		return benchArm{}, err
@@ -262,10 +280,10 @@ func benchOneArm(dir, backend string, context, steps int) (benchArm, error) {
 		return benchArm{}, fmt.Errorf("context %d plus %d steps exceeds the model's %d positions", context, steps, p)
 	}
 	prompt := benchPrompt(context, cfg.Vocab)
-	if _, _, err := benchRun(m, prompt, benchWarmupSteps); err != nil {
+	if _, _, _, err := benchRun(m, prompt, benchWarmupSteps, mode); err != nil {
 		return benchArm{}, fmt.Errorf("warm-up: %w", err)
 	}
-	times, ids, err := benchRun(m, prompt, steps)
+	times, ids, st, err := benchRun(m, prompt, steps, mode)
 	if err != nil {
 		return benchArm{}, err
 	}
@@ -282,24 +300,26 @@ func benchOneArm(dir, backend string, context, steps int) (benchArm, error) {
 	d.TokS = float64(steps) / d.WallSecs
 	d.TokenIDs = ids[1:]
 	d.TokenDigest = benchDigest(d.TokenIDs)
+	d.Drafted, d.Accepted = st.Drafted, st.Accepted
 	return a, nil
 }
 
 // benchRun feeds prompt to a fresh sequence through the decode loop the
 // server runs (greedy, so on the device where the backend can) and decodes
-// steps tokens after the first, returning when each of the 1+steps tokens
-// was in hand (measured from the start) and the tokens.
-func benchRun(m engine.Model, prompt []int, steps int) ([]time.Duration, []int, error) {
+// steps tokens after the first (drafting with the model's head by mode),
+// returning when each of the 1+steps tokens was in hand (measured from the
+// start), the tokens and the loop's counts.
+func benchRun(m engine.Model, prompt []int, steps int, mode spec.Mode) ([]time.Duration, []int, engine.DecodeStats, error) {
 	seq, err := m.NewSequence()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, engine.DecodeStats{}, err
 	}
 	defer seq.Close()
 	times := make([]time.Duration, 0, steps+1)
 	ids := make([]int, 0, steps+1)
 	start := time.Now()
-	_, err = engine.Run(context.Background(), seq, m.Config().Vocab, &engine.Decode{
-		Prompt: prompt, MaxTokens: steps + 1,
+	st, err := engine.Run(context.Background(), seq, m.Config().Vocab, &engine.Decode{
+		Prompt: prompt, MaxTokens: steps + 1, Speculate: mode,
 		Token: func(id int) (bool, error) {
 			times = append(times, time.Since(start))
 			ids = append(ids, id)
@@ -309,7 +329,7 @@ func benchRun(m engine.Model, prompt []int, steps int) ([]time.Duration, []int, 
 	if err == nil && len(ids) != steps+1 {
 		err = fmt.Errorf("decoded %d tokens, want %d", len(ids), steps+1)
 	}
-	return times, ids, err
+	return times, ids, st, err
 }
 
 // dryRunReport is what --dry-run prints, as text or (--json) JSON.

@@ -14,6 +14,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"petal/engine/spec"
 	"petal/engine/tokenizer"
 	"petal/internal/runtime"
 )
@@ -203,7 +204,7 @@ func TestServeDecodeOnDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		_, ids, err := benchRun(m, prompt, decodeTokens-1)
+		_, ids, _, err := benchRun(m, prompt, decodeTokens-1, spec.Off)
 		m.Close()
 		if err != nil {
 			t.Fatal(err)

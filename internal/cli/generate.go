@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 
 	"petal/engine"
+	"petal/engine/spec"
 )
 
 func init() {
@@ -26,7 +28,12 @@ func runGenerate(args []string, stdout io.Writer) error {
 	dir, backend := modelFlags(fs, "checkpoint folder")
 	tokens := fs.String("tokens", "", "comma-separated prompt token ids")
 	maxTokens := fs.Int("max-tokens", defaultGenerateTokens, "tokens to generate at most")
+	specFlag := speculativeFlag(fs, spec.Auto)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	mode, err := parseSpeculative(*specFlag)
+	if err != nil {
 		return err
 	}
 	ids, err := parseTokens(*tokens)
@@ -38,12 +45,23 @@ func runGenerate(args []string, stdout io.Writer) error {
 	}
 	return onSequence(*dir, *backend, func(m engine.Model, seq engine.Sequence) error {
 		cfg := m.Config()
-		out, err := engine.Greedy(context.Background(), seq, cfg.Vocab, ids, *maxTokens, cfg.EOS)
+		var out []int
+		st, err := engine.Run(context.Background(), seq, cfg.Vocab, &engine.Decode{
+			Prompt: ids, MaxTokens: *maxTokens, Speculate: mode,
+			Token: func(id int) (bool, error) {
+				out = append(out, id)
+				return slices.Contains(cfg.EOS, id), nil
+			},
+		})
 		if err != nil {
 			return err
 		}
 		return json.NewEncoder(stdout).Encode(struct {
 			Tokens []int `json:"tokens"`
-		}{out})
+			// Drafted and Accepted count the MTP head's drafts and those
+			// that stood, when it drafted.
+			Drafted  int `json:"drafted,omitempty"`
+			Accepted int `json:"accepted,omitempty"`
+		}{out, st.Drafted, st.Accepted})
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"petal/engine/spec"
 	"petal/internal/fit"
 	"petal/internal/hub"
 	"petal/internal/manage"
@@ -56,6 +57,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
 	prefixDiskFlags(fs)
 	parallelFlag(fs)
+	specFlag := speculativeFlag(fs, spec.Auto)
 	accessLog := fs.Bool("access-log", true, "log one line per API request to stderr: client, route, status, tokens and time, never what was sent")
 	settingsFile := fs.String("settings", "", "the web UI's settings file, whose server settings apply where no flag sets them (default: petal/settings.json in the user's config folder)")
 	if err := parseFlags(fs, args); err != nil {
@@ -63,6 +65,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *queue < 1 || *ctxLen < 0 || *cacheMB < 0 {
 		return errors.New("--queue must be at least 1, --context and --cache-mb at least 0")
+	}
+	mode, err := parseSpeculative(*specFlag)
+	if err != nil {
+		return err
 	}
 	store, over, err := serveSettings(fs, *settingsFile)
 	if err != nil {
@@ -90,7 +96,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		Load: runtime.LoadRequest{Dir: *dir, Backend: *backend, Context: applied.ContextLength, CacheBytes: *cacheMB << 20, MemoryGB: *memGB,
 			Parallel: applied.Parallel},
 		QueueLimit: *queue, Addr: applied.Addr, APIKey: applied.APIKey, AllowedOrigins: applied.AllowedOrigins, AllowedHosts: splitList(*hosts),
-		Settings: store, Pull: setupPull, Log: logger, Notes: stdout, PrefixDisk: disk, NoAccessLog: !*accessLog,
+		Settings: store, Pull: setupPull, Log: logger, Notes: stdout, PrefixDisk: disk, NoAccessLog: !*accessLog, Speculate: mode,
 	})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"petal/engine/chattemplate"
+	"petal/engine/spec"
 	"petal/internal/fit"
 	"petal/internal/manage"
 	"petal/internal/models"
@@ -26,7 +27,9 @@ type liveModel struct {
 	// memory asked at start; its Dir is replaced by the download's.
 	next  LoadRequest
 	queue int
-	disk  *prefixdisk.Store // the prefix cache's disk tier, nil: none
+	// speculate is the service's Options.Speculate for every model loaded.
+	speculate spec.Mode
+	disk      *prefixdisk.Store // the prefix cache's disk tier, nil: none
 	// downloads pulls the real model for the Setup screen, and names the
 	// folder a load opens; shared by every handler of the process, so that
 	// there is one download. Without it nothing can be loaded.
@@ -48,7 +51,7 @@ func newLiveModel(l Loaded, dir string, opts service.Options, next LoadRequest, 
 		l.Model.Close()
 		return nil, err
 	}
-	m := &liveModel{next: next, queue: opts.QueueLimit, disk: opts.PrefixDisk, downloads: downloads, log: log, dir: dir}
+	m := &liveModel{next: next, queue: opts.QueueLimit, disk: opts.PrefixDisk, speculate: opts.Speculate, downloads: downloads, log: log, dir: dir}
 	m.slot = service.NewSlot(svc, m.releaser(svc, l))
 	return m, nil
 }
@@ -124,7 +127,7 @@ func (m *liveModel) load(context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc, err := service.New(l.Model, d.Dir, service.Options{ContextLength: l.Context, QueueLimit: m.queue, CacheBytes: l.CacheBytes, Parallel: l.Parallel, PrefixDisk: m.disk})
+	svc, err := service.New(l.Model, d.Dir, service.Options{ContextLength: l.Context, QueueLimit: m.queue, CacheBytes: l.CacheBytes, Parallel: l.Parallel, PrefixDisk: m.disk, Speculate: m.speculate})
 	if err != nil {
 		l.Model.Close()
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"petal/engine"
+	"petal/engine/spec"
 	"petal/internal/api"
 	"petal/internal/hub"
 	"petal/internal/manage"
@@ -63,6 +64,9 @@ type Config struct {
 	// PrefixDisk is the prefix cache's disk tier, which every model loaded
 	// uses; nil: none. Its owner closes it after Close.
 	PrefixDisk *prefixdisk.Store
+	// Speculate says whether replies draft with the model's MTP head
+	// (service.Options.Speculate).
+	Speculate spec.Mode
 }
 
 // Runtime is a loaded model served over HTTP with the web UI: the
@@ -104,7 +108,7 @@ func Open(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	downloads := manage.NewHubDownloader(cfg.Pull)
-	live, err := newLiveModel(l, cfg.Load.Dir, service.Options{ContextLength: l.Context, QueueLimit: cfg.QueueLimit, CacheBytes: l.CacheBytes, Parallel: l.Parallel, PrefixDisk: cfg.PrefixDisk},
+	live, err := newLiveModel(l, cfg.Load.Dir, service.Options{ContextLength: l.Context, QueueLimit: cfg.QueueLimit, CacheBytes: l.CacheBytes, Parallel: l.Parallel, PrefixDisk: cfg.PrefixDisk, Speculate: cfg.Speculate},
 		cfg.Load, downloads, notes)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,9 @@ type Summary struct {
 	// Logprobs holds, when the request asked, one entry per reply token
 	// (the end-of-sequence token excluded), in order.
 	Logprobs []TokenLogprob
+	// Drafted counts the MTP head's drafts verified for the reply,
+	// Accepted those that stood (engine.DecodeStats).
+	Drafted, Accepted int
 }
 
 // TokenLogprob is one reply token's log probability and its most likely
@@ -280,6 +283,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 			}
 		}
 	}
+	d.Speculate = s.speculate
 	var st engine.DecodeStats
 	if s.step != nil {
 		st, err = s.step.run(ctx, seq, d)
@@ -287,6 +291,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		st, err = engine.Run(ctx, seq, s.vocab.Size, d)
 	}
 	s.stats.observeLoop(st)
+	sum.Drafted, sum.Accepted = st.Drafted, st.Accepted
 	if err == nil {
 		err = con.Err() // the grammar ended the reply
 	}

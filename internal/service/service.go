@@ -15,6 +15,7 @@ import (
 	"petal/engine/chattemplate"
 	"petal/engine/grammar"
 	"petal/engine/sample"
+	"petal/engine/spec"
 	"petal/engine/tokenizer"
 	"petal/internal/prefixdisk"
 )
@@ -68,6 +69,10 @@ type Options struct {
 	// PrefixDisk is the prefix cache's disk tier, shared by the services
 	// of successive models and closed by its owner; nil: none.
 	PrefixDisk *prefixdisk.Store
+	// Speculate says whether a reply decoded on the host loop drafts with
+	// the model's MTP head (engine.Decode.Speculate); the zero value is
+	// spec.Off.
+	Speculate spec.Mode
 }
 
 // Service runs generation requests on one model: one at a time, or up to
@@ -86,6 +91,7 @@ type Service struct {
 	turnStart int
 	queue     *queue
 	parallel  int
+	speculate spec.Mode
 	// step runs the requests together when parallel > 1; nil otherwise.
 	step *stepper
 	// preparing holds a place per request being rendered and tokenized,
@@ -173,6 +179,7 @@ func New(model engine.Model, dir string, opts Options) (*Service, error) {
 		queueLimit = DefaultQueueLimit
 	}
 	s.parallel = max(1, opts.Parallel)
+	s.speculate = opts.Speculate
 	if s.parallel > MaxParallel {
 		return nil, fmt.Errorf("service: %d requests at once, more than %d", opts.Parallel, MaxParallel)
 	}

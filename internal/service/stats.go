@@ -20,6 +20,9 @@ type stats struct {
 	prompt, cached, generated   atomic.Int64
 	decodeNanos                 atomic.Int64
 	readbackBytes, hostNanos    atomic.Int64
+	// drafted and accepted count the MTP head's drafts verified and those
+	// that stood.
+	drafted, accepted atomic.Int64
 	// steps and stepRows count the batched steps and their rows; batch is
 	// how many replies the latest step decoded.
 	steps, stepRows, batch atomic.Int64
@@ -63,6 +66,8 @@ func (s *stats) observeDecode(tokens int, d time.Duration) {
 func (s *stats) observeLoop(st engine.DecodeStats) {
 	s.readbackBytes.Add(st.LogitsReadBytes)
 	s.hostNanos.Add(int64(st.HostTime))
+	s.drafted.Add(int64(st.Drafted))
+	s.accepted.Add(int64(st.Accepted))
 }
 
 // observeStep counts a batched step of rows rows, decoding of which
@@ -105,6 +110,10 @@ type Metrics struct {
 	// DecodeHostSeconds is the host time spent preparing decode steps
 	// (engine.DecodeStats.HostTime).
 	DecodeHostSeconds float64
+	// SpecDrafted counts the MTP head's drafts verified, SpecAccepted
+	// those that stood: a verify step yields 1 + SpecAccepted/SpecDrafted
+	// tokens on average.
+	SpecDrafted, SpecAccepted int64
 	// TTFTCumulative[i] counts first tokens within TTFTBuckets[i] seconds;
 	// TTFTCount counts all of them.
 	TTFTCumulative []int64
@@ -133,6 +142,7 @@ func (s *Service) Metrics() Metrics {
 		DecodeSeconds:       time.Duration(s.stats.decodeNanos.Load()).Seconds(),
 		LogitsReadbackBytes: s.stats.readbackBytes.Load(),
 		DecodeHostSeconds:   time.Duration(s.stats.hostNanos.Load()).Seconds(),
+		SpecDrafted:         s.stats.drafted.Load(), SpecAccepted: s.stats.accepted.Load(),
 	}
 	m.Waiting, m.Running = s.queue.depth()
 	m.Parallel = s.parallel

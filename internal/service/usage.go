@@ -15,6 +15,9 @@ type Usage struct {
 	// in diskLoad.
 	disk     int
 	diskLoad time.Duration
+	// drafted and accepted count the MTP head's drafts and those that
+	// stood.
+	drafted, accepted int
 }
 
 type usageKey struct{}
@@ -41,6 +44,14 @@ func (u *Usage) Disk() (tokens int, load time.Duration) {
 	return u.disk, u.diskLoad
 }
 
+// Speculation is how many drafts of the MTP head were verified and how
+// many stood.
+func (u *Usage) Speculation() (drafted, accepted int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.drafted, u.accepted
+}
+
 // addUsage adds sum's counts to ctx's Usage, if it has one.
 func addUsage(ctx context.Context, sum Summary) {
 	u, ok := ctx.Value(usageKey{}).(*Usage)
@@ -54,4 +65,6 @@ func addUsage(ctx context.Context, sum Summary) {
 	u.completion += sum.CompletionTokens
 	u.disk += sum.DiskCachedTokens
 	u.diskLoad += sum.DiskLoad
+	u.drafted += sum.Drafted
+	u.accepted += sum.Accepted
 }
