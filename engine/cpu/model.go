@@ -26,6 +26,8 @@ type Model struct {
 	halfKV    bool
 	mtp       *mtpHead // the draft head; nil without one
 
+	tower visionTower // widened on the first image
+
 	mu   sync.Mutex
 	idle []*scratch
 }
@@ -153,9 +155,11 @@ type Sequence struct {
 	pos    int
 	layers []layerState
 	// ropeDelta is what the images before moved the text's rotary
-	// positions by (transformers' rope_deltas); images says there were
-	// some (vision_prefill.go).
+	// positions by (transformers' rope_deltas); pending are the images
+	// placed whose tokens are to come, and images says there were some
+	// (vision_prefill.go).
 	ropeDelta int
+	pending   []placed
 	images    bool
 	// draft is the draft head's state while the sequence drafts (mtp.go).
 	draft *draftState
@@ -184,7 +188,7 @@ func (s *Sequence) Fork() (engine.Sequence, error) {
 	if s.layers == nil {
 		return nil, fmt.Errorf("cpu: %w", engine.ErrClosed)
 	}
-	f := &Sequence{m: s.m, pos: s.pos, layers: make([]layerState, len(s.layers)), ropeDelta: s.ropeDelta, images: s.images}
+	f := &Sequence{m: s.m, pos: s.pos, layers: make([]layerState, len(s.layers)), ropeDelta: s.ropeDelta, pending: slices.Clone(s.pending), images: s.images}
 	for i, l := range s.layers {
 		f.layers[i] = layerState{
 			k: slices.Clone(l.k), v: slices.Clone(l.v),
@@ -231,8 +235,13 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 	// A copy: the jobs are kept in sc, and tokens kept there would be
 	// moved to the heap, a caller's []int{next} allocated at every step.
 	sc.tokens = append(sc.tokens[:0], tokens...)
-	sc.jobs = append(sc.jobs[:0], job{s: s, tokens: sc.tokens, out: out, all: all})
+	img, err := s.imageJob(tokens)
+	if err != nil {
+		return err
+	}
+	sc.jobs = append(sc.jobs[:0], job{s: s, tokens: sc.tokens, out: out, all: all, img: img})
 	s.m.run(sc, sc.jobs)
+	s.commitImages(img)
 	return nil
 }
 
@@ -266,16 +275,24 @@ func (m *Model) Step(rows []engine.Row) error {
 		if err := s.checkPositions(len(r.Tokens)); err != nil {
 			return fmt.Errorf("row %d: %w", i, err)
 		}
+		if _, err := s.imageJob(r.Tokens); err != nil {
+			return fmt.Errorf("row %d: %w", i, err)
+		}
 	}
 	sc := m.acquire()
 	defer m.release(sc)
 	jobs := sc.jobs[:0]
 	for _, r := range rows {
 		all, _ := engine.CheckOut(r.Out, len(r.Tokens), c.Vocab)
-		jobs = append(jobs, job{s: r.Seq.(*Sequence), tokens: r.Tokens, out: r.Out, all: all})
+		s := r.Seq.(*Sequence)
+		img, _ := s.imageJob(r.Tokens)
+		jobs = append(jobs, job{s: s, tokens: r.Tokens, out: r.Out, all: all, img: img})
 	}
 	sc.jobs = jobs
 	m.run(sc, jobs)
+	for _, j := range jobs {
+		j.s.commitImages(j.img)
+	}
 	return nil
 }
 

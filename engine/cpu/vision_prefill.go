@@ -3,89 +3,155 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
+	"petal/engine/vision/preprocess"
+	"petal/engine/vision/tower"
 )
 
 var _ engine.ImageSequence = (*Sequence)(nil)
 
-// imageJob is what a Forward with images adds to its tokens: each token's
-// 3D rotary position and, at the images' tokens, the rows that replace
-// their embeddings.
-type imageJob struct {
-	pos    [][3]int
-	images []engine.Image
+// placed is an image a sequence waits for the tokens of: base is the
+// rotary position of its first token once that token has come (-1 before),
+// so that an image fed in pieces keeps its positions.
+type placed struct {
+	engine.Image
+	grid [3]int
+	base int
 }
 
-// ForwardImages is Forward with images in the tokens (see
-// engine.ImageSequence).
-func (s *Sequence) ForwardImages(tokens []int, images []engine.Image, out []float32) error {
+// visionTower is a Model's tower, widened on first use.
+type visionTower struct {
+	once sync.Once
+	t    *tower.Tower
+	err  error
+}
+
+// Vision reports whether the model reads images: its checkpoint holds a
+// vision tower.
+func (m *Model) Vision() bool { return m.cfg.HasVision() }
+
+// EncodeImage runs the vision tower on an image's pixel values: its merged
+// features, [tokens][hidden].
+func (m *Model) EncodeImage(px preprocess.Pixels) ([]float32, error) {
+	if !m.Vision() {
+		return nil, fmt.Errorf("cpu: %w: the model is text-only", engine.ErrBadImages)
+	}
+	vt := &m.tower
+	vt.once.Do(func() { vt.t, vt.err = tower.New(m.ckpt) })
+	if vt.err != nil {
+		return nil, vt.err
+	}
+	f, err := vt.t.Encode(px)
+	if errors.Is(err, tower.ErrBadImage) {
+		err = fmt.Errorf("%w: %w", engine.ErrBadImages, err)
+	}
+	return f, err
+}
+
+// PlaceImages announces images whose tokens are to come (see
+// engine.ImageSequence), running the tower on those without features.
+func (s *Sequence) PlaceImages(images []engine.Image) error {
 	if s.layers == nil {
 		return fmt.Errorf("cpu: %w", engine.ErrClosed)
 	}
 	c := s.m.cfg
-	if len(images) == 0 {
-		return s.Forward(tokens, out)
-	}
 	if !c.HasVision() {
 		return fmt.Errorf("cpu: %w: the model is text-only", engine.ErrBadImages)
 	}
-	if err := engine.CheckTokens(tokens, c.Vocab); err != nil {
-		return err
+	end := s.pos
+	if n := len(s.pending); n > 0 {
+		end = s.pending[n-1].At + s.pending[n-1].Tokens()
 	}
-	if err := engine.CheckImages(tokens, images, c.Vision.ImageToken, c.Hidden); err != nil {
-		return err
+	add := make([]placed, 0, len(images))
+	for i, im := range images {
+		g := im.Grid()
+		if im.Pixels.Merge != c.Vision.Merge || g[0] <= 0 || g[1] <= 0 || g[2] <= 0 || im.At < end {
+			return fmt.Errorf("cpu: %w: image %d at token %d, grid %v merged by %d: before token %d or not the tower's shape", engine.ErrBadImages, i, im.At, g, im.Pixels.Merge, end)
+		}
+		if im.Features == nil {
+			f, err := s.m.EncodeImage(im.Pixels)
+			if err != nil {
+				return fmt.Errorf("cpu: image %d: %w", i, err)
+			}
+			im.Features = f
+		}
+		if len(im.Features) != im.Tokens()*c.Hidden {
+			return fmt.Errorf("cpu: %w: image %d: %d features for %d tokens of %d", engine.ErrBadImages, i, len(im.Features), im.Tokens(), c.Hidden)
+		}
+		add = append(add, placed{Image: im, grid: g, base: -1})
+		end = im.At + im.Tokens()
 	}
-	all, err := engine.CheckOut(out, len(tokens), c.Vocab)
-	if err != nil {
-		return err
-	}
-	if err := s.checkPositions(len(tokens)); err != nil {
-		return err
-	}
-	img, next := s.imagePositions(tokens, images)
-	sc := s.m.acquire()
-	defer s.m.release(sc)
-	sc.tokens = append(sc.tokens[:0], tokens...)
-	sc.jobs = append(sc.jobs[:0], job{s: s, tokens: sc.tokens, out: out, all: all, img: img})
-	s.m.run(sc, sc.jobs)
-	s.ropeDelta = next - s.pos
-	s.images = true
+	s.pending = append(s.pending, add...)
+	s.images = s.images || len(add) > 0
 	return nil
 }
 
-// imagePositions gives each token its rotary position, as get_rope_index:
-// text takes the next position in all three components; an image's
-// tokens (frame, row, column) of its merged grid added to the position
-// after the text before it, and the text after it goes on from one past
-// the image's largest component. next is the position of the token after
-// the last.
-func (s *Sequence) imagePositions(tokens []int, images []engine.Image) (*imageJob, int) {
-	img := &imageJob{pos: make([][3]int, len(tokens)), images: images}
+// imageJob is what a job's tokens take from the images placed: each
+// token's 3D rotary position, the images over the job (At counted from
+// its first token) whose rows replace embeddings, and the sequence's
+// images and rotary move after the job.
+type imageJob struct {
+	pos     [][3]int
+	images  []engine.Image
+	pending []placed
+	delta   int
+}
+
+// imageJob prepares a job of tokens appended to s, or nil when no placed
+// image is among them; it changes nothing in s (commitImages does, after
+// the job ran). Each token takes its rotary position as get_rope_index
+// gives it: text the next position in all three components, an image's
+// tokens (frame, row, column) past its first token's position, and the
+// text after an image one past its largest component.
+func (s *Sequence) imageJob(tokens []int) (*imageJob, error) {
+	if len(s.pending) == 0 || s.pending[0].At >= s.pos+len(tokens) {
+		return nil, nil
+	}
+	img := &imageJob{pos: make([][3]int, len(tokens)), pending: append([]placed(nil), s.pending...)}
 	next := s.pos + s.ropeDelta
-	i := 0
-	for _, im := range images {
-		for ; i < im.At; i++ {
+	k := 0 // the placed image the tokens reach next
+	for i := range tokens {
+		a := s.pos + i
+		if k == len(img.pending) || a < img.pending[k].At {
 			img.pos[i] = [3]int{next, next, next}
 			next++
+			continue
 		}
-		t, h, w := im.Grid[0], im.Grid[1], im.Grid[2]
-		for f := range t {
-			for r := range h {
-				for col := range w {
-					img.pos[i] = [3]int{next + f, next + r, next + col}
-					i++
-				}
-			}
+		p := &img.pending[k]
+		if tokens[i] != s.m.cfg.Vision.ImageToken {
+			return nil, fmt.Errorf("cpu: %w: token %d is %d where an image's token %d stands", engine.ErrBadImages, a, tokens[i], s.m.cfg.Vision.ImageToken)
 		}
-		next += max(t, h, w)
+		if p.base < 0 {
+			p.base = next
+		}
+		off := a - p.At
+		_, h, w := p.grid[0], p.grid[1], p.grid[2]
+		img.pos[i] = [3]int{p.base + off/(h*w), p.base + off/w%h, p.base + off%w}
+		if off == p.Tokens()-1 {
+			next = p.base + max(p.grid[0], h, w)
+			k++
+		}
 	}
-	for ; i < len(tokens); i++ {
-		img.pos[i] = [3]int{next, next, next}
-		next++
+	for j := range img.pending {
+		if img.pending[j].At < s.pos+len(tokens) {
+			im := img.pending[j].Image
+			im.At -= s.pos
+			img.images = append(img.images, im)
+		}
 	}
-	return img, next
+	img.pending = img.pending[k:]
+	img.delta = next - (s.pos + len(tokens))
+	return img, nil
+}
+
+// commitImages records what a job that ran did to s's images.
+func (s *Sequence) commitImages(img *imageJob) {
+	if img != nil {
+		s.pending, s.ropeDelta = img.pending, img.delta
+	}
 }
 
 // embed replaces the embeddings of the image tokens among the piece's
@@ -134,6 +200,6 @@ func ropeAxes(c *checkpoint.Config) []uint8 {
 	return axes
 }
 
-// errImagesSaved refuses to save a sequence whose text positions an
-// image moved: the saved state does not hold the move.
+// errImagesSaved refuses to save a sequence that holds or awaits images:
+// the saved state holds neither the rotary move nor the placed images.
 var errImagesSaved = errors.New("cpu: a sequence holding images cannot be saved")

@@ -14,7 +14,6 @@ import (
 	"petal/engine"
 	"petal/engine/checkpoint"
 	"petal/engine/vision/preprocess"
-	"petal/engine/vision/tower"
 )
 
 // visionFixture is tools/visref's vision-a: a tiny checkpoint with a
@@ -48,9 +47,9 @@ func readF32(t *testing.T, path string) []float32 {
 	return out
 }
 
-// visionSetup opens the fixture's model and encodes its images with the
-// tower, from the pixel values transformers took.
-func visionSetup(t *testing.T) (*Model, *visionRef, [][]float32) {
+// visionSetup opens the fixture's model and reads its images' pixel
+// values, which transformers took.
+func visionSetup(t *testing.T) (*Model, *visionRef, []preprocess.Pixels) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(visionFixture, "vision.json"))
 	if err != nil {
@@ -65,36 +64,27 @@ func visionSetup(t *testing.T) (*Model, *visionRef, [][]float32) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	tw, err := tower.New(m.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pixels := readF32(t, filepath.Join(visionFixture, "pixels.f32"))
-	c := tw.Config()
-	var feats [][]float32
+	v := m.cfg.Vision
+	var px []preprocess.Pixels
 	for _, im := range ref.Images {
-		n := im.Patches * c.PatchDim()
-		f, err := tw.Encode(preprocess.Pixels{Grid: preprocess.Grid{T: im.Grid[0], H: im.Grid[1], W: im.Grid[2]}, Merge: c.Merge, PatchDim: c.PatchDim(), Values: pixels[:n]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		feats = append(feats, f)
+		n := im.Patches * v.PatchDim()
+		px = append(px, preprocess.Pixels{Grid: preprocess.Grid{T: im.Grid[0], H: im.Grid[1], W: im.Grid[2]}, Merge: v.Merge, PatchDim: v.PatchDim(), Values: pixels[:n]})
 		pixels = pixels[n:]
 	}
-	return m, ref, feats
+	return m, ref, px
 }
 
-// promptImages places the prompt's images at its runs of image tokens.
-func promptImages(c *checkpoint.Config, ref *visionRef, prompt, which []int, feats [][]float32) []engine.Image {
+// promptImages places the prompt's images at its runs of image tokens,
+// from shift on.
+func promptImages(c *checkpoint.Config, prompt, which []int, px []preprocess.Pixels, shift int) []engine.Image {
 	var out []engine.Image
 	k := 0
 	for i := 0; i < len(prompt); i++ {
 		if prompt[i] != c.Vision.ImageToken || (i > 0 && prompt[i-1] == c.Vision.ImageToken) {
 			continue
 		}
-		g := ref.Images[which[k]].Grid
-		m := c.Vision.Merge
-		out = append(out, engine.Image{At: i, Grid: [3]int{g[0], g[1] / m, g[2] / m}, Features: feats[which[k]], Hash: [32]byte{byte(which[k])}})
+		out = append(out, engine.Image{At: shift + i, Pixels: px[which[k]], Hash: [32]byte{byte(which[k])}})
 		k++
 	}
 	return out
@@ -106,25 +96,31 @@ func promptImages(c *checkpoint.Config, ref *visionRef, prompt, which []int, fea
 // get_rope_index's, the logits at the prompt's end within the text
 // fixtures' tolerance of transformers', and the answer its tokens.
 func TestImagePromptsMatchTransformers(t *testing.T) {
-	m, ref, feats := visionSetup(t)
+	m, ref, px := visionSetup(t)
 	c := m.cfg
 	v := c.Vocab
 	want := readF32(t, filepath.Join(visionFixture, "prompt_logits.f32"))
 	for pi, p := range ref.Prompts {
-		images := promptImages(c, ref, p.Prompt, p.Images, feats)
+		images := promptImages(c, p.Prompt, p.Images, px, 0)
 		if len(images) != len(p.Images) {
 			t.Fatalf("prompt %d: %d image runs for %d images", pi, len(images), len(p.Images))
 		}
 		seq, _ := m.NewSequence()
 		s := seq.(*Sequence)
-		img, _ := s.imagePositions(p.Prompt, images)
+		if err := s.PlaceImages(images); err != nil {
+			t.Fatal(err)
+		}
+		img, err := s.imageJob(p.Prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i, pos := range img.pos {
 			if pos != [3]int{p.Positions[0][i], p.Positions[1][i], p.Positions[2][i]} {
 				t.Fatalf("prompt %d, token %d: position %v, reference %d %d %d", pi, i, pos, p.Positions[0][i], p.Positions[1][i], p.Positions[2][i])
 			}
 		}
 		out := make([]float32, v)
-		if err := s.ForwardImages(p.Prompt, images, out); err != nil {
+		if err := s.Forward(p.Prompt, out); err != nil {
 			t.Fatal(err)
 		}
 		worst := 0.0
@@ -150,40 +146,71 @@ func TestImagePromptsMatchTransformers(t *testing.T) {
 	}
 }
 
-// TestImagePromptPieces: a prompt with images read in pieces (the text
-// before, then the rest; and through Fork) reaches the logits of one
-// call, and the positions after it carry over to decode.
+// TestImagePromptPieces: the two-image prompt read in pieces (cut
+// inside the first image, then inside the second, through a Fork), and
+// beside another prompt in one Step, reaches the logits of one Forward;
+// decode after a Fork continues the positions.
 func TestImagePromptPieces(t *testing.T) {
-	m, ref, feats := visionSetup(t)
+	m, ref, px := visionSetup(t)
 	c := m.cfg
 	v := c.Vocab
 	p := ref.Prompts[len(ref.Prompts)-1]
-	images := promptImages(c, ref, p.Prompt, p.Images, feats)
 	whole := make([]float32, v)
 	seq, _ := m.NewSequence()
-	if err := seq.(*Sequence).ForwardImages(p.Prompt, images, whole); err != nil {
+	if err := seq.(*Sequence).PlaceImages(promptImages(c, p.Prompt, p.Images, px, 0)); err != nil {
 		t.Fatal(err)
 	}
-	cut := images[0].At
+	if err := seq.Forward(p.Prompt, whole); err != nil {
+		t.Fatal(err)
+	}
+	images := promptImages(c, p.Prompt, p.Images, px, 0)
+	cut1, cut2 := images[0].At+3, images[1].At+5
 	seq2, _ := m.NewSequence()
-	if err := seq2.Forward(p.Prompt[:cut], nil); err != nil {
+	if err := seq2.(*Sequence).PlaceImages(images); err != nil {
+		t.Fatal(err)
+	}
+	if err := seq2.Forward(p.Prompt[:cut1], nil); err != nil {
 		t.Fatal(err)
 	}
 	fork, _ := seq2.Fork()
-	rest := slices.Clone(images)
-	for i := range rest {
-		rest[i].At -= cut
+	if err := fork.Forward(p.Prompt[cut1:cut2], nil); err != nil {
+		t.Fatal(err)
 	}
 	pieces := make([]float32, v)
-	if err := fork.(engine.ImageSequence).ForwardImages(p.Prompt[cut:], rest, pieces); err != nil {
+	if err := fork.Forward(p.Prompt[cut2:], pieces); err != nil {
 		t.Fatal(err)
 	}
 	if d := maxDiff(whole, pieces); d > logitTolerance {
 		t.Errorf("in pieces, the last logits differ by %g", d)
 	}
+	// In one Step beside the one-image prompt 0, each row as alone.
+	q := ref.Prompts[0]
+	alone := make([]float32, v)
+	sq, _ := m.NewSequence()
+	if err := sq.(*Sequence).PlaceImages(promptImages(c, q.Prompt, q.Images, px, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sq.Forward(q.Prompt, alone); err != nil {
+		t.Fatal(err)
+	}
+	a, b := make([]float32, v), make([]float32, v)
+	ra, _ := m.NewSequence()
+	rb, _ := m.NewSequence()
+	if err := ra.(*Sequence).PlaceImages(promptImages(c, p.Prompt, p.Images, px, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.(*Sequence).PlaceImages(promptImages(c, q.Prompt, q.Images, px, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Step([]engine.Row{{Seq: ra, Tokens: p.Prompt, Out: a}, {Seq: rb, Tokens: q.Prompt, Out: b}}); err != nil {
+		t.Fatal(err)
+	}
+	if da, db := maxDiff(whole, a), maxDiff(alone, b); da > logitTolerance || db > logitTolerance {
+		t.Errorf("in one Step the rows differ from alone by %g and %g", da, db)
+	}
 	// Decode after a Fork of the whole prompt continues its positions.
 	f2, _ := seq.Fork()
-	a, b := make([]float32, v), make([]float32, v)
+	a, b = make([]float32, v), make([]float32, v)
 	if err := seq.Forward([]int{p.Tokens[0]}, a); err != nil {
 		t.Fatal(err)
 	}
@@ -198,34 +225,48 @@ func TestImagePromptPieces(t *testing.T) {
 	}
 }
 
-// TestImagesRefused: images that do not fit the tokens, and any image on
-// a text-only model.
+// TestImagesRefused: images that do not fit the sequence, the tokens or
+// the tower, and any image on a text-only model; nothing runs.
 func TestImagesRefused(t *testing.T) {
-	m, ref, feats := visionSetup(t)
+	m, ref, px := visionSetup(t)
 	c := m.cfg
 	p := ref.Prompts[0]
-	good := promptImages(c, ref, p.Prompt, p.Images, feats)
-	for name, im := range map[string]engine.Image{
-		"short features": {At: good[0].At, Grid: good[0].Grid, Features: feats[0][:len(feats[0])-1]},
-		"past the end":   {At: len(p.Prompt) - 1, Grid: good[0].Grid, Features: feats[0]},
-		"on text":        {At: 0, Grid: good[0].Grid, Features: feats[0]},
-		"empty grid":     {At: good[0].At, Grid: [3]int{1, 0, 3}},
-	} {
+	good := promptImages(c, p.Prompt, p.Images, px, 0)[0]
+	short := good
+	short.Features = make([]float32, good.Tokens()*c.Hidden-1)
+	odd := good
+	odd.Pixels.Grid.H = 3
+	late := good
+	late.At = 0 // on text: refused when the tokens come
+	for name, im := range map[string]engine.Image{"short features": short, "odd grid": odd, "on text": late} {
 		seq, _ := m.NewSequence()
-		if err := seq.(*Sequence).ForwardImages(p.Prompt, []engine.Image{im}, nil); !errors.Is(err, engine.ErrBadImages) {
+		err := seq.(*Sequence).PlaceImages([]engine.Image{im})
+		if err == nil {
+			err = seq.Forward(p.Prompt, nil)
+		}
+		if !errors.Is(err, engine.ErrBadImages) {
 			t.Errorf("%s: %v", name, err)
 		}
 		if seq.Len() != 0 {
 			t.Errorf("%s: %d tokens ran", name, seq.Len())
 		}
 	}
+	seq, _ := m.NewSequence()
+	if err := seq.Forward(p.Prompt[:3], nil); err != nil {
+		t.Fatal(err)
+	}
+	before := good
+	before.At = 2
+	if err := seq.(*Sequence).PlaceImages([]engine.Image{before}); !errors.Is(err, engine.ErrBadImages) {
+		t.Errorf("an image before the sequence's end: %v", err)
+	}
 	text, err := Open(filepath.Join(fixturesDir, "tiny-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer text.Close()
-	seq, _ := text.NewSequence()
-	if err := seq.(*Sequence).ForwardImages([]int{1, 2, 3}, []engine.Image{{At: 1, Grid: [3]int{1, 1, 1}}}, nil); !errors.Is(err, engine.ErrBadImages) {
-		t.Errorf("text-only model: %v", err)
+	ts, _ := text.NewSequence()
+	if err := ts.(*Sequence).PlaceImages([]engine.Image{good}); !errors.Is(err, engine.ErrBadImages) || text.Vision() {
+		t.Errorf("text-only model: %v, Vision %v", err, text.Vision())
 	}
 }

@@ -56,13 +56,22 @@ type imageSequence interface {
 // tower but whose sequences cannot take them.
 var errNoImagePrefill = errors.New("service: the backend's sequences cannot place images in a prompt")
 
-// placeImagesIn hands the prompt's images to a new sequence.
+// placeImagesIn hands the prompt's images to a new sequence: a backend's
+// engine.ImageSequence, which runs the vision tower on the pixels, or one
+// that takes the spans as they are.
 func placeImagesIn(seq engine.Sequence, spans []ImageSpan) error {
-	is, ok := seq.(imageSequence)
+	if is, ok := seq.(imageSequence); ok {
+		return is.PlaceImages(spans)
+	}
+	es, ok := seq.(engine.ImageSequence)
 	if !ok {
 		return errNoImagePrefill
 	}
-	return is.PlaceImages(spans)
+	images := make([]engine.Image, len(spans))
+	for i, sp := range spans {
+		images[i] = engine.Image{At: sp.Start, Pixels: sp.Pixels, Hash: sp.Hash}
+	}
+	return es.PlaceImages(images)
 }
 
 // ErrTextOnly refuses images for a model without a vision tower.
