@@ -11,6 +11,11 @@
 // [Limits] first. A refusal is a [*LimitError] naming the limit and its
 // value, meant to be shown to the client as it is (a 400).
 //
+// A JPEG's chroma is upsampled and converted to RGB as libjpeg-turbo (PIL,
+// the processor's decoder) does, so its pixels differ from PIL's only
+// through the two IDCTs, by a level or two; PNG, GIF and WebP pixels are
+// exact.
+//
 // # Preprocessing
 //
 // [Preprocess] does what the processor does to a still image:

@@ -157,10 +157,13 @@ func rgbRows(img image.Image) func(y int, dst []uint8) {
 			}
 		}
 	case *image.YCbCr:
+		if rows, ok := fancyRows(m); ok && b.Min == (image.Point{}) {
+			return rows
+		}
 		return func(y int, dst []uint8) {
 			for x := range b.Dx() {
 				yi, ci := m.YOffset(b.Min.X+x, b.Min.Y+y), m.COffset(b.Min.X+x, b.Min.Y+y)
-				dst[x*3], dst[x*3+1], dst[x*3+2] = color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+				yccToRGB(dst[x*3:], m.Y[yi], m.Cb[ci], m.Cr[ci])
 			}
 		}
 	case *image.NYCbCrA:
