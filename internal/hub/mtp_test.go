@@ -518,6 +518,7 @@ func TestParseTensorManifestRefuses(t *testing.T) {
 		"format":   func(m *TensorManifest) { m.Format = 2 },
 		"commit":   func(m *TensorManifest) { m.SHA = "main" },
 		"sha256":   func(m *TensorManifest) { m.Tensors[1].SHA256 = "xyz" },
+		"upper":    func(m *TensorManifest) { m.Tensors[1].SHA256 = strings.ToUpper(m.Tensors[1].SHA256) },
 		"unsorted": func(m *TensorManifest) { m.Tensors[0], m.Tensors[1] = m.Tensors[1], m.Tensors[0] },
 		"shard":    func(m *TensorManifest) { m.Tensors[0].Shard = "../x" },
 		"empty":    func(m *TensorManifest) { m.Tensors = nil },
@@ -560,4 +561,23 @@ func TestPartialRange(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// FuzzParseTensorManifest: a manifest read from disk never panics the
+// parser, and one it takes has the checks a fetch relies on.
+func FuzzParseTensorManifest(f *testing.F) {
+	f.Add([]byte(`{"format":1,"repo":"a/b","sha":"0123456789abcdef0123456789abcdef01234567","filter":"mtp","tensors":[{"name":"mtp.x","shard":"s.safetensors","dtype":"BF16","shape":[2],"sha256":"` + strings.Repeat("ab", 32) + `"}]}`))
+	f.Add([]byte(`{"format":1,"tensors":[{"shard":"../x"}]}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseTensorManifest(data)
+		if err != nil {
+			return
+		}
+		for i, x := range m.Tensors {
+			if checkName(x.Shard) != nil || len(x.SHA256) != 2*sha256.Size || (i > 0 && m.Tensors[i-1].Name >= x.Name) {
+				t.Errorf("took %+v", x)
+			}
+		}
+	})
 }

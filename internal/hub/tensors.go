@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -98,6 +99,9 @@ type PinnedTensor struct {
 	SHA256 string  `json:"sha256"`
 }
 
+// sha256Hex is a sha256 as hashes() writes it: lowercase hex.
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 // ParseTensorManifest reads and checks a pinned manifest.
 func ParseTensorManifest(data []byte) (*TensorManifest, error) {
 	var m TensorManifest
@@ -120,7 +124,7 @@ func ParseTensorManifest(data []byte) (*TensorManifest, error) {
 		if err := checkName(t.Shard); err != nil {
 			return nil, fmt.Errorf("%w: tensor manifest: %w", ErrBadListing, err)
 		}
-		if sum, err := hex.DecodeString(t.SHA256); err != nil || len(sum) != sha256.Size {
+		if !sha256Hex.MatchString(t.SHA256) {
 			return nil, fmt.Errorf("%w: tensor manifest: %s: sha256 %q", ErrBadListing, t.Name, t.SHA256)
 		}
 		if i > 0 && m.Tensors[i-1].Name >= t.Name {
