@@ -566,7 +566,7 @@ def main():
         step += 1
         if step % EVAL_EVERY == 0 or last:
             ev = evaluate(head, evals, emb_table, lm_head, pos)
-            line = (f"{step}\t{time.time() - t0:.1f}\t{lr:.2e}\t{float(loss):.4f}\t{float(ce):.4f}\t{float(agree):.4f}\t"
+            line = (f"{step}\t{time.time() - t0:.1f}\t{lr:.2e}\t{float(loss.detach()):.4f}\t{float(ce):.4f}\t{float(agree):.4f}\t"
                     f"{ev['dialogue'][0]:.4f}\t{ev['dialogue'][1]:.4f}\t{ev['brown'][0]:.4f}\t{ev['brown'][1]:.4f}")
             logf.write(line + "\n")
             logf.flush()
