@@ -326,3 +326,33 @@ func BenchmarkPrefill(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQMVRows measures the row kernels' products with a few decode
+// rows at the demo model's shapes (a batched step's decode rows take them,
+// not the tiles), whose weights stay in cache: ns/input is the time of one
+// input row's product, which a batch of inputs lowers as far as the
+// kernels share the work of a weight row between them; cpu-ns/input the
+// same in CPU time, steadier on a shared machine.
+func BenchmarkQMVRows(b *testing.B) {
+	for _, c := range []struct{ rows, cols int }{{1024, 384}, {6144, 384}, {128, 384}, {384, 128}} {
+		for _, inputs := range []int{1, 2, 4, 8} {
+			b.Run(fmt.Sprintf("rows=%d/cols=%d/inputs=%d", c.rows, c.cols, inputs), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(1, 2))
+				m := randomQuant(r, c.rows, c.cols, 4, 64)
+				x := randomFloats(r, inputs*c.cols)
+				outs := make([][]float32, inputs)
+				for i := range outs {
+					outs[i] = make([]float32, c.rows)
+				}
+				work := newScratch()
+				b.ReportAllocs()
+				cpu := cpuTime()
+				for b.Loop() {
+					m.mulRows(work, 0, x, inputs, 0, outs)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*inputs), "ns/input")
+				b.ReportMetric((cpuTime()-cpu)*1e9/float64(b.N*inputs), "cpu-ns/input")
+			})
+		}
+	}
+}

@@ -8,6 +8,11 @@ import "golang.org/x/sys/cpu"
 // here; without them the Go loops do the work.
 var vectorKernels = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// wideKernels says whether the AVX-512 kernel of four inputs
+// (qdot4x4PairsKernel, which also takes 256-bit registers past the 16 of
+// AVX2) runs here as well.
+var wideKernels = vectorKernels && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
+
 // qdot4Words is the multiple of words a group must span for the 4-bit
 // kernels: they take 8 words (64 codes) a load.
 const qdot4Words = 8
@@ -78,4 +83,32 @@ func qdot4Lanes(dst *[]float32, x []float32) []float32 {
 		}
 	}
 	return d
+}
+
+//go:noescape
+func qdot4x4PairsKernel(words *uint32, scales, biases *uint16, x, xsum, out *float32, pairs, groups, wordsPerGroup, rowWords, rowGroups int)
+
+// qdotPairsWideVec sets out[4r+i], for r < rows and i < 4, to the product
+// of the r-th of rows consecutive 4-bit rows (words, scales and biases,
+// groups of wordsPerGroup words) with input i of x and xsum (four inputs
+// as packWide lays them out), the bits qdotRowVec gives each; or reports
+// false where the kernel does not run here or does not serve the shape.
+// out holds 4 floats past the rows' where rows is odd.
+func qdotPairsWideVec(words []uint32, scales, biases []uint16, rows int, x, xsum []float32, wordsPerGroup int, out []float32) bool {
+	if !wideKernels || rows <= 0 || !servesGroups(4, wordsPerGroup) || len(scales)%rows != 0 {
+		return false
+	}
+	groups := len(scales) / rows
+	rowWords := groups * wordsPerGroup
+	if groups == 0 || len(biases) != len(scales) || len(words) != rows*rowWords || len(x) < 4*8*rowWords || len(xsum) < 4*groups || len(out) < 4*(rows+rows%2) {
+		return false
+	}
+	if pairs := rows / 2; pairs > 0 {
+		qdot4x4PairsKernel(&words[0], &scales[0], &biases[0], &x[0], &xsum[0], &out[0], pairs, groups, wordsPerGroup, rowWords, groups)
+	}
+	if r := rows - 1; rows%2 != 0 {
+		// The last row twice: its second products land past the rows'.
+		qdot4x4PairsKernel(&words[r*rowWords], &scales[r*groups], &biases[r*groups], &x[0], &xsum[0], &out[4*r], 1, groups, wordsPerGroup, 0, 0)
+	}
+	return true
 }

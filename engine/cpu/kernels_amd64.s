@@ -1134,3 +1134,264 @@ quad4done:
 	MOVSS X2, 8(AX)
 	MOVSS X3, 12(AX)
 	RET
+
+// Lanes 0-7 of the 64 bytes at quadMasks+64*p mask code 2p of each of 8
+// words in place, lanes 8-15 code 2p+1 (as nibbleMasks, code 0 by 15);
+// code 7 takes the mask of its place and quadShifts' 28 in lanes 8-15.
+DATA quadMasks<>+0(SB)/8, $0x0000000f0000000f
+DATA quadMasks<>+8(SB)/8, $0x0000000f0000000f
+DATA quadMasks<>+16(SB)/8, $0x0000000f0000000f
+DATA quadMasks<>+24(SB)/8, $0x0000000f0000000f
+DATA quadMasks<>+32(SB)/8, $0x000000f0000000f0
+DATA quadMasks<>+40(SB)/8, $0x000000f0000000f0
+DATA quadMasks<>+48(SB)/8, $0x000000f0000000f0
+DATA quadMasks<>+56(SB)/8, $0x000000f0000000f0
+DATA quadMasks<>+64(SB)/8, $0x00000f0000000f00
+DATA quadMasks<>+72(SB)/8, $0x00000f0000000f00
+DATA quadMasks<>+80(SB)/8, $0x00000f0000000f00
+DATA quadMasks<>+88(SB)/8, $0x00000f0000000f00
+DATA quadMasks<>+96(SB)/8, $0x0000f0000000f000
+DATA quadMasks<>+104(SB)/8, $0x0000f0000000f000
+DATA quadMasks<>+112(SB)/8, $0x0000f0000000f000
+DATA quadMasks<>+120(SB)/8, $0x0000f0000000f000
+DATA quadMasks<>+128(SB)/8, $0x000f0000000f0000
+DATA quadMasks<>+136(SB)/8, $0x000f0000000f0000
+DATA quadMasks<>+144(SB)/8, $0x000f0000000f0000
+DATA quadMasks<>+152(SB)/8, $0x000f0000000f0000
+DATA quadMasks<>+160(SB)/8, $0x00f0000000f00000
+DATA quadMasks<>+168(SB)/8, $0x00f0000000f00000
+DATA quadMasks<>+176(SB)/8, $0x00f0000000f00000
+DATA quadMasks<>+184(SB)/8, $0x00f0000000f00000
+DATA quadMasks<>+192(SB)/8, $0x0f0000000f000000
+DATA quadMasks<>+200(SB)/8, $0x0f0000000f000000
+DATA quadMasks<>+208(SB)/8, $0x0f0000000f000000
+DATA quadMasks<>+216(SB)/8, $0x0f0000000f000000
+DATA quadMasks<>+224(SB)/8, $0xf0000000f0000000
+DATA quadMasks<>+232(SB)/8, $0xf0000000f0000000
+DATA quadMasks<>+240(SB)/8, $0xf0000000f0000000
+DATA quadMasks<>+248(SB)/8, $0xf0000000f0000000
+GLOBL quadMasks<>(SB), RODATA|NOPTR, $256
+
+DATA quadShifts<>+0(SB)/8, $0
+DATA quadShifts<>+8(SB)/8, $0
+DATA quadShifts<>+16(SB)/8, $0
+DATA quadShifts<>+24(SB)/8, $0
+DATA quadShifts<>+32(SB)/8, $0x0000001c0000001c
+DATA quadShifts<>+40(SB)/8, $0x0000001c0000001c
+DATA quadShifts<>+48(SB)/8, $0x0000001c0000001c
+DATA quadShifts<>+56(SB)/8, $0x0000001c0000001c
+GLOBL quadShifts<>(SB), RODATA|NOPTR, $64
+
+// CODES2 masks a code pair of the words of rows A (Z21) and B (Z22) in
+// place by mask into Z23 and Z24.
+#define CODES2(mask) \
+	VPANDD mask, Z21, Z23; \
+	VPANDD mask, Z22, Z24
+
+// WIDE2 adds the code pairs in Z23 and Z24, converted, times the 16 floats
+// at x0-x3(DI) of the four inputs into the rows' accumulators: Z4-Z7 row
+// A's, Z8-Z11 row B's.
+#define WIDE2(x0, x1, x2, x3) \
+	VCVTDQ2PS Z23, Z23; \
+	VCVTDQ2PS Z24, Z24; \
+	VMOVUPS x0(DI), Z25; \
+	VFMADD231PS Z25, Z23, Z4; \
+	VFMADD231PS Z25, Z24, Z8; \
+	VMOVUPS x1(DI), Z25; \
+	VFMADD231PS Z25, Z23, Z5; \
+	VFMADD231PS Z25, Z24, Z9; \
+	VMOVUPS x2(DI), Z25; \
+	VFMADD231PS Z25, Z23, Z6; \
+	VFMADD231PS Z25, Z24, Z10; \
+	VMOVUPS x3(DI), Z25; \
+	VFMADD231PS Z25, Z23, Z7; \
+	VFMADD231PS Z25, Z24, Z11
+
+// FOLD adds the odd codes' half of acc (lanes 8-15) to its even codes'
+// half, as qdot4Kernel adds Y3 to Y2, and that times the group's scale in
+// scale into sum.
+#define FOLD(acc, half, scale, sum) \
+	VEXTRACTF64X4 $1, acc, Y28; \
+	VADDPS Y28, half, half; \
+	VFMADD231PS half, scale, sum
+
+// REDUCE sums the 8 lanes of Y(sum) into its lowest, as qdot4Kernel does.
+#define REDUCE(sum, xsum) \
+	VEXTRACTF128 $1, sum, X4; \
+	VADDPS X4, xsum, xsum; \
+	VHADDPS xsum, xsum, xsum; \
+	VHADDPS xsum, xsum, xsum
+
+// TAILFMA adds input i's group sum (at off(R10)) times the biases of rows
+// A (X4) and B (X5) into their sums.
+#define TAILFMA(off, a, b) \
+	VMOVSS off(R10), X6; \
+	VFMADD231SS X6, X4, a; \
+	VFMADD231SS X6, X5, b
+
+// BIASFMA is TAILFMA for 8 groups at once (Y4, Y5 the rows' biases).
+#define BIASFMA(off, a, b) \
+	VMOVUPS off(R10), Y6; \
+	VFMADD231PS Y6, Y4, a; \
+	VFMADD231PS Y6, Y5, b
+
+// func qdot4x4PairsKernel(words *uint32, scales, biases *uint16, x, xsum, out *float32, pairs, groups, wordsPerGroup, rowWords, rowGroups int)
+//
+// qdot4x4Kernel in 512-bit vectors on pairs of 4-bit rows: rows A and B
+// of a pair are rowWords words (rowGroups scales and biases) apart, the
+// next pair's A past B (words, scales and biases from the first pair's
+// A; rowWords 0 takes one row twice), each row groups groups long. x holds
+// the four inputs as packWide lays them out: for each 8 words of a row,
+// the inputs' 64 floats (qdot4Lanes' order) one after another; xsum their
+// group sums, for each 8 groups the inputs' 8 in turn, then for each
+// group left the inputs' one. out[8k+i] is input i times pair k's row A,
+// out[8k+4+i] times its B. A vector holds two codes of 8 words, lanes 0-7
+// the even one and 8-15 the odd one, each lane adding its codes in
+// qdot4Kernel's order: every input keeps the bits of the row kernel, with
+// half the FMAs of the 256-bit kernel, each load of x serving two rows.
+// Y0-Y3 are row A's sums, Y12-Y15 row B's.
+TEXT ·qdot4x4PairsKernel(SB), NOSPLIT, $0-88
+	MOVQ words+0(FP), SI
+	MOVQ scales+8(FP), DX
+	MOVQ biases+16(FP), BX
+	MOVQ out+40(FP), R11
+	MOVQ pairs+48(FP), R8
+	MOVQ rowWords+72(FP), R12
+	SHLQ $2, R12
+	MOVQ rowGroups+80(FP), R13
+	SHLQ $1, R13
+	VMOVDQU32 quadMasks<>+0(SB), Z16
+	VMOVDQU32 quadMasks<>+64(SB), Z17
+	VMOVDQU32 quadMasks<>+128(SB), Z18
+	VMOVDQU32 quadMasks<>+192(SB), Z19
+	VMOVDQU32 quadShifts<>(SB), Z20
+
+wpair:
+	MOVQ x+24(FP), DI
+	MOVQ groups+56(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+
+wgroup:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ wordsPerGroup+64(FP), R9
+
+wword:
+	VBROADCASTI64X4 0(SI), Z21
+	VBROADCASTI64X4 0(SI)(R12*1), Z22
+	CODES2(Z16)
+	WIDE2(0, 256, 512, 768)
+	CODES2(Z17)
+	WIDE2(64, 320, 576, 832)
+	CODES2(Z18)
+	WIDE2(128, 384, 640, 896)
+	// Code 7 of each word: the mask keeps it in place, the shift moves it
+	// down past the sign bit (lanes 0-7, code 6, shift by 0).
+	CODES2(Z19)
+	VPSRLVD Z20, Z23, Z23
+	VPSRLVD Z20, Z24, Z24
+	WIDE2(192, 448, 704, 960)
+	ADDQ $32, SI
+	ADDQ $1024, DI
+	SUBQ $8, R9
+	JNZ wword
+
+	MOVWLZX (DX), AX
+	SHLL $16, AX
+	VPBROADCASTD AX, Z26
+	MOVWLZX (DX)(R13*1), AX
+	SHLL $16, AX
+	VPBROADCASTD AX, Z27
+	FOLD(Z4, Y4, Y26, Y0)
+	FOLD(Z5, Y5, Y26, Y1)
+	FOLD(Z6, Y6, Y26, Y2)
+	FOLD(Z7, Y7, Y26, Y3)
+	FOLD(Z8, Y8, Y27, Y12)
+	FOLD(Z9, Y9, Y27, Y13)
+	FOLD(Z10, Y10, Y27, Y14)
+	FOLD(Z11, Y11, Y27, Y15)
+	ADDQ $2, DX
+	DECQ CX
+	JNZ wgroup
+
+	// The bias terms, 8 groups a vector, each input against its sums.
+	MOVQ xsum+32(FP), R10
+	MOVQ groups+56(FP), CX
+	MOVQ CX, R9
+	SHRQ $3, R9
+	JZ wreduce
+
+wbias:
+	VPMOVZXWD (BX), Y4
+	VPSLLD $16, Y4, Y4
+	VPMOVZXWD (BX)(R13*1), Y5
+	VPSLLD $16, Y5, Y5
+	BIASFMA(0, Y0, Y12)
+	BIASFMA(32, Y1, Y13)
+	BIASFMA(64, Y2, Y14)
+	BIASFMA(96, Y3, Y15)
+	ADDQ $16, BX
+	ADDQ $128, R10
+	DECQ R9
+	JNZ wbias
+
+wreduce:
+	REDUCE(Y0, X0)
+	REDUCE(Y1, X1)
+	REDUCE(Y2, X2)
+	REDUCE(Y3, X3)
+	REDUCE(Y12, X12)
+	REDUCE(Y13, X13)
+	REDUCE(Y14, X14)
+	REDUCE(Y15, X15)
+	ANDQ $7, CX
+	JZ wstore
+
+wone:
+	MOVWLZX (BX), AX
+	SHLL $16, AX
+	VMOVD AX, X4
+	MOVWLZX (BX)(R13*1), AX
+	SHLL $16, AX
+	VMOVD AX, X5
+	TAILFMA(0, X0, X12)
+	TAILFMA(4, X1, X13)
+	TAILFMA(8, X2, X14)
+	TAILFMA(12, X3, X15)
+	ADDQ $2, BX
+	ADDQ $16, R10
+	DECQ CX
+	JNZ wone
+
+wstore:
+	MOVSS X0, 0(R11)
+	MOVSS X1, 4(R11)
+	MOVSS X2, 8(R11)
+	MOVSS X3, 12(R11)
+	MOVSS X12, 16(R11)
+	MOVSS X13, 20(R11)
+	MOVSS X14, 24(R11)
+	MOVSS X15, 28(R11)
+	ADDQ $32, R11
+	// Past row B: its words, scales and biases.
+	ADDQ R12, SI
+	ADDQ R13, DX
+	ADDQ R13, BX
+	DECQ R8
+	JNZ wpair
+
+	VZEROUPPER
+	RET

@@ -6,6 +6,9 @@ package cpu
 // part of every ARMv8-A core, the least that Go's arm64 port runs on.
 const vectorKernels = true
 
+// wideKernels is false: arm64 has no wide kernel (see qdotx2).
+const wideKernels = false
+
 // qdot4Words is the multiple of words a group must span for the NEON
 // 4-bit kernel.
 const qdot4Words = 4
@@ -29,5 +32,9 @@ func qdotx2(bits int, words [2][]uint32, x []float32, scales, biases [2][]uint16
 // qdotQuadVec reports false: arm64 has no kernel of four inputs (see
 // qdotx2), and each input takes the row kernel.
 func qdotQuadVec(int, []uint32, [4][]float32, []uint16, []uint16, [4][]float32, int, *[4]float32) bool {
+	return false
+}
+
+func qdotPairsWideVec([]uint32, []uint16, []uint16, int, []float32, []float32, int, []float32) bool {
 	return false
 }

@@ -5,6 +5,8 @@ package cpu
 // vectorKernels is false: this build has only the Go loops.
 const vectorKernels = false
 
+const wideKernels = false
+
 func servesGroups(int, int) bool { return false }
 
 func qdotRowVec(int, []uint32, []float32, []uint16, []uint16, []float32, int) (float32, bool) {
@@ -38,3 +40,7 @@ func deltaRows32Vec([]float32, int, []float32, []float32, float32, []float32, []
 }
 
 func scaledCodesVec(int, []uint32, []uint16, []float32, int) bool { return false }
+
+func qdotPairsWideVec([]uint32, []uint16, []uint16, int, []float32, []float32, int, []float32) bool {
+	return false
+}

@@ -457,3 +457,44 @@ func TestQdotQuadVec(t *testing.T) {
 		}
 	}
 }
+
+// TestQdotPairsWideVec checks the wide kernel against the row kernel on
+// each row and input, bit for bit: odd and even row counts, inputs packed
+// in any order and repeated (a padded block), every group size and group
+// counts that leave a tail after the bias pass's 8 groups a vector.
+func TestQdotPairsWideVec(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const inputs = 6
+	for _, group := range []int{32, 64, 128} {
+		for _, groups := range []int{1, 2, 3, 7, 8, 11, 17} {
+			for _, rows := range []int{1, 2, 5} {
+				cols := group * groups
+				m := randomQuant(r, rows, cols, 4, group)
+				xk := qdot4Lanes(new([]float32), randomFloats(r, inputs*cols))
+				xsum := randomFloats(r, inputs*groups)
+				wpg := group / 8
+				for _, in := range [][4]int{{0, 1, 2, 3}, {5, 2, 4, 0}, {3, 4, 4, 4}} {
+					x, xs := make([]float32, 4*cols), make([]float32, 4*groups)
+					packWide(x, xs, xk, xsum, in, cols, groups)
+					out := make([]float32, 4*(rows+1))
+					served := qdotPairsWideVec(m.words, m.scales, m.biases, rows, x, xs, wpg, out)
+					if want := wideKernels && servesGroups(4, wpg); served != want {
+						t.Fatalf("group %d: kernel served %v, want %v", group, served, want)
+					}
+					if !served {
+						continue
+					}
+					for i, k := range in {
+						for row := range rows {
+							want, _ := qdotRowVec(4, m.words[row*cols/8:(row+1)*cols/8], xk[k*cols:(k+1)*cols],
+								m.scales[row*groups:(row+1)*groups], m.biases[row*groups:(row+1)*groups], xsum[k*groups:(k+1)*groups], wpg)
+							if got := out[4*row+i]; got != want {
+								t.Errorf("group %d groups %d rows %d inputs %v: input %d row %d got %v, the row kernel %v", group, groups, rows, in, k, row, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

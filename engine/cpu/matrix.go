@@ -152,6 +152,10 @@ func (g *products) add(m *matrix, e int, x []float32, t, nt int, outs [][]float3
 		}
 		if lanes {
 			need += (t - p.nt) * m.cols
+			if wideKernels {
+				p.wide = wideBlocks(t - p.nt)
+				need += p.wide * 4 * (m.cols + groups)
+			}
 		}
 		if len(g.ps) > 0 && len(g.arena)+need > maxGroupFloats {
 			g.compute()
@@ -183,6 +187,17 @@ func (g *products) add(m *matrix, e int, x []float32, t, nt int, outs [][]float3
 			// Only for the groups the kernels take: the Go loops read x.
 			buf := g.alloc(len(p.xk))
 			p.xk = qdot4Lanes(&buf, p.xk)
+		}
+		if p.wide > 0 {
+			p.xw, p.xsw = g.alloc(p.wide*4*m.cols), g.alloc(p.wide*4*groups)
+			n := t - p.nt
+			for b := range p.wide {
+				var in [4]int
+				for i := range in {
+					in[i] = min(4*b+i, n-1)
+				}
+				packWide(p.xw[4*b*m.cols:4*(b+1)*m.cols], p.xsw[4*b*groups:4*(b+1)*groups], p.xk, p.xsum[p.nt*groups:], in, m.cols, groups)
+			}
 		}
 	}
 	p.first = g.total
@@ -232,6 +247,11 @@ type product struct {
 	stride int
 	// xk is x's rows from nt on as the row kernel takes them (qdotRowVec).
 	xk []float32
+	// The inputs from nt on, in wide blocks of four as packWide lays them
+	// out (none where the wide kernel does not run here or serve the
+	// shape): xw their columns, xsw their group sums.
+	wide    int
+	xw, xsw []float32
 }
 
 func (p *product) run(pt *part, lo, hi int) {
@@ -245,7 +265,10 @@ func (p *product) run(pt *part, lo, hi int) {
 	}
 	if n := p.nt; n < p.t {
 		groups := m.cols / m.group
-		m.mulQuant(p.e, p.x[n*m.cols:], p.xk, p.xsum[n*groups:], p.t-n, p.outs[n:], lo, hi)
+		done := p.mulWide(pt, lo, hi)
+		if k := n + done; k < p.t {
+			m.mulQuant(p.e, p.x[k*m.cols:], p.xk[done*m.cols:], p.xsum[k*groups:], p.t-k, p.outs[k:], lo, hi)
+		}
 	}
 }
 
@@ -271,6 +294,73 @@ func (m *matrix) mulQuant(e int, x, xk, xsum []float32, t int, outs [][]float32,
 			outs[i][r] = v
 		}
 	}
+}
+
+// wideMinInputs is the fewest inputs the wide kernel takes in a block:
+// padded to four, two inputs cost it less than the pair kernels do.
+const wideMinInputs = 2
+
+// wideBlocks is how many blocks of four inputs the wide kernel takes of
+// n, the last of two or three padded with its last input; a last one
+// left alone takes the pair kernels.
+func wideBlocks(n int) int {
+	if n%4 >= wideMinInputs {
+		return n/4 + 1
+	}
+	return n / 4
+}
+
+// packWide lays out inputs in of xk (rows of cols floats in qdot4Lanes'
+// order) and of xsum (their group sums, rows of groups) as
+// qdot4x4PairsKernel takes them, into x (4*cols floats) and xs
+// (4*groups): for each 64 columns the inputs' 64 in turn; for each 8
+// groups the inputs' 8 sums in turn, then each group left the inputs'.
+func packWide(x, xs, xk, xsum []float32, in [4]int, cols, groups int) {
+	for b := 0; b < cols/64; b++ {
+		for i, k := range in {
+			copy(x[(4*b+i)*64:(4*b+i+1)*64], xk[k*cols+b*64:][:64])
+		}
+	}
+	full := groups &^ 7
+	for b := 0; b < full; b += 8 {
+		for i, k := range in {
+			copy(xs[4*b+8*i:][:8], xsum[k*groups+b:][:8])
+		}
+	}
+	for g := full; g < groups; g++ {
+		for i, k := range in {
+			xs[4*g+i] = xsum[k*groups+g]
+		}
+	}
+}
+
+// mulWide does rows [lo, hi) of the product for the inputs packed in its
+// wide blocks by the wide kernel and returns how many inputs that was,
+// counted from the first past the tiled ones.
+func (p *product) mulWide(pt *part, lo, hi int) int {
+	m := p.m
+	if p.wide == 0 || hi <= lo {
+		return 0
+	}
+	groups, wordsPerRow := m.cols/m.group, m.cols/8
+	n, first := hi-lo, p.e*m.rows+lo
+	words := m.words[first*wordsPerRow : (first+n)*wordsPerRow]
+	sc, bi := m.scales[first*groups:(first+n)*groups], m.biases[first*groups:(first+n)*groups]
+	buf := grow(&pt.wide, 4*(n+1))
+	left := p.t - p.nt
+	for b := range p.wide {
+		x, xs := p.xw[4*b*m.cols:4*(b+1)*m.cols], p.xsw[4*b*groups:4*(b+1)*groups]
+		if !qdotPairsWideVec(words, sc, bi, n, x, xs, m.group/8, buf) {
+			return 4 * b
+		}
+		for i := range min(4, left-4*b) {
+			out := p.outs[p.nt+4*b+i][lo:hi]
+			for r := range out {
+				out[r] = buf[4*r+i]
+			}
+		}
+	}
+	return min(4*p.wide, left)
 }
 
 // qdotRowGo is qdotRowVec's Go loop, one input row at a time whatever

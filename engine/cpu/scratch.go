@@ -41,6 +41,7 @@ type part struct {
 	row, scores, kv, ka []float32
 	tile                []float32 // mulQuantTiles' rows of scale*code and biases
 	window              []float32 // deltaConv's next conv windows
+	wide                []float32 // mulWide's products, a row's four after another's
 }
 
 func newScratch() *scratch { return &scratch{parts: make([]part, numParts())} }
