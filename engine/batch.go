@@ -34,6 +34,8 @@ type Job struct {
 	st     DecodeStats
 	done   bool
 	err    error
+	// spec drafts with the model's head (speculate_job.go); nil: never.
+	spec *jobSpec
 }
 
 // NewJob checks d as Run does and returns its job on seq, a sequence of a
@@ -51,6 +53,7 @@ func NewJob(ctx context.Context, seq Sequence, vocab, maxPositions int, d *Decod
 	if d.Constraint != nil {
 		j.mask = make([]uint64, (vocab+63)/64)
 	}
+	j.spec = newJobSpec(j)
 	return j, nil
 }
 
@@ -86,6 +89,9 @@ func (j *Job) row(piece int) (Row, bool) {
 		return Row{}, false
 	}
 	if j.next >= 0 {
+		if r, ok := j.spec.row(j); ok || j.done {
+			return r, ok
+		}
 		j.one[0] = j.next
 		if !j.fits(1) {
 			return Row{}, false
@@ -152,24 +158,34 @@ func (j *Job) pick1() { j.guarded(func() bool { j.pickNext(); return false }) }
 // pickNext picks the next token from the step's logits and hands it to
 // Token.
 func (j *Job) pickNext() {
+	if j.spec.pick(j) {
+		return
+	}
 	id, err := j.pick()
 	if err != nil {
 		j.finish(err)
 		return
 	}
+	j.emit(id)
+}
+
+// emit hands id, picked, to Token and reports whether the job goes on,
+// with id the next step's token.
+func (j *Job) emit(id int) bool {
 	j.st.Tokens++
 	stop, err := j.d.Token(id)
 	if err != nil || stop || j.st.Tokens == j.d.MaxTokens {
 		j.finish(err)
-		return
+		return false
 	}
 	if j.d.Constraint != nil {
 		if err := j.d.Constraint.Advance(id); err != nil {
 			j.finish(err)
-			return
+			return false
 		}
 	}
 	j.next = id
+	return true
 }
 
 // pick chooses the next token from the step's logits, as hostDecode does.

@@ -230,3 +230,46 @@ func newSamplerAfter(s *sample.Sampler, id int) *sample.Sampler {
 	s.Accept(id)
 	return s
 }
+
+// TestSpeculativeJobsMatch: jobs that draft, stepped together with
+// engine.StepJobs (verify rows of two tokens beside prompt pieces and
+// other jobs' rows), give each the greedy reply it gets alone without
+// drafts.
+func TestSpeculativeJobsMatch(t *testing.T) {
+	m, tokens, _ := openMTPFixture(t)
+	v := m.cfg.Vocab
+	prompts := [][]int{tokens[:5], tokens[3:30], tokens[10:12]}
+	const n = 30
+	outs := make([][]int, len(prompts))
+	jobs := make([]*engine.Job, len(prompts))
+	for i, p := range prompts {
+		seq, _ := m.NewSequence()
+		defer seq.Close()
+		j, err := engine.NewJob(context.Background(), seq, v, 0, &engine.Decode{
+			Prompt: p, MaxTokens: n, Speculate: spec.Always,
+			Token: func(id int) (bool, error) { outs[i] = append(outs[i], id); return false, nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs[i] = j
+	}
+	for steps := 0; ; steps++ {
+		if steps > 10*n {
+			t.Fatal("the jobs do not end")
+		}
+		if engine.StepJobs(m, jobs, 8).Rows == 0 {
+			break
+		}
+	}
+	for i, j := range jobs {
+		_, st, err := j.Done()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := greedyRun(t, m, prompts[i], n, spec.Off)
+		if !slices.Equal(outs[i], want) || st.Drafted == 0 {
+			t.Errorf("job %d (%d drafts, %d accepted):\n got %v\nwant %v", i, st.Drafted, st.Accepted, outs[i], want)
+		}
+	}
+}
