@@ -108,14 +108,18 @@ func patchify(rgb []uint8, h, w int, cfg Config) Pixels {
 				for mw := range m {
 					y0, x0 := (bh*m+mh)*p, (bw*m+mw)*p
 					for c := range 3 {
-						for range tp {
-							for y := range p {
-								src := rgb[((y0+y)*w+x0)*3+c:]
-								for x := range p {
-									out[x] = lut[c][src[x*3]]
-								}
-								out = out[p:]
+						frame := out[:p*p]
+						for y := range p {
+							src := rgb[((y0+y)*w+x0)*3+c:]
+							row := frame[y*p : (y+1)*p]
+							for x := range row {
+								row[x] = lut[c][src[x*3]]
 							}
+						}
+						out = out[p*p:]
+						// A still image's frame, repeated over the temporal patch.
+						for range tp - 1 {
+							out = out[copy(out, frame):]
 						}
 					}
 				}
