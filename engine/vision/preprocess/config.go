@@ -51,29 +51,111 @@ func DefaultConfig() Config {
 	}
 }
 
-// ConfigFile is the processor's configuration in a model folder.
-const ConfigFile = "preprocessor_config.json"
+// The files a model folder may hold the processor's configuration in:
+// ConfigFile as save_pretrained writes an image processor, or
+// processorFile's "image_processor" object as transformers 5 writes a whole
+// processor; modelConfigFile's vision_config gives the tower's patch
+// geometry, which the processor's must equal.
+const (
+	ConfigFile      = "preprocessor_config.json"
+	processorFile   = "processor_config.json"
+	modelConfigFile = "config.json"
+)
 
-// LoadConfig reads dir/preprocessor_config.json over [DefaultConfig]: a
-// field the file lacks keeps Qwen3.6's value; min_pixels and max_pixels
-// override size as the processor's constructor lets them. A folder without
-// the file gives the defaults.
+// LoadConfig reads the processor's configuration from a model folder over
+// [DefaultConfig]: a field the files lack keeps Qwen3.6's value, and
+// min_pixels and max_pixels override size as the processor's constructor
+// lets them. Without a processor file the patch geometry comes from
+// config.json's vision_config (patch_size, temporal_patch_size,
+// spatial_merge_size); with one, the two must agree, since the tower reads
+// the patches the processor lays out.
 func LoadConfig(dir string) (Config, error) {
 	cfg := DefaultConfig()
-	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return cfg, nil
-	}
+	tower, err := readVisionConfig(filepath.Join(dir, modelConfigFile))
 	if err != nil {
 		return cfg, err
 	}
-	return ParseConfig(data)
+	if tower != nil {
+		cfg.PatchSize, cfg.TemporalPatchSize, cfg.MergeSize = tower[0], tower[1], tower[2]
+	}
+	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if errors.Is(err, os.ErrNotExist) {
+		data, err = readProcessorFile(filepath.Join(dir, processorFile))
+	}
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return cfg, cfg.Validate()
+	case err != nil:
+		return cfg, err
+	}
+	if cfg, err = parseOver(cfg, data); err != nil {
+		return cfg, err
+	}
+	if got := [3]int{cfg.PatchSize, cfg.TemporalPatchSize, cfg.MergeSize}; tower != nil && got != *tower {
+		return cfg, fmt.Errorf("%s: patch_size, temporal_patch_size, merge_size %v differ from %s's vision_config %v", ConfigFile, got, modelConfigFile, *tower)
+	}
+	return cfg, nil
+}
+
+// readVisionConfig returns vision_config's patch geometry from config.json,
+// nil if the file or the object is missing, keeping Qwen3.6's value for a
+// missing field.
+func readVisionConfig(path string) (*[3]int, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		Vision *struct {
+			PatchSize         *int `json:"patch_size"`
+			TemporalPatchSize *int `json:"temporal_patch_size"`
+			MergeSize         *int `json:"spatial_merge_size"`
+		} `json:"vision_config"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", modelConfigFile, err)
+	}
+	if f.Vision == nil {
+		return nil, nil
+	}
+	g := [3]int{DefaultPatchSize, DefaultTemporalPatchSize, DefaultMergeSize}
+	for i, v := range []*int{f.Vision.PatchSize, f.Vision.TemporalPatchSize, f.Vision.MergeSize} {
+		if v != nil {
+			g[i] = *v
+		}
+	}
+	return &g, nil
+}
+
+// readProcessorFile returns processor_config.json's "image_processor"
+// object, os.ErrNotExist if the file or the object is missing.
+func readProcessorFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		Image json.RawMessage `json:"image_processor"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", processorFile, err)
+	}
+	if len(f.Image) == 0 || string(f.Image) == "null" {
+		return nil, fmt.Errorf("%s has no image_processor: %w", processorFile, os.ErrNotExist)
+	}
+	return f.Image, nil
 }
 
 // ParseConfig reads a preprocessor_config.json's contents over
 // [DefaultConfig] and validates them.
 func ParseConfig(data []byte) (Config, error) {
-	cfg := DefaultConfig()
+	return parseOver(DefaultConfig(), data)
+}
+
+func parseOver(cfg Config, data []byte) (Config, error) {
 	var f struct {
 		Size *struct {
 			ShortestEdge *int `json:"shortest_edge"`
