@@ -48,15 +48,19 @@ func Decode(data []byte, lim Limits) (image.Image, error) {
 	if err != nil {
 		return nil, invalid(format, err)
 	}
+	if g, ok := img.(*image.Paletted); ok && format == "gif" {
+		return firstFrame(g, cfg, data)
+	}
 	// A decoder must give the image its header declared; anything else is
 	// a lying file, whatever the decoder made of it.
 	if b := img.Bounds(); b.Dx() != cfg.Width || b.Dy() != cfg.Height {
-		if g, ok := img.(*image.Paletted); ok && format == "gif" && b.In(image.Rect(0, 0, cfg.Width, cfg.Height)) {
-			return onScreen(g, cfg), nil
-		}
-		return nil, invalid(format, errors.New("the pixels do not match the header's size"))
+		return nil, errSize(format)
 	}
 	return img, nil
+}
+
+func errSize(format string) error {
+	return invalid(format, errors.New("the pixels do not match the header's size"))
 }
 
 var errUnknownFormat = errorString("image refused: not a PNG, JPEG, WebP or GIF file")
@@ -232,19 +236,70 @@ func skipSubBlocks(data []byte, p int) int {
 	return len(data)
 }
 
-// onScreen places a GIF's first frame on its logical screen, as PIL opens
-// it: the image takes the screen's size, the rest index 0 (or the
-// transparent index, which Go's decoder makes the zero colour).
-func onScreen(g *image.Paletted, cfg image.Config) image.Image {
-	canvas := image.NewPaletted(image.Rect(0, 0, cfg.Width, cfg.Height), g.Palette)
+// firstFrame makes a GIF's first frame what PIL opens: an image of the
+// logical screen's size, the frame placed on it and the rest the
+// transparent index (or index 0 without one), and the transparent index
+// keeping its colour from the file's colour table, which Go's decoder
+// zeroes and PIL's convert("RGB") uses.
+func firstFrame(g *image.Paletted, cfg image.Config, data []byte) (image.Image, error) {
+	screen := image.Rect(0, 0, cfg.Width, cfg.Height)
+	if !g.Bounds().In(screen) {
+		return nil, errSize("gif")
+	}
+	transparent := -1
 	for i, c := range g.Palette {
 		if _, _, _, a := c.RGBA(); a == 0 {
-			for j := range canvas.Pix {
-				canvas.Pix[j] = uint8(i)
-			}
+			transparent = i
 			break
 		}
 	}
-	draw.Draw(canvas, g.Bounds(), g, g.Bounds().Min, draw.Src)
-	return canvas
+	img := g
+	if g.Bounds() != screen {
+		img = image.NewPaletted(screen, g.Palette)
+		if transparent >= 0 {
+			for j := range img.Pix {
+				img.Pix[j] = uint8(transparent)
+			}
+		}
+		draw.Draw(img, g.Bounds(), g, g.Bounds().Min, draw.Src)
+	}
+	if table := gifFirstTable(data); transparent >= 0 && 3*transparent+3 <= len(table) {
+		rgb := table[3*transparent:]
+		img.Palette[transparent] = color.RGBA{rgb[0], rgb[1], rgb[2], 0xff}
+	}
+	return img, nil
+}
+
+// gifFirstTable returns the colour table the first frame uses (its own, or
+// the global one), nil if the file ends first; the decoder has read the
+// same bytes already.
+func gifFirstTable(data []byte) []byte {
+	if len(data) < 13 {
+		return nil
+	}
+	table := func(p int, flags byte) []byte {
+		if flags&0x80 == 0 {
+			return nil
+		}
+		return data[p:min(p+3<<((flags&7)+1), len(data))]
+	}
+	global := table(13, data[10])
+	p := 13 + len(global)
+	for p < len(data) {
+		switch data[p] {
+		case 0x21:
+			p = skipSubBlocks(data, p+2)
+		case 0x2c:
+			if p+10 > len(data) {
+				return nil
+			}
+			if local := table(p+10, data[p+9]); local != nil {
+				return local
+			}
+			return global
+		default:
+			return nil
+		}
+	}
+	return nil
 }

@@ -129,8 +129,11 @@ func patchify(rgb []uint8, h, w int, cfg Config) Pixels {
 	return px
 }
 
-// rgbRows reads an image row by row as 8-bit RGB, alpha dropped as PIL's
-// convert("RGB") drops it (the stored colour kept, not composited).
+// rgbRows reads an image row by row as 8-bit RGB as PIL opens the file and
+// the processor converts it: alpha dropped as convert("RGB") drops it (the
+// stored colour kept, not composited). Go's PNG decoder gives an opaque
+// 16-bit RGB image as RGBA64, which the generic path reads as PIL does
+// (the high bytes).
 func rgbRows(img image.Image) func(y int, dst []uint8) {
 	b := img.Bounds()
 	switch m := img.(type) {
@@ -158,6 +161,29 @@ func rgbRows(img image.Image) func(y int, dst []uint8) {
 			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
 			for x := range b.Dx() {
 				dst[x*3], dst[x*3+1], dst[x*3+2] = src[x], src[x], src[x]
+			}
+		}
+	case *image.NRGBA64:
+		// PIL reads a 16-bit PNG's colour channels as their high bytes
+		// ("RGB;16B", "RGBA;16B", "LA;16B").
+		return func(y int, dst []uint8) {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			for x := range b.Dx() {
+				dst[x*3], dst[x*3+1], dst[x*3+2] = src[x*8], src[x*8+2], src[x*8+4]
+			}
+		}
+	case *image.Gray16:
+		// PIL opens a 16-bit grayscale PNG as mode "I;16", whose conversion
+		// to RGB clips each value to 255 rather than scaling it: the
+		// processor sees what that gives, and so does the model.
+		return func(y int, dst []uint8) {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			for x := range b.Dx() {
+				v := uint8(255)
+				if src[x*2] == 0 {
+					v = src[x*2+1]
+				}
+				dst[x*3], dst[x*3+1], dst[x*3+2] = v, v, v
 			}
 		}
 	case *image.YCbCr:
