@@ -2,6 +2,7 @@ package service
 
 import (
 	"io"
+	"slices"
 
 	"petal/engine"
 	"petal/internal/prefixdisk"
@@ -42,7 +43,8 @@ func (d *diskTier) get(tokens []int, shorter int) (engine.Sequence, int) {
 // put queues a copy of seq, the state after tokens, to be written in the
 // background; nothing is copied when the file exists or the queue is full.
 func (d *diskTier) put(tokens []int, seq engine.Sequence) {
-	if d == nil || len(tokens) == 0 {
+	if d == nil || len(tokens) == 0 || slices.ContainsFunc(tokens, isImageKey) {
+		// A sequence holding images is not saved (cacheKey).
 		return
 	}
 	if _, ok := seq.(engine.StateSaver); !ok || !d.store.Room() || d.store.Has(d.model, tokens) {

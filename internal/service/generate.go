@@ -184,18 +184,22 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	// At least the last prompt token must run, for its logits.
 	var hit cacheHit
 	var seq engine.Sequence
+	key := cacheKey(p.tokens, p.images)
 	s.onEngine(func() {
-		// A prompt with images shares no prefix (see ImageSpan).
-		if len(p.images) == 0 {
-			hit, err = s.lookup(p.tokens[:len(p.tokens)-1])
+		hit, err = s.lookup(key[:len(key)-1])
+		if hit.seq != nil && insideImage(hit.tokens, p.images) {
+			// The rest of an image cannot be placed on a sequence that
+			// holds its first tokens.
+			hit.seq.Close()
+			hit = cacheHit{}
 		}
 		if err == nil {
 			if seq = hit.seq; seq == nil {
 				seq, err = s.model.NewSequence()
 			}
 		}
-		if err == nil && len(p.images) > 0 {
-			err = placeImagesIn(seq, p.images)
+		if rest := imagesFrom(p.images, hit.tokens); err == nil && len(rest) > 0 {
+			err = placeImagesIn(seq, rest)
 		}
 	})
 	if err != nil {
@@ -268,19 +272,17 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 		params.Seed = &seed
 		d.Picker, d.Sampling = sampler, &engine.Sampling{Params: params, Prompt: p.tokens, Bias: p.bias}
 	}
-	if len(p.images) == 0 {
-		turns := s.snapshotPoints(p.tokens)
-		for _, b := range s.withLongPromptPoints(turns, len(p.tokens)) {
-			if b > cached {
-				d.Splits = append(d.Splits, b-cached)
-			}
+	turns := s.snapshotPoints(p.tokens)
+	for _, b := range s.withLongPromptPoints(turns, len(p.tokens)) {
+		if b > cached {
+			d.Splits = append(d.Splits, b-cached)
 		}
-		d.AtSplit = func(n int, seq engine.Sequence) {
-			if slices.Contains(turns, cached+n) {
-				s.snapshot(p.tokens[:cached+n], seq)
-			} else {
-				s.disk.put(p.tokens[:cached+n], seq)
-			}
+	}
+	d.AtSplit = func(n int, seq engine.Sequence) {
+		if slices.Contains(turns, cached+n) {
+			s.snapshot(key[:cached+n], seq)
+		} else {
+			s.disk.put(key[:cached+n], seq)
 		}
 	}
 	d.Speculate = s.speculate
@@ -313,15 +315,13 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 	s.stats.observeDecode(sum.CompletionTokens, time.Since(decodeStart))
 	// The sequence holds the prompt and the picked tokens it was fed: all
 	// of them, or all but the last.
-	fed := slices.Concat(p.tokens, picked)[:seq.Len()]
-	if len(p.images) == 0 {
-		s.onEngine(func() {
-			s.disk.put(fed, seq)
-			if s.cache.put(fed, seq) {
-				seq = nil
-			}
-		})
-	}
+	fed := slices.Concat(key, picked)[:seq.Len()]
+	s.onEngine(func() {
+		s.disk.put(fed, seq)
+		if s.cache.put(fed, seq) {
+			seq = nil
+		}
+	})
 	return sum, nil
 }
 

@@ -2,7 +2,9 @@ package service
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"slices"
 
 	"petal/engine"
 	"petal/engine/vision/preprocess"
@@ -21,9 +23,9 @@ type Image struct {
 }
 
 // ImageSpan is an image placed in a prompt: its pad tokens start at Start.
-// The prefix cache keys on tokens, and every image's pads are the same
-// token, so a prompt with images neither reads nor keeps cached prefixes
-// until the keys include the images' hashes.
+// Every image's pads are the same token, so the prefix cache keys a prompt
+// on its tokens with each image's pads replaced by an id drawn from the
+// image's hash (cacheKey).
 type ImageSpan struct {
 	Start int
 	Image
@@ -125,4 +127,45 @@ func (s *Service) placeImages(tokens []int, images []Image) ([]int, []ImageSpan,
 		}
 	}
 	return out, spans, nil
+}
+
+// cacheKey is what the prefix cache keys a prompt's tokens on: the tokens,
+// each image's pads replaced by a negative id (no token has one) drawn from
+// its hash, so that equal keys hold equal images at equal places.
+func cacheKey(tokens []int, spans []ImageSpan) []int {
+	if len(spans) == 0 {
+		return tokens
+	}
+	key := slices.Clone(tokens)
+	for _, sp := range spans {
+		id := -1 - int(binary.LittleEndian.Uint64(sp.Hash[:8])&(1<<63-1))
+		for i := sp.Start; i < sp.Start+sp.Pixels.Tokens() && i < len(key); i++ {
+			key[i] = id
+		}
+	}
+	return key
+}
+
+// isImageKey reports whether a key's id stands for an image's pad.
+func isImageKey(id int) bool { return id < 0 }
+
+// insideImage reports whether the first n tokens end inside an image.
+func insideImage(n int, spans []ImageSpan) bool {
+	for _, sp := range spans {
+		if sp.Start < n && n < sp.Start+sp.Pixels.Tokens() {
+			return true
+		}
+	}
+	return false
+}
+
+// imagesFrom are the spans at or past token n: those a sequence holding
+// the first n tokens still needs.
+func imagesFrom(spans []ImageSpan, n int) []ImageSpan {
+	for i, sp := range spans {
+		if sp.Start >= n {
+			return spans[i:]
+		}
+	}
+	return nil
 }
