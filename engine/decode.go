@@ -229,38 +229,16 @@ func hostDecode(ctx context.Context, seq Sequence, vocab int, tail []int, d *Dec
 		read = int64(4 * vocab)
 	}
 	logits := make([]float32, vocab)
-	limit := d.Limit
-	if limit == 0 {
-		limit = vocab
-	}
+	p := newPicker(d, vocab)
 	if err := seq.Forward(tail, logits); err != nil {
 		return st, fmt.Errorf("engine: prefill: %w", err)
 	}
 	st.LogitsReadBytes += read
 	one := make([]int, 1)
-	var mask []uint64
-	if d.Constraint != nil {
-		mask = make([]uint64, (vocab+63)/64)
-	}
 	for {
-		if mask != nil && d.Constraint.Allowed(mask) {
-			MaskLogits(logits, mask)
-		}
-		var id int
-		if d.Logprobs != nil {
-			var lp sample.Logprobs
-			var err error
-			if id, lp, err = d.Picker.(LogprobPicker).NextLogprobs(logits, d.TopLogprobs); err != nil {
-				return st, err
-			}
-			d.Logprobs(lp)
-		} else if d.Picker == nil {
-			id = Argmax(logits[:limit])
-		} else {
-			var err error
-			if id, err = d.Picker.Next(logits); err != nil {
-				return st, err
-			}
+		id, err := p.pick(logits)
+		if err != nil {
+			return st, err
 		}
 		st.Tokens++
 		stop, err := d.Token(id)

@@ -57,14 +57,7 @@ func speculates(seq Sequence, d *Decode) (Drafter, bool) {
 // reach Token exactly as hostDecode's do.
 func specDecode(ctx context.Context, seq Drafter, vocab int, tail []int, d *Decode) (DecodeStats, error) {
 	var st DecodeStats
-	limit := d.Limit
-	if limit == 0 {
-		limit = vocab
-	}
-	p := &picker{d: d, limit: limit}
-	if d.Constraint != nil {
-		p.mask = make([]uint64, (vocab+63)/64)
-	}
+	p := newPicker(d, vocab)
 	logits := make([]float32, vocab)
 	draft := make([]float32, vocab)
 	verify := make([]float32, 2*vocab)
@@ -158,6 +151,18 @@ type picker struct {
 	d     *Decode
 	limit int
 	mask  []uint64
+}
+
+// newPicker returns d's picker over vocab logits.
+func newPicker(d *Decode, vocab int) *picker {
+	p := &picker{d: d, limit: d.Limit}
+	if p.limit == 0 {
+		p.limit = vocab
+	}
+	if d.Constraint != nil {
+		p.mask = make([]uint64, (vocab+63)/64)
+	}
+	return p
 }
 
 // allowed fills the mask with what the grammar allows next; nil when no

@@ -44,8 +44,10 @@ const (
 	// learnSteps plain steps first measure a plain step's time.
 	learnSteps = 4
 	// probeSteps verify steps measure acceptance and a verify step's
-	// time before the policy judges.
+	// time before the policy judges; it stops a probe after minProbe
+	// when even drafts that all stood would not pay.
 	probeSteps = 8
+	minProbe   = 2
 	// probeEvery is how many plain steps pass before drafting is tried
 	// again once it did not pay; each failed try doubles it, up to
 	// maxProbeEvery, so a head that never pays costs at most
@@ -113,8 +115,11 @@ func (p *Policy) Verified(accepted bool, d time.Duration) {
 	if p.probeLeft > 0 {
 		p.probeLeft--
 	}
-	if p.probeLeft > 0 || !p.on {
+	if !p.on {
 		return
+	}
+	if p.probeLeft > 0 && (probeSteps-p.probeLeft < minProbe || p.couldPay()) {
+		return // the probe goes on
 	}
 	if p.Pays() {
 		p.every = probeEvery
@@ -131,6 +136,11 @@ func (p *Policy) Pays() bool {
 		return false
 	}
 	return (1+p.accept)/p.verify > margin/p.plain
+}
+
+// couldPay reports whether drafting would pay were every draft to stand.
+func (p *Policy) couldPay() bool {
+	return p.plain > 0 && 2/p.verify > margin/p.plain
 }
 
 // Acceptance is the running share of drafts accepted.

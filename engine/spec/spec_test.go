@@ -73,6 +73,12 @@ func TestPolicy(t *testing.T) {
 	if d := run(good, 12*time.Millisecond, true, 1000); d != 1000-learnSteps {
 		t.Errorf("a draft that pays: %d of %d steps drafted", d, 1000-learnSteps)
 	}
+	// A verify step slower than two plain ones never pays: the probe
+	// stops after minProbe steps.
+	slow := NewPolicy(Auto)
+	if d := run(slow, 25*time.Millisecond, true, learnSteps+minProbe+probeEvery); d != minProbe {
+		t.Errorf("a verify step of 2.5 plain ones: %d drafts, want %d", d, minProbe)
+	}
 	bad := NewPolicy(Auto)
 	if d := run(bad, 13*time.Millisecond, false, learnSteps+probeSteps+probeEvery); d != probeSteps {
 		t.Errorf("a draft that never stands: %d drafts, want the probe's %d", d, probeSteps)
