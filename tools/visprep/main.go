@@ -122,13 +122,10 @@ func main() {
 // 200, and edges where Python's round-half-even and float sqrt matter.
 func smartResizeSizes() [][4]int {
 	r := rand.New(rand.NewPCG(7, 34))
-	var s [][4]int
-	for _, e := range [][4]int{
+	s := [][4]int{
 		{48, 48, minPixels, maxPixels}, {80, 80, minPixels, maxPixels}, {40, 1000, minPixels, maxPixels},
 		{4096, 4096, minPixels, maxPixels}, {4097, 4096, minPixels, maxPixels}, {6000, 4000, minPixels, maxPixels},
 		{32, 6400, minPixels, maxPixels}, {16384, 82, minPixels, maxPixels}, {600, 900, minPixels, downMax},
-	} {
-		s = append(s, e)
 	}
 	for range 300 {
 		short := 32 + r.IntN(3000)
