@@ -34,4 +34,15 @@
 //
 // The grid is (t, h, w) in patches and the image takes t·h·w / merge²
 // tokens in the prompt.
+//
+// # Which processor
+//
+// transformers 5.17 loads Qwen3.6's preprocessor_config.json
+// (image_processor_type Qwen2VLImageProcessorFast) as Qwen2VLImageProcessor
+// on its torchvision backend, the one followed here, resizing on the CPU.
+// Measured on the reference images (testdata/expected.json, tools/visprep):
+// its PIL backend (Qwen2VLImageProcessorPil) differs by up to 2 levels
+// (0.0157 normalised), and torchvision's float path, which it takes for a
+// uint8 image on a GPU, by up to 20 levels when growing an image; the
+// values here equal the CPU path's exactly.
 package preprocess
