@@ -7,9 +7,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"petal/engine"
 	"petal/engine/checkpoint/checkpointtest"
+	"petal/engine/spec"
 )
 
 // mtpFixture is tools/mtpref's reference of the MTP layer on tiny-a.
@@ -282,5 +285,83 @@ func TestVerifyStepIsForward(t *testing.T) {
 		if !bitsEqual(got[i*v:(i+1)*v], want) {
 			t.Errorf("verify of %d: position %d differs from a decode step by %g", n, i, maxDiff(got[i*v:(i+1)*v], want))
 		}
+	}
+}
+
+// demoMTPReport is tools/demomodel/train_mtp.py's record of the demo's
+// head on the card prompts: each prompt's greedy reply and, after each
+// reply token, the head's greedy draft for the next.
+const demoMTPReport = "../../models/demo/testdata/mtp_report.json"
+
+// maxDraftMismatch is the share of the report's drafts the CPU head may
+// draft otherwise: torch on the accelerator rounds differently, which can
+// flip a near tie.
+const maxDraftMismatch = 0.02
+
+// TestDemoHeadDraftsAsTrained: the demo's trained head drafts on the CPU
+// what train_mtp.py's torch head drafted on the card prompts (all but
+// near ties), and the demo's greedy replies with drafts at every step are
+// the report's.
+func TestDemoHeadDraftsAsTrained(t *testing.T) {
+	data, err := os.ReadFile(demoMTPReport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Card struct {
+			Prompts []struct {
+				Prompt, Reply, Drafts []int
+			} `json:"prompts"`
+		} `json:"card"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(demoDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.mtp == nil {
+		t.Fatal("the demo has no head")
+	}
+	v := m.cfg.Vocab
+	out := make([]float32, v)
+	total, differ, accepted := 0, 0, 0
+	for _, c := range rep.Card.Prompts {
+		prompt, reply, drafts := c.Prompt, c.Reply, c.Drafts
+		seq, _ := m.NewSequence()
+		s := seq.(*Sequence)
+		s.SetDrafting(true)
+		if err := s.Forward(prompt, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range reply {
+			if err := s.Draft(id, out); err != nil {
+				t.Fatal(err)
+			}
+			total++
+			d := engine.Argmax(out)
+			if d != drafts[i] {
+				differ++
+			}
+			if i+1 < len(reply) && d == reply[i+1] {
+				accepted++
+			}
+			if err := s.Forward([]int{id}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, st := greedyRun(t, m, prompt, len(reply), spec.Always)
+		if !slices.Equal(got, reply) {
+			t.Errorf("greedy reply with drafts %v, the report's %v", got, reply)
+		}
+		if st.Drafted == 0 {
+			t.Error("no drafts")
+		}
+	}
+	t.Logf("%d drafts, %d differ from torch's; %d of the next reply tokens drafted right", total, differ, accepted)
+	if float64(differ) > maxDraftMismatch*float64(total) {
+		t.Errorf("%d of %d drafts differ from the report's", differ, total)
 	}
 }
