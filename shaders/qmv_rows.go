@@ -87,27 +87,35 @@ func (k *Kernels) QMVRowsSwiGLU(cb gpu.CommandBuffer, out View, gate, up QMatrix
 	})
 }
 
-// RowsExpertsIO is QMVRowsExpertsSwiGLU's operands: the routed experts of
-// Tokens rows, TopK choices each, pair p = row*TopK + choice.
+// RowsExpertsIO is QMVRowsExpertsSwiGLURouted's operands: the routed
+// experts of Tokens rows, TopK choices each, pair p = row*TopK + choice.
 type RowsExpertsIO struct {
-	Out      View    // float32[Tokens*TopK][Gate.Rows]
-	Gate, Up QMatrix // the 4-bit expert stacks, one shape
-	X        View    // float32[Tokens][Gate.Cols], on 16 bytes
-	IDs      View    // uint32[Tokens*TopK], read on the GPU
-	Tokens   int
-	TopK     int
+	Out           View    // float32[Tokens*TopK][Gate.Rows]
+	Gate, Up      QMatrix // the 4-bit expert stacks, one shape
+	X             View    // float32[Tokens][Gate.Cols], on 16 bytes
+	IDs, Weights  View    // uint32[Tokens*TopK], float32[Tokens*TopK]: written
+	Logits        View    // float32[Tokens][Experts]: the rows' router logits
+	Experts       int
+	TopK          int
+	NormalizeTopK bool
+	Tokens        int
 }
 
-// QMVRowsExpertsSwiGLU writes Out[p] = silu(G[IDs[p]] · X[p/TopK]) *
-// (U[IDs[p]] · X[p/TopK]) for every pair p in one dispatch. An id at or
-// past the experts both stacks' views hold yields NaNs.
-func (k *Kernels) QMVRowsExpertsSwiGLU(cb gpu.CommandBuffer, io RowsExpertsIO) error {
-	const op = "QMVRowsExpertsSwiGLU"
+// QMVRowsExpertsSwiGLURouted is RouterTopKRows followed by Out[p] =
+// silu(G[IDs[p]] · X[p/TopK]) * (U[IDs[p]] · X[p/TopK]) for every pair p,
+// in one dispatch: every simd-group picks its row's experts from the
+// router logits itself (router.h, as RouterTopKRows picks them, bit for
+// bit), so the step saves a level; IDs and Weights are written as
+// RouterTopKRows writes them, for MoERowsDownCombine. An id at or past
+// the experts both stacks' views hold yields NaNs.
+func (k *Kernels) QMVRowsExpertsSwiGLURouted(cb gpu.CommandBuffer, io RowsExpertsIO) error {
+	const op = "QMVRowsExpertsSwiGLURouted"
 	if err := requireRowCount(op, io.Tokens); err != nil {
 		return err
 	}
-	if io.TopK < 1 || io.TopK > MoEMaxTopK {
-		return fmt.Errorf("%w: shaders: %s: %d experts a row: want 1..%d", gpu.ErrInvalid, op, io.TopK, MoEMaxTopK)
+	route, err := routerArgs(op, io.IDs, io.Weights, io.Logits, io.Experts, io.TopK, io.NormalizeTopK, io.Tokens)
+	if err != nil {
+		return err
 	}
 	pairs := io.Tokens * io.TopK
 	if err := requireSwiGLU(op, &io.Gate, &io.Up); err != nil {
@@ -116,14 +124,14 @@ func (k *Kernels) QMVRowsExpertsSwiGLU(cb gpu.CommandBuffer, io RowsExpertsIO) e
 	if err := requireView(op, "x", io.X, 4*io.Tokens*io.Gate.Cols, vectorAlign); err != nil {
 		return err
 	}
-	if err := requireViews(op, []viewBytes{{"out", io.Out, 4 * pairs * io.Gate.Rows}, {"ids", io.IDs, 4 * pairs}}); err != nil {
+	if err := requireViews(op, []viewBytes{{"out", io.Out, 4 * pairs * io.Gate.Rows}}); err != nil {
 		return err
 	}
 	groups, err := denseGroups(op, io.Gate.Rows, qmvRowsPerGroup)
 	if err != nil {
 		return err
 	}
-	p, err := k.Pipeline(qmvRowsFile, "qmv_rows_experts_swiglu_bf16_gs64_b4")
+	p, err := k.Pipeline(qmvRowsFile, "qmv_rows_experts_swiglu_routed_bf16_gs64_b4")
 	if err != nil {
 		return err
 	}
@@ -133,7 +141,8 @@ func (k *Kernels) QMVRowsExpertsSwiGLU(cb gpu.CommandBuffer, io RowsExpertsIO) e
 	return cb.Dispatch(&gpu.Dispatch{
 		Pipeline: p, Groups: gpu.Size{X: groups, Y: pairs, Z: 1}, Threads: denseSize(QMVThreads),
 		Args: []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), g.Codes.Arg(1), g.Scales.Arg(2), g.Biases.Arg(3),
-			u.Codes.Arg(4), u.Scales.Arg(5), u.Biases.Arg(6), io.X.Arg(7), io.Out.Arg(8), io.IDs.Arg(9)},
+			u.Codes.Arg(4), u.Scales.Arg(5), u.Biases.Arg(6), io.X.Arg(7), io.Out.Arg(8), io.IDs.Arg(9),
+			gpu.BytesArg(10, Bytes(&route)), io.Logits.Arg(11), io.Weights.Arg(12)},
 	})
 }
 

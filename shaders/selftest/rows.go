@@ -65,39 +65,42 @@ func qmvRowsSwiGLUCase() Case {
 }
 
 func qmvRowsExpertsCase() Case {
-	return Case{Name: "qmv_rows_experts_swiglu", Kernels: []string{"qmv_rows_experts_swiglu_bf16_gs64_b4"}, seed: 48,
+	return Case{Name: "qmv_rows_experts_swiglu_routed", Kernels: []string{"qmv_rows_experts_swiglu_routed_bf16_gs64_b4"}, seed: 48,
 		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
-			const experts, topK, rows, cols = 4, 2, 12, 128
-			// Rows choose apart and alike; the last id is past the stack.
-			ids := []uint32{2, 0, 0, 3, 1, experts}
+			const experts, topK, rows, cols = 40, 3, 12, 128
 			g, up := e.qmatrix(experts, rows, cols, 4), e.qmatrix(experts, rows, cols, 4)
-			x := e.rand(rowsTokens*cols, 1)
+			x, lg := e.rand(rowsTokens*cols, 1), e.rand(rowsTokens*experts, 2)
 			pairs := rowsTokens * topK
-			xv, idv, out := e.f32(x), e.u32(ids), e.buf(4*pairs*rows)
+			xv, lv, out := e.f32(x), e.f32(lg), e.buf(4*pairs*rows)
+			ids, ws := e.buf(4*pairs), e.buf(4*pairs)
 			return func(cb gpu.CommandBuffer) error {
-					return e.k.QMVRowsExpertsSwiGLU(cb, shaders.RowsExpertsIO{Out: out, Gate: g.m, Up: up.m, X: xv, IDs: idv, Tokens: rowsTokens, TopK: topK})
+					return e.k.QMVRowsExpertsSwiGLURouted(cb, shaders.RowsExpertsIO{
+						Out: out, Gate: g.m, Up: up.m, X: xv, IDs: ids, Weights: ws, Logits: lv,
+						Experts: experts, TopK: topK, NormalizeTopK: true, Tokens: rowsTokens,
+					})
 				}, func() error {
-					got := readF32(out, pairs*rows)
-					var want, tol []float64
-					for p, id := range ids {
-						if int(id) >= experts {
-							for r := range rows {
-								if !math.IsNaN(float64(got[p*rows+r])) {
-									return fmt.Errorf("%w: pair %d (expert %d, past the stack) row %d = %g, want NaN", ErrMismatch, p, id, r, got[p*rows+r])
-								}
+					gotIDs := readU32(ids, pairs)
+					var want, tol, wantW []float64
+					for t := range rowsTokens {
+						rowIDs, rowW := Router(lg[t*experts:(t+1)*experts], topK, true)
+						wantW = append(wantW, rowW...)
+						xt := x[t*cols : (t+1)*cols]
+						for j, id := range rowIDs {
+							if got := gotIDs[t*topK+j]; got != id {
+								return fmt.Errorf("%w: row %d expert %d = %d, want %d", ErrMismatch, t, j, got, id)
 							}
-							got = got[:p*rows]
-							break
-						}
-						xt := x[p/topK*cols : (p/topK+1)*cols]
-						gw, gt := g.product(int(id), xt)
-						uw, ut := up.product(int(id), xt)
-						for r := range rows {
-							w, tl := swiglu(gw[r], gt[r], uw[r], ut[r])
-							want, tol = append(want, w), append(tol, tl)
+							gw, gt := g.product(int(id), xt)
+							uw, ut := up.product(int(id), xt)
+							for r := range rows {
+								w, tl := swiglu(gw[r], gt[r], uw[r], ut[r])
+								want, tol = append(want, w), append(tol, tl)
+							}
 						}
 					}
-					return compare("y", got, want, at(tol))
+					if err := compare("weight", readF32(ws, pairs), wantW, relTol(wantW, 1e-6)); err != nil {
+						return err
+					}
+					return compare("y", readF32(out, pairs*rows), want, at(tol))
 				}
 		}}
 }
