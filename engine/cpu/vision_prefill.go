@@ -40,7 +40,11 @@ func (m *Model) EncodeImage(px preprocess.Pixels) ([]float32, error) {
 		return nil, fmt.Errorf("cpu: %w: the model is text-only", engine.ErrBadImages)
 	}
 	vt := &m.tower
-	vt.once.Do(func() { vt.t, vt.err = tower.New(m.ckpt) })
+	vt.once.Do(func() {
+		if vt.t, vt.err = tower.New(m.ckpt); vt.err == nil {
+			vt.t.SetKernels(visionKernels{})
+		}
+	})
 	if vt.err != nil {
 		return nil, vt.err
 	}

@@ -270,3 +270,39 @@ func TestImagesRefused(t *testing.T) {
 		t.Errorf("text-only model: %v, Vision %v", err, text.Vision())
 	}
 }
+
+// TestEncodeImageMatchesTransformers runs the tower through the model, on
+// the CPU's product kernels, against get_image_features.
+func TestEncodeImageMatchesTransformers(t *testing.T) {
+	m, _, px := visionSetup(t)
+	want := readF32(t, filepath.Join(visionFixture, "features.f32"))
+	for i, p := range px {
+		got, err := m.EncodeImage(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst := 0.0
+		for j, x := range got {
+			worst = max(worst, math.Abs(float64(x-want[j])))
+		}
+		t.Logf("image %d: max |feature - transformers| = %.3g", i, worst)
+		if worst > 2e-3 {
+			t.Errorf("image %d: features differ by %g", i, worst)
+		}
+		want = want[len(got):]
+	}
+}
+
+// BenchmarkVisionMatMul is one product of the tower's MLP at Qwen3.6's
+// widths (4304 x 1152) over 1024 patches, a 512x512 image.
+func BenchmarkVisionMatMul(b *testing.B) {
+	const rows, cols, n = 4304, 1152, 1024
+	w, x, out := make([]float32, rows*cols), make([]float32, n*cols), make([]float32, n*rows)
+	for i := range w {
+		w[i] = float32(i%7) * 0.01
+	}
+	for b.Loop() {
+		visionKernels{}.MatMul(w, rows, cols, x, n, out)
+	}
+	b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}

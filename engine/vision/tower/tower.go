@@ -39,6 +39,16 @@ type Tower struct {
 	mFC1   dense
 	mFC2   dense
 	inv    []float32 // rotary inverse frequencies, head_dim/4
+	k      Kernels
+}
+
+// SetKernels has the tower run its inner loops with k (nil: its own Go
+// loops); call it before Encode.
+func (t *Tower) SetKernels(k Kernels) {
+	if k == nil {
+		k = goKernels{}
+	}
+	t.k = k
 }
 
 type norm struct{ w, b []float32 }
@@ -64,7 +74,7 @@ func New(m *checkpoint.Model) (*Tower, error) {
 		return nil, errors.New("tower: the model is text-only: its files hold no vision tower")
 	}
 	c, w := m.Config.Vision, m.Vision
-	t := &Tower{cfg: *c, blocks: make([]block, len(w.Blocks))}
+	t := &Tower{cfg: *c, blocks: make([]block, len(w.Blocks)), k: goKernels{}}
 	var err error
 	if t.patch, err = patchMatrix(c, w); err != nil {
 		return nil, err
@@ -187,7 +197,7 @@ func (t *Tower) Encode(px preprocess.Pixels) ([]float32, error) {
 	}
 	h := c.Hidden
 	x := make([]float32, n*h)
-	t.patch.apply(px.Values, n, x)
+	t.patch.apply(t.k, px.Values, n, x)
 	t.addPositions(x, g)
 	cos, sin := t.rotary(g)
 	scratch := newWork(n, c)
@@ -200,12 +210,12 @@ func (t *Tower) Encode(px preprocess.Pixels) ([]float32, error) {
 	layerNormRows(xn, x, t.mNorm, h)
 	tokens := n / (c.Merge * c.Merge)
 	mid := make([]float32, tokens*t.mFC1.rows)
-	t.mFC1.apply(xn, tokens, mid)
+	t.mFC1.apply(t.k, xn, tokens, mid)
 	for i, v := range mid {
 		mid[i] = geluErf(v)
 	}
 	out := make([]float32, tokens*t.mFC2.rows)
-	t.mFC2.apply(mid, tokens, out)
+	t.mFC2.apply(t.k, mid, tokens, out)
 	return out, nil
 }
 
@@ -225,16 +235,16 @@ func (t *Tower) block(b *block, x []float32, g preprocess.Grid, cos, sin []float
 	c := &t.cfg
 	n, h := g.Patches(), c.Hidden
 	layerNormRows(w.xn, x, b.norm1, h)
-	b.qkv.apply(w.xn, n, w.qkv)
+	b.qkv.apply(t.k, w.xn, n, w.qkv)
 	t.attention(w.qkv, w.attn, g, cos, sin)
-	b.proj.apply(w.attn, n, w.delta)
+	b.proj.apply(t.k, w.attn, n, w.delta)
 	add(x, w.delta)
 	layerNormRows(w.xn, x, b.norm2, h)
-	b.fc1.apply(w.xn, n, w.mlp)
+	b.fc1.apply(t.k, w.xn, n, w.mlp)
 	for i, v := range w.mlp {
 		w.mlp[i] = geluTanh(v)
 	}
-	b.fc2.apply(w.mlp, n, w.delta)
+	b.fc2.apply(t.k, w.mlp, n, w.delta)
 	add(x, w.delta)
 }
 
