@@ -2,7 +2,7 @@ package selftest
 
 // Cases is every self-test, each kernel of petal/shaders in at least one.
 func Cases() []Case {
-	return []Case{
+	return append([]Case{
 		qmvCase(4), qmvCase(8), qmvMultiCase(4), qmvMultiCase(8), qmvSwiGLUCase(),
 		qmvExpertsSwiGLUCase(), embedCase(),
 		rmsnormCase(), addRMSNormCase(), routerCase(), argmaxCase(),
@@ -13,5 +13,5 @@ func Cases() []Case {
 		qmvAddCase(4), qmvAddCase(8), normQMVMultiCase(4), normQMVMultiCase(8), normQMVSwiGLUCase(),
 		normQMVExpertsRoutedCase(), moeDownCombineCase(), deltaStepConvCase(),
 		qmvRowsCase(4), qmvRowsCase(8), qmvRowsSwiGLUCase(), qmvRowsExpertsCase(), moeRowsDownCase(),
-	}
+	}, visionCases()...)
 }

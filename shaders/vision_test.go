@@ -1,0 +1,81 @@
+package shaders_test
+
+import (
+	"encoding/binary"
+	"testing"
+	"unsafe"
+
+	"petal/gpu"
+	"petal/shaders"
+)
+
+// TestVisionArgsLayout compiles vision.h with the sim and compares its
+// structs' sizes and offsets, and its constants, with the Go mirrors.
+func TestVisionArgsLayout(t *testing.T) {
+	d := device(t)
+	const values = `
+        sizeof(VisNormArgs), OFF(VisNormArgs, n), OFF(VisNormArgs, eps), OFF(VisNormArgs, rows),
+        sizeof(VisDenseArgs), OFF(VisDenseArgs, rows), OFF(VisDenseArgs, cols), OFF(VisDenseArgs, tokens), OFF(VisDenseArgs, act), OFF(VisDenseArgs, accumulate),
+        sizeof(VisRopeArgs), OFF(VisRopeArgs, tokens), OFF(VisRopeArgs, heads), OFF(VisRopeArgs, head_dim), OFF(VisRopeArgs, frame),
+        sizeof(VisAttnArgs), OFF(VisAttnArgs, tokens), OFF(VisAttnArgs, heads), OFF(VisAttnArgs, head_dim), OFF(VisAttnArgs, frame), OFF(VisAttnArgs, scale),
+        sizeof(VisCopyArgs), OFF(VisCopyArgs, n),
+        sizeof(MRopePrepArgs), OFF(MRopePrepArgs, heads), OFF(MRopePrepArgs, kv_heads), OFF(MRopePrepArgs, head_dim), OFF(MRopePrepArgs, rotary_dim),
+        OFF(MRopePrepArgs, pos), OFF(MRopePrepArgs, eps), OFF(MRopePrepArgs, inv_freq), OFF(MRopePrepArgs, axis),
+        VIS_THREADS, VIS_TILE, VIS_DENSE_THREADS, VIS_ATTN_THREADS, VIS_MAX_HEAD_DIM, VIS_ACT_NONE, VIS_ACT_GELU_TANH, VIS_ACT_GELU_ERF,
+`
+	var (
+		n  shaders.VisNormArgs
+		dn shaders.VisDenseArgs
+		r  shaders.VisRopeArgs
+		a  shaders.VisAttnArgs
+		c  shaders.VisCopyArgs
+		m  shaders.MRopePrepArgs
+	)
+	want := []uintptr{
+		unsafe.Sizeof(n), unsafe.Offsetof(n.N), unsafe.Offsetof(n.Eps), unsafe.Offsetof(n.Rows),
+		unsafe.Sizeof(dn), unsafe.Offsetof(dn.Rows), unsafe.Offsetof(dn.Cols), unsafe.Offsetof(dn.Tokens), unsafe.Offsetof(dn.Act), unsafe.Offsetof(dn.Accumulate),
+		unsafe.Sizeof(r), unsafe.Offsetof(r.Tokens), unsafe.Offsetof(r.Heads), unsafe.Offsetof(r.HeadDim), unsafe.Offsetof(r.Frame),
+		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.HeadDim), unsafe.Offsetof(a.Frame), unsafe.Offsetof(a.Scale),
+		unsafe.Sizeof(c), unsafe.Offsetof(c.N),
+		unsafe.Sizeof(m), unsafe.Offsetof(m.Heads), unsafe.Offsetof(m.KVHeads), unsafe.Offsetof(m.HeadDim), unsafe.Offsetof(m.RotaryDim),
+		unsafe.Offsetof(m.Pos), unsafe.Offsetof(m.Eps), unsafe.Offsetof(m.InvFreq), unsafe.Offsetof(m.Axis),
+		shaders.VisThreads, shaders.VisTile, shaders.VisDenseThreads, shaders.VisAttnThreads, shaders.VisMaxHeadDim,
+		uintptr(shaders.VisActNone), uintptr(shaders.VisActGELUTanh), uintptr(shaders.VisActGELUErf),
+	}
+	checkVisionLayout(t, d, values, want)
+}
+
+// checkVisionLayout is checkLayout over vision.h.
+func checkVisionLayout(t *testing.T, d gpu.Device, values string, want []uintptr) {
+	t.Helper()
+	probe := `#include <metal_stdlib>
+#include "args.h"
+#include "vision.h"
+using namespace metal;
+#define OFF(s, f) (uint)__builtin_offsetof(s, f)
+kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    if (tid != 0) return;
+    uint v[] = {
+` + values + `    };
+    for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
+}
+`
+	src, err := shaders.Expand("layout.metal", probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.NewPipeline(gpu.Source{Name: "layout.metal", Text: src}, "layout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := u32s(t, d, make([]uint32, len(want)))
+	if err := run(t, d, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},
+		Args: []gpu.Arg{gpu.BufferArg(0, out, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if got := binary.LittleEndian.Uint32(out.Contents()[4*i:]); uintptr(got) != w {
+			t.Errorf("layout value %d: C++ %d, Go %d", i, got, w)
+		}
+	}
+}
