@@ -54,6 +54,14 @@ var kernelThreads = map[string]int{
 	"qmv_rows_swiglu_bf16_gs64_b4":                QMVThreads,
 	"qmv_rows_experts_swiglu_routed_bf16_gs64_b4": QMVThreads,
 	"moe_rows_down_combine_bf16_gs64_b4":          QMVThreads,
+
+	"vis_layernorm_f32": VisThreads,
+	"vis_dense_bf16":    VisDenseThreads,
+	"vis_dense_f32":     VisDenseThreads,
+	"vis_rope_f32":      VisThreads,
+	"vis_attention_f32": VisAttnThreads,
+	"vis_copy_f32":      VisThreads,
+	"mrope_prep_f16kv":  AttnPrepMaxThreads,
 }
 
 // checkThreads reports a pipeline that cannot take the threadgroup its
