@@ -16,6 +16,7 @@
 //	engine/sample        the next token from a row of logits
 //	engine/sample/chisq  the samplers' goodness-of-fit test
 //	engine/vision/preprocess  images to the vision tower's pixel values
+//	engine/vision/tower  the vision tower: an image's features for the prompt
 //	engine/cpu           the pure-Go reference backend
 //	engine/gpumodel      the GPU backend, on any gpu.Device
 //	engine/backend       a backend by its --backend name
