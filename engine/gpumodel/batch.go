@@ -72,6 +72,11 @@ type pass struct {
 	// scanTokens is the DeltaNet scan scratch of the runs, in tokens of
 	// whole blocks: each run takes its own.
 	scanTokens int
+	// vec says the pass is decode rows alone, at most
+	// shaders.QMVRowsMaxTokens, whose products run as multi-row
+	// matrix-vector products (shaders.QMVRows) and whose MoE blocks route
+	// each row's experts directly (moeRows), instead of the GEMMs.
+	vec bool
 }
 
 // Step runs rows as one step (engine.Stepper): every weight is read once
@@ -81,9 +86,9 @@ type pass struct {
 // state: a decode row through the decode kernels, a run of tokens through
 // the prefill's. Rows of more than the prefill chunk's tokens in all take
 // several passes, a row's tokens carried on in the next. One row is that
-// sequence's Forward, whose kernels suit one sequence best. A few rows of
-// one token each run as their own decode steps side by side
-// (stepDecodeRows, decodeSideBySide).
+// sequence's Forward, whose kernels suit one sequence best. Up to
+// shaders.QMVRowsMaxTokens rows of one token each run as a pass of the
+// multi-row matrix-vector products (decodePath says why).
 func (m *Model) Step(rows []engine.Row) error {
 	return m.step(rows, viaAuto)
 }
@@ -114,10 +119,11 @@ func (m *Model) step(rows []engine.Row, via stepVia) error {
 			return fmt.Errorf("gpumodel: row %d: %w", i, err)
 		}
 	}
-	if decodeSideBySide(rows, via) {
+	path := decodePath(rows, via)
+	if path == viaSideBySide {
 		return m.stepDecodeRows(rows, seqs)
 	}
-	passes, err := m.passes(rows, seqs)
+	passes, err := m.passes(rows, seqs, path == viaRows)
 	if err != nil {
 		return err
 	}
@@ -135,7 +141,8 @@ func (m *Model) step(rows []engine.Row, via stepVia) error {
 // passes cuts rows into passes of at most the prefill chunk's tokens, in
 // order, a row that does not fit whole continuing in the next pass (so a
 // sequence appears at most once in a pass, and its pieces run in order).
-func (m *Model) passes(rows []engine.Row, seqs []*Sequence) ([]pass, error) {
+// With vec a pass of decode rows alone runs the multi-row products.
+func (m *Model) passes(rows []engine.Row, seqs []*Sequence, vec bool) ([]pass, error) {
 	v, limit := m.cfg.Vocab, m.prefillChunk
 	var passes []pass
 	var cur pass
@@ -164,7 +171,9 @@ func (m *Model) passes(rows []engine.Row, seqs []*Sequence) ([]pass, error) {
 	}
 	passes = append(passes, cur)
 	for i := range passes {
-		passes[i].layout()
+		p := &passes[i]
+		p.layout()
+		p.vec = vec && p.decode == len(p.segs) && p.tokens <= shaders.QMVRowsMaxTokens
 	}
 	return passes, nil
 }
@@ -391,7 +400,7 @@ func (m *Model) encodeBatchPiece(e *enc, p *pass, bp batchPiece) {
 		e.rmsNorm(ca.xn, ca.x, m.layers[0].inNorm, h, n, c.RMSNormEps)
 	case pieceDelta:
 		m.batchDeltaNet(e, p, bp.layer)
-		m.layerEnd(e, ca, bp.layer, n)
+		m.layerEnd(e, ca, bp.layer, n, p.vec)
 	case pieceAttnIn:
 		m.batchAttentionIn(e, p, bp.layer)
 	case pieceAttn:
@@ -401,13 +410,13 @@ func (m *Model) encodeBatchPiece(e *enc, p *pass, bp batchPiece) {
 			m.batchAttention(e, &p.segs[bp.seg], bp)
 		}
 	case pieceAttnOut:
-		e.qmm(ca.delta, m.layers[bp.layer].o, ca.o, n)
-		m.layerEnd(e, ca, bp.layer, n)
+		p.product(e, ca.delta, m.layers[bp.layer].o, ca.o, n)
+		m.layerEnd(e, ca, bp.layer, n, p.vec)
 	case pieceLogits:
 		logits := shaders.View{Buf: m.batch.logits}
 		v := c.Vocab
 		if p.decodeLogits {
-			e.qmm(logits, m.lmHead, ca.xn, p.decode)
+			p.product(e, logits, m.lmHead, ca.xn, p.decode)
 		}
 		for _, sg := range p.segs[p.decode:] {
 			switch {
@@ -425,9 +434,9 @@ func (m *Model) encodeBatchPiece(e *enc, p *pass, bp batchPiece) {
 func (m *Model) batchAttentionIn(e *enc, p *pass, i int) {
 	ca, l, a := &m.batch.ca, &m.layers[i], m.attn
 	hd, kvd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
-	e.qmm(ca.qg, l.q, ca.xn, p.tokens)
-	e.qmm(ca.k, l.kp, ca.xn, p.tokens)
-	e.qmm(ca.v, l.v, ca.xn, p.tokens)
+	p.product(e, ca.qg, l.q, ca.xn, p.tokens)
+	p.product(e, ca.k, l.kp, ca.xn, p.tokens)
+	p.product(e, ca.v, l.v, ca.xn, p.tokens)
 	e.barrier()
 	for _, sg := range p.segs {
 		ls := &sg.s.layers[i]
@@ -485,10 +494,10 @@ func (m *Model) batchDeltaNet(e *enc, p *pass, i int) {
 	ca, l, d := &m.batch.ca, &m.layers[i], m.delta
 	n := p.tokens
 	ch, vd, vh := d.Channels(), d.ValueHeads*d.ValueDim, d.ValueHeads
-	e.qmm(ca.u, l.qkv, ca.xn, n)
-	e.qmm(ca.z, l.z, ca.xn, n)
-	e.qmm(ca.b, l.b, ca.xn, n)
-	e.qmm(ca.a, l.a, ca.xn, n)
+	p.product(e, ca.u, l.qkv, ca.xn, n)
+	p.product(e, ca.z, l.z, ca.xn, n)
+	p.product(e, ca.b, l.b, ca.xn, n)
+	p.product(e, ca.a, l.a, ca.xn, n)
 	e.barrier()
 	stepIO := func(sg *segment, qkv shaders.View) shaders.DeltaStepIO {
 		ls := &sg.s.layers[i]
@@ -508,6 +517,17 @@ func (m *Model) batchDeltaNet(e *enc, p *pass, i int) {
 		}
 	}
 	e.barrier()
+	if p.vec {
+		// Decode rows alone: the shifts and the output product read
+		// apart from each other what the steps wrote, so they share a
+		// level.
+		for j := range p.segs {
+			sg := &p.segs[j]
+			e.deltaConvShift(row(ca.u, sg.row, ch), sg.s.layers[i].conv, ch, d.ConvKernel)
+		}
+		e.qmvRows(ca.delta, l.out, ca.dOut, n)
+		return
+	}
 	scratch := 0
 	for j := range p.segs {
 		sg := &p.segs[j]
@@ -522,6 +542,17 @@ func (m *Model) batchDeltaNet(e *enc, p *pass, i int) {
 	}
 	e.barrier()
 	e.qmm(ca.delta, l.out, ca.dOut, n)
+}
+
+// product writes out = m · x for the pass's first n activation rows: a
+// multi-row matrix-vector product on a pass of decode rows alone (vec),
+// else a token-tiled GEMM.
+func (p *pass) product(e *enc, out shaders.View, m shaders.QMatrix, x shaders.View, n int) {
+	if p.vec {
+		e.qmvRows(out, m, x, n)
+	} else {
+		e.qmm(out, m, x, n)
+	}
 }
 
 var _ engine.Stepper = (*Model)(nil)

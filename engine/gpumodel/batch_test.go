@@ -225,11 +225,12 @@ func TestStepGreedy(t *testing.T) {
 
 // TestStepDecodeRowsAreForward: decode rows alone (one token each,
 // sequences at 0, 5, 30 and 61 tokens, some rows without logits) run as
-// side-by-side decode steps, whose logits equal each sequence's own
-// Forward bit for bit, for three steps; again with a command-buffer bound
-// that puts every row's step in a command buffer of its own. The same
-// rows as one GEMM pass (the small-tile products) stay within
-// maxLogitDiff of Forward.
+// Step runs them, one pass of the multi-row matrix-vector products, stay
+// within maxLogitDiff of each sequence's own Forward for three steps,
+// again with a command-buffer bound that takes every piece alone; as one
+// GEMM pass (the small-tile products) too. Run as side-by-side decode
+// steps their logits equal Forward's bit for bit, again with every row's
+// step in a command buffer of its own.
 func TestStepDecodeRowsAreForward(t *testing.T) {
 	dev := openDevice(t)
 	ref, _ := loadReference(t, filepath.Join(fixturesDir, "tiny-a"))
@@ -237,7 +238,10 @@ func TestStepDecodeRowsAreForward(t *testing.T) {
 		name string
 		cut  bool
 		via  stepVia
-	}{{"side-by-side", false, viaAuto}, {"side-by-side/cut", true, viaAuto}, {"gemm", false, viaGEMM}} {
+	}{
+		{"rows", false, viaAuto}, {"rows/cut", true, viaAuto}, {"gemm", false, viaGEMM},
+		{"side-by-side", false, viaSideBySide}, {"side-by-side/cut", true, viaSideBySide},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := openFixture(t, dev, "tiny-a")
 			if c.cut {
@@ -266,7 +270,7 @@ func TestStepDecodeRowsAreForward(t *testing.T) {
 					if got := batched[i].Len(); got != n+k+1 {
 						t.Fatalf("step %d row %d: the sequence holds %d tokens, want %d", k, i, got, n+k+1)
 					}
-					if c.via != viaGEMM && !slices.Equal(out, rows[i].Out) {
+					if c.via == viaSideBySide && !slices.Equal(out, rows[i].Out) {
 						t.Errorf("step %d row %d: logits differ from Forward's", k, i)
 					}
 					for j := range out {
@@ -342,14 +346,16 @@ const benchPrompt = 256
 // would leave it), on the checkpoint in $PETAL_BENCH_MODEL
 // (tools/synth35b's 35B; skipped without one) on the device gputest opens
 // ($PETAL_GPU=cuda on the H200). One row is Forward's decode step; more
-// run as Step runs them, as one GEMM pass (via=gemm) and as side-by-side
-// decode steps (via=side).
+// run as Step runs them (via=step: up to 8, one pass of the multi-row
+// products), as one GEMM pass (via=gemm) and as side-by-side decode steps
+// (via=side).
 func BenchmarkStepDecode35B(b *testing.B) {
 	dir := os.Getenv("PETAL_BENCH_MODEL")
 	if dir == "" {
 		b.Skip("$PETAL_BENCH_MODEL names no checkpoint")
 	}
-	m, err := Open(dir, gputest.Open(b, true))
+	// A device of its own: $PETAL_CUDA_PROFILE=1 prints at its Close.
+	m, err := Open(dir, gputest.OpenOwn(b, true))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -373,6 +379,8 @@ func BenchmarkStepDecode35B(b *testing.B) {
 				name += "/via=gemm"
 			case viaSideBySide:
 				name += "/via=side"
+			default:
+				name += "/via=step" // so a pattern can pick Step's way alone
 			}
 			b.Run(name, func(b *testing.B) {
 				step := make([]engine.Row, rows)

@@ -106,7 +106,7 @@ func newShapeOnly(cfg *checkpoint.Config, dev gpu.Device) (*Model, error) {
 }
 
 // tally is the done func of a dry run's encoding (encodeChunk,
-// encodeBatch, encodeDecodeRows): it counts each command buffer, its
+// encodeBatch): it counts each command buffer, its
 // dispatches and levels, and keeps the costliest's cost.
 func tally(buffers, dispatches, levels *int, costliest *Cost) func(gpu.CommandBuffer, Cost) error {
 	return func(cb gpu.CommandBuffer, c Cost) error {

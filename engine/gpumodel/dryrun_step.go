@@ -34,11 +34,10 @@ func (r BatchReport) TokensPerSecond(bytesPerSecond float64) float64 {
 // DryRunStep records the batched decode step (Model.Step) of rows
 // sequences at position pos each, logits for every row, for a model of
 // cfg's shape, without its weights, through the encoding the drivers run.
-// One row is the sequence's decode step, as Step runs it; up to
-// sideBySideMaxRows rows are their own decode steps side by side (whose
-// weight bytes count each row's reads, the worst case: a GPU's cache may
-// serve the rows after the first), more one pass of the GEMMs. Rows are
-// at most DefaultPrefillChunk, one pass.
+// One row is the sequence's decode step, as Step runs it; more one pass,
+// as decodePath picks it: up to shaders.QMVRowsMaxTokens rows the
+// multi-row matrix-vector products, more the GEMMs. Rows are at most
+// DefaultPrefillChunk, one pass.
 func DryRunStep(cfg *checkpoint.Config, pos, rows int) (BatchReport, error) {
 	if pos < 0 || rows < 1 || rows > DefaultPrefillChunk {
 		return BatchReport{}, fmt.Errorf("gpumodel: a batched step of %d rows at position %d (1 to %d rows)", rows, pos, DefaultPrefillChunk)
@@ -76,18 +75,7 @@ func DryRunStep(cfg *checkpoint.Config, pos, rows int) (BatchReport, error) {
 		}
 		return r, count(cb, seqs[0].stepCost(st))
 	}
-	if decodeSideBySide(steps, viaAuto) {
-		// Each row's own decode step, side by side: at worst each reads
-		// the weights itself.
-		r.WeightBytes = int64(rows) * m.ckpt.StepWeightBytes(1)
-		for _, s := range seqs {
-			if err := s.ensureTokens(1); err != nil {
-				return BatchReport{}, err
-			}
-		}
-		return r, m.encodeDecodeRows(steps, seqs, count)
-	}
-	passes, err := m.passes(steps, seqs)
+	passes, err := m.passes(steps, seqs, decodePath(steps, viaAuto) == viaRows)
 	if err != nil {
 		return BatchReport{}, err
 	}

@@ -347,14 +347,14 @@ func (s *Sequence) encodePiece(e *enc, ch chunk, p piece) {
 		e.rmsNorm(ca.xn, ca.x, m.layers[0].inNorm, h, n, c.RMSNormEps)
 	case pieceDelta:
 		s.deltaNetChunk(e, &m.layers[p.layer], &s.layers[p.layer], n)
-		m.layerEnd(e, ca, p.layer, n)
+		m.layerEnd(e, ca, p.layer, n, false)
 	case pieceAttnIn:
 		s.attentionIn(e, &m.layers[p.layer], &s.layers[p.layer], ch)
 	case pieceAttn:
 		s.attentionRows(e, &s.layers[p.layer], ch, p.t0, p.t1)
 	case pieceAttnOut:
 		e.qmm(ca.delta, m.layers[p.layer].o, ca.o, n)
-		m.layerEnd(e, ca, p.layer, n)
+		m.layerEnd(e, ca, p.layer, n, false)
 	case pieceLogits:
 		switch ch.logits {
 		case lastLogits:
@@ -370,15 +370,19 @@ func (s *Sequence) encodePiece(e *enc, ch chunk, p piece) {
 }
 
 // layerEnd adds the mixer's output in ca.delta to the stream, runs the MoE
-// block and adds its output, leaving the next layer's (or the final) norm
-// of the stream in xn.
-func (m *Model) layerEnd(e *enc, ca *chunkActs, i, n int) {
+// block (moeRows for decode rows alone, where vec) and adds its output,
+// leaving the next layer's (or the final) norm of the stream in xn.
+func (m *Model) layerEnd(e *enc, ca *chunkActs, i, n int, vec bool) {
 	c := m.cfg
 	l, h := &m.layers[i], c.Hidden
 	e.barrier()
 	e.addRMSNormRows(ca.x, ca.delta, ca.xn, l.postNorm, h, n, c.RMSNormEps)
 	e.barrier()
-	m.moeChunk(e, ca, l, n)
+	if vec {
+		m.moeRows(e, ca, l, n)
+	} else {
+		m.moeChunk(e, ca, l, n)
+	}
 	e.barrier()
 	next := m.finalNorm
 	if i+1 < len(m.layers) {

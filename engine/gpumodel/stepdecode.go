@@ -5,44 +5,51 @@ import (
 
 	"petal/engine"
 	"petal/gpu"
+	"petal/shaders"
 )
 
 // stepVia is how Step runs a pass of decode rows alone (one token each).
 type stepVia int
 
 const (
-	// viaAuto picks by the rows (decodeSideBySide).
+	// viaAuto picks by the rows (decodePath).
 	viaAuto stepVia = iota
 	// viaGEMM runs them as one pass of the prefill's GEMMs (runPass).
 	viaGEMM
 	// viaSideBySide runs them as side-by-side decode steps
 	// (stepDecodeRows) whatever their count.
 	viaSideBySide
+	// viaRows runs them as one pass of the multi-row matrix-vector
+	// products (pass.vec), up to shaders.QMVRowsMaxTokens of them.
+	viaRows
 )
 
-// sideBySideMaxRows is the most decode rows Step runs side by side; more
-// go as one GEMM pass. On the H200 (BenchmarkStepDecode35B, the 35B after
-// 256-token prompts, logits to the host; one row 76 tok/s) side by side
-// gave 104, 95 and 73 tok/s at 2, 4 and 8 rows, the small-tile GEMM pass
-// 39, 66 and 93: the driver overlaps about two rows' steps, past which
-// each row costs nearly a decode step (the 35B's decode kernels fill the
-// GPU more than their bandwidth says), while the GEMM pass's cost grows
-// slowly with rows. 5 to 7 rows were not measured.
-const sideBySideMaxRows = 4
-
-// decodeSideBySide says whether Step runs rows as side-by-side decode
-// steps: rows of one token each, up to sideBySideMaxRows of them unless
-// via says otherwise.
-func decodeSideBySide(rows []engine.Row, via stepVia) bool {
-	if via == viaGEMM || (via == viaAuto && len(rows) > sideBySideMaxRows) {
-		return false
-	}
+// decodePath is how Step runs rows under via: rows of several tokens take
+// the GEMM pass; decode rows alone take via's way, or by default the rows
+// pass up to shaders.QMVRowsMaxTokens rows (its kernels keep an
+// accumulator per row) and the GEMM pass past it. On the H200
+// (BenchmarkStepDecode35B: the synthetic 35B after 256-token prompts, 128
+// steps, logits to the host) the rows pass took 14.2, 21.0 and 33.4 ms a
+// step at 2, 4 and 8 rows (141.1, 190.4 and 239.7 tok/s aggregate; one
+// row, Forward, 12.4 ms and 80.9 tok/s), where side by side took 20.2,
+// 45.1 and 109.9 ms (the driver overlaps about two rows' steps; past them
+// each row costs nearly a decode step) and the small-tile GEMM pass 51.7,
+// 66.1 and 86.8 ms (its token tiles mostly empty, their simdgroup
+// products emulated over a warp).
+func decodePath(rows []engine.Row, via stepVia) stepVia {
 	for _, r := range rows {
 		if len(r.Tokens) != 1 {
-			return false
+			return viaGEMM
 		}
 	}
-	return true
+	switch {
+	case via == viaGEMM || via == viaSideBySide:
+		return via
+	case len(rows) <= shaders.QMVRowsMaxTokens:
+		return viaRows
+	default:
+		return viaGEMM
+	}
 }
 
 // stepDecodeRows runs rows, one token each, as each row's own decode step

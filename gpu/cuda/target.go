@@ -51,15 +51,36 @@ func (target) Function() string { return "static __device__ void" }
 // Entry bounds every kernel at Metal's limit, not at its
 // [[max_total_threads_per_threadgroup]]: NVRTC budgets registers for the
 // bound, and the qmv kernels bounded at their 64 threads (9229e9c) lost
-// their spills but cost the 35B decode step 6-7% on an H200 (37095d7). The
-// pipeline still reports the kernel's own bound (NewPipeline), so no
-// dispatch exceeds it.
-func (t target) Entry(name string, args []string, _ int) string {
+// their spills but cost the 35B decode step 6-7% on an H200 (37095d7).
+// The multi-row products (ownBound) keep their own bound. The pipeline
+// still reports the kernel's own bound (NewPipeline), so no dispatch
+// exceeds it.
+func (t target) Entry(name string, args []string, maxThreads int) string {
 	if name != t.want {
 		return ""
 	}
+	bound := gpu.MaxThreadsPerThreadgroup
+	if ownBound(name) && maxThreads > 0 {
+		bound = maxThreads
+	}
 	return fmt.Sprintf("extern \"C\" __global__ void __launch_bounds__(%d) petal_kernel_%s(const petal::Params P) {\n\t%s(%s);\n}\n",
-		gpu.MaxThreadsPerThreadgroup, name, name, strings.Join(args, ",\n\t\t"))
+		bound, name, name, strings.Join(args, ",\n\t\t"))
+}
+
+// ownBoundPrefixes name the kernels compiled at their own bound: the
+// multi-row products of shaders/qmv_rows.metal hold an accumulator per
+// weight row and decode row beside the rows' dequantized words, about 120
+// registers a thread, which Metal's limit (64 registers a thread at 1024
+// threads) would spill to local memory.
+var ownBoundPrefixes = []string{"qmv_rows_", "moe_rows_"}
+
+func ownBound(name string) bool {
+	for _, p := range ownBoundPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // rewrite turns MSL source into CUDA C++ with an entry point for function.

@@ -54,3 +54,19 @@ func Open(t testing.TB, fast bool) gpu.Device {
 type shared struct{ *cuda.Device }
 
 func (shared) Close() error { return nil }
+
+// OpenOwn is Open, but on CUDA a device of t's own, closed when t ends, so
+// that its Close prints what $PETAL_CUDA_PROFILE=1 collected (a benchmark
+// that loads a model once pays for the context once).
+func OpenOwn(t testing.TB, fast bool) gpu.Device {
+	t.Helper()
+	if Driver() != "cuda" {
+		return Open(t, fast)
+	}
+	d, err := cuda.Open(cuda.Options{})
+	if err != nil {
+		t.Fatalf("PETAL_GPU=cuda: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
