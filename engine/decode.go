@@ -108,6 +108,9 @@ type Decode struct {
 	// (engine.Drafter) and verifies the drafts: spec.Off runs as without a
 	// head. A device loop ignores it.
 	Speculate spec.Mode
+	// SpecMemory, when set, carries the speculative policy's measures
+	// between the decodes of one model (spec.Memory).
+	SpecMemory *spec.Memory
 	// Yield, when set, is asked by a device loop (Decoder) before it
 	// commits each next step: true makes the loop end after the token in
 	// flight, which it hands to Token and leaves unfed (and, under a

@@ -64,7 +64,7 @@ func specDecode(ctx context.Context, seq Drafter, vocab int, tail []int, d *Deco
 	if err := seq.Forward(tail, logits); err != nil {
 		return st, fmt.Errorf("engine: prefill: %w", err)
 	}
-	pol := spec.NewPolicy(d.Speculate)
+	pol := spec.NewPolicy(d.Speculate, d.SpecMemory)
 	one := make([]int, 1)
 	pair := make([]int, 2)
 	// emit hands id to Token and reports whether the decode ends, and

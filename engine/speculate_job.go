@@ -34,7 +34,7 @@ func newJobSpec(j *Job) *jobSpec {
 		return nil
 	}
 	return &jobSpec{
-		seq: dr, pol: spec.NewPolicy(j.d.Speculate),
+		seq: dr, pol: spec.NewPolicy(j.d.Speculate, j.d.SpecMemory),
 		p:     picker{d: j.d, limit: j.limit, mask: j.mask},
 		draft: make([]float32, j.vocab), verify: make([]float32, 2*j.vocab),
 	}

@@ -1,6 +1,9 @@
 package spec
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // Mode says when a decode drafts.
 type Mode int
@@ -66,6 +69,7 @@ const (
 // and the share of drafts accepted.
 type Policy struct {
 	mode             Mode
+	mem              *Memory
 	plain, verify    float64 // seconds, running means (0: not measured)
 	accept           float64
 	plainN, verifyN  int
@@ -74,9 +78,51 @@ type Policy struct {
 	every            int
 }
 
-// NewPolicy returns the policy of a decode in mode m.
-func NewPolicy(m Mode) *Policy {
-	return &Policy{mode: m, every: probeEvery, until: learnSteps}
+// NewPolicy returns the policy of a decode in mode m. It starts from what
+// mem (nil: nothing) learned of the decodes before on the same model:
+// drafting at once when that paid, else after probeEvery plain steps;
+// without it, it learns a plain step's time first.
+func NewPolicy(m Mode, mem *Memory) *Policy {
+	p := &Policy{mode: m, mem: mem, every: probeEvery, until: learnSteps}
+	if mem == nil {
+		return p
+	}
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if mem.plain == 0 || mem.verify == 0 {
+		return p
+	}
+	p.plain, p.verify, p.accept = mem.plain, mem.verify, mem.accept
+	p.plainN, p.verifyN = learnSteps, probeSteps
+	if p.Pays() {
+		p.on = true
+	} else {
+		p.until = probeEvery
+	}
+	return p
+}
+
+// Memory carries a model's running means from one decode's Policy to
+// the next decodes', so that a short reply need not learn them again. It
+// is safe for concurrent use.
+type Memory struct {
+	mu                    sync.Mutex
+	plain, verify, accept float64
+}
+
+// keep stores p's means in its Memory.
+func (p *Policy) keep() {
+	if p.mem == nil {
+		return
+	}
+	p.mem.mu.Lock()
+	defer p.mem.mu.Unlock()
+	if p.plainN > 0 {
+		p.mem.plain = p.plain
+	}
+	if p.verifyN > 0 {
+		p.mem.verify, p.mem.accept = p.verify, p.accept
+	}
 }
 
 // Draft reports whether the next step drafts.
@@ -94,6 +140,7 @@ func (p *Policy) Draft() bool {
 func (p *Policy) Plain(d time.Duration) {
 	p.plain = mean(p.plain, d.Seconds(), p.plainN)
 	p.plainN++
+	p.keep()
 	if p.on {
 		return
 	}
@@ -112,6 +159,7 @@ func (p *Policy) Verified(accepted bool, d time.Duration) {
 	p.verify = mean(p.verify, d.Seconds(), p.verifyN)
 	p.accept = mean(p.accept, a, p.verifyN)
 	p.verifyN++
+	p.keep()
 	if p.probeLeft > 0 {
 		p.probeLeft--
 	}

@@ -69,17 +69,17 @@ func TestPolicy(t *testing.T) {
 		}
 		return drafts
 	}
-	good := NewPolicy(Auto)
+	good := NewPolicy(Auto, nil)
 	if d := run(good, 12*time.Millisecond, true, 1000); d != 1000-learnSteps {
 		t.Errorf("a draft that pays: %d of %d steps drafted", d, 1000-learnSteps)
 	}
 	// A verify step slower than two plain ones never pays: the probe
 	// stops after minProbe steps.
-	slow := NewPolicy(Auto)
+	slow := NewPolicy(Auto, nil)
 	if d := run(slow, 25*time.Millisecond, true, learnSteps+minProbe+probeEvery); d != minProbe {
 		t.Errorf("a verify step of 2.5 plain ones: %d drafts, want %d", d, minProbe)
 	}
-	bad := NewPolicy(Auto)
+	bad := NewPolicy(Auto, nil)
 	if d := run(bad, 13*time.Millisecond, false, learnSteps+probeSteps+probeEvery); d != probeSteps {
 		t.Errorf("a draft that never stands: %d drafts, want the probe's %d", d, probeSteps)
 	}
@@ -87,7 +87,7 @@ func TestPolicy(t *testing.T) {
 		t.Errorf("second probe: %d drafts, want %d then %d plain steps", d, probeSteps, 2*probeEvery)
 	}
 	// Half the drafts standing at 1.3 plain steps a verify: 1.5/1.3 > 1.
-	half := NewPolicy(Auto)
+	half := NewPolicy(Auto, nil)
 	n := 0
 	for range 500 {
 		if half.Draft() {
@@ -100,7 +100,7 @@ func TestPolicy(t *testing.T) {
 	if !half.Pays() || n < 400 {
 		t.Errorf("half accepted at 1.3x: pays %v, %d drafts", half.Pays(), n)
 	}
-	if run(NewPolicy(Off), time.Millisecond, true, 100) != 0 || run(NewPolicy(Always), time.Second, false, 100) != 100 {
+	if run(NewPolicy(Off, nil), time.Millisecond, true, 100) != 0 || run(NewPolicy(Always, nil), time.Second, false, 100) != 100 {
 		t.Error("Off drafted or Always did not")
 	}
 	for _, s := range []string{"auto", "off", "on"} {
@@ -110,5 +110,39 @@ func TestPolicy(t *testing.T) {
 	}
 	if _, ok := ParseMode("sometimes"); ok {
 		t.Error("ParseMode accepted sometimes")
+	}
+}
+
+// TestPolicyMemory: a decode that starts from a Memory where drafting paid
+// drafts from its first step; one where it did not waits probeEvery plain
+// steps; the Memory follows the last decode's means.
+func TestPolicyMemory(t *testing.T) {
+	mem := &Memory{}
+	first := NewPolicy(Auto, mem)
+	for range learnSteps {
+		first.Plain(10 * time.Millisecond)
+	}
+	for range probeSteps {
+		first.Verified(true, 12*time.Millisecond)
+	}
+	if next := NewPolicy(Auto, mem); !next.Draft() {
+		t.Error("a decode after one where drafting paid does not draft at once")
+	}
+	bad := NewPolicy(Auto, mem)
+	for range 3 * probeSteps {
+		if bad.Draft() {
+			bad.Verified(false, 19*time.Millisecond)
+		}
+	}
+	next := NewPolicy(Auto, mem)
+	drafts := 0
+	for range probeEvery {
+		if next.Draft() {
+			drafts++
+		}
+		next.Plain(10 * time.Millisecond)
+	}
+	if drafts != 0 {
+		t.Errorf("after a decode where drafting stopped paying: %d drafts in %d steps", drafts, probeEvery)
 	}
 }

@@ -280,10 +280,13 @@ func benchOneArm(dir, backend string, context, steps int, mode spec.Mode) (bench
 		return benchArm{}, fmt.Errorf("context %d plus %d steps exceeds the model's %d positions", context, steps, p)
 	}
 	prompt := benchPrompt(context, cfg.Vocab)
-	if _, _, _, err := benchRun(m, prompt, benchWarmupSteps, mode); err != nil {
+	// The warm-up's measures carry to the measured run, as the server's
+	// replies carry theirs.
+	mem := &spec.Memory{}
+	if _, _, _, err := benchRun(m, prompt, benchWarmupSteps, mode, mem); err != nil {
 		return benchArm{}, fmt.Errorf("warm-up: %w", err)
 	}
-	times, ids, st, err := benchRun(m, prompt, steps, mode)
+	times, ids, st, err := benchRun(m, prompt, steps, mode, mem)
 	if err != nil {
 		return benchArm{}, err
 	}
@@ -309,7 +312,7 @@ func benchOneArm(dir, backend string, context, steps int, mode spec.Mode) (bench
 // steps tokens after the first (drafting with the model's head by mode),
 // returning when each of the 1+steps tokens was in hand (measured from the
 // start), the tokens and the loop's counts.
-func benchRun(m engine.Model, prompt []int, steps int, mode spec.Mode) ([]time.Duration, []int, engine.DecodeStats, error) {
+func benchRun(m engine.Model, prompt []int, steps int, mode spec.Mode, mem *spec.Memory) ([]time.Duration, []int, engine.DecodeStats, error) {
 	seq, err := m.NewSequence()
 	if err != nil {
 		return nil, nil, engine.DecodeStats{}, err
@@ -319,7 +322,7 @@ func benchRun(m engine.Model, prompt []int, steps int, mode spec.Mode) ([]time.D
 	ids := make([]int, 0, steps+1)
 	start := time.Now()
 	st, err := engine.Run(context.Background(), seq, m.Config().Vocab, &engine.Decode{
-		Prompt: prompt, MaxTokens: steps + 1, Speculate: mode,
+		Prompt: prompt, MaxTokens: steps + 1, Speculate: mode, SpecMemory: mem,
 		Token: func(id int) (bool, error) {
 			times = append(times, time.Since(start))
 			ids = append(ids, id)

@@ -204,7 +204,7 @@ func TestServeDecodeOnDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		_, ids, _, err := benchRun(m, prompt, decodeTokens-1, spec.Off)
+		_, ids, _, err := benchRun(m, prompt, decodeTokens-1, spec.Off, nil)
 		m.Close()
 		if err != nil {
 			t.Fatal(err)

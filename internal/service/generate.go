@@ -285,7 +285,7 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 			s.disk.put(key[:cached+n], seq)
 		}
 	}
-	d.Speculate = s.speculate
+	d.Speculate, d.SpecMemory = s.speculate, s.specMemory
 	var st engine.DecodeStats
 	if s.step != nil {
 		st, err = s.step.run(ctx, seq, d)

@@ -92,6 +92,9 @@ type Service struct {
 	queue     *queue
 	parallel  int
 	speculate spec.Mode
+	// specMemory carries the speculative policy's measures from reply to
+	// reply on this model.
+	specMemory *spec.Memory
 	// step runs the requests together when parallel > 1; nil otherwise.
 	step *stepper
 	// preparing holds a place per request being rendered and tokenized,
@@ -179,7 +182,7 @@ func New(model engine.Model, dir string, opts Options) (*Service, error) {
 		queueLimit = DefaultQueueLimit
 	}
 	s.parallel = max(1, opts.Parallel)
-	s.speculate = opts.Speculate
+	s.speculate, s.specMemory = opts.Speculate, &spec.Memory{}
 	if s.parallel > MaxParallel {
 		return nil, fmt.Errorf("service: %d requests at once, more than %d", opts.Parallel, MaxParallel)
 	}
