@@ -44,6 +44,8 @@ type Model struct {
 	attnGroupTokens func() (int, error)
 	// batch is the activations of Step's passes.
 	batch batchActs
+	// vision is the vision tower, placed on the device on first use.
+	vision deviceTower
 }
 
 type layer struct {
