@@ -57,6 +57,10 @@ const (
 	// probeSteps verify steps per maxProbeEvery tokens.
 	probeEvery    = 64
 	maxProbeEvery = 1024
+	// remeasure: while drafting, one step in remeasure is a plain one,
+	// so that a plain step's mean follows the machine (a stale one, from
+	// the slow first steps after a prompt, kept a loss on).
+	remeasure = 16
 	// weight is the share of the newest measure in the running means.
 	weight = 0.125
 	// margin is how much faster drafting must be than plain steps to
@@ -76,6 +80,7 @@ type Policy struct {
 	on               bool
 	probeLeft, until int // verify steps left in a probe; plain steps before the next
 	every            int
+	sincePlain       int // verify steps since the last plain one
 }
 
 // NewPolicy returns the policy of a decode in mode m. It starts from what
@@ -133,13 +138,14 @@ func (p *Policy) Draft() bool {
 	case Always:
 		return true
 	}
-	return p.on
+	return p.on && p.sincePlain < remeasure
 }
 
 // Plain records a plain decode step of duration d.
 func (p *Policy) Plain(d time.Duration) {
 	p.plain = mean(p.plain, d.Seconds(), p.plainN)
 	p.plainN++
+	p.sincePlain = 0
 	p.keep()
 	if p.on {
 		return
@@ -159,6 +165,7 @@ func (p *Policy) Verified(accepted bool, d time.Duration) {
 	p.verify = mean(p.verify, d.Seconds(), p.verifyN)
 	p.accept = mean(p.accept, a, p.verifyN)
 	p.verifyN++
+	p.sincePlain++
 	p.keep()
 	if p.probeLeft > 0 {
 		p.probeLeft--
