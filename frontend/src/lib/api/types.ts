@@ -17,9 +17,12 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 
+/** A part of a message's content: text, or an image as a data: URL (the server fetches no other). */
+export type ContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
+
 export interface ChatMessage {
   role: Role;
-  content: string;
+  content: string | ContentPart[];
   reasoning_content?: string;
   tool_calls?: ToolCall[];
   tool_call_id?: string;

@@ -30,6 +30,8 @@ export interface TurnStats {
 export interface Turn {
   role: 'user' | 'assistant';
   content: string;
+  /** A user turn's images, as data: URLs, shown before its text. */
+  images?: string[];
   reasoning?: string;
   toolCalls?: ToolCall[];
   finish?: FinishReason | 'stopped' | null;
@@ -74,6 +76,12 @@ export function toMessages(turns: Turn[]): ChatMessage[] {
   for (const t of turns) {
     if (t.error && !t.content) continue;
     const m: ChatMessage = { role: t.role, content: t.content };
+    if (t.images?.length) {
+      m.content = [
+        ...t.images.map((url) => ({ type: 'image_url' as const, image_url: { url } })),
+        { type: 'text' as const, text: t.content },
+      ];
+    }
     if (t.toolCalls?.length) m.tool_calls = t.toolCalls;
     out.push(m);
   }
@@ -135,13 +143,16 @@ export class ChatStore {
     this.save();
   }
 
-  /** Sends text as the user's next message and streams the reply. */
-  async send(text: string, opts: GenerationOptions): Promise<void> {
+  /** Sends text, with any images (data: URLs), as the user's next message and streams the reply. */
+  async send(text: string, opts: GenerationOptions, images: string[] = []): Promise<void> {
     text = text.trim();
-    if (!text || this.streaming) return;
+    if ((!text && images.length === 0) || this.streaming) return;
     const c = this.current ?? this.newConversation();
-    if (c.turns.length === 0) c.title = text.length > TITLE_CHARS ? text.slice(0, TITLE_CHARS - 1) + '…' : text;
-    c.turns.push({ role: 'user', content: text });
+    const title = text || plural(images.length, 'image');
+    if (c.turns.length === 0) c.title = title.length > TITLE_CHARS ? title.slice(0, TITLE_CHARS - 1) + '…' : title;
+    const turn: Turn = { role: 'user', content: text };
+    if (images.length) turn.images = [...images];
+    c.turns.push(turn);
     await this.#reply(c, opts);
   }
 
@@ -164,8 +175,16 @@ export class ChatStore {
     const keep = $state.snapshot(this.conversations).slice(0, MAX_CONVERSATIONS);
     try {
       this.#storage.setItem(STORAGE_KEY, JSON.stringify(keep));
+      return;
     } catch {
-      // Storage full or disabled: the chat still works, it is just not kept.
+      // Storage full (images fill its few megabytes fast) or disabled.
+    }
+    try {
+      // Kept without the images rather than not at all.
+      const text = keep.map((c) => ({ ...c, turns: c.turns.map(({ images: _, ...t }) => t) }));
+      this.#storage.setItem(STORAGE_KEY, JSON.stringify(text));
+    } catch {
+      // Disabled: the chat still works, it is just not kept.
     }
   }
 

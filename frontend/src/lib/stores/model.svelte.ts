@@ -87,6 +87,8 @@ export class ModelStore {
   /** The model id chat requests name, from /v1/models. */
   modelId = $state('');
   contextLength = $state(0);
+  /** Whether the served model reads images (/v1/models' capabilities.vision); a text-only model does not. */
+  vision = $state(false);
   error = $state<ApiError | null>(null);
   busy = $state(false);
   /** True while the server loads the downloaded model. */
@@ -139,6 +141,7 @@ export class ModelStore {
       if (m) {
         this.modelId = m.id;
         this.contextLength = m.context_length;
+        this.vision = m.capabilities?.vision ?? false;
       }
       this.error = null;
       this.#idPending = false;
