@@ -24,6 +24,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/engine/tokenizer"
 	"petal/internal/service"
 	"petal/internal/service/servicetest"
@@ -76,6 +77,28 @@ func (s *visionSequence) PlaceImages(spans []service.ImageSpan) error {
 func newVisionServer(t testing.TB, reply func(string) string) (*testServer, *visionModel) {
 	t.Helper()
 	dir, _ := servicetest.Folder(t)
+	ids := map[string]int{}
+	for i, s := range visionTokens {
+		ids[s] = 256 + len(servicetest.AddedTokens) + i
+	}
+	tok := addTokens(t, dir, ids)
+	vm := &visionModel{Model: servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, reply))}
+	svc, err := service.New(vm, dir, service.Options{Name: "qwen-vl-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: httptest.NewServer(New(svc, Options{})), svc: svc, model: vm.Model, tok: tok}
+	t.Cleanup(func() {
+		ts.Close()
+		svc.Close()
+	})
+	return ts, vm
+}
+
+// addTokens adds special tokens of the given ids to the tokenizer of the
+// test folder dir and loads it.
+func addTokens(t testing.TB, dir string, ids map[string]int) *tokenizer.Tokenizer {
+	t.Helper()
 	path := filepath.Join(dir, "tokenizer.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -86,8 +109,8 @@ func newVisionServer(t testing.TB, reply func(string) string) (*testServer, *vis
 		t.Fatal(err)
 	}
 	added := doc["added_tokens"].([]any)
-	for i, s := range visionTokens {
-		added = append(added, map[string]any{"id": 256 + len(servicetest.AddedTokens) + i, "content": s, "single_word": false,
+	for s, id := range ids {
+		added = append(added, map[string]any{"id": id, "content": s, "single_word": false,
 			"lstrip": false, "rstrip": false, "normalized": false, "special": true})
 	}
 	doc["added_tokens"] = added
@@ -101,17 +124,7 @@ func newVisionServer(t testing.TB, reply func(string) string) (*testServer, *vis
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := &visionModel{Model: servicetest.NewModel(servicetest.MaxPositions, servicetest.Text(tok, reply))}
-	svc, err := service.New(vm, dir, service.Options{Name: "qwen-vl-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &testServer{Server: httptest.NewServer(New(svc, Options{})), svc: svc, model: vm.Model, tok: tok}
-	t.Cleanup(func() {
-		ts.Close()
-		svc.Close()
-	})
-	return ts, vm
+	return tok
 }
 
 // pngOf encodes a w x h gradient as PNG.
@@ -443,5 +456,89 @@ func TestTokenizeCountsImages(t *testing.T) {
 	plain := newTestServer(t, service.Options{}, Options{}, constant("ok"))
 	if n, body := count(plain, `[`+image+`]`); n != -1 || !strings.Contains(body, "is text-only") {
 		t.Errorf("a text-only model counted an image: %s", body)
+	}
+}
+
+// TestImagesReachTheCPUModel: on the CPU backend with the vision fixture
+// (engine/testdata/fixtures/vision-a, a tower of the real structure at
+// reduced widths), an image sent to /v1/chat/completions is read by the
+// model: the reply's first token's log probability changes with the
+// image's pixels, the same image through /api/chat gives the same reply,
+// and the prompt counts the image's 72 pads.
+func TestImagesReachTheCPUModel(t *testing.T) {
+	dir := servicetest.FixtureFolder(t, "vision-a")
+	// The fixture's config.json names these ids (image_token_id and the
+	// vision markers).
+	addTokens(t, dir, map[string]int{"<|image_pad|>": 506, "<|vision_start|>": 508, "<|vision_end|>": 509})
+	m, err := backend.Open("cpu", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	svc, err := service.New(m, dir, service.Options{Name: "vision-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	ts := httptest.NewServer(New(svc, Options{}))
+	t.Cleanup(ts.Close)
+	if !svc.Info().Vision {
+		t.Fatal("the vision fixture is text-only")
+	}
+	other := image.NewRGBA(image.Rect(0, 0, 64, 32))
+	for i := range other.Pix {
+		other.Pix[i] = uint8(i * 7)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, other); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		text    string
+		logprob float64
+		prompt  int
+	}
+	chat := func(file []byte) answer {
+		t.Helper()
+		body := `{"max_tokens":3,"temperature":0,"logprobs":true,"chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":[` +
+			`{"type":"image_url","image_url":{"url":"` + dataURL(file) + `"}},{"type":"text","text":"what is this?"}]}]}`
+		resp, text := do(t, post(t, ts.URL+"/v1/chat/completions", body))
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, text)
+		}
+		var r struct {
+			Choices []struct {
+				Message  struct{ Content string }
+				Logprobs struct{ Content []struct{ Logprob float64 } }
+			}
+			Usage struct{ PromptTokens int `json:"prompt_tokens"` }
+		}
+		if err := json.Unmarshal([]byte(text), &r); err != nil || len(r.Choices) != 1 || len(r.Choices[0].Logprobs.Content) == 0 {
+			t.Fatalf("%v: %s", err, text)
+		}
+		return answer{r.Choices[0].Message.Content, r.Choices[0].Logprobs.Content[0].Logprob, r.Usage.PromptTokens}
+	}
+	wide := pngOf(t, 64, 32)
+	a, b := chat(wide), chat(buf.Bytes())
+	if a.logprob == b.logprob {
+		t.Errorf("two images gave the first token the same log probability %v: the model did not read them", a.logprob)
+	}
+	if a.prompt != b.prompt {
+		t.Errorf("two 64x32 images made prompts of %d and %d tokens", a.prompt, b.prompt)
+	}
+	_, counted := do(t, post(t, ts.URL+"/v1/tokenize", `{"messages":[{"role":"user","content":"what is this?"}],"chat_template_kwargs":{"enable_thinking":false}}`))
+	var n struct{ Count int }
+	json.Unmarshal([]byte(counted), &n)
+	if a.prompt-n.Count != wideTokens+2 {
+		t.Errorf("the image took %d prompt tokens, want %d pads and 2 markers", a.prompt-n.Count, wideTokens)
+	}
+	resp, body := do(t, post(t, ts.URL+"/api/chat", `{"stream":false,"think":false,"options":{"num_predict":3,"temperature":0},"messages":[{"role":"user","content":"what is this?","images":["`+
+		base64.StdEncoding.EncodeToString(wide)+`"]}]}`))
+	var o struct{ Message struct{ Content string } }
+	if err := json.Unmarshal([]byte(body), &o); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if o.Message.Content != a.text {
+		t.Errorf("/api/chat answered %q, /v1/chat/completions %q for the same image and text", o.Message.Content, a.text)
 	}
 }
