@@ -511,7 +511,9 @@ func TestImagesReachTheCPUModel(t *testing.T) {
 				Message  struct{ Content string }
 				Logprobs struct{ Content []struct{ Logprob float64 } }
 			}
-			Usage struct{ PromptTokens int `json:"prompt_tokens"` }
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			}
 		}
 		if err := json.Unmarshal([]byte(text), &r); err != nil || len(r.Choices) != 1 || len(r.Choices[0].Logprobs.Content) == 0 {
 			t.Fatalf("%v: %s", err, text)
