@@ -1,0 +1,138 @@
+package service
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"petal/engine/chattemplate"
+	"petal/engine/cpu"
+	"petal/engine/reply"
+	"petal/engine/sample"
+	"petal/engine/vision/preprocess"
+	"petal/internal/service/servicetest"
+)
+
+// visionFolder is the vision-a fixture (tools/visref) as a model folder:
+// the test tokenizer with Qwen's vision markers added, and the config's
+// vision token ids set to theirs.
+func visionFolder(t *testing.T) string {
+	t.Helper()
+	dir := servicetest.FixtureFolder(t, "vision-a")
+	edit := func(name string, f func(doc map[string]any)) {
+		path := filepath.Join(dir, name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		f(doc)
+		if data, err = json.Marshal(doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := 256 + len(servicetest.AddedTokens)
+	marks := []string{VisionStartMark, VisionEndMark, ImagePadToken}
+	edit("tokenizer.json", func(doc map[string]any) {
+		added := doc["added_tokens"].([]any)
+		for i, s := range marks {
+			added = append(added, map[string]any{"id": first + i, "content": s, "single_word": false,
+				"lstrip": false, "rstrip": false, "normalized": false, "special": true})
+		}
+		doc["added_tokens"] = added
+	})
+	edit("config.json", func(doc map[string]any) {
+		doc["vision_start_token_id"], doc["vision_end_token_id"], doc["image_token_id"] = first, first+1, first+2
+		doc["video_token_id"] = first + 3
+	})
+	return dir
+}
+
+// fixturePixels is the fixture's first image (a 4x6-patch grid).
+func fixturePixels(t *testing.T) preprocess.Pixels {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "engine", "testdata", "fixtures", "vision-a", "pixels.f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const patches, dim = 24, 3 * 2 * 16 * 16
+	v := make([]float32, patches*dim)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return preprocess.Pixels{Grid: preprocess.Grid{T: 1, H: 4, W: 6}, Merge: 2, PatchDim: dim, Values: v}
+}
+
+// TestImagesOnCPU runs chats holding an image through the service on the
+// CPU backend, its prefix cache on and off: the same image and text reuse
+// the prefix past the image and answer as without the cache; another
+// image of the same size (the same tokens) reuses nothing past its start
+// and answers as a fresh service does.
+func TestImagesOnCPU(t *testing.T) {
+	dir := visionFolder(t)
+	a := fixturePixels(t)
+	b := a
+	b.Values = make([]float32, len(a.Values))
+	for i, x := range a.Values {
+		b.Values[i] = -0.5 * x
+	}
+	imgA, imgB := Image{Pixels: a, Hash: [32]byte{1}}, Image{Pixels: b, Hash: [32]byte{2}}
+	open := func(cacheBytes int64) *Service {
+		m, err := cpu.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		s, err := New(m, dir, Options{CacheBytes: cacheBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if !s.Info().Vision {
+			t.Fatal("the vision fixture is text-only to the service")
+		}
+		return s
+	}
+	ask := func(s *Service, img Image) (string, Summary) {
+		zero := 0.0
+		msgs := []chattemplate.Message{{Role: "user", Content: &chattemplate.Content{Parts: []chattemplate.ContentPart{
+			{Type: "image"}, {Type: "text", Text: "what is it?"}}}}}
+		var sb strings.Builder
+		sum, err := s.Generate(context.Background(), &Request{Messages: msgs, Images: []Image{img}, MaxTokens: 6,
+			Sampling: sample.Overrides{Temperature: &zero}},
+			func(e reply.Event) error { sb.WriteString(e.Kind.String() + ":" + e.Text + "|"); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.String(), sum
+	}
+	cached, fresh := open(0), open(-1)
+	first, s1 := ask(cached, imgA)
+	again, s2 := ask(cached, imgA)
+	other, s3 := ask(cached, imgB)
+	wantA, _ := ask(fresh, imgA)
+	wantB, _ := ask(fresh, imgB)
+	t.Logf("prompt %d tokens; cached %d, %d, %d", s1.PromptTokens, s1.CachedTokens, s2.CachedTokens, s3.CachedTokens)
+	if first != wantA || again != wantA || other != wantB {
+		t.Errorf("replies with the cache %q, %q, %q; without %q, %q", first, again, other, wantA, wantB)
+	}
+	// The image's 6 pads are tokens 7-12 (<|im_start|>, "user\n" as 5
+	// byte tokens, <|vision_start|>): the second request reuses past them,
+	// the third (another image) nothing past their start.
+	const padsStart, padsEnd = 7, 13
+	if s2.CachedTokens < padsEnd || s3.CachedTokens > padsStart || s1.CachedTokens != 0 {
+		t.Errorf("cached tokens %d, %d (same image) and %d (another) of %d", s1.CachedTokens, s2.CachedTokens, s3.CachedTokens, s1.PromptTokens)
+	}
+
+}
