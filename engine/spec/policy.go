@@ -80,7 +80,8 @@ type Policy struct {
 	on               bool
 	probeLeft, until int // verify steps left in a probe; plain steps before the next
 	every            int
-	sincePlain       int // verify steps since the last plain one
+	sincePlain       int  // verify steps since the last plain one
+	warm             bool // the first plain step, slower, was left out
 }
 
 // NewPolicy returns the policy of a decode in mode m. It starts from what
@@ -143,6 +144,14 @@ func (p *Policy) Draft() bool {
 
 // Plain records a plain decode step of duration d.
 func (p *Policy) Plain(d time.Duration) {
+	// The first decode step after a prompt grows buffers and finds cold
+	// caches; counted, it made plain steps look slower than they are and
+	// kept drafts that did not pay.
+	if !p.warm && p.plainN == 0 {
+		p.warm = true
+		p.until--
+		return
+	}
 	p.plain = mean(p.plain, d.Seconds(), p.plainN)
 	p.plainN++
 	p.sincePlain = 0
