@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"petal/engine"
 	"petal/engine/sample"
 	"petal/internal/httpgate"
 	"petal/internal/service"
@@ -87,6 +88,13 @@ func errorFor(err error, logger *log.Logger) *apiError {
 		return overflowError(ce, overflowMessages)
 	case errors.Is(err, service.ErrBadRequest):
 		return badRequest("%s", err.Error())
+	case errors.Is(err, engine.ErrBadImages):
+		// The routes check images before the engine sees them; what still
+		// does not fit the model (the tower refusing a grid) is the
+		// request's, said as such.
+		e := badRequest("%s", err.Error())
+		e.Code = "invalid_image"
+		return e
 	case errors.Is(err, service.ErrQueueFull):
 		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "queue_full",
 			Message: "the model is busy with other requests: retry in a few seconds"}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -40,6 +41,8 @@ type visionModel struct {
 	*servicetest.Model
 	mu     sync.Mutex
 	placed [][]service.ImageSpan
+	// refuse, when set, is what PlaceImages answers.
+	refuse error
 }
 
 func (m *visionModel) Vision() bool { return true }
@@ -67,6 +70,9 @@ type visionSequence struct {
 func (s *visionSequence) PlaceImages(spans []service.ImageSpan) error {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
+	if s.m.refuse != nil {
+		return s.m.refuse
+	}
 	s.m.placed = append(s.m.placed, spans)
 	return nil
 }
@@ -542,5 +548,21 @@ func TestImagesReachTheCPUModel(t *testing.T) {
 	}
 	if o.Message.Content != a.text {
 		t.Errorf("/api/chat answered %q, /v1/chat/completions %q for the same image and text", o.Message.Content, a.text)
+	}
+}
+
+// TestImagesRefusedByTheEngine: images the model refuses when they are
+// placed (its tower's shape, say) are the request's fault, a 400, not an
+// internal error.
+func TestImagesRefusedByTheEngine(t *testing.T) {
+	ts, vm := newVisionServer(t, constant("ok"))
+	vm.refuse = fmt.Errorf("fake: %w: grid not the tower's", engine.ErrBadImages)
+	resp, body := do(t, post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"`+dataURL(pngOf(t, 32, 32))+`"}}]}]}`))
+	var e struct {
+		Error struct{ Message, Code string }
+	}
+	json.Unmarshal([]byte(body), &e)
+	if resp.StatusCode != 400 || e.Error.Code != "invalid_image" || !strings.Contains(e.Error.Message, "grid not the tower's") {
+		t.Errorf("%d %s", resp.StatusCode, body)
 	}
 }
