@@ -137,7 +137,10 @@ func (g *products) add(m *matrix, e int, x []float32, t, nt int, outs [][]float3
 		return
 	}
 	p := product{m: m, e: e, x: x, t: t, outs: outs}
-	if m.bits != 0 {
+	if q := g.sameInputs(m, x, t, nt); q != nil {
+		p.nt, p.stride, p.xsum, p.xext, p.xk = q.nt, q.stride, q.xsum, q.xext, q.xk
+		p.wide, p.xw, p.xsw = q.wide, q.xw, q.xsw
+	} else if m.bits != 0 {
 		groups := m.cols / m.group
 		tiled := vectorKernels && nt > 0
 		lanes := m.bits == 4 && servesGroups(4, m.group/8)
@@ -224,6 +227,27 @@ func (g *products) run(pt *part, lo, hi int) {
 			p.run(pt, max(lo, p.first)-p.first, min(hi, p.first+p.m.rows)-p.first)
 		}
 	}
+}
+
+// sameInputs is the group's last product where it is a quantized one of
+// m's shape with the same inputs x (the same memory) and tiled rows, whose
+// prepared inputs (group sums, tiles' rows, row kernels' and wide
+// kernel's layouts) m's product takes as they are: the products of one
+// input (attention's q, k and v; an expert's gate and up) prepare it
+// once, work on the caller alone that grows with the rows of a batch.
+func (g *products) sameInputs(m *matrix, x []float32, t, nt int) *product {
+	if len(g.ps) == 0 || m.bits == 0 {
+		return nil
+	}
+	tiled := 0 // the rows add gives the tiles
+	if vectorKernels {
+		tiled = nt
+	}
+	q := &g.ps[len(g.ps)-1]
+	if q.m.bits != m.bits || q.m.cols != m.cols || q.m.group != m.group || q.t != t || q.nt != tiled || len(q.x) != len(x) || &q.x[0] != &x[0] {
+		return nil
+	}
+	return q
 }
 
 // tileStride is the length of a row of mulQuantTiles' tiles and inputs:

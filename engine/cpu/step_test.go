@@ -353,3 +353,36 @@ func TestProductsPastTheBound(t *testing.T) {
 		}
 	}
 }
+
+// TestProductsShareInputs: products of one group on the same inputs share
+// their prepared inputs, and only those: each equals its product alone,
+// whether beside it runs a product on the same inputs, on other inputs of
+// the same shape, on part of them or with other tiled rows.
+func TestProductsShareInputs(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	const rows, cols, tokens = 20, 384, 5
+	sc := newScratch()
+	x, y := randomFloats(r, tokens*cols), randomFloats(r, tokens*cols)
+	type op struct {
+		x     []float32
+		t, nt int
+		bits  int
+	}
+	ops := []op{{x, tokens, 0, 4}, {x, tokens, 0, 4}, {y, tokens, 0, 4}, {y, tokens, 0, 4}, {y, 3, 0, 4}, {y, 3, 3, 4}, {y, 3, 3, 8}, {x, tokens, 0, 8}}
+	ms := make([]*matrix, len(ops))
+	got := make([][]float32, len(ops))
+	g := sc.products()
+	for i, o := range ops {
+		ms[i] = randomQuant(r, rows, cols, o.bits, 64)
+		got[i] = make([]float32, o.t*rows)
+		g.add(ms[i], 0, o.x[:o.t*cols], o.t, o.nt, g.rows(got[i], o.t, rows))
+	}
+	g.compute()
+	for i, o := range ops {
+		want := make([]float32, o.t*rows)
+		ms[i].mulTiled(sc, 0, o.x[:o.t*cols], o.t, o.nt, want)
+		if !slices.Equal(got[i], want) {
+			t.Errorf("product %d (%+v) differs from alone by up to %g", i, o, maxDiff(got[i], want))
+		}
+	}
+}
