@@ -15,6 +15,7 @@
 //	engine/grammar       a reply constrained to a JSON Schema
 //	engine/sample        the next token from a row of logits
 //	engine/sample/chisq  the samplers' goodness-of-fit test
+//	engine/spec          speculative decoding: the acceptance rule and when drafting pays
 //	engine/vision/preprocess  images to the vision tower's pixel values
 //	engine/vision/tower  the vision tower: an image's features for the prompt
 //	engine/cpu           the pure-Go reference backend
