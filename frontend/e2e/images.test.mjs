@@ -151,6 +151,7 @@ for (const [label, device] of [
   test(`images are attached by picker, paste and drop, removed, and sent with the message at ${label} px`, async () => {
     const { page, errors, asked } = await newPage(device, { vision: true });
     const attached = page.getByRole('list', { name: 'Images to send' }).getByRole('img');
+    assert.equal(await page.getByTestId('chat-vision').innerText(), 'It reads images too.');
     assert.equal(await page.getByRole('button', { name: 'Image' }).getAttribute('aria-disabled'), 'false');
 
     await page.getByTestId('image-picker').setInputFiles({ name: 'picked.png', mimeType: 'image/png', buffer: PNG });
@@ -203,6 +204,7 @@ for (const [label, device] of [
 
   test(`a text-only model takes no image and says why at ${label} px`, async () => {
     const { page, errors } = await newPage(device, { vision: false });
+    assert.equal(await page.getByTestId('chat-vision').innerText(), 'It reads text only.');
     const button = page.getByRole('button', { name: 'Image' });
     assert.equal(await button.getAttribute('aria-disabled'), 'true');
     const chooser = page.waitForEvent('filechooser', { timeout: 1000 }).then(
