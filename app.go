@@ -9,6 +9,7 @@ import (
 	goruntime "runtime"
 	"time"
 
+	"petal/engine/spec"
 	"petal/internal/loginitem"
 	"petal/internal/manage"
 	"petal/internal/models"
@@ -104,6 +105,8 @@ func startApp(store *manage.SettingsStore, logger *log.Logger) (*App, error) {
 		Settings: store, OnSettings: onSettings, Log: logger, Notes: logLines{logger},
 		ShutdownTimeout: appShutdownTimeout, PrefixDisk: a.disk,
 	}
+	// A valid saved setting, as Apply read it (Validate refused others).
+	cfg.Speculate, _ = spec.ParseMode(applied.Speculative)
 	go a.load(cfg, applied.APIKey)
 	onSettings(store.Get())
 	return a, nil

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 
-	"petal/engine/spec"
 	"petal/internal/fit"
 	"petal/internal/hub"
 	"petal/internal/manage"
@@ -57,7 +56,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	memGB := fs.Float64("memory-gb", 0, "check the memory fit as on a Mac with this much memory (GB as Apple counts them) instead of what this machine reports")
 	prefixDiskFlags(fs)
 	parallelFlag(fs)
-	specFlag := speculativeFlag(fs, spec.Auto)
+	fs.String("speculative", "", "decode with the model's MTP draft head: 'auto' drafts while it pays, 'off' never, 'on' at every step (default: the saved settings', else auto)")
 	accessLog := fs.Bool("access-log", true, "log one line per API request to stderr: client, route, status, tokens and time, never what was sent")
 	settingsFile := fs.String("settings", "", "the web UI's settings file, whose server settings apply where no flag sets them (default: petal/settings.json in the user's config folder)")
 	if err := parseFlags(fs, args); err != nil {
@@ -66,10 +65,6 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if *queue < 1 || *ctxLen < 0 || *cacheMB < 0 {
 		return errors.New("--queue must be at least 1, --context and --cache-mb at least 0")
 	}
-	mode, err := parseSpeculative(*specFlag)
-	if err != nil {
-		return err
-	}
 	store, over, err := serveSettings(fs, *settingsFile)
 	if err != nil {
 		return err
@@ -77,6 +72,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	applied, err := store.Apply(over)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
+	}
+	mode, err := parseSpeculative(applied.Speculative)
+	if err != nil {
+		return err
 	}
 	if saved := applied.FromSettings(); len(saved) > 0 {
 		fmt.Fprintf(stdout, "using the saved settings in %s for %s (a flag wins over each)\n", store.Path(), strings.Join(saved, ", "))
@@ -206,6 +205,12 @@ func serveSettings(fs *flag.FlagSet, path string) (*manage.SettingsStore, manage
 				return
 			}
 			over.Parallel = &n
+		case "speculative":
+			if _, err := parseSpeculative(v); err != nil {
+				flagErr = err
+				return
+			}
+			over.Speculative = &v
 		}
 	})
 	if flagErr != nil {

@@ -2,10 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -90,5 +94,36 @@ func TestBenchSpeculative(t *testing.T) {
 	}
 	if want := float64(s.Decode.Accepted) / float64(s.Decode.Drafted); s.Acceptance != want {
 		t.Errorf("acceptance %v, want %v", s.Acceptance, want)
+	}
+}
+
+// TestServeAppliesSpeculativeSetting: petal serve takes the saved
+// speculative setting, --speculative wins over it, and a bad value, saved
+// or given, is refused naming it.
+func TestServeAppliesSpeculativeSetting(t *testing.T) {
+	model := scriptedFolder(t, func(string) string { return "ok" })
+	settings := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"speculative":"off"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inForce := func(args ...string) any {
+		base, _ := startServe(t, append([]string{"--model", model, "--backend", "scripted", "--addr", "127.0.0.1:0", "--settings", settings}, args...)...)
+		_, reply := call(t, "GET", base+"/manage/settings", "", "")
+		return reply["in_force"].(map[string]any)["speculative"]
+	}
+	if got := inForce(); !reflect.DeepEqual(got, map[string]any{"value": "off", "source": "settings"}) {
+		t.Errorf("saved off: in force %v", got)
+	}
+	if got := inForce("--speculative", "on"); !reflect.DeepEqual(got, map[string]any{"value": "on", "source": "flag"}) {
+		t.Errorf("--speculative on over saved off: in force %v", got)
+	}
+	if err := serve(context.Background(), []string{"--model", model, "--backend", "scripted", "--addr", "127.0.0.1:0", "--settings", settings, "--speculative", "maybe"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--speculative") {
+		t.Errorf("--speculative maybe: %v", err)
+	}
+	if err := os.WriteFile(settings, []byte(`{"speculative":"sometimes"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := serve(context.Background(), []string{"--model", model, "--backend", "scripted", "--addr", "127.0.0.1:0", "--settings", settings}, io.Discard); err == nil || !strings.Contains(err.Error(), "speculative") {
+		t.Errorf("a saved speculative of sometimes: %v", err)
 	}
 }

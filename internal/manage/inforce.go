@@ -26,6 +26,7 @@ const (
 	FieldPrefixCacheDir = "prefix_cache_dir"
 	FieldPrefixCacheGB  = "prefix_cache_gb"
 	FieldParallel       = "parallel"
+	FieldSpeculative    = "speculative"
 )
 
 // Words in force for a key, which is never sent back.
@@ -57,6 +58,8 @@ type Overrides struct {
 	PrefixCacheGB  *float64
 	// Parallel is how many requests decode together, as in Settings.
 	Parallel *int
+	// Speculative is "auto", "off" or "on", as in Settings.
+	Speculative *string
 }
 
 // Applied is how a server starts: saved settings with the command line's
@@ -77,6 +80,8 @@ type Applied struct {
 	// Parallel is how many requests decode together: AutoParallel leaves
 	// it to the memory-fit check.
 	Parallel int
+	// Speculative is "auto", "off" or "on" (Settings.Speculative).
+	Speculative string
 	// running is what was applied in Settings' terms, and the values
 	// restart_required compares the saved ones with.
 	running Settings
@@ -87,7 +92,7 @@ type Applied struct {
 
 // serverFields are the settings a server applies at start, in the order
 // the Settings screen shows them.
-var serverFields = []string{FieldContextLength, FieldPort, FieldExpose, FieldAPIKey, FieldAllowedOrigins, FieldPrefixCacheDir, FieldPrefixCacheGB, FieldParallel}
+var serverFields = []string{FieldContextLength, FieldPort, FieldExpose, FieldAPIKey, FieldAllowedOrigins, FieldPrefixCacheDir, FieldPrefixCacheGB, FieldParallel, FieldSpeculative}
 
 // Hosts a server listens on: loopback alone, or every interface when the
 // settings expose it.
@@ -178,6 +183,12 @@ func (st *SettingsStore) Apply(o Overrides) (Applied, error) {
 		pin(FieldParallel)
 	}
 	a.Parallel = run.Parallel
+	if o.Speculative != nil {
+		run.Speculative = *o.Speculative
+		pin(FieldSpeculative)
+	}
+	run.Speculative = SpeculativeMode(run.Speculative)
+	a.Speculative = run.Speculative
 
 	key := keyNotSet
 	if a.APIKey != "" {
@@ -192,6 +203,7 @@ func (st *SettingsStore) Apply(o Overrides) (Applied, error) {
 		FieldPrefixCacheDir: run.PrefixCacheDir,
 		FieldPrefixCacheGB:  run.PrefixCacheGB,
 		FieldParallel:       run.Parallel,
+		FieldSpeculative:    run.Speculative,
 	}
 	for _, f := range serverFields {
 		a.inForce[f] = InForce{Value: values[f], Source: sources[f]}
@@ -246,7 +258,8 @@ func (st *SettingsStore) state(running Settings) (inForce map[string]InForce, re
 		}
 		values := map[string]any{FieldContextLength: running.ContextLength, FieldPort: running.Port, FieldExpose: running.Expose,
 			FieldAPIKey: key, FieldAllowedOrigins: running.AllowedOrigins,
-			FieldPrefixCacheDir: running.PrefixCacheDir, FieldPrefixCacheGB: running.PrefixCacheGB, FieldParallel: running.Parallel}
+			FieldPrefixCacheDir: running.PrefixCacheDir, FieldPrefixCacheGB: running.PrefixCacheGB, FieldParallel: running.Parallel,
+			FieldSpeculative: SpeculativeMode(running.Speculative)}
 		for _, f := range serverFields {
 			source := SourceDefault
 			if st.inFile[f] {
@@ -276,6 +289,8 @@ func (st *SettingsStore) state(running Settings) (inForce map[string]InForce, re
 			next.PrefixCacheGB = running.PrefixCacheGB
 		case FieldParallel:
 			next.Parallel = running.Parallel
+		case FieldSpeculative:
+			next.Speculative = running.Speculative
 		}
 	}
 	return inForce, restartFields(running, next), pinned

@@ -81,6 +81,20 @@ type Settings struct {
 	// when the file has none) for what the memory fit leaves room for, 1
 	// for one at a time, at most MaxParallel.
 	Parallel int `json:"parallel"`
+	// Speculative says whether replies draft with the model's MTP head:
+	// "auto" (also "" or absent) while it pays, "off" or "on".
+	Speculative string `json:"speculative"`
+}
+
+// speculativeModes are the values of Settings.Speculative ("" is auto).
+var speculativeModes = []string{"", "auto", "off", "on"}
+
+// SpeculativeMode is s, a valid Settings.Speculative, with "" as "auto".
+func SpeculativeMode(s string) string {
+	if s == "" {
+		return "auto"
+	}
+	return s
 }
 
 // DefaultPort is the port petal listens on unless told otherwise.
@@ -119,6 +133,8 @@ func (s Settings) Validate() error {
 		return bad("prefix_cache_gb must be %d (auto), 0 (off) or up to %g GB, not %g", AutoPrefixCacheGB, float64(MaxPrefixCacheGB), s.PrefixCacheGB)
 	case s.Parallel < AutoParallel || s.Parallel > MaxParallel:
 		return bad("parallel must be %d (auto) or 1 to %d requests, not %d", AutoParallel, MaxParallel, s.Parallel)
+	case !slices.Contains(speculativeModes, s.Speculative):
+		return bad("speculative must be auto, off or on, not %q", s.Speculative)
 	}
 	if err := CheckKey(s.APIKey); err != nil {
 		return bad("api_key: %v", err)
@@ -236,6 +252,9 @@ func restartFields(running, saved Settings) []string {
 	}
 	if running.Parallel != saved.Parallel {
 		out = append(out, FieldParallel)
+	}
+	if SpeculativeMode(running.Speculative) != SpeculativeMode(saved.Speculative) {
+		out = append(out, FieldSpeculative)
 	}
 	return out
 }

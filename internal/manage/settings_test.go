@@ -135,6 +135,7 @@ func TestApplyLaysFlagsOverSavedSettings(t *testing.T) {
 		FieldPrefixCacheDir: {"", SourceDefault},
 		FieldPrefixCacheGB:  {float64(AutoPrefixCacheGB), SourceDefault},
 		FieldParallel:       {AutoParallel, SourceDefault},
+		FieldSpeculative:    {"auto", SourceDefault},
 	}
 	if !reflect.DeepEqual(inForce, want) || len(restart) != 0 || len(pinned) != 0 {
 		t.Errorf("in force %v, restart %v, pinned %v", inForce, restart, pinned)
@@ -142,9 +143,9 @@ func TestApplyLaysFlagsOverSavedSettings(t *testing.T) {
 
 	// Flags win, each over its own setting only.
 	st = open()
-	addr, key, ctx, origins, diskDir, diskGB, parallel := "127.0.0.1:7000", "flag-key", 8192, []string{}, "/flag/prefix", 0.0, 3
+	addr, key, ctx, origins, diskDir, diskGB, parallel, speculative := "127.0.0.1:7000", "flag-key", 8192, []string{}, "/flag/prefix", 0.0, 3, "off"
 	if a, err = st.Apply(Overrides{Addr: &addr, APIKey: &key, ContextLength: &ctx, AllowedOrigins: &origins,
-		PrefixCacheDir: &diskDir, PrefixCacheGB: &diskGB, Parallel: &parallel}); err != nil {
+		PrefixCacheDir: &diskDir, PrefixCacheGB: &diskGB, Parallel: &parallel, Speculative: &speculative}); err != nil {
 		t.Fatal(err)
 	}
 	if a.Addr != addr || a.APIKey != key || len(a.AllowedOrigins) != 0 || a.ContextLength != ctx || a.PrefixCacheDir != diskDir || a.PrefixCacheGB != 0 || a.Parallel != parallel {
@@ -154,7 +155,7 @@ func TestApplyLaysFlagsOverSavedSettings(t *testing.T) {
 	if inForce[FieldPort] != (InForce{7000, SourceFlag}) || inForce[FieldExpose] != (InForce{false, SourceFlag}) ||
 		inForce[FieldAPIKey] != (InForce{"set", SourceFlag}) || inForce[FieldContextLength] != (InForce{8192, SourceFlag}) ||
 		inForce[FieldPrefixCacheDir] != (InForce{diskDir, SourceFlag}) || inForce[FieldPrefixCacheGB] != (InForce{0.0, SourceFlag}) ||
-		inForce[FieldParallel] != (InForce{parallel, SourceFlag}) {
+		inForce[FieldParallel] != (InForce{parallel, SourceFlag}) || inForce[FieldSpeculative] != (InForce{"off", SourceFlag}) || a.Speculative != "off" {
 		t.Errorf("in force under flags %v", inForce)
 	}
 	if len(restart) != 0 || !slices.Equal(pinned, serverFields) {
@@ -364,5 +365,47 @@ func TestParallelAbsentFromPUTIsAuto(t *testing.T) {
 	}
 	if r = f.do(t, "PUT", "/manage/settings", `{"port":8080,"preset":"thinking","parallel":9}`, nil); r.status != 400 {
 		t.Errorf("parallel 9: %d %v", r.status, r.body)
+	}
+}
+
+// TestSpeculativeSetting: speculative is auto (also absent or ""), off or
+// on; another value is refused; the saved value applies unless a flag
+// says otherwise, and a saved change waits for a restart.
+func TestSpeculativeSetting(t *testing.T) {
+	for _, v := range []string{"", "auto", "off", "on"} {
+		s := DefaultSettings()
+		s.Speculative = v
+		if err := s.Validate(); err != nil {
+			t.Errorf("%q refused: %v", v, err)
+		}
+	}
+	s := DefaultSettings()
+	s.Speculative = "sometimes"
+	if err := s.Validate(); !errors.Is(err, ErrBadSettings) {
+		t.Errorf("sometimes: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(path, []byte(`{"speculative":"off"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenSettings(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.Apply(Overrides{})
+	if err != nil || a.Speculative != "off" {
+		t.Fatalf("applied %q, %v", a.Speculative, err)
+	}
+	inForce, _, _ := st.state(Settings{})
+	if inForce[FieldSpeculative] != (InForce{"off", SourceSettings}) {
+		t.Errorf("in force %v", inForce[FieldSpeculative])
+	}
+	next := st.Get()
+	next.Speculative = "on"
+	if err := st.Set(next); err != nil {
+		t.Fatal(err)
+	}
+	if _, restart, _ := st.state(Settings{}); !slices.Contains(restart, FieldSpeculative) {
+		t.Errorf("restart %v after saving on", restart)
 	}
 }

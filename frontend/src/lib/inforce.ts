@@ -18,6 +18,7 @@ export const SETTING_LABELS: Record<string, string> = {
   prefix_cache_dir: 'Prefix cache folder',
   prefix_cache_gb: 'Prefix cache size on disk',
   parallel: 'Requests decoded together',
+  speculative: 'Drafts with the model’s MTP head',
 };
 
 /** The flag of petal serve that sets each server setting, for saying which one wins. */
@@ -30,10 +31,11 @@ export const SETTING_FLAGS: Record<ServerSetting, string> = {
   prefix_cache_dir: '--prefix-cache-dir',
   prefix_cache_gb: '--prefix-cache-gb',
   parallel: '--parallel',
+  speculative: '--speculative',
 };
 
 /** The order "In force now" lists the settings in, as the form above it does. */
-export const IN_FORCE_ORDER: ServerSetting[] = ['context_length', 'parallel', 'port', 'expose', 'api_key', 'allowed_origins', 'prefix_cache_dir', 'prefix_cache_gb'];
+export const IN_FORCE_ORDER: ServerSetting[] = ['context_length', 'parallel', 'port', 'expose', 'api_key', 'allowed_origins', 'prefix_cache_dir', 'prefix_cache_gb', 'speculative'];
 
 /** A field's label, or its wire name made readable when the server sends one the UI does not know. */
 export function settingLabel(field: string): string {
@@ -79,6 +81,8 @@ export function valueWords(field: ServerSetting, f: InForce<unknown>): string {
       return v === 0 ? 'off' : `${v} GB`;
     case 'parallel':
       return parallelWords(typeof v === 'number' ? v : 0);
+    case 'speculative':
+      return v === 'off' ? 'off' : v === 'on' ? 'a draft at every step' : 'drafts while they pay';
   }
 }
 

@@ -211,6 +211,7 @@ const settingsSpec: Spec<Settings> = {
   prefix_cache_dir: opt(str),
   prefix_cache_gb: opt(num),
   parallel: opt(num),
+  speculative: opt(str),
 };
 function inForce<V>(value: Check<V>): Check<InForce<V>> {
   return obj<InForce<V>>({ value, source: oneOf('flag', 'settings', 'default') });
@@ -224,6 +225,7 @@ const inForceSpec: Spec<InForceSettings> = {
   prefix_cache_dir: opt(inForce(str)),
   prefix_cache_gb: opt(inForce(num)),
   parallel: opt(inForce(num)),
+  speculative: opt(inForce(str)),
 };
 const settingsReply = obj<SettingsReply>({
   settings: obj(settingsSpec),

@@ -286,6 +286,8 @@ export interface Settings {
   prefix_cache_gb?: number;
   /** Requests decoded together: 0 for auto (as many as the memory fits, at most 4), 1 to 8; older servers leave it out. */
   parallel?: number;
+  /** Drafting with the model's MTP head: 'auto' (also '' or absent), 'off' or 'on'; older servers leave it out. */
+  speculative?: string;
 }
 
 /** Where a value the server runs with came from. */
@@ -311,6 +313,8 @@ export interface InForceSettings {
   prefix_cache_gb?: InForce<number>;
   /** Requests decoded together: 0 for auto (the memory fit's count), else the number asked. */
   parallel?: InForce<number>;
+  /** Drafting with the model's MTP head: 'auto', 'off' or 'on'. */
+  speculative?: InForce<string>;
 }
 
 /** The server-side settings' names, as restart_required and overridden_by_flag list them. */
