@@ -118,7 +118,18 @@ func specDecode(ctx context.Context, seq Drafter, vocab int, tail []int, d *Deco
 		pair[0], pair[1] = id, dt
 		seq.KeepForRewind()
 		if err := seq.Forward(pair, verify); err != nil {
-			return st, fmt.Errorf("engine: verifying: %w", err)
+			// The model's last position has room for the pick alone: a
+			// refused Forward leaves the sequence as it was, and the head
+			// has seen the pick, as a plain step needs.
+			one[0] = id
+			if err := seq.Forward(one, logits); err != nil {
+				return st, fmt.Errorf("engine: decoding: %w", err)
+			}
+			st.HostTime += time.Since(start)
+			if id, err = p.pick(logits); err != nil {
+				return st, err
+			}
+			continue
 		}
 		v, err := p.verify(verify[:vocab], mask, dt, q, st.Tokens)
 		if err != nil {

@@ -273,3 +273,29 @@ func TestSpeculativeJobsMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeculativeAtTheLastPosition: at the model's last positions, where
+// a verify step of two tokens does not fit, the decode takes plain steps
+// and gives the reply without drafts, as far as it goes.
+func TestSpeculativeAtTheLastPosition(t *testing.T) {
+	m, tokens, _ := openMTPFixture(t)
+	m.cfg.MaxPositions = 12
+	for _, n := range []int{3, 4} {
+		prompt := tokens[:12-n+1]
+		run := func(mode spec.Mode) ([]int, error) {
+			seq, _ := m.NewSequence()
+			defer seq.Close()
+			var out []int
+			_, err := engine.Run(context.Background(), seq, m.cfg.Vocab, &engine.Decode{
+				Prompt: prompt, MaxTokens: n, Speculate: mode,
+				Token: func(id int) (bool, error) { out = append(out, id); return false, nil },
+			})
+			return out, err
+		}
+		want, errOff := run(spec.Off)
+		got, errOn := run(spec.Always)
+		if !slices.Equal(got, want) || (errOn == nil) != (errOff == nil) {
+			t.Errorf("%d tokens to the end: drafting %v (%v), without %v (%v)", n, got, errOn, want, errOff)
+		}
+	}
+}
