@@ -47,7 +47,9 @@ func (s *jobSpec) row(j *Job) (Row, bool) {
 		return Row{}, false
 	}
 	s.start, s.drafted = time.Now(), false
-	if !s.pol.Draft() || !j.fits(2) {
+	// At the model's last position the two-token row does not fit: a plain
+	// step (whose own check ends the job if even one does not).
+	if !s.pol.Draft() || (j.maxPos > 0 && j.seq.Len()+2 > j.maxPos) {
 		return Row{}, false
 	}
 	if err := s.seq.Draft(j.next, s.draft); err != nil {

@@ -299,3 +299,38 @@ func TestSpeculativeAtTheLastPosition(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeculativeJobAtTheLastPosition: a job in batched steps near the
+// model's last position takes plain steps where a two-token verify row
+// does not fit, as the host loop does, instead of ending with an error.
+func TestSpeculativeJobAtTheLastPosition(t *testing.T) {
+	m, tokens, _ := openMTPFixture(t)
+	const maxPos = 12
+	for _, n := range []int{3, 4} {
+		prompt := tokens[:maxPos-n+1]
+		run := func(mode spec.Mode) ([]int, error) {
+			seq, _ := m.NewSequence()
+			defer seq.Close()
+			var out []int
+			j, err := engine.NewJob(context.Background(), seq, m.cfg.Vocab, maxPos, &engine.Decode{
+				Prompt: prompt, MaxTokens: n, Speculate: mode,
+				Token: func(id int) (bool, error) { out = append(out, id); return false, nil },
+			})
+			if err != nil {
+				return nil, err
+			}
+			for steps := 0; engine.StepJobs(m, []*engine.Job{j}, 8).Rows > 0; steps++ {
+				if steps > 10*n {
+					t.Fatal("the job does not end")
+				}
+			}
+			_, _, err = j.Done()
+			return out, err
+		}
+		want, errOff := run(spec.Off)
+		got, errOn := run(spec.Always)
+		if !slices.Equal(got, want) || (errOn == nil) != (errOff == nil) {
+			t.Errorf("%d tokens to the end: drafting %v (%v), without %v (%v)", n, got, errOn, want, errOff)
+		}
+	}
+}
