@@ -304,6 +304,10 @@ test('settings open from the keyboard and are saved on the server', async () => 
   await page.getByLabel('Sampling preset').selectOption('coding');
   await page.getByLabel('Port', { exact: true }).fill('9123');
   await page.getByLabel(/^Context length/).fill('8192');
+  // Auto is the default and says when it drafts; off is saved as off.
+  assert.equal(await page.getByTestId('speculative').inputValue(), 'auto');
+  assert.match(await page.locator('#speculative-note').innerText(), /auto drafts only while that pays, off never does/);
+  await page.getByLabel('Speculative decoding').selectOption('off');
   await page.getByRole('button', { name: 'Save' }).click();
   await page.getByTestId('saved').waitFor();
   // The saved context is not the one served (no --context was given): the note names it for
@@ -328,6 +332,7 @@ test('settings open from the keyboard and are saved on the server', async () => 
   assert.equal(saved.preset, 'coding');
   assert.equal(saved.port, 9123);
   assert.equal(saved.context_length, 8192);
+  assert.equal(saved.speculative, 'off');
 
   // A bad value is refused with the server's message, and nothing is written.
   await page.getByLabel('Allowed browser origins').fill('evil.example/path');

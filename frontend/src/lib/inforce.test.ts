@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_AUTO_PARALLEL, apiKeyEffect, flagNote, inForceRows, listLabels, restartNote } from './inforce';
+import { MAX_AUTO_PARALLEL, SPECULATIVE_CHOICES, apiKeyEffect, flagNote, inForceRows, listLabels, restartNote, speculativeChoice } from './inforce';
 import type { InForceSettings } from './api/types';
 
 const inForce: InForceSettings = {
@@ -46,6 +46,17 @@ describe('inForceRows', () => {
     expect(inForceRows({ ...inForce, parallel: { value: 2, source: 'flag' } }).map((r) => r.field).slice(0, 2)).toEqual(['context_length', 'parallel']);
     expect(flagNote(['parallel'])).toContain('--parallel');
     expect(restartNote(['parallel'], false)).toContain('Requests decoded together takes effect when Petal starts again');
+  });
+
+  it('offers the speculative setting as auto, off and on, reading a value left out as auto', () => {
+    expect(SPECULATIVE_CHOICES.map((c) => c.value)).toEqual(['auto', 'off', 'on']);
+    expect(SPECULATIVE_CHOICES[0].label).toMatch(/only while it makes replies faster/);
+    expect(SPECULATIVE_CHOICES[1].label).toMatch(/never/);
+    expect(speculativeChoice(undefined)).toBe('auto');
+    expect(speculativeChoice('')).toBe('auto');
+    expect(speculativeChoice('off')).toBe('off');
+    expect(speculativeChoice('on')).toBe('on');
+    expect(speculativeChoice('auto')).toBe('auto');
   });
 
   it('leaves out what an older server does not report', () => {

@@ -98,6 +98,18 @@ export function parallelWords(n: number): string {
   return n === 1 ? 'one at a time' : `up to ${n} at once`;
 }
 
+/** The speculative setting's choices, as the Settings screen offers them; auto first, the server's default. */
+export const SPECULATIVE_CHOICES: { value: 'auto' | 'off' | 'on'; label: string }[] = [
+  { value: 'auto', label: 'Auto: draft only while it makes replies faster' },
+  { value: 'off', label: 'Off: never draft' },
+  { value: 'on', label: 'On: draft at every step' },
+];
+
+/** The saved speculative value as one of the choices: '' or absent (older servers, older files) is auto. */
+export function speculativeChoice(v: string | undefined): 'auto' | 'off' | 'on' {
+  return v === 'off' || v === 'on' ? v : 'auto';
+}
+
 /** One row of "In force now". */
 export interface InForceRow {
   field: ServerSetting;
