@@ -109,6 +109,7 @@ func printFit(w io.Writer, r fit.Report, guidance string) error {
 		{"prompt chunk activations, or the KV cache's growth (the larger)", max(r.PrefillScratchBytes, r.KVGrowBytes)},
 		{fmt.Sprintf("DeltaNet state, %d sessions", r.Sessions), int64(r.Sessions) * r.SessionStateBytes},
 		{fmt.Sprintf("step scratch, %d sessions", r.Sessions), int64(r.Sessions) * r.SessionScratchBytes},
+		{"drafting with the MTP head: DeltaNet states kept for the rewind, the head's KV cache", r.DraftBytes},
 		{"runtime margin", r.OverheadBytes},
 	}
 	// A term the model does not have is left out, not listed as nothing.

@@ -65,6 +65,9 @@ type Model struct {
 	// (checkpoint.MisalignedBytes): 0 for a folder stored aligned, as
 	// petal pull stores it.
 	CopiedBytes int64
+	// DraftHead: the folder holds the MTP head (checkpoint.MTPFile), with
+	// which sequences draft unless speculation is off.
+	DraftHead bool
 }
 
 // Qwen36 is the model Petal ships for, sized from its shape: every
@@ -142,7 +145,12 @@ func FromCheckpoint(dir string) (Model, error) {
 	if err != nil {
 		return Model{}, err
 	}
-	return Model{Name: filepath.Base(dir), Config: cfg, WeightsBytes: n, CopiedBytes: copied}, nil
+	_, err = os.Stat(filepath.Join(dir, checkpoint.MTPFile))
+	head := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return Model{}, err
+	}
+	return Model{Name: filepath.Base(dir), Config: cfg, WeightsBytes: n, CopiedBytes: copied, DraftHead: head}, nil
 }
 
 // Request is what a check asks.
@@ -151,6 +159,10 @@ type Request struct {
 	// CachedSessions are the sessions besides the generating one (petal
 	// fit assumes DefaultCachedSessions).
 	CachedSessions int
+	// NoDrafts: speculation is off (--speculative off, the setting's
+	// "off"), so a model's head keeps nothing; the zero value is auto,
+	// the default, under which decoding sequences may draft.
+	NoDrafts bool
 }
 
 // Report is a check's answer, with every term of the sum.
@@ -177,6 +189,12 @@ type Report struct {
 	Sessions            int   `json:"sessions"`
 	SessionStateBytes   int64 `json:"session_state_bytes"`
 	SessionScratchBytes int64 `json:"session_scratch_bytes"`
+	// DraftBytes is what a decoding sequence that drafts holds besides:
+	// each DeltaNet layer's conv window and recurrent state after the
+	// first token of a verify step (kept for the exact rewind) and the
+	// head's own KV cache (one attention layer) at Context; 0 for a model
+	// without a head or with speculation off.
+	DraftBytes int64 `json:"draft_bytes"`
 	// PrefillScratchBytes are the chunk activations of the prompt being
 	// processed; they and KVGrowBytes are never held at once, so the
 	// total counts the larger.
@@ -218,7 +236,7 @@ func Check(m Model, budget Budget, req Request) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	return check(m, budget, ctx, 1+req.CachedSessions, fps, contexts), nil
+	return check(m, budget, ctx, 1+req.CachedSessions, m.DraftHead && !req.NoDrafts, fps, contexts), nil
 }
 
 // measure counts the footprint at every capacity the caches can have, then
@@ -302,13 +320,17 @@ func (c *footprintCache) get(cfg *checkpoint.Config, contexts []int) ([]gpumodel
 }
 
 // check is Check on measured footprints.
-func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, contexts []int) Report {
+func check(m Model, budget Budget, ctx, sessions int, drafts bool, fps []gpumodel.Footprint, contexts []int) Report {
+	draft := func(gpumodel.Footprint) int64 { return 0 }
+	if drafts {
+		draft = func(f gpumodel.Footprint) int64 { return draftBytes(m.Config, f) }
+	}
 	// The caches grow before a prompt's chunk activations are made, and
 	// those are released when the prompt is through, so the two peaks
 	// never meet.
 	total := func(f gpumodel.Footprint) int64 {
 		return m.WeightsBytes + m.CopiedBytes + f.ModelBytes + f.KVBytes + f.ScratchBytes + max(f.GrowthBytes, f.PrefillBytes) +
-			int64(sessions)*(f.StateBytes+f.ActivationBytes) + RuntimeOverheadBytes
+			int64(sessions)*(f.StateBytes+f.ActivationBytes) + draft(f) + RuntimeOverheadBytes
 	}
 	maxCtx := 0
 	for i, f := range fps[:len(fps)-1] {
@@ -323,7 +345,7 @@ func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, 
 		WeightsBytes: m.WeightsBytes, MisalignedCopyBytes: m.CopiedBytes, ModelVectorBytes: f.ModelBytes,
 		KVBytesPerToken: f.KVBytesPerPosition(), KVDType: gpumodel.KVDType,
 		KVCapacity: f.Capacity, KVBytes: f.KVBytes + f.ScratchBytes, KVGrowBytes: f.GrowthBytes,
-		Sessions: sessions, SessionStateBytes: f.StateBytes, SessionScratchBytes: f.ActivationBytes,
+		Sessions: sessions, SessionStateBytes: f.StateBytes, SessionScratchBytes: f.ActivationBytes, DraftBytes: draft(f),
 		PrefillScratchBytes: f.PrefillBytes,
 		OverheadBytes:       RuntimeOverheadBytes, TotalBytes: total(f), mac: budget.Mac,
 	}
@@ -343,6 +365,23 @@ func check(m Model, budget Budget, ctx, sessions int, fps []gpumodel.Footprint, 
 			MinContext, FormatBytes(budget.Bytes), FormatBytes(m.WeightsBytes))
 	}
 	return r
+}
+
+// draftBytes is what a drafting sequence keeps at f: one more copy of the
+// DeltaNet states (a verify step of the pick and one draft keeps them
+// after its first token) and one attention layer's KV cache at f's
+// capacity, the head's.
+func draftBytes(cfg *checkpoint.Config, f gpumodel.Footprint) int64 {
+	attn := int64(0)
+	for _, k := range cfg.Layers {
+		if k == checkpoint.Attention {
+			attn++
+		}
+	}
+	if attn == 0 {
+		return f.StateBytes
+	}
+	return f.StateBytes + f.KVBytes/attn
 }
 
 // MacSizes are the memory sizes, in GB, Apple silicon Macs are sold with
@@ -371,7 +410,7 @@ func Guidance(m Model, r Report) (string, error) {
 		return "", err
 	}
 	if !r.mac {
-		whole := check(m, Budget{Bytes: r.WorkingSetBytes}, maxPos, r.Sessions, fps, contexts).TotalBytes
+		whole := check(m, Budget{Bytes: r.WorkingSetBytes}, maxPos, r.Sessions, r.DraftBytes > 0, fps, contexts).TotalBytes
 		wholeNeeds := fmt.Sprintf("The whole %d-token context needs %s.", maxPos, FormatBytes(whole))
 		switch r.Verdict {
 		case Fits:
@@ -393,7 +432,7 @@ func Guidance(m Model, r Report) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		mac := check(m, b, maxPos, r.Sessions, fps, contexts)
+		mac := check(m, b, maxPos, r.Sessions, r.DraftBytes > 0, fps, contexts)
 		if smallest == 0 && mac.Verdict != No {
 			smallest = gb
 		}

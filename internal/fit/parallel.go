@@ -7,9 +7,10 @@ const MaxAutoParallel = 4
 
 // SequenceBytes is what one more sequence decoding beside the others holds
 // at r's context: its KV cache and attention scratch grown to the whole
-// context, its DeltaNet state and its step activations.
+// context, its DeltaNet state, its step activations and, where it drafts,
+// what drafting keeps (DraftBytes).
 func (r Report) SequenceBytes() int64 {
-	return r.KVBytes + r.SessionStateBytes + r.SessionScratchBytes
+	return r.KVBytes + r.SessionStateBytes + r.SessionScratchBytes + r.DraftBytes
 }
 
 // AutoParallel is how many requests decode together unless told: the most,
