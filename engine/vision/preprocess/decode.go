@@ -135,11 +135,15 @@ func checkHeader(format string, data []byte, cfg image.Config, lim Limits) error
 	if lim.Pixels > 0 && px > lim.Pixels {
 		return &LimitError{Limit: "MaxPixels", What: "width·height", Max: lim.Pixels, Got: px}
 	}
-	if dec := px * int64(bytesPerPixel(format, cfg.ColorModel)); lim.DecodedBytes > 0 && dec > lim.DecodedBytes {
-		return &LimitError{Limit: "MaxDecodedBytes", What: "decoded bytes", Max: lim.DecodedBytes, Got: dec}
+	dec, err := decodeCost(format, data, cfg)
+	if err != nil {
+		return invalid(format, err)
+	}
+	if lim.DecodedBytes > 0 && dec > lim.DecodedBytes {
+		return &LimitError{Limit: "MaxDecodedBytes", What: "decoder's bytes", Max: lim.DecodedBytes, Got: dec}
 	}
 	if format == "png" {
-		raw := px * int64(bytesPerPixel(format, cfg.ColorModel))
+		raw := px * int64(bytesPerPixel(cfg.ColorModel))
 		if bpp := pngBitsPerPixel(data); bpp > 0 {
 			raw = (w*int64(bpp) + 7) / 8 * h
 		}
@@ -150,9 +154,9 @@ func checkHeader(format string, data []byte, cfg image.Config, lim Limits) error
 	return nil
 }
 
-// bytesPerPixel is what Go's decoder stores a pixel of the header's colour
-// model in.
-func bytesPerPixel(format string, m color.Model) int {
+// bytesPerPixel is what Go's PNG decoder stores a pixel of the header's
+// colour model in.
+func bytesPerPixel(m color.Model) int {
 	switch m {
 	case color.GrayModel, color.AlphaModel:
 		return 1
@@ -160,13 +164,8 @@ func bytesPerPixel(format string, m color.Model) int {
 		return 2
 	case color.RGBA64Model, color.NRGBA64Model:
 		return 8
-	case color.YCbCrModel:
-		return 3 // at most, 4:4:4
 	}
 	if _, ok := m.(color.Palette); ok {
-		return 1
-	}
-	if format == "gif" {
 		return 1
 	}
 	return 4

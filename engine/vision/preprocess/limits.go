@@ -28,11 +28,15 @@ const (
 	// camera produces before a decoder allocates a row buffer for it.
 	MaxSide = 16384
 
-	// MaxDecodedBytes bounds the memory the decoded pixels take as Go's
-	// decoders store them (8-bit RGBA: 4 bytes a pixel, 16-bit: 8): 128 MiB,
-	// an 8-bit RGBA image at [MaxPixels] exactly, so a 16-bit PNG may have
-	// half the pixels. With the resize buffers this keeps one image's
-	// preprocessing well under 256 MB.
+	// MaxDecodedBytes bounds what Go's decoder allocates for the file,
+	// counted from its headers before decoding (decodeCost): the pixels as
+	// it stores them (8-bit RGBA: 4 bytes a pixel, 16-bit: 8) and its
+	// working buffers (a progressive JPEG's coefficients, 4 bytes a sample;
+	// a lossless WebP's second ARGB buffer). 128 MiB is an 8-bit RGBA image
+	// at [MaxPixels] exactly, so a 16-bit PNG may have half the pixels and a
+	// progressive 4:2:0 JPEG (7.5 bytes a pixel) about 17.9 megapixels.
+	// With the resize buffers this keeps one image's decoding well under
+	// 256 MB.
 	MaxDecodedBytes = 128 << 20
 
 	// MaxFrames bounds a GIF's frames, counted from its blocks without
@@ -58,7 +62,7 @@ type Limits struct {
 	Bytes        int64 // encoded size
 	Side         int   // width or height from the header
 	Pixels       int64 // width·height from the header
-	DecodedBytes int64 // the decoded pixels' memory, from the header's colour model
+	DecodedBytes int64 // what the decoder allocates, counted from the headers
 	Frames       int   // a GIF's frames
 }
 
