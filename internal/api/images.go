@@ -83,11 +83,13 @@ func (s *imageSet) addURL(where, url string) (chattemplate.ContentPart, error) {
 	if !ok {
 		return chattemplate.ContentPart{}, errImage(where, "the data URL has no comma before its data")
 	}
-	media, encoding, _ := strings.Cut(meta, ";")
-	if !strings.EqualFold(encoding, "base64") {
+	// RFC 2397: data:[<mediatype>][;base64],<data>, where the media type
+	// may carry parameters (image/png;charset=x): base64 is the last one.
+	const base64Suffix = ";base64"
+	if len(meta) < len(base64Suffix) || !strings.EqualFold(meta[len(meta)-len(base64Suffix):], base64Suffix) {
 		return chattemplate.ContentPart{}, errImage(where, "the data URL must be base64 (data:image/png;base64,...)")
 	}
-	return s.addBase64(where, media, payload)
+	return s.addBase64(where, meta[:len(meta)-len(base64Suffix)], payload)
 }
 
 // addBase64 takes an image as base64 of its file, with its media type if

@@ -566,3 +566,29 @@ func TestImagesRefusedByTheEngine(t *testing.T) {
 		t.Errorf("%d %s", resp.StatusCode, body)
 	}
 }
+
+// TestImageDataURLParameters: a data URL whose media type carries
+// parameters before ;base64 (RFC 2397) is read like a plain one; one that
+// is not base64, or whose ;base64 is not last, is still refused.
+func TestImageDataURLParameters(t *testing.T) {
+	ts, vm := newVisionServer(t, constant("ok"))
+	b64 := base64.StdEncoding.EncodeToString(pngOf(t, 32, 32))
+	chat := func(url string) string {
+		return `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + url + `"}}]}]}`
+	}
+	for url, want := range map[string]int{
+		"data:image/png;charset=x;base64," + b64:          200,
+		"data:image/png;name=\\\"a.png\\\";BASE64," + b64: 200,
+		"data:;base64," + b64:                             200,
+		"data:image/png;charset=x," + b64:                 400,
+		"data:image/png;base64;charset=x," + b64:          400,
+	} {
+		resp, body := do(t, post(t, ts.URL+"/v1/chat/completions", chat(url)))
+		if resp.StatusCode != want {
+			t.Errorf("%.40s: %d %.300s, want %d", url, resp.StatusCode, body, want)
+		}
+	}
+	if n := len(vm.spans()); n != 1 {
+		t.Errorf("the last accepted request placed %d images, want 1", n)
+	}
+}
