@@ -198,13 +198,13 @@ func (s *Sequence) Fork() (engine.Sequence, error) {
 	return f, nil
 }
 
-// Bytes is the size of the caches.
+// Bytes is the size of the caches, drafting's included.
 func (s *Sequence) Bytes() int64 {
 	var n int64
 	for _, l := range s.layers {
 		n += 4 * int64(cap(l.k)+cap(l.v)+len(l.conv)+len(l.state))
 	}
-	return n
+	return n + s.draftBytes()
 }
 
 // Close drops the caches.

@@ -165,6 +165,21 @@ func (s *Sequence) Draft(next int, out []float32) error {
 	return nil
 }
 
+// draftBytes is what drafting holds beside the main caches: the DeltaNet
+// states kept for Rewind (held from the first verify step on, reused by
+// the next), the head's KV cache and the hidden states waiting for it.
+// A sequence that never drafted holds none of them.
+func (s *Sequence) draftBytes() int64 {
+	var n int64
+	for _, l := range s.layers {
+		n += 4 * int64(cap(l.keptConv)+cap(l.keptState))
+	}
+	if d := s.draft; d != nil {
+		n += d.cache.Bytes() + 4*int64(cap(d.hidden))
+	}
+	return n
+}
+
 // KeepForRewind makes the next Forward or Step keep the DeltaNet states
 // after each of its tokens but the last.
 func (s *Sequence) KeepForRewind() { s.keepNext = true }
