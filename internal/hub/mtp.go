@@ -145,6 +145,10 @@ func removeTensorStagings(dir string) error {
 	return nil
 }
 
+// derivedNames are the files Petal derives into a model folder (see
+// pullDerived), which Verify holds to the manifest too.
+var derivedNames = []string{checkpoint.MTPFile}
+
 // pullMTP fetches the MTP head of a finished model folder from src,
 // converts it to MLX's layout and stores it as checkpoint.MTPFile; the
 // lock is held. A folder that has it already is left alone.

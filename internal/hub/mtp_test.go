@@ -581,3 +581,34 @@ func FuzzParseTensorManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestPullMTPInstallCutBeforeListing: a head renamed into the folder by an
+// install cut short before the manifest listed it is not taken as pulled:
+// Verify names it, and the next pull fetches (from the staging's bytes)
+// and lists it.
+func TestPullMTPInstallCutBeforeListing(t *testing.T) {
+	o := writeOriginal(t, false)
+	main, orig := hubtest.New(t, fixture), o.serve(t)
+	opts := mtpOptions(t, main, orig, o)
+	dir := pullWhole(t, main, opts)
+	m, err := readManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Files = slices.DeleteFunc(m.Files, func(f File) bool { return f.Name == checkpoint.MTPFile })
+	delete(m.Derived, checkpoint.MTPFile)
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileSync(filepath.Join(dir, manifestName), data); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dir); !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), checkpoint.MTPFile) {
+		t.Errorf("Verify with the head unlisted: %v, want ErrChecksum naming %s", err, checkpoint.MTPFile)
+	}
+	if _, err := Pull(t.Context(), opts); err != nil {
+		t.Fatal(err)
+	}
+	checkMTP(t, o, dir)
+}

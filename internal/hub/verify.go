@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Verify hashes every file of a model folder that a pull finished against
@@ -43,6 +44,14 @@ func Verify(dir string) error {
 			return fmt.Errorf("%w: %s (download the model again)", ErrChecksum, f.Name)
 		}
 	}
+	// A file Petal derives is renamed into the folder before the manifest
+	// lists it: one there but unlisted is an install cut short, never
+	// checked against its source, which the loader would bind all the same.
+	for _, name := range derivedNames {
+		if !slices.ContainsFunc(m.Files, func(f File) bool { return f.Name == name }) && present(filepath.Join(dir, name)) {
+			return fmt.Errorf("%w: %s is in the folder but not in its manifest (its install did not finish): pull the model again to fetch and list it", ErrChecksum, name)
+		}
+	}
 	return nil
 }
 
@@ -50,5 +59,11 @@ func Verify(dir string) error {
 // (it has the manifest a pull writes last), without hashing anything.
 func Finished(dir string) bool {
 	_, err := readManifest(dir)
+	return err == nil
+}
+
+// present reports whether path names something, a file or not.
+func present(path string) bool {
+	_, err := os.Lstat(path)
 	return err == nil
 }
