@@ -88,7 +88,8 @@ type MRopePrepArgs struct {
 	RotaryDim int32
 	Pos       int32
 	Eps       float32
-	_         [2]int32
+	Text      int32
+	Delta     int32
 	InvFreq   [AttnMaxHeadDim / 2]float32
 	Axis      [AttnMaxHeadDim / 2]int32
 }
@@ -292,7 +293,20 @@ func (k *Kernels) CopyFloats(cb gpu.CommandBuffer, out, x View, n int) error {
 // row r's, frequency j rotating by component Axes[j] (0, 1 or 2; one per
 // frequency of RotaryDim/2); io.Pos is the first row's cache row.
 func (k *Kernels) MRopePrep(cb gpu.CommandBuffer, io AttnPrepIO, pos3 View, axes []int, rows int) error {
-	const op = "MRopePrep"
+	return k.mropePrep("MRopePrep", io, pos3, axes, rows, nil, cb)
+}
+
+// MRopeStep is MRopePrep for one text row at cache row io.Pos whose
+// rotary position is io.Pos + delta in all three components (a decode
+// step past an image); its dispatches differ from one position to the
+// next only in the inline position word, as AttnPrep's (a decode plan is
+// made from two probe positions, where the move may make the rotary
+// position negative: only an angle).
+func (k *Kernels) MRopeStep(cb gpu.CommandBuffer, io AttnPrepIO, delta int, axes []int) error {
+	return k.mropePrep("MRopeStep", io, io.QNorm, axes, 1, &delta, cb)
+}
+
+func (k *Kernels) mropePrep(op string, io AttnPrepIO, pos3 View, axes []int, rows int, delta *int, cb gpu.CommandBuffer) error {
 	a, pos := io.Shape, io.Pos
 	if err := attnCheckPrep(op, a); err != nil {
 		return err
@@ -310,7 +324,7 @@ func (k *Kernels) MRopePrep(cb gpu.CommandBuffer, io AttnPrepIO, pos3 View, axes
 	if err := requireViews(op, []viewBytes{
 		f32("q", io.Q, rows*hd), f32("gate", io.Gate, rows*hd), f32("qg", io.QG, rows*2*hd),
 		f32("k", io.K, rows*kd), f32("v", io.V, rows*kd),
-		f32("q norm", io.QNorm, a.HeadDim), f32("k norm", io.KNorm, a.HeadDim), {"pos3", pos3, 12 * rows},
+		f32("q norm", io.QNorm, a.HeadDim), f32("k norm", io.KNorm, a.HeadDim), {"pos3", pos3, 12 * pos3Rows(delta, rows)},
 	}); err != nil {
 		return err
 	}
@@ -327,6 +341,9 @@ func (k *Kernels) MRopePrep(cb gpu.CommandBuffer, io AttnPrepIO, pos3 View, axes
 	args := MRopePrepArgs{
 		Heads: int32(a.Heads), KVHeads: int32(a.KVHeads), HeadDim: int32(a.HeadDim),
 		RotaryDim: int32(a.RotaryDim), Pos: int32(pos), Eps: a.Eps,
+	}
+	if delta != nil {
+		args.Text, args.Delta = 1, int32(*delta)
 	}
 	for j := range a.RotaryDim / 2 {
 		// As AttnPrep: computed in float64, rounded to fp32.
@@ -345,4 +362,13 @@ func (k *Kernels) MRopePrep(cb gpu.CommandBuffer, io AttnPrepIO, pos3 View, axes
 			io.Q.Arg(6), io.Gate.Arg(7), io.KCache.Arg(8), io.VCache.Arg(9), pos3.Arg(10),
 		},
 	})
+}
+
+// pos3Rows is how many rows of positions MRopePrep reads: none with a
+// delta (text rows), else one per row.
+func pos3Rows(delta *int, rows int) int {
+	if delta != nil {
+		return 0
+	}
+	return rows
 }

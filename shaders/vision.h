@@ -72,7 +72,8 @@ struct MRopePrepArgs {
     int32_t rotary_dim;     // leading dims of each head that RoPE rotates (even)
     int32_t pos;            // the first row's cache row
     float eps;              // of the q/k RMSNorms
-    int32_t _pad[2];
+    int32_t text;           // 1: every row is text at rotary position row + delta (pos3 unread)
+    int32_t delta;          // with text: the rotary position's move against the cache row
     float inv_freq[ATTN_MAX_HEAD_DIM / 2];  // theta^(-2j/rotary_dim), fp32
     int32_t axis[ATTN_MAX_HEAD_DIM / 2];    // the position component (0 time, 1 height, 2 width) frequency j takes
 };

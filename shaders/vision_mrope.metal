@@ -11,7 +11,10 @@
 // Layout: as attn_prep_f16kv (qg [rows][heads][2][head_dim], k and v
 // [rows][kv_heads][head_dim], q and gate [rows][heads][head_dim], the
 // caches half[capacity][kv_heads][head_dim]); pos3 is int[rows][3]
-// (time, height, width), read on the GPU.
+// (time, height, width), read on the GPU; with args.text every row is text
+// turning by its cache row plus args.delta in all three components (a
+// decode step past an image: only the inline position changes from step
+// to step), and pos3 is not read.
 // Mapping: one threadgroup per (head, row): heads first, then KV heads;
 // threads stride over a head's dims, up to ATTN_PREP_MAX_THREADS.
 // Threadgroup memory: one float per simd-group for the sum of squares.
@@ -27,13 +30,14 @@ using namespace metal;
 // of threads handles, converting to y's type on the store.
 template <typename T>
 void mrope_norm_rope(device const float* x, device const float* w, device T* y, float inv, int d,
-                     constant MRopePrepArgs& args, device const int* pos3, int tid, int threads)
+                     constant MRopePrepArgs& args, device const int* pos3, int row_pos, int tid, int threads)
 {
     const int half_rot = args.rotary_dim / 2;
     for (int i = tid; i < half_rot; i += threads) {
         const float a = x[i] * inv * w[i];
         const float b = x[i + half_rot] * inv * w[i + half_rot];
-        const float angle = float(pos3[args.axis[i]]) * args.inv_freq[i];
+        const int p = args.text != 0 ? row_pos + args.delta : pos3[args.axis[i]];
+        const float angle = float(p) * args.inv_freq[i];
         const float c = precise::cos(angle);
         const float s = precise::sin(angle);
         y[i] = T(a * c - b * s);
@@ -69,7 +73,9 @@ kernel void mrope_prep_f16kv(
     const int d = args.head_dim;
     const uint g = group.x;
     const int row_pos = args.pos + int(group.y);
-    pos3 += ulong(group.y) * 3;
+    if (args.text == 0) {
+        pos3 += ulong(group.y) * 3;
+    }
     qg += ulong(group.y) * ulong(args.heads) * 2 * d;
     q += ulong(group.y) * ulong(args.heads) * d;
     gate += ulong(group.y) * ulong(args.heads) * d;
@@ -103,8 +109,8 @@ kernel void mrope_prep_f16kv(
     }
     const float inv = rsqrt(total / float(d) + args.eps);
     if (is_query) {
-        mrope_norm_rope(x, q_norm, q + ulong(g) * d, inv, d, args, pos3, int(tid), int(threads));
+        mrope_norm_rope(x, q_norm, q + ulong(g) * d, inv, d, args, pos3, row_pos, int(tid), int(threads));
     } else {
-        mrope_norm_rope(x, k_norm, k_cache + row, inv, d, args, pos3, int(tid), int(threads));
+        mrope_norm_rope(x, k_norm, k_cache + row, inv, d, args, pos3, row_pos, int(tid), int(threads));
     }
 }

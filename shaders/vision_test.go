@@ -20,7 +20,7 @@ func TestVisionArgsLayout(t *testing.T) {
         sizeof(VisAttnArgs), OFF(VisAttnArgs, tokens), OFF(VisAttnArgs, heads), OFF(VisAttnArgs, head_dim), OFF(VisAttnArgs, frame), OFF(VisAttnArgs, scale),
         sizeof(VisCopyArgs), OFF(VisCopyArgs, n),
         sizeof(MRopePrepArgs), OFF(MRopePrepArgs, heads), OFF(MRopePrepArgs, kv_heads), OFF(MRopePrepArgs, head_dim), OFF(MRopePrepArgs, rotary_dim),
-        OFF(MRopePrepArgs, pos), OFF(MRopePrepArgs, eps), OFF(MRopePrepArgs, inv_freq), OFF(MRopePrepArgs, axis),
+        OFF(MRopePrepArgs, pos), OFF(MRopePrepArgs, eps), OFF(MRopePrepArgs, text), OFF(MRopePrepArgs, delta), OFF(MRopePrepArgs, inv_freq), OFF(MRopePrepArgs, axis),
         VIS_THREADS, VIS_TILE, VIS_DENSE_THREADS, VIS_ATTN_THREADS, VIS_MAX_HEAD_DIM, VIS_ACT_NONE, VIS_ACT_GELU_TANH, VIS_ACT_GELU_ERF,
 `
 	var (
@@ -38,7 +38,7 @@ func TestVisionArgsLayout(t *testing.T) {
 		unsafe.Sizeof(a), unsafe.Offsetof(a.Tokens), unsafe.Offsetof(a.Heads), unsafe.Offsetof(a.HeadDim), unsafe.Offsetof(a.Frame), unsafe.Offsetof(a.Scale),
 		unsafe.Sizeof(c), unsafe.Offsetof(c.N),
 		unsafe.Sizeof(m), unsafe.Offsetof(m.Heads), unsafe.Offsetof(m.KVHeads), unsafe.Offsetof(m.HeadDim), unsafe.Offsetof(m.RotaryDim),
-		unsafe.Offsetof(m.Pos), unsafe.Offsetof(m.Eps), unsafe.Offsetof(m.InvFreq), unsafe.Offsetof(m.Axis),
+		unsafe.Offsetof(m.Pos), unsafe.Offsetof(m.Eps), unsafe.Offsetof(m.Text), unsafe.Offsetof(m.Delta), unsafe.Offsetof(m.InvFreq), unsafe.Offsetof(m.Axis),
 		shaders.VisThreads, shaders.VisTile, shaders.VisDenseThreads, shaders.VisAttnThreads, shaders.VisMaxHeadDim,
 		uintptr(shaders.VisActNone), uintptr(shaders.VisActGELUTanh), uintptr(shaders.VisActGELUErf),
 	}

@@ -111,6 +111,12 @@ func (m *Model) step(rows []engine.Row, via stepVia) error {
 		}
 		seqs[i] = s
 	}
+	if rest, err := stepImageRows(rows, seqs); err != nil || len(rest) < len(rows) {
+		if err != nil || len(rest) == 0 {
+			return err
+		}
+		return m.step(rest, via)
+	}
 	if len(rows) == 1 {
 		return rows[0].Seq.Forward(rows[0].Tokens, rows[0].Out)
 	}

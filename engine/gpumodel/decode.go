@@ -30,6 +30,12 @@ func (s *Sequence) Decode(ctx context.Context, tail []int, d *engine.Decode) (en
 	if s.closed {
 		return engine.DecodeStats{}, fmt.Errorf("gpumodel: %w", engine.ErrClosed)
 	}
+	if s.img.held {
+		var err error
+		if tail, err = s.imageTail(tail); err != nil {
+			return engine.DecodeStats{}, err
+		}
+	}
 	defer s.releaseChunk() // every return below has waited for its steps
 	if d.Sampling != nil {
 		if err := s.startSampling(d); err != nil {

@@ -65,10 +65,16 @@ func (s *Sequence) attention(e *enc, l *layer, ls *layerState, pos int) {
 	act, a := &s.act, s.m.attn
 	s.qmvs(e, []shaders.View{act.qg, act.k, act.v}, []shaders.QMatrix{l.q, l.kp, l.v}, l.inNorm)
 	e.barrier()
-	e.attnPrep(shaders.AttnPrepIO{
+	io := shaders.AttnPrepIO{
 		Q: act.q, Gate: act.gate, QG: act.qg, K: act.k, V: act.v, KCache: ls.kCache, VCache: ls.vCache,
 		QNorm: l.qNorm, KNorm: l.kNorm, Shape: a, Pos: pos,
-	}, 1)
+	}
+	if s.img.held {
+		// Past an image the rotary position is not the cache row.
+		s.mropeStep(e, io)
+	} else {
+		e.attnPrep(io, 1)
+	}
 	e.barrier()
 	e.attnDecode(shaders.AttnDecodeIO{
 		AttnIO:  shaders.AttnIO{O: act.o, Q: act.q, Gate: act.gate, KCache: ls.kCache, VCache: ls.vCache, Shape: a},

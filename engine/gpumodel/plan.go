@@ -42,6 +42,10 @@ type planKey struct {
 	// logprobs and top are the sampler's record settings.
 	logprobs bool
 	top      int
+	// images and ropeDelta: past an image the attention prep is
+	// mrope_prep, whose inline move is fixed in the plan.
+	images    bool
+	ropeDelta int
 }
 
 type planItem struct {
@@ -61,6 +65,7 @@ func (s *Sequence) planKey(st step) planKey {
 		cap: s.cap, blocks: attnBlocks(st.pos + 1), argmaxIDs: s.argmaxIDs(),
 		logits: st.logits, next: st.next.Buf != nil, sampling: s.sampling, tokens: s.act.tokensBuf,
 		logprobs: s.sampling && s.samp.logprobs, top: s.samp.top,
+		images: s.img.held, ropeDelta: s.img.delta,
 	}
 }
 

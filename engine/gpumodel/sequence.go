@@ -34,6 +34,8 @@ type Sequence struct {
 	sampling bool
 	samp     samplerBufs
 	closed   bool
+	// img is the images placed on the sequence (vision_prefill.go).
+	img imageState
 }
 
 type layerState struct {
@@ -268,6 +270,10 @@ func (s *Sequence) Fork() (engine.Sequence, error) {
 		}
 	}
 	f.pos = s.pos
+	if err := s.forkImages(f); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -292,6 +298,9 @@ func (s *Sequence) Forward(tokens []int, out []float32) error {
 		return err
 	}
 	s.putTokens(0, tokens)
+	if s.img.held {
+		return s.forwardImages(tokens, all, out)
+	}
 	if len(tokens) >= prefillMinTokens {
 		return s.forwardChunks(len(tokens), all, out)
 	}

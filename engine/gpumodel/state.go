@@ -42,6 +42,9 @@ func (s *Sequence) SaveState(w io.Writer) error {
 	if s.closed {
 		return fmt.Errorf("gpumodel: %w", engine.ErrClosed)
 	}
+	if err := s.img.refuse(); err != nil {
+		return err
+	}
 	if s.pos == 0 {
 		// An empty sequence may have no key and value buffers yet.
 		return fmt.Errorf("gpumodel: saving an empty sequence")

@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"petal/engine"
@@ -126,5 +128,213 @@ func TestEncodeImageRefuses(t *testing.T) {
 		if _, err := m.EncodeImage(p); !errors.Is(err, engine.ErrBadImages) {
 			t.Errorf("%s: %v, want engine.ErrBadImages", name, err)
 		}
+	}
+}
+
+// promptImages places the prompt's images at its runs of image tokens.
+func promptImages(m *Model, prompt, which []int, px []preprocess.Pixels) []engine.Image {
+	var out []engine.Image
+	k, tok := 0, m.cfg.Vision.ImageToken
+	for i := range prompt {
+		if prompt[i] != tok || (i > 0 && prompt[i-1] == tok) {
+			continue
+		}
+		out = append(out, engine.Image{At: i, Pixels: px[which[k]], Hash: [32]byte{byte(which[k])}})
+		k++
+	}
+	return out
+}
+
+// TestImagePromptsMatchTransformers prefills each of vision-a's prompts
+// with its images on the device (the tower's features at the image
+// tokens, 3D positions through mrope_prep) and decodes greedily through
+// Forward: the positions are get_rope_index's, the logits at the prompt's
+// end within maxLogitDiff of transformers' (the device's KV cache holds
+// half precision, which moved the text fixtures' logits by up to 0.0025;
+// transformers keeps fp32), and the answer is its tokens. Prompt 3 is
+// also read in pieces cut inside each image, through a Fork, and must
+// give the same answer.
+func TestImagePromptsMatchTransformers(t *testing.T) {
+	m, ref, px, _ := visionSetup(t)
+	v := m.cfg.Vocab
+	want := readF32(t, filepath.Join(visionFixture, "prompt_logits.f32"))
+	for pi, p := range ref.Prompts {
+		images := promptImages(m, p.Prompt, p.Images, px)
+		if len(images) != len(p.Images) {
+			t.Fatalf("prompt %d: %d image runs for %d images", pi, len(images), len(p.Images))
+		}
+		seq, err := m.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := seq.(*Sequence)
+		if err := s.PlaceImages(images); err != nil {
+			t.Fatal(err)
+		}
+		job, err := s.imageJob(p.Prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range p.Prompt {
+			for a := range 3 {
+				if int(job.pos3[3*i+a]) != p.Positions[a][i] {
+					t.Fatalf("prompt %d, token %d: position %v, reference %d %d %d", pi, i, job.pos3[3*i:3*i+3], p.Positions[0][i], p.Positions[1][i], p.Positions[2][i])
+				}
+			}
+		}
+		if job.delta != p.RopeDelta {
+			t.Errorf("prompt %d: rope delta %d, reference %d", pi, job.delta, p.RopeDelta)
+		}
+		out := make([]float32, v)
+		if err := s.Forward(p.Prompt, out); err != nil {
+			t.Fatal(err)
+		}
+		worst := 0.0
+		for j, x := range out {
+			worst = max(worst, math.Abs(float64(x-want[pi*v+j])))
+		}
+		t.Logf("prompt %d (%d tokens, images %v): max |logit - transformers| at its end %.3g", pi, len(p.Prompt), p.Images, worst)
+		if !(worst <= maxLogitDiff) {
+			t.Errorf("prompt %d: last logits differ by %g, tolerance %g", pi, worst, maxLogitDiff)
+		}
+		if got := greedy(t, s, out, len(p.Tokens)); !slices.Equal(got, p.Tokens) {
+			t.Errorf("prompt %d: answer %v, transformers %v", pi, got, p.Tokens)
+		}
+		if err := s.SaveState(io.Discard); !errors.Is(err, errImagesHeld) {
+			t.Errorf("prompt %d: SaveState: %v, want errImagesHeld", pi, err)
+		}
+		s.Close()
+		if len(p.Images) < 2 {
+			continue
+		}
+		// In pieces: up to inside the first image, a Fork, up to inside the
+		// second, the rest.
+		first, second := images[0].At+2, images[1].At+images[1].Tokens()/2
+		seq, _ = m.NewSequence()
+		s = seq.(*Sequence)
+		if err := s.PlaceImages(images); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Forward(p.Prompt[:first], nil); err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.Fork()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		fs := f.(*Sequence)
+		if err := fs.Forward(p.Prompt[first:second], nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Forward(p.Prompt[second:], out); err != nil {
+			t.Fatal(err)
+		}
+		if got := greedy(t, fs, out, len(p.Tokens)); !slices.Equal(got, p.Tokens) {
+			t.Errorf("prompt %d in pieces: answer %v, transformers %v", pi, got, p.Tokens)
+		}
+		fs.Close()
+	}
+}
+
+// greedy decodes n tokens through Forward from the logits in out.
+func greedy(t *testing.T, s *Sequence, out []float32, n int) []int {
+	t.Helper()
+	var got []int
+	for range n {
+		next := engine.Argmax(out)
+		got = append(got, next)
+		if err := s.Forward([]int{next}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// TestStepRunsImageRows: a Step holding a prompt with an image beside two
+// text rows gives the image row the logits its Forward gives (bit for
+// bit: Step runs it through Forward), and the text rows theirs.
+func TestStepRunsImageRows(t *testing.T) {
+	m, ref, px, _ := visionSetup(t)
+	v := m.cfg.Vocab
+	p := ref.Prompts[0]
+	text := []int{5, 17, 42, 99, 7}
+	seqs := make([]engine.Sequence, 3)
+	for i := range seqs {
+		s, err := m.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		seqs[i] = s
+	}
+	if err := seqs[0].(*Sequence).PlaceImages(promptImages(m, p.Prompt, p.Images, px)); err != nil {
+		t.Fatal(err)
+	}
+	rows := []engine.Row{
+		{Seq: seqs[0], Tokens: p.Prompt, Out: make([]float32, v)},
+		{Seq: seqs[1], Tokens: text, Out: make([]float32, v)},
+		{Seq: seqs[2], Tokens: text[:3], Out: make([]float32, v)},
+	}
+	if err := m.Step(rows); err != nil {
+		t.Fatal(err)
+	}
+	alone, _ := m.NewSequence()
+	defer alone.Close()
+	if err := alone.(*Sequence).PlaceImages(promptImages(m, p.Prompt, p.Images, px)); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, v)
+	if err := alone.Forward(p.Prompt, want); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rows[0].Out, want) {
+		t.Error("the image row's logits differ from its Forward's")
+	}
+	for i, toks := range [][]int{text, text[:3]} {
+		s, _ := m.NewSequence()
+		defer s.Close()
+		if err := s.Forward(toks, want); err != nil {
+			t.Fatal(err)
+		}
+		worst := 0.0
+		for j := range want {
+			worst = max(worst, math.Abs(float64(rows[i+1].Out[j]-want[j])))
+		}
+		if !(worst <= maxLogitDiff) {
+			t.Errorf("text row %d: logits differ from its Forward's by %g", i+1, worst)
+		}
+	}
+	if seqs[0].Len() != len(p.Prompt) || seqs[1].Len() != len(text) {
+		t.Errorf("the sequences hold %d and %d tokens, want %d and %d", seqs[0].Len(), seqs[1].Len(), len(p.Prompt), len(text))
+	}
+}
+
+// TestImageDecodeMatchesTransformers decodes each of vision-a's prompts
+// through engine.Run's device loop (Decode: the prompt's tail through the
+// image prefill, the steps after with the move through mrope_prep): the
+// greedy answers are transformers'.
+func TestImageDecodeMatchesTransformers(t *testing.T) {
+	m, ref, px, _ := visionSetup(t)
+	for pi, p := range ref.Prompts {
+		seq, err := m.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := seq.(*Sequence).PlaceImages(promptImages(m, p.Prompt, p.Images, px)); err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		d := engine.Decode{Prompt: p.Prompt, MaxTokens: len(p.Tokens), Token: func(id int) (bool, error) {
+			got = append(got, id)
+			return false, nil
+		}}
+		if _, err := engine.Run(t.Context(), seq, m.cfg.Vocab, &d); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, p.Tokens) {
+			t.Errorf("prompt %d: answer %v, transformers %v", pi, got, p.Tokens)
+		}
+		seq.Close()
 	}
 }

@@ -98,6 +98,9 @@ type benchArm struct {
 	// Speculative is the same context decoded with the MTP head's drafts
 	// (--speculative auto or on), measured in a process of its own.
 	Speculative *benchSpeculative `json:"speculative,omitempty"`
+	// ImageEncode is the vision tower over a 1024x768 image, for a model
+	// that reads images.
+	ImageEncode *benchImage `json:"image_encode,omitempty"`
 }
 
 type benchPrefill struct {
@@ -304,6 +307,9 @@ func benchOneArm(dir, backend string, context, steps int, mode spec.Mode) (bench
 	d.TokenIDs = ids[1:]
 	d.TokenDigest = benchDigest(d.TokenIDs)
 	d.Drafted, d.Accepted = st.Drafted, st.Accepted
+	if a.ImageEncode, err = benchImageEncode(m, dir); err != nil {
+		return benchArm{}, fmt.Errorf("image encode: %w", err)
+	}
 	return a, nil
 }
 

@@ -19,7 +19,7 @@ func visionCases() []Case {
 		visLayerNormCase(),
 		visDenseCase(true, shaders.VisActNone, true), visDenseCase(true, shaders.VisActGELUTanh, false),
 		visDenseCase(false, shaders.VisActGELUErf, false),
-		visAttentionCase(8), visAttentionCase(72), visCopyCase(), mropePrepCase(),
+		visAttentionCase(8), visAttentionCase(72), visCopyCase(), mropePrepCase(), mropeStepCase(),
 	}
 }
 
@@ -284,3 +284,52 @@ func Rope3(x []float64, dims int, theta float64, pos [3]int, axes []int) {
 
 // RoundHalvesF64 is v rounded to fp16, in float64.
 func RoundHalvesF64(v []float32) []float64 { return widen(RoundHalves(v)) }
+
+// mropeStepCase preps one text row at cache row 9 turning by 9 - 4 (a
+// decode step after an image that moved positions back by 4).
+func mropeStepCase() Case {
+	return Case{Name: "mrope_prep text step", Kernels: []string{"mrope_prep_f16kv"}, seed: 66,
+		setup: func(e *env) (func(gpu.CommandBuffer) error, func() error) {
+			a := attnShape
+			const pos, delta = 9, -4
+			axes := make([]int, a.RotaryDim/2)
+			for j := range axes {
+				axes[j] = j % 3
+			}
+			hd, kd := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+			qg, kin, vin := e.rand(2*hd, 2), e.rand(kd, 2), e.rand(kd, 1)
+			qn, kn := e.rand(a.HeadDim, 0.3), e.rand(a.HeadDim, 0.3)
+			qv, gv := e.buf(4*hd), e.buf(4*hd)
+			kc, vc := e.half(make([]float32, (pos+1)*kd)), e.half(make([]float32, (pos+1)*kd))
+			in := []shaders.View{e.f32(qg), e.f32(kin), e.f32(vin), e.f32(qn), e.f32(kn)}
+			return func(cb gpu.CommandBuffer) error {
+					return e.k.MRopeStep(cb, shaders.AttnPrepIO{
+						Q: qv, Gate: gv, QG: in[0], K: in[1], V: in[2], KCache: kc, VCache: vc,
+						QNorm: in[3], KNorm: in[4], Shape: a, Pos: pos,
+					}, delta, axes)
+				}, func() error {
+					p := [3]int{pos + delta, pos + delta, pos + delta}
+					var wantQ, wantK []float64
+					for h := range a.Heads {
+						q := RMSNorm(qg[h*2*a.HeadDim:][:a.HeadDim], qn, a.Eps)
+						Rope3(q, a.RotaryDim, a.Theta, p, axes)
+						wantQ = append(wantQ, q...)
+					}
+					for h := range a.KVHeads {
+						k := RMSNorm(kin[h*a.HeadDim:][:a.HeadDim], kn, a.Eps)
+						Rope3(k, a.RotaryDim, a.Theta, p, axes)
+						wantK = append(wantK, k...)
+					}
+					e5 := func(w []float64) func(int) float64 {
+						return func(i int) float64 { return 1e-5*ropePair(w, i, a) + 1e-7 }
+					}
+					if err := compare("q", readF32(qv, hd), wantQ, e5(wantQ)); err != nil {
+						return err
+					}
+					return compare("k cache", readHalf(kc.At(2*pos*kd), kd), wantK, func(i int) float64 {
+						t := e5(wantK)(i)
+						return math.Exp2(-11)*(math.Abs(wantK[i])+t) + t + math.Exp2(-25)
+					})
+				}
+		}}
+}
