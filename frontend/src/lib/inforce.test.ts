@@ -57,6 +57,10 @@ describe('inForceRows', () => {
     expect(speculativeChoice('off')).toBe('off');
     expect(speculativeChoice('on')).toBe('on');
     expect(speculativeChoice('auto')).toBe('auto');
+    // The form, "In force now" and the notes name it alike.
+    expect(inForceRows({ speculative: { value: 'off', source: 'settings' } }).map((r) => `${r.label}: ${r.value}`)).toEqual(['Speculative decoding: off']);
+    expect(restartNote(['speculative'], false)).toContain('Speculative decoding takes effect when Petal starts again');
+    expect(flagNote(['speculative'])).toContain('--speculative');
   });
 
   it('leaves out what an older server does not report', () => {

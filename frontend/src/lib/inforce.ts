@@ -18,7 +18,7 @@ export const SETTING_LABELS: Record<string, string> = {
   prefix_cache_dir: 'Prefix cache folder',
   prefix_cache_gb: 'Prefix cache size on disk',
   parallel: 'Requests decoded together',
-  speculative: 'Drafts with the model’s MTP head',
+  speculative: 'Speculative decoding',
 };
 
 /** The flag of petal serve that sets each server setting, for saying which one wins. */
