@@ -49,6 +49,9 @@ type ImageSequence interface {
 	// positions, and the text after them runs on from the last image's
 	// positions. It refuses an image before the sequence's end or before
 	// one already placed, a text-only model, and pixels its tower refuses.
+	// A Fork keeps only the images whose tokens it has begun to feed: the
+	// others belong to the request that placed them, and one that
+	// continues from the fork places its own.
 	PlaceImages(images []Image) error
 }
 

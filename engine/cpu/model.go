@@ -183,12 +183,20 @@ type layerState struct {
 // Len is the number of tokens processed.
 func (s *Sequence) Len() int { return s.pos }
 
-// Fork copies the sequence and its caches.
+// Fork copies the sequence and its caches. It keeps only the placed images
+// whose tokens it has begun to feed: one placed past its end belongs to
+// the request that placed it, not to the prefix the fork holds (a prefix
+// cache snapshot at a system turn's end would hand the image to a later
+// request that places its own there).
 func (s *Sequence) Fork() (engine.Sequence, error) {
 	if s.layers == nil {
 		return nil, fmt.Errorf("cpu: %w", engine.ErrClosed)
 	}
-	f := &Sequence{m: s.m, pos: s.pos, layers: make([]layerState, len(s.layers)), ropeDelta: s.ropeDelta, pending: slices.Clone(s.pending), images: s.images}
+	fed := slices.IndexFunc(s.pending, func(p placed) bool { return p.At >= s.pos })
+	if fed < 0 {
+		fed = len(s.pending)
+	}
+	f := &Sequence{m: s.m, pos: s.pos, layers: make([]layerState, len(s.layers)), ropeDelta: s.ropeDelta, pending: slices.Clone(s.pending[:fed]), images: s.images}
 	for i, l := range s.layers {
 		f.layers[i] = layerState{
 			k: slices.Clone(l.k), v: slices.Clone(l.v),

@@ -147,7 +147,8 @@ func TestImagePromptsMatchTransformers(t *testing.T) {
 }
 
 // TestImagePromptPieces: the two-image prompt read in pieces (cut
-// inside the first image, then inside the second, through a Fork), and
+// inside the first image, then inside the second, through a Fork that
+// has the second placed again), and
 // beside another prompt in one Step, reaches the logits of one Forward;
 // decode after a Fork continues the positions.
 func TestImagePromptPieces(t *testing.T) {
@@ -172,7 +173,12 @@ func TestImagePromptPieces(t *testing.T) {
 	if err := seq2.Forward(p.Prompt[:cut1], nil); err != nil {
 		t.Fatal(err)
 	}
+	// The fork keeps the first image, begun, and not the second, which
+	// it places again as a request that continues from a snapshot does.
 	fork, _ := seq2.Fork()
+	if err := fork.(*Sequence).PlaceImages(images[1:]); err != nil {
+		t.Fatal(err)
+	}
 	if err := fork.Forward(p.Prompt[cut1:cut2], nil); err != nil {
 		t.Fatal(err)
 	}

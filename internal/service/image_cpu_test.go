@@ -136,3 +136,64 @@ func TestImagesOnCPU(t *testing.T) {
 	}
 
 }
+
+// TestImagesAfterSystemTurnOnCPU: with a system turn before the image, the
+// prefix cache's snapshot at the turn's end is taken while the request's
+// image is placed but not yet fed; a later request with the same system
+// turn and another image starts from that snapshot, which must not carry
+// the first image. Images A, B, A answer as a fresh service does.
+func TestImagesAfterSystemTurnOnCPU(t *testing.T) {
+	dir := visionFolder(t)
+	a := fixturePixels(t)
+	b := a
+	b.Values = make([]float32, len(a.Values))
+	for i, x := range a.Values {
+		b.Values[i] = -0.5 * x
+	}
+	imgA, imgB := Image{Pixels: a, Hash: [32]byte{1}}, Image{Pixels: b, Hash: [32]byte{2}}
+	open := func(cacheBytes int64) *Service {
+		m, err := cpu.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		s, err := New(m, dir, Options{CacheBytes: cacheBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	ask := func(s *Service, img Image) (string, Summary) {
+		t.Helper()
+		zero := 0.0
+		msgs := []chattemplate.Message{
+			{Role: "system", Content: chattemplate.TextContent("be brief")},
+			{Role: "user", Content: &chattemplate.Content{Parts: []chattemplate.ContentPart{
+				{Type: "image"}, {Type: "text", Text: "what is it?"}}}}}
+		var sb strings.Builder
+		sum, err := s.Generate(context.Background(), &Request{Messages: msgs, Images: []Image{img}, MaxTokens: 6,
+			Sampling: sample.Overrides{Temperature: &zero}},
+			func(e reply.Event) error { sb.WriteString(e.Kind.String() + ":" + e.Text + "|"); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.String(), sum
+	}
+	cached, fresh := open(0), open(-1)
+	wantA, _ := ask(fresh, imgA)
+	wantB, _ := ask(fresh, imgB)
+	for i, c := range []struct {
+		img  Image
+		want string
+	}{{imgA, wantA}, {imgB, wantB}, {imgA, wantA}} {
+		got, sum := ask(cached, c.img)
+		t.Logf("request %d: %d prompt tokens, %d cached", i, sum.PromptTokens, sum.CachedTokens)
+		if got != c.want {
+			t.Errorf("request %d: %q with the cache, %q without", i, got, c.want)
+		}
+		if i > 0 && sum.CachedTokens == 0 {
+			t.Errorf("request %d reused nothing of the system turn", i)
+		}
+	}
+}
