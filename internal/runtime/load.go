@@ -57,6 +57,9 @@ type LoadRequest struct {
 	// Parallel is how many requests decode together, 1 to
 	// service.MaxParallel; 0 leaves it to the memory-fit check.
 	Parallel int
+	// NoDrafts: replies never draft with the model's MTP head
+	// (--speculative off), so the check counts no memory for drafting.
+	NoDrafts bool
 }
 
 // Load opens the checkpoint in req.Dir on req.Backend once the
@@ -146,7 +149,7 @@ func check(fm fit.Model, req LoadRequest, budget func() (fit.Budget, error), w i
 	if err != nil {
 		return Loaded{}, err
 	}
-	r, err := fit.ForLoad(fm, b, fit.Request{Context: asked, CachedSessions: fit.DefaultCachedSessions})
+	r, err := fit.ForLoad(fm, b, fit.Request{Context: asked, CachedSessions: fit.DefaultCachedSessions, NoDrafts: req.NoDrafts})
 	if err != nil {
 		return Loaded{}, err
 	}

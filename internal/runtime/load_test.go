@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -318,5 +320,43 @@ func TestLoadParallelUnchecked(t *testing.T) {
 		if l.Parallel != want {
 			t.Errorf("unchecked, %d asked: %d together, want %d", asked, l.Parallel, want)
 		}
+	}
+}
+
+// TestLoadNoDrafts: a model with an MTP head leaves room for drafting
+// (its kept DeltaNet states and the head's cache, per sequence) unless
+// speculation is off, when the memory goes to one more sequence.
+func TestLoadNoDrafts(t *testing.T) {
+	dir := servicetest.FixtureFolder(t, "tiny-a")
+	head, err := os.ReadFile(filepath.Join("..", "..", "engine", "testdata", "mtp", "tiny-a", "model-mtp.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model-mtp.safetensors"), head, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const ctx = 4096
+	fm, err := fit.FromCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := fit.Request{Context: ctx, CachedSessions: fit.DefaultCachedSessions, NoDrafts: true}
+	r, err := fit.Check(fm, fit.Budget{Bytes: 1 << 40}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for exactly two more sequences that do not draft.
+	setBudget(t, fit.Budget{Bytes: r.TotalBytes + 2*r.SequenceBytes(), Source: "a test's budget"})
+	load := func(noDrafts bool) int {
+		t.Helper()
+		l, err := Load(LoadRequest{Dir: dir, Backend: "cpu", Context: ctx, NoDrafts: noDrafts}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Model.Close()
+		return l.Parallel
+	}
+	if off, drafting := load(true), load(false); off != 3 || drafting >= off {
+		t.Errorf("speculation off: %d together (want 3); drafting: %d (want fewer)", off, drafting)
 	}
 }

@@ -103,6 +103,7 @@ func Open(cfg Config) (*Runtime, error) {
 	if logger == nil {
 		logger = log.New(io.Discard, "", 0)
 	}
+	cfg.Load.NoDrafts = cfg.Speculate == spec.Off
 	l, err := Load(cfg.Load, notes)
 	if err != nil {
 		return nil, err
