@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"image"
 	"image/jpeg"
 	"testing"
@@ -172,6 +173,51 @@ func TestJPEGCostCoversDecoder(t *testing.T) {
 		t.Logf("%v: counted %d, allocated %d", img.Bounds(), cost, alloc)
 		if uint64(cost) < alloc*9/10 || uint64(cost) > alloc*2 {
 			t.Fatalf("%v: counted %d bytes, the decoder allocated %d", img.Bounds(), cost, alloc)
+		}
+	}
+}
+
+// TestProbeShapeMatchPreprocess: what Probe and Shape give from the headers
+// is what Decode and Preprocess make of each file (the values aside), and
+// Probe refuses the hostile files Decode refuses, without decoding.
+func TestProbeShapeMatchPreprocess(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, name := range []string{"down.png", "photo.jpg", "anim.gif", "lossy.webp", "lossless.webp", "alpha.png"} {
+		data := readFile(t, name)
+		w, h, err := Probe(data, DefaultLimits())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		shape, err := Shape(h, w, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		img, err := Decode(data, DefaultLimits())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		px, err := Preprocess(img, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if shape.Values != nil || len(px.Values) != px.Grid.Patches()*px.PatchDim {
+			t.Errorf("%s: Shape has %d values, Preprocess %d for %v", name, len(shape.Values), len(px.Values), px.Grid)
+		}
+		shape.Values = px.Values
+		if fmt.Sprint(shape) != fmt.Sprint(px) {
+			t.Errorf("%s: Shape %+v, Preprocess %+v", name, shape.Grid, px.Grid)
+		}
+	}
+	for name, data := range map[string][]byte{
+		"VP8L past its canvas":  riff("VP8X", vp8x(1, 1), "VP8L", vp8lUniform(16384, 16384)),
+		"progressive 4:4:4":     sofJPEG(true, 16384, 2048, 0x11, 0x11, 0x11),
+		"10k-frame GIF":         gifFrames(10000),
+		"lying PNG over a byte": pngFile(8000, 4000, 8, 2, []byte{0}),
+	} {
+		took, alloc, err := measure(func() error { _, _, err := Probe(data, DefaultLimits()); return err })
+		checkRefused(t, err, took, alloc, "")
+		if _, err2 := Decode(data, DefaultLimits()); err2 == nil || err2.Error() != err.Error() {
+			t.Errorf("%s: Probe %v, Decode %v", name, err, err2)
 		}
 	}
 }

@@ -25,24 +25,9 @@ const pngMaxRatio = 1032
 // broken by allocating the pixels. Refusals wrap [ErrRefused]; a limit's is
 // a [*LimitError].
 func Decode(data []byte, lim Limits) (image.Image, error) {
-	if lim.Bytes > 0 && int64(len(data)) > lim.Bytes {
-		return nil, &LimitError{Limit: "MaxBytes", What: "bytes", Max: lim.Bytes, Got: int64(len(data))}
-	}
-	format := sniff(data)
-	if format == "" {
-		return nil, errUnknownFormat
-	}
-	cfg, err := decodeConfig(format, data)
+	format, cfg, err := probe(data, lim)
 	if err != nil {
-		return nil, invalid(format, err)
-	}
-	if err := checkHeader(format, data, cfg, lim); err != nil {
 		return nil, err
-	}
-	if format == "gif" {
-		if err := checkFrames(data, lim); err != nil {
-			return nil, err
-		}
 	}
 	img, err := decodePixels(format, data)
 	if err != nil {
@@ -57,6 +42,38 @@ func Decode(data []byte, lim Limits) (image.Image, error) {
 		return nil, errSize(format)
 	}
 	return img, nil
+}
+
+// Probe makes every check [Decode] makes before decoding the pixels, from
+// the file's size and headers alone, and returns the size the headers
+// declare (which Decode holds the pixels to): what a request's image
+// costs in tokens, known without decoding it.
+func Probe(data []byte, lim Limits) (width, height int, err error) {
+	_, cfg, err := probe(data, lim)
+	return cfg.Width, cfg.Height, err
+}
+
+func probe(data []byte, lim Limits) (string, image.Config, error) {
+	if lim.Bytes > 0 && int64(len(data)) > lim.Bytes {
+		return "", image.Config{}, &LimitError{Limit: "MaxBytes", What: "bytes", Max: lim.Bytes, Got: int64(len(data))}
+	}
+	format := sniff(data)
+	if format == "" {
+		return "", image.Config{}, errUnknownFormat
+	}
+	cfg, err := decodeConfig(format, data)
+	if err != nil {
+		return "", image.Config{}, invalid(format, err)
+	}
+	if err := checkHeader(format, data, cfg, lim); err != nil {
+		return "", image.Config{}, err
+	}
+	if format == "gif" {
+		if err := checkFrames(data, lim); err != nil {
+			return "", image.Config{}, err
+		}
+	}
+	return format, cfg, nil
 }
 
 func errSize(format string) error {

@@ -65,24 +65,44 @@ func SmartResize(height, width int, cfg Config) (int, int, error) {
 // Preprocess resizes, normalises and patchifies a still image as the
 // processor does (see the package doc).
 func Preprocess(img image.Image, cfg Config) (Pixels, error) {
-	if err := cfg.Validate(); err != nil {
-		return Pixels{}, err
-	}
 	b := img.Bounds()
-	h, w, err := SmartResize(b.Dy(), b.Dx(), cfg)
+	px, err := Shape(b.Dy(), b.Dx(), cfg)
 	if err != nil {
 		return Pixels{}, err
 	}
-	rgb := resizeRGB(rgbRows(img), b.Dx(), b.Dy(), w, h)
-	return patchify(rgb, h, w, cfg), nil
+	rgb := resizeRGB(rgbRows(img), b.Dx(), b.Dy(), px.Width, px.Height)
+	patchify(rgb, &px, cfg)
+	return px, nil
 }
 
-// patchify normalises the resized RGB image and lays it out as the
-// processor's flatten_patches: the view (t, T, C, H/m, m, P, W/m, m, P)
-// permuted to (t, H/m, W/m, m, m, C, T, P, P), with the frame repeated T
-// times since a still image is one frame.
-func patchify(rgb []uint8, h, w int, cfg Config) Pixels {
+// Shape is what [Preprocess] makes of an image of height x width, its
+// values left out: the grid, and so the tokens, are known from the
+// image's header ([Probe]) without decoding it.
+func Shape(height, width int, cfg Config) (Pixels, error) {
+	if err := cfg.Validate(); err != nil {
+		return Pixels{}, err
+	}
+	h, w, err := SmartResize(height, width, cfg)
+	if err != nil {
+		return Pixels{}, err
+	}
+	p := cfg.PatchSize
+	return Pixels{
+		Grid:     Grid{T: 1, H: h / p, W: w / p},
+		Merge:    cfg.MergeSize,
+		PatchDim: 3 * cfg.TemporalPatchSize * p * p,
+		Height:   h,
+		Width:    w,
+	}, nil
+}
+
+// patchify normalises the resized RGB image and lays it out in px.Values
+// as the processor's flatten_patches: the view (t, T, C, H/m, m, P, W/m,
+// m, P) permuted to (t, H/m, W/m, m, m, C, T, P, P), with the frame
+// repeated T times since a still image is one frame.
+func patchify(rgb []uint8, px *Pixels, cfg Config) {
 	p, m, tp := cfg.PatchSize, cfg.MergeSize, cfg.TemporalPatchSize
+	w := px.Width
 	// The processor fuses rescale and normalise: mean and std times
 	// 1/rescale_factor in float32, then (x − mean) / std in float32.
 	var lut [3][256]float32
@@ -92,13 +112,6 @@ func patchify(rgb []uint8, h, w int, cfg Config) Pixels {
 		for v := range 256 {
 			lut[c][v] = (float32(v) - mean) / std
 		}
-	}
-	px := Pixels{
-		Grid:     Grid{T: 1, H: h / p, W: w / p},
-		Merge:    m,
-		PatchDim: 3 * tp * p * p,
-		Height:   h,
-		Width:    w,
 	}
 	px.Values = make([]float32, px.Grid.Patches()*px.PatchDim)
 	out := px.Values
@@ -126,7 +139,6 @@ func patchify(rgb []uint8, h, w int, cfg Config) Pixels {
 			}
 		}
 	}
-	return px
 }
 
 // rgbRows reads an image row by row as 8-bit RGB as PIL opens the file and
