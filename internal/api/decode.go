@@ -211,7 +211,7 @@ func (s *Server) begin(r *http.Request, body generationRequest) (*service.Genera
 	if err != nil {
 		return nil, err
 	}
-	if err := s.readImages(req, body.images()); err != nil {
+	if err := s.readImages(r.Context(), req, body.images()); err != nil {
 		return nil, err
 	}
 	req.Client = clientOf(r)

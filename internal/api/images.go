@@ -1,9 +1,12 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"image"
 	"mime"
 	"net/http"
 	"strings"
@@ -162,44 +165,105 @@ func errTextOnly(where, model string) *apiError {
 	return e
 }
 
-// readImages decodes and preprocesses the request's images for the
-// loaded model and hands them to the service with the request. A
-// text-only model refuses them before any is decoded; every image is
-// bounded before its pixels are decoded (preprocess.Decode), and the
-// request's image tokens before any is resized.
-func (s *Server) readImages(req *service.Request, set *imageSet) error {
+// MaxImageWork bounds the images being decoded or preprocessed at once,
+// process-wide, whatever the number of requests: each holds up to
+// preprocess.MaxDecodedBytes of decoder memory, and its preprocessing the
+// resize buffers and up to 400 MB of pixel values (MaxImageTokens). Two
+// keep that near a GB at worst and the machine's cores for the engine; a
+// request waiting for a place leaves the wait when its client does.
+const MaxImageWork = 2
+
+// imageWork holds the places MaxImageWork allows.
+var imageWork = make(chan struct{}, MaxImageWork)
+
+// withImageWork runs f in a place of imageWork, or returns ctx's error if
+// ctx ends first.
+func withImageWork[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	select {
+	case imageWork <- struct{}{}:
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+	defer func() { <-imageWork }()
+	return f()
+}
+
+// readImages checks the request's images for the loaded model and hands
+// them to the service with the request, each as its grid and its
+// compressed file: the service makes the pixel values when the request
+// reaches the engine (service.Image.Load), so a queued request holds no
+// decoded image. A text-only model refuses them before any is read; each
+// image is bounded from its header, the request's image tokens from the
+// headers' sizes, and each file is then decoded once (under MaxImageWork,
+// the pixels dropped) so that a broken one is a 400 now, not a failure
+// once queued.
+func (s *Server) readImages(ctx context.Context, req *service.Request, set *imageSet) error {
+	cfg, err := s.shapeImages(req, set)
+	if err != nil || len(set.images) == 0 {
+		return err
+	}
+	for i, p := range set.images {
+		data := p.data
+		if _, err := withImageWork(ctx, func() (image.Image, error) { return preprocess.Decode(data, preprocess.DefaultLimits()) }); err != nil {
+			if errors.Is(err, preprocess.ErrRefused) {
+				return errImage(p.where, "%v", err)
+			}
+			return err
+		}
+		req.Images[i].Load = func(ctx context.Context) ([]float32, error) {
+			return withImageWork(ctx, func() ([]float32, error) {
+				img, err := preprocess.Decode(data, preprocess.DefaultLimits())
+				if err != nil {
+					return nil, err
+				}
+				px, err := preprocess.Preprocess(img, cfg)
+				return px.Values, err
+			})
+		}
+	}
+	return nil
+}
+
+// countImages gives the request its images' grids, from their headers
+// alone, for a route that only counts tokens: nothing is decoded.
+func (s *Server) countImages(req *service.Request, set *imageSet) error {
+	_, err := s.shapeImages(req, set)
+	return err
+}
+
+// shapeImages checks each image's file from its header (preprocess.Probe)
+// and appends it to req.Images as its grid (preprocess.Shape) without
+// values, refusing the request past MaxImageTokens; it returns the
+// model's processor config.
+func (s *Server) shapeImages(req *service.Request, set *imageSet) (preprocess.Config, error) {
 	if len(set.images) == 0 {
-		return nil
+		return preprocess.Config{}, nil
 	}
 	info := s.svc.Info()
 	if !info.Vision {
-		return errTextOnly(set.images[0].where, info.Name)
+		return preprocess.Config{}, errTextOnly(set.images[0].where, info.Name)
 	}
 	cfg, err := preprocess.LoadConfig(info.Dir)
 	if err != nil {
-		return fmt.Errorf("the model's %s: %w", preprocess.ConfigFile, err)
+		return cfg, fmt.Errorf("the model's %s: %w", preprocess.ConfigFile, err)
 	}
 	tokens := 0
 	for _, p := range set.images {
-		img, err := preprocess.Decode(p.data, preprocess.DefaultLimits())
+		w, h, err := preprocess.Probe(p.data, preprocess.DefaultLimits())
 		if err != nil {
-			return errImage(p.where, "%v", err)
+			return cfg, errImage(p.where, "%v", err)
 		}
-		b := img.Bounds()
-		h, w, err := preprocess.SmartResize(b.Dy(), b.Dx(), cfg)
+		px, err := preprocess.Shape(h, w, cfg)
 		if err != nil {
-			return errImage(p.where, "%v", err)
+			return cfg, errImage(p.where, "%v", err)
 		}
-		if tokens += h * w / (cfg.Factor() * cfg.Factor()); tokens > MaxImageTokens {
+		if tokens += px.Tokens(); tokens > MaxImageTokens {
 			e := badParam(p.where, "%s: the images up to this one take %d tokens, more than the %d a request may hold (MaxImageTokens); send smaller or fewer images", p.where, tokens, MaxImageTokens)
 			e.Code = "image_too_large"
-			return e
-		}
-		px, err := preprocess.Preprocess(img, cfg)
-		if err != nil {
-			return errImage(p.where, "%v", err)
+			return cfg, e
 		}
 		req.Images = append(req.Images, service.Image{Pixels: px, Hash: sha256.Sum256(p.data)})
 	}
-	return nil
+	return cfg, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"image"
@@ -590,5 +591,134 @@ func TestImageDataURLParameters(t *testing.T) {
 	}
 	if n := len(vm.spans()); n != 1 {
 		t.Errorf("the last accepted request placed %d images, want 1", n)
+	}
+}
+
+// grayPNG is a w x h gray PNG of one level: a file of a few kB whose
+// pixels and pixel values are large.
+func grayPNG(t testing.TB, w, h int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, w, h))); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// heapGrowth runs f and returns how far the live heap grew across it.
+func heapGrowth(f func()) int64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
+}
+
+// TestQueuedImagesHoldNoPixels: requests read by the routes hold their
+// images' files and grids, not their pixel values, until the service loads
+// them on reaching the engine: 16 requests of a 1500x1000 image (36 MB of
+// values each) read at once leave the heap under 16 MB larger while held;
+// loading one gives Preprocess's values.
+func TestQueuedImagesHoldNoPixels(t *testing.T) {
+	ts, _ := newVisionServer(t, constant("ok"))
+	srv := New(ts.svc, Options{})
+	srv.svc = ts.svc
+	file := grayPNG(t, 1500, 1000)
+	const requests = 16
+	reqs := make([]*service.Request, requests)
+	grew := heapGrowth(func() {
+		var wg sync.WaitGroup
+		errs := make([]error, requests)
+		for i := range reqs {
+			wg.Go(func() {
+				var set imageSet
+				if _, err := set.addBase64("image", "image/png", base64.StdEncoding.EncodeToString(file)); err != nil {
+					errs[i] = err
+					return
+				}
+				reqs[i] = &service.Request{}
+				errs[i] = srv.readImages(t.Context(), reqs[i], &set)
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Logf("%d requests of a %d-byte 1500x1000 PNG held: heap %+.1f MB", requests, len(file), float64(grew)/1e6)
+	px := reqs[0].Images[0].Pixels
+	if px.Values != nil || px.Tokens() == 0 {
+		t.Fatalf("a read request holds %d values for %d tokens", len(px.Values), px.Tokens())
+	}
+	if grew > 16<<20 {
+		t.Errorf("%d read requests grew the heap by %d MB", requests, grew>>20)
+	}
+	v, err := reqs[0].Images[0].Load(t.Context())
+	if err != nil || len(v) != px.Grid.Patches()*px.PatchDim {
+		t.Fatalf("Load: %d values, %v; want %d", len(v), err, px.Grid.Patches()*px.PatchDim)
+	}
+	runtime.KeepAlive(reqs)
+}
+
+// TestImageWorkLeavesWithItsClient: a request waiting for a place to
+// decode its image (every place of MaxImageWork taken) returns when its
+// context ends, holding nothing.
+func TestImageWorkLeavesWithItsClient(t *testing.T) {
+	ts, _ := newVisionServer(t, constant("ok"))
+	srv := New(ts.svc, Options{})
+	srv.svc = ts.svc
+	for range MaxImageWork {
+		imageWork <- struct{}{}
+	}
+	defer func() {
+		for range MaxImageWork {
+			<-imageWork
+		}
+	}()
+	var set imageSet
+	if _, err := set.addBase64("image", "image/png", base64.StdEncoding.EncodeToString(pngOf(t, 32, 32))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	gone := errors.New("the client left")
+	done := make(chan error)
+	go func() { done <- srv.readImages(ctx, &service.Request{}, &set) }()
+	cancel(gone)
+	if err := <-done; !errors.Is(err, gone) {
+		t.Fatalf("readImages with every place taken and its client gone: %v", err)
+	}
+}
+
+// TestTokenizeDecodesNothing: /v1/tokenize counts an image from its
+// header: a 3000x2000 PNG (6 MB of pixels, 144 MB of pixel values once
+// preprocessed) is counted with a few MB allocated, as many tokens as
+// the chat endpoint places.
+func TestTokenizeDecodesNothing(t *testing.T) {
+	ts, _ := newVisionServer(t, constant("ok"))
+	url := dataURL(grayPNG(t, 3000, 2000))
+	body := `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + url + `"}}]}]}`
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	resp, text := do(t, post(t, ts.URL+"/v1/tokenize", body))
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("tokenize: %d, %.1f MB allocated", resp.StatusCode, float64(alloc)/1e6)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, text)
+	}
+	if alloc > 16<<20 {
+		t.Errorf("counting a 3000x2000 image allocated %d MB", alloc>>20)
+	}
+	var r struct{ Count int }
+	json.Unmarshal([]byte(text), &r)
+	// smart_resize takes 3000x2000 to the nearest multiples of 32, halves
+	// to even: 94x62 of them (3008x1984), one token each.
+	if want := 94 * 62; r.Count < want || r.Count > want+32 {
+		t.Errorf("counted %d tokens, want the image's %d and the text's few", r.Count, want)
 	}
 }

@@ -650,7 +650,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.readImages(req, &body.imgs); err != nil {
+	if err := s.countImages(req, &body.imgs); err != nil {
 		return err
 	}
 	tokens, err := s.svc.Tokens(r.Context(), req)

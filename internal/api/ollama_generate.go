@@ -117,7 +117,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.readImages(req, &body.imgs); err != nil {
+	if err := s.readImages(r.Context(), req, &body.imgs); err != nil {
 		return err
 	}
 	req.Client = clientOf(r)

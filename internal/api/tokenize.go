@@ -42,7 +42,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 		if err := images.fromParts(req.Messages); err != nil {
 			return err
 		}
-		if err := s.readImages(req, &images); err != nil {
+		if err := s.countImages(req, &images); err != nil {
 			return err
 		}
 		var err error

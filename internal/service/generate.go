@@ -198,11 +198,18 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 				seq, err = s.model.NewSequence()
 			}
 		}
-		if rest := imagesFrom(p.images, hit.tokens); err == nil && len(rest) > 0 {
-			err = placeImagesIn(seq, rest)
-		}
 	})
+	// The images past the cached prefix are made now, off the engine,
+	// which other requests keep using meanwhile.
+	if rest := imagesFrom(p.images, hit.tokens); err == nil && len(rest) > 0 {
+		if err = loadImages(ctx, rest); err == nil {
+			s.onEngine(func() { err = placeImagesIn(seq, rest) })
+		}
+	}
 	if err != nil {
+		if seq != nil {
+			s.onEngine(func() { seq.Close() })
+		}
 		return sum, err
 	}
 	cached := hit.tokens

@@ -1,9 +1,11 @@
 package service
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 
 	"petal/engine"
@@ -17,6 +19,13 @@ type Image struct {
 	// their grid, which says how many pad tokens stand for the image in
 	// the prompt (Pixels.Tokens()).
 	Pixels preprocess.Pixels
+	// Load, when set, makes Pixels.Values, nil until then: a route hands
+	// the request over with the image's grid and its compressed file, so
+	// that a queued request holds no pixel values (24 bytes a resized
+	// pixel, 400 MB at the processor's max_pixels); they are made when the
+	// request reaches the engine, for the images past its cached prefix
+	// only. An error marked preprocess.ErrRefused is the request's fault.
+	Load func(ctx context.Context) ([]float32, error)
 	// Hash is the SHA-256 of the image's file: the same image, the same
 	// features, so prefixes holding it may be shared, and no others.
 	Hash [sha256.Size]byte
@@ -157,6 +166,29 @@ func insideImage(n int, spans []ImageSpan) bool {
 		}
 	}
 	return false
+}
+
+// loadImages makes the pixel values of the spans that have a Load and no
+// values yet.
+func loadImages(ctx context.Context, spans []ImageSpan) error {
+	for i := range spans {
+		im := &spans[i].Image
+		if im.Pixels.Values != nil || im.Load == nil {
+			continue
+		}
+		v, err := im.Load(ctx)
+		if errors.Is(err, preprocess.ErrRefused) {
+			return &badRequest{err}
+		}
+		if err != nil {
+			return err
+		}
+		if want := im.Pixels.Grid.Patches() * im.Pixels.PatchDim; len(v) != want {
+			return fmt.Errorf("service: image %d: %d pixel values for a grid of %d", i, len(v), want)
+		}
+		im.Pixels.Values = v
+	}
+	return nil
 }
 
 // imagesFrom are the spans at or past token n: those a sequence holding

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -195,5 +197,57 @@ func TestImagesAfterSystemTurnOnCPU(t *testing.T) {
 		if i > 0 && sum.CachedTokens == 0 {
 			t.Errorf("request %d reused nothing of the system turn", i)
 		}
+	}
+}
+
+// TestImagesLoadedAtTheEngine: an image handed over as its grid and a Load
+// (as the routes hand it, no values while queued) is loaded when the
+// request runs, answers as the image with its values does, is not loaded
+// again when the cache holds the prefix past it, and a Load refusing the
+// file is the request's fault.
+func TestImagesLoadedAtTheEngine(t *testing.T) {
+	dir := visionFolder(t)
+	a := fixturePixels(t)
+	m, err := cpu.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	s, err := New(m, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ask := func(img Image) (string, error) {
+		zero := 0.0
+		msgs := []chattemplate.Message{{Role: "user", Content: &chattemplate.Content{Parts: []chattemplate.ContentPart{
+			{Type: "image"}, {Type: "text", Text: "what is it?"}}}}}
+		var sb strings.Builder
+		_, err := s.Generate(context.Background(), &Request{Messages: msgs, Images: []Image{img}, MaxTokens: 6,
+			Sampling: sample.Overrides{Temperature: &zero}},
+			func(e reply.Event) error { sb.WriteString(e.Kind.String() + ":" + e.Text + "|"); return nil })
+		return sb.String(), err
+	}
+	want, err := ask(Image{Pixels: a, Hash: [32]byte{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := 0
+	lazy := a
+	lazy.Values = nil
+	load := func(context.Context) ([]float32, error) { loads++; return a.Values, nil }
+	// Another hash, so that the first request's prefix is not reused.
+	got, err := ask(Image{Pixels: lazy, Hash: [32]byte{2}, Load: load})
+	if err != nil || got != want || loads != 1 {
+		t.Fatalf("loaded image: %q, %v, %d loads; want %q, 1 load", got, err, loads, want)
+	}
+	if got, err = ask(Image{Pixels: lazy, Hash: [32]byte{2}, Load: load}); err != nil || got != want || loads != 1 {
+		t.Fatalf("cached past the image: %q, %v, %d loads; want %q, no new load", got, err, loads, want)
+	}
+	refuse := func(context.Context) ([]float32, error) {
+		return nil, fmt.Errorf("%w: truncated", preprocess.ErrRefused)
+	}
+	if _, err := ask(Image{Pixels: lazy, Hash: [32]byte{3}, Load: refuse}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("a refused load: %v, want ErrBadRequest", err)
 	}
 }
