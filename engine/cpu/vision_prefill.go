@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -36,6 +37,14 @@ func (m *Model) Vision() bool { return m.cfg.HasVision() }
 // EncodeImage runs the vision tower on an image's pixel values: its merged
 // features, [tokens][hidden].
 func (m *Model) EncodeImage(px preprocess.Pixels) ([]float32, error) {
+	return m.EncodeImageContext(context.Background(), px)
+}
+
+// EncodeImageContext is EncodeImage, stopped between the tower's blocks
+// when ctx ends. It may run beside the model's passes (the tower shares no
+// state with them), so a server encodes a request's images before it
+// takes the engine, not while holding it.
+func (m *Model) EncodeImageContext(ctx context.Context, px preprocess.Pixels) ([]float32, error) {
 	if !m.Vision() {
 		return nil, fmt.Errorf("cpu: %w: the model is text-only", engine.ErrBadImages)
 	}
@@ -48,7 +57,7 @@ func (m *Model) EncodeImage(px preprocess.Pixels) ([]float32, error) {
 	if vt.err != nil {
 		return nil, vt.err
 	}
-	f, err := vt.t.Encode(px)
+	f, err := vt.t.EncodeContext(ctx, px)
 	if errors.Is(err, tower.ErrBadImage) {
 		err = fmt.Errorf("%w: %w", engine.ErrBadImages, err)
 	}

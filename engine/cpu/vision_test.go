@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -311,4 +312,55 @@ func BenchmarkVisionMatMul(b *testing.B) {
 		visionKernels{}.MatMul(w, rows, cols, x, n, out)
 	}
 	b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// endsAfter is a context whose Err turns to Canceled after n checks and
+// stays so; checks counts the checks up to the first that ended. The
+// tower checks once before each block and once before the merger.
+type endsAfter struct {
+	context.Context
+	n, checks int
+}
+
+func (c *endsAfter) Err() error {
+	if c.checks > c.n {
+		return context.Canceled
+	}
+	c.checks++
+	if c.checks > c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+func (c *endsAfter) Done() <-chan struct{} { return nil }
+
+// TestEncodeImageStopsBetweenBlocks: EncodeImageContext checks its context
+// before each of the tower's blocks and stops with the cause at the first
+// ended check; a context that never ends gives EncodeImage's features.
+func TestEncodeImageStopsBetweenBlocks(t *testing.T) {
+	m, _, px := visionSetup(t)
+	want, err := m.EncodeImage(px[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := m.cfg.Vision.Depth
+	for _, n := range []int{0, 1, depth} {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		gone := errors.New("the client left")
+		cancel(gone)
+		// Err says whether it ended; context.Cause reads the parent's cause.
+		c := &endsAfter{Context: ctx, n: n}
+		if _, err := m.EncodeImageContext(c, px[0]); !errors.Is(err, gone) {
+			t.Errorf("ended after %d checks: %v, want the cause", n, err)
+		}
+		if c.checks != n+1 {
+			t.Errorf("ended after %d checks: the tower checked %d times", n, c.checks)
+		}
+	}
+	c := &endsAfter{Context: t.Context(), n: depth + 1}
+	got, err := m.EncodeImageContext(c, px[0])
+	if err != nil || !slices.Equal(got, want) || c.checks != depth+1 {
+		t.Errorf("with a context that outlasts the tower: %v, features equal %v, %d checks for %d blocks and the merger", err, slices.Equal(got, want), c.checks, depth)
+	}
 }

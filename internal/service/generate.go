@@ -199,10 +199,14 @@ func (s *Service) run(ctx context.Context, p *prepared, emit Emit, start time.Ti
 			}
 		}
 	})
-	// The images past the cached prefix are made now, off the engine,
-	// which other requests keep using meanwhile.
+	// The images past the cached prefix are made (and encoded, where the
+	// backend allows) now, off the engine, which other requests keep using
+	// meanwhile; a client that leaves stops the work.
 	if rest := imagesFrom(p.images, hit.tokens); err == nil && len(rest) > 0 {
 		if err = loadImages(ctx, rest); err == nil {
+			err = s.encodeImages(ctx, rest)
+		}
+		if err == nil {
 			s.onEngine(func() { err = placeImagesIn(seq, rest) })
 		}
 	}

@@ -26,6 +26,10 @@ type Image struct {
 	// request reaches the engine, for the images past its cached prefix
 	// only. An error marked preprocess.ErrRefused is the request's fault.
 	Load func(ctx context.Context) ([]float32, error)
+	// Features are the vision tower's output for the image, when the
+	// service ran it before placing the image (see imageEncoder); the
+	// sequence runs it otherwise.
+	Features []float32
 	// Hash is the SHA-256 of the image's file: the same image, the same
 	// features, so prefixes holding it may be shared, and no others.
 	Hash [sha256.Size]byte
@@ -80,7 +84,7 @@ func placeImagesIn(seq engine.Sequence, spans []ImageSpan) error {
 	}
 	images := make([]engine.Image, len(spans))
 	for i, sp := range spans {
-		images[i] = engine.Image{At: sp.Start, Pixels: sp.Pixels, Hash: sp.Hash}
+		images[i] = engine.Image{At: sp.Start, Pixels: sp.Pixels, Hash: sp.Hash, Features: sp.Features}
 	}
 	return es.PlaceImages(images)
 }
@@ -187,6 +191,36 @@ func loadImages(ctx context.Context, spans []ImageSpan) error {
 			return fmt.Errorf("service: image %d: %d pixel values for a grid of %d", i, len(v), want)
 		}
 		im.Pixels.Values = v
+	}
+	return nil
+}
+
+// imageEncoder is a model whose vision tower may run beside its passes and
+// stops when its context ends: the service runs it before taking the
+// engine, so that a big image (minutes on a CPU) holds up no other
+// request and stops when its client leaves.
+type imageEncoder interface {
+	EncodeImageContext(ctx context.Context, px preprocess.Pixels) ([]float32, error)
+}
+
+// encodeImages runs the model's tower on the spans without features, when
+// the model is an imageEncoder, and drops their pixel values, which
+// placing them no longer needs.
+func (s *Service) encodeImages(ctx context.Context, spans []ImageSpan) error {
+	enc, ok := s.model.(imageEncoder)
+	if !ok {
+		return nil
+	}
+	for i := range spans {
+		im := &spans[i].Image
+		if im.Features != nil {
+			continue
+		}
+		f, err := enc.EncodeImageContext(ctx, im.Pixels)
+		if err != nil {
+			return err
+		}
+		im.Features, im.Pixels.Values = f, nil
 	}
 	return nil
 }

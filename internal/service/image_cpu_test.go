@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"petal/engine/chattemplate"
@@ -249,5 +250,76 @@ func TestImagesLoadedAtTheEngine(t *testing.T) {
 	}
 	if _, err := ask(Image{Pixels: lazy, Hash: [32]byte{3}, Load: refuse}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("a refused load: %v, want ErrBadRequest", err)
+	}
+}
+
+// gatedEncoder is the CPU model whose tower waits for a gate: started is
+// closed when an image's encoding begins, and the encoding goes on when
+// open is closed or stops when its context ends.
+type gatedEncoder struct {
+	*cpu.Model
+	started, open chan struct{}
+	once          sync.Once
+}
+
+func (g *gatedEncoder) EncodeImageContext(ctx context.Context, px preprocess.Pixels) ([]float32, error) {
+	g.once.Do(func() { close(g.started) })
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	return g.Model.EncodeImageContext(ctx, px)
+}
+
+// TestImagesEncodedOffTheEngine: with two requests in parallel, a request
+// whose image is being encoded holds up no other (a text request
+// completes meanwhile), answers as before once its encoding ends, and a
+// request whose client leaves during the encoding stops with its cause.
+func TestImagesEncodedOffTheEngine(t *testing.T) {
+	dir := visionFolder(t)
+	a := fixturePixels(t)
+	m, err := cpu.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	g := &gatedEncoder{Model: m, started: make(chan struct{}), open: make(chan struct{})}
+	s, err := New(g, dir, Options{Parallel: 2, CacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ask := func(ctx context.Context, images ...Image) (string, error) {
+		zero := 0.0
+		parts := []chattemplate.ContentPart{{Type: "text", Text: "what is it?"}}
+		if len(images) > 0 {
+			parts = append([]chattemplate.ContentPart{{Type: "image"}}, parts...)
+		}
+		msgs := []chattemplate.Message{{Role: "user", Content: &chattemplate.Content{Parts: parts}}}
+		var sb strings.Builder
+		_, err := s.Generate(ctx, &Request{Messages: msgs, Images: images, MaxTokens: 4,
+			Sampling: sample.Overrides{Temperature: &zero}},
+			func(e reply.Event) error { sb.WriteString(e.Text); return nil })
+		return sb.String(), err
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ask(t.Context(), Image{Pixels: a, Hash: [32]byte{1}}); done <- err }()
+	<-g.started
+	if _, err := ask(t.Context()); err != nil {
+		t.Fatalf("a text request while an image encodes: %v", err)
+	}
+	close(g.open)
+	if err := <-done; err != nil {
+		t.Fatalf("the image request: %v", err)
+	}
+	g.open, g.started, g.once = make(chan struct{}), make(chan struct{}), sync.Once{}
+	ctx, leave := context.WithCancelCause(t.Context())
+	gone := errors.New("the client left")
+	go func() { _, err := ask(ctx, Image{Pixels: a, Hash: [32]byte{2}}); done <- err }()
+	<-g.started
+	leave(gone)
+	if err := <-done; !errors.Is(err, gone) {
+		t.Fatalf("a request whose client left while its image encoded: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package tower
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -182,6 +183,13 @@ func widen(m *checkpoint.Matrix) []float32 {
 // text model's hidden size, as transformers' get_image_features computes
 // them from the same pixel values.
 func (t *Tower) Encode(px preprocess.Pixels) ([]float32, error) {
+	return t.EncodeContext(context.Background(), px)
+}
+
+// EncodeContext is Encode, stopped between blocks when ctx ends (an image
+// at the processor's max_pixels takes minutes on a CPU): it then returns
+// ctx's cause.
+func (t *Tower) EncodeContext(ctx context.Context, px preprocess.Pixels) ([]float32, error) {
 	c := &t.cfg
 	g := px.Grid
 	n := g.Patches()
@@ -202,7 +210,13 @@ func (t *Tower) Encode(px preprocess.Pixels) ([]float32, error) {
 	cos, sin := t.rotary(g)
 	scratch := newWork(n, c)
 	for i := range t.blocks {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
 		t.block(&t.blocks[i], x, g, cos, sin, scratch)
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
 	}
 	// The merger: each patch normalized, Merge² consecutive patches (one
 	// merge block) side by side, FC1, exact GELU, FC2.
