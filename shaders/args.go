@@ -72,11 +72,12 @@ type AttnPrepArgs struct {
 // AttnDecodeArgs mirrors struct AttnDecodeArgs.
 type AttnDecodeArgs struct {
 	N       int32
-	Blocks  int32
+	Parts   int32
 	Heads   int32
 	KVHeads int32
 	Scale   float32
-	_       [3]int32
+	PartLen int32
+	_       [2]int32
 }
 
 // DeltaConvArgs mirrors struct DeltaConvArgs.
@@ -148,6 +149,8 @@ type AttnPrefillArgs struct {
 // Mixer tiling constants and function-constant bases shared with args.h.
 const (
 	AttnBlock             = 256
+	AttnMaxSplit          = 16
+	AttnSplitParts        = 128
 	AttnSimdgroups        = 8
 	AttnHeadsPerSimdgroup = 2
 	AttnMaxHeadDim        = 256

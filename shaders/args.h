@@ -113,9 +113,13 @@ struct MoEArgs {
 };
 
 // ---- attention.metal
-// Positions per threadgroup of attn_decode_f16kv; more than one block takes
-// the split route (partials, then attn_merge_f32).
+// attn_decode_f16kv splits a context into blocks of ATTN_BLOCK positions,
+// and while there are few of them each block into parts (a threadgroup
+// each, then attn_merge_f32): up to ATTN_MAX_SPLIT parts of a block, so
+// that a context's parts number about ATTN_SPLIT_PARTS.
 #define ATTN_BLOCK 256
+#define ATTN_MAX_SPLIT 16
+#define ATTN_SPLIT_PARTS 128
 // attn_decode_f16kv runs ATTN_SIMDGROUPS simd-groups (at most; a grid of
 // head columns by position stripes), each holding ATTN_HEADS_PER_SIMDGROUP
 // query heads of the GQA group in registers.
@@ -144,11 +148,12 @@ struct AttnPrepArgs {
 
 struct AttnDecodeArgs {
     int32_t n;              // positions attended: 0..n-1
-    int32_t blocks;         // ceil(n / ATTN_BLOCK); 1: attn_decode_f16kv writes o
+    int32_t parts;          // threadgroups per KV head (grid.y), partials per query head
     int32_t heads;          // query heads
     int32_t kv_heads;
     float scale;            // 1/sqrt(head_dim), rounded to fp32 by the host
-    int32_t _pad[3];
+    int32_t part_len;       // positions per part (ATTN_BLOCK / its split)
+    int32_t _pad[2];
 };
 
 // ---- deltanet.metal

@@ -94,14 +94,28 @@ func (k *Kernels) AttnPrep(cb gpu.CommandBuffer, io AttnPrepIO) error {
 // attnBlocks is how many ATTN_BLOCK blocks n positions take.
 func attnBlocks(n int) int { return (n + AttnBlock - 1) / AttnBlock }
 
-// AttnScratchBytes is the scratch AttnDecode needs to attend n positions:
-// 0 on the single-pass route (n <= AttnBlock).
+// attnSplit is how many parts attn_decode_f16kv splits each of n
+// positions' blocks into: the largest power of two up to AttnMaxSplit with
+// at most AttnSplitParts parts in all, 1 past AttnSplitParts blocks. It
+// depends on the count of blocks alone, so a decode plan (one per count)
+// replays its dispatch at every position of its block.
+func attnSplit(n int) int {
+	b, s := attnBlocks(n), AttnMaxSplit
+	for s > 1 && b*s > AttnSplitParts {
+		s /= 2
+	}
+	return s
+}
+
+// AttnScratchBytes is the scratch AttnDecode needs to attend up to n
+// positions: of every count up to n, since a sequence sizes its scratch
+// once for its capacity. Its parts, attnBlocks(n) * attnSplit(n), are at
+// most AttnMaxSplit per block and at most the larger of AttnSplitParts and
+// the blocks.
 func AttnScratchBytes(a AttnShape, n int) int {
 	b := attnBlocks(n)
-	if b <= 1 {
-		return 0
-	}
-	return a.Heads * b * (a.HeadDim + 2) * 4
+	parts := min(b*AttnMaxSplit, max(b, AttnSplitParts))
+	return a.Heads * parts * (a.HeadDim + 2) * 4
 }
 
 // attnGeometry is attn_decode_f16kv's simd-group grid for a GQA group: head
@@ -121,8 +135,7 @@ type AttnIO struct {
 }
 
 // AttnDecodeIO is AttnDecode's operands: one row, the first N cached
-// positions, and Scratch of at least AttnScratchBytes (unused, and may be
-// empty, when that is 0).
+// positions, and Scratch of at least AttnScratchBytes.
 type AttnDecodeIO struct {
 	AttnIO
 	Scratch View
@@ -131,8 +144,8 @@ type AttnDecodeIO struct {
 
 // AttnDecode attends each query head's one new query to cached positions
 // 0..N-1 of its KV head (causal softmax, scale 1/sqrt(HeadDim), fp32),
-// then gates the result: O = attn * sigmoid(Gate). Past AttnBlock
-// positions it encodes two dispatches, blocks then merge, with a barrier
+// then gates the result: O = attn * sigmoid(Gate). It encodes two
+// dispatches, the parts' partials then their merge, with a barrier
 // between.
 func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, io AttnDecodeIO) error {
 	const op = "AttnDecode"
@@ -153,13 +166,8 @@ func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, io AttnDecodeIO) error {
 	if err := attnCheckCache(op, "v cache", vCache, a, n); err != nil {
 		return err
 	}
-	blocks := attnBlocks(n)
-	if blocks > 1 {
-		if err := requireView(op, "scratch", scratch, AttnScratchBytes(a, n), offsetAlign); err != nil {
-			return err
-		}
-	} else {
-		scratch = o // bound but not touched: Metal wants every argument bound
+	if err := requireView(op, "scratch", scratch, AttnScratchBytes(a, n), offsetAlign); err != nil {
+		return err
 	}
 	group := a.Heads / a.KVHeads
 	consts := []gpu.Constant{gpu.IntConstant(FCAttn, int32(a.HeadDim)), gpu.IntConstant(FCAttn+1, int32(group))}
@@ -167,9 +175,11 @@ func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, io AttnDecodeIO) error {
 	if err != nil {
 		return err
 	}
+	split := attnSplit(n)
+	parts := attnBlocks(n) * split
 	args := AttnDecodeArgs{
-		N: int32(n), Blocks: int32(blocks), Heads: int32(a.Heads), KVHeads: int32(a.KVHeads),
-		Scale: float32(1 / math.Sqrt(float64(a.HeadDim))),
+		N: int32(n), Parts: int32(parts), Heads: int32(a.Heads), KVHeads: int32(a.KVHeads),
+		Scale: float32(1 / math.Sqrt(float64(a.HeadDim))), PartLen: int32(AttnBlock / split),
 	}
 	columns, stripes := attnGeometry(group)
 	// Stripes after the first pass (acc, m, l) per head; Metal wants a
@@ -177,11 +187,11 @@ func (k *Kernels) AttnDecode(cb gpu.CommandBuffer, io AttnDecodeIO) error {
 	tg := max(16, ((stripes-1)*group*(a.HeadDim+2)*4+15)/16*16)
 	if err := cb.Dispatch(&gpu.Dispatch{
 		Pipeline:          p,
-		Groups:            gpu.Size{X: a.KVHeads, Y: blocks, Z: 1},
+		Groups:            gpu.Size{X: a.KVHeads, Y: parts, Z: 1},
 		Threads:           gpu.Size{X: columns * stripes * gpu.SimdWidth, Y: 1, Z: 1}, // at most AttnDecodeThreads
-		Args:              []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), q.Arg(1), gate.Arg(2), kCache.Arg(3), vCache.Arg(4), o.Arg(5), scratch.Arg(6)},
+		Args:              []gpu.Arg{gpu.BytesArg(0, Bytes(&args)), q.Arg(1), kCache.Arg(2), vCache.Arg(3), scratch.Arg(4)},
 		ThreadgroupMemory: []int{tg},
-	}); err != nil || blocks == 1 {
+	}); err != nil {
 		return err
 	}
 	merge, err := k.Pipeline(attentionFile, "attn_merge_f32", consts...)

@@ -2,9 +2,9 @@
 //
 //   attn_prep_f16kv:   q_h = RoPE(RMSNorm(query_h) * q_norm), gate_h = gate part of qg_h;
 //                      K[pos] = half(RoPE(RMSNorm(k_h) * k_norm)), V[pos] = half(v_h)
-//   attn_decode_f16kv: o_h = softmax_p(q_h . K[p] * scale) . V[p] over p < n,
-//                      times sigmoid(gate_h) (single pass), or the block's
-//                      unnormalised partial (split route)
+//   attn_decode_f16kv: a part's unnormalised partial of
+//                      softmax_p(q_h . K[p] * scale) . V[p] over its p < n:
+//                      running max m, sum l, accumulator acc
 //   attn_merge_f32:    o_h = sum_b e^(m_b - M) acc_b / sum_b e^(m_b - M) l_b,
 //                      times sigmoid(gate_h)
 //
@@ -22,8 +22,8 @@
 // projections of normed activations, far inside half's range, and half keeps
 // 10 mantissa bits (bf16 keeps 7). Everything else, scores and softmax
 // included, is fp32. Query head h reads
-// KV head h / (heads/kv_heads). The split route's scratch holds
-// float acc[heads][blocks][head_dim], then float2 (max, sum)[heads][blocks].
+// KV head h / (heads/kv_heads). The scratch holds
+// float acc[heads][parts][head_dim], then float2 (max, sum)[heads][parts].
 //
 // Mapping:
 //   attn_prep_f16kv: one threadgroup per query head, then one per KV head,
@@ -31,7 +31,7 @@
 //   their qg, k, v, q and gate rows packed one after another);
 //   thread t handles dims t, t + threads, ... (rotated pairs by their first
 //   dim).
-//   attn_decode_f16kv: one threadgroup per (KV head, block of ATTN_BLOCK
+//   attn_decode_f16kv: one threadgroup per (KV head, part of part_len
 //   positions), so a K/V row is fetched once for the GROUP query heads that
 //   share it. Its simd-groups form a grid of head columns (each holds
 //   ATTN_HEADS_PER_SIMDGROUP query heads) by position stripes; the simd-groups
@@ -40,12 +40,18 @@
 //   its heads' query and accumulator in registers, so a row is one coalesced
 //   load per 32 dims and a score one simd_sum. Each simd-group keeps an fp32
 //   online softmax (running max m, sum l, accumulator); stripes merge through
-//   threadgroup memory. With one block the threadgroup writes o; otherwise it
-//   writes (m, l, acc) and attn_merge_f32 (one threadgroup per query head,
-//   one thread per dim) combines the blocks.
-//   Block size: ATTN_BLOCK = 256 gives 2 KV heads x n/256 threadgroups, which
-//   fills the GPU from a few thousand positions on, while the merge reads only
-//   1/256 of the cache's bytes again.
+//   threadgroup memory, and the first writes (m, l, acc); attn_merge_f32
+//   (one threadgroup per query head, one thread per dim) combines the parts.
+//   Part size: a simd-group walks its positions one after another, each a
+//   load of K and V waited on, about 0.9 us on the H200: whole ATTN_BLOCK =
+//   256 blocks (128 positions a stripe) made the model's layer (2 KV heads,
+//   4 threadgroups on 132 SMs) 120 us at 257-384 positions; in 16-position
+//   parts it is 13.6 us, and the merge 7.4 us (issue 29). So while a context has
+//   few blocks each is split in up to ATTN_MAX_SPLIT parts, about
+//   ATTN_SPLIT_PARTS parts in all (shaders.attnSplit; it depends only on
+//   the count of blocks, so a decode plan replays over a block), from 16
+//   positions (8 per stripe) a part; past ATTN_SPLIT_PARTS blocks the parts
+//   are the blocks, and the merge reads 1/256 of the cache's bytes again.
 //
 // Threadgroup memory: attn_prep_f16kv, one float per simd-group (the sum of
 // squares). attn_decode_f16kv, (stripes - 1) * GROUP * (head_dim + 2) floats
@@ -161,11 +167,9 @@ kernel void attn_prep_f16kv(
 kernel void attn_decode_f16kv(
     constant AttnDecodeArgs& args [[buffer(0)]],
     device const float* q [[buffer(1)]],
-    device const float* gate [[buffer(2)]],
-    device const half* k_cache [[buffer(3)]],
-    device const half* v_cache [[buffer(4)]],
-    device float* o [[buffer(5)]],
-    device float* scratch [[buffer(6)]],
+    device const half* k_cache [[buffer(2)]],
+    device const half* v_cache [[buffer(3)]],
+    device float* scratch [[buffer(4)]],
     threadgroup float* stripes_tg [[threadgroup(0)]],
     uint2 group [[threadgroup_position_in_grid]],
     uint sg [[simdgroup_index_in_threadgroup]],
@@ -177,11 +181,14 @@ kernel void attn_decode_f16kv(
     const int column = int(sg) % columns;
     const int stripe = int(sg) / columns;
     const int kh = int(group.x);
-    const int block = int(group.y);
+    const int part = int(group.y);
     const int first = column * ATTN_HEADS_PER_SIMDGROUP; // within the group
     const int nh = min(ATTN_HEADS_PER_SIMDGROUP, GROUP - first);
-    const int start = block * ATTN_BLOCK;
-    const int end = min(args.n, start + ATTN_BLOCK);
+    const int start = part * args.part_len;
+    if (start >= args.n) {
+        return; // the whole threadgroup: a part past n, which the merge skips
+    }
+    const int end = min(args.n, start + args.part_len);
     const ulong row_stride = ulong(args.kv_heads) * HEAD_DIM;
 
     float qr[ATTN_HEADS_PER_SIMDGROUP][ATTN_MAX_HEAD_DIM / 32];
@@ -259,22 +266,14 @@ kernel void attn_decode_f16kv(
 
     for (int j = 0; j < nh; j++) {
         const int h = kh * GROUP + first + j;
-        if (args.blocks == 1) {
-            const float inv = 1.0f / l[j];
-            for (int i = 0; i < dims; i++) {
-                const ulong at = ulong(h) * HEAD_DIM + int(lane) + 32 * i;
-                o[at] = acc[j][i] * inv / (1.0f + exp(-gate[at]));
-            }
-        } else {
-            const ulong part = ulong(h) * args.blocks + block;
-            for (int i = 0; i < dims; i++) {
-                scratch[part * HEAD_DIM + int(lane) + 32 * i] = acc[j][i];
-            }
-            if (lane == 0) {
-                device float* stats = scratch + ulong(args.heads) * args.blocks * HEAD_DIM;
-                stats[2 * part] = m[j];
-                stats[2 * part + 1] = l[j];
-            }
+        const ulong at = ulong(h) * args.parts + part;
+        for (int i = 0; i < dims; i++) {
+            scratch[at * HEAD_DIM + int(lane) + 32 * i] = acc[j][i];
+        }
+        if (lane == 0) {
+            device float* stats = scratch + ulong(args.heads) * args.parts * HEAD_DIM;
+            stats[2 * at] = m[j];
+            stats[2 * at + 1] = l[j];
         }
     }
 }
@@ -288,18 +287,23 @@ kernel void attn_merge_f32(
     uint h [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]])
 {
-    device const float* acc = scratch + ulong(h) * args.blocks * HEAD_DIM;
-    device const float* stats = scratch + ulong(args.heads) * args.blocks * HEAD_DIM + ulong(h) * args.blocks * 2;
+    device const float* acc = scratch + ulong(h) * args.parts * HEAD_DIM;
+    device const float* stats = scratch + ulong(args.heads) * args.parts * HEAD_DIM + ulong(h) * args.parts * 2;
+    // The parts that hold positions (the rest returned unwritten), in one
+    // online pass: each part's loads do not wait on the previous part's
+    // sums, so they are in flight together.
+    const int used = (args.n + args.part_len - 1) / args.part_len;
     float mx = ATTN_NO_SCORE;
-    for (int b = 0; b < args.blocks; b++) {
-        mx = max(mx, stats[2 * b]);
-    }
     float sum = 0.0f;
     float out = 0.0f;
-    for (int b = 0; b < args.blocks; b++) {
-        const float c = exp(stats[2 * b] - mx);
-        sum += stats[2 * b + 1] * c;
-        out += acc[ulong(b) * HEAD_DIM + tid] * c;
+    for (int b = 0; b < used; b++) {
+        const float mb = stats[2 * b];
+        const float mn = max(mx, mb);
+        const float c = exp(mx - mn);
+        const float cb = exp(mb - mn);
+        sum = sum * c + stats[2 * b + 1] * cb;
+        out = out * c + acc[ulong(b) * HEAD_DIM + tid] * cb;
+        mx = mn;
     }
     const ulong at = ulong(h) * HEAD_DIM + tid;
     o[at] = out / sum / (1.0f + exp(-gate[at]));

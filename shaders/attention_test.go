@@ -254,16 +254,19 @@ func TestAttnDecode(t *testing.T) {
 	lengths := []int{1, B - 1, B, B + 1, 3*B + 5}
 	for si, a := range shapes {
 		for li, n := range lengths {
-			// The race check runs both kernels of every shape once
-			// (3B+5 takes the split route), the rest run fast.
+			// The race check runs both kernels of every shape once,
+			// the rest run fast. 1 and B-1 leave parts empty.
 			race := li == len(lengths)-1 && si%2 == 0
 			t.Run(fmt.Sprintf("heads=%d/kv=%d/dim=%d/n=%d/race=%v", a.Heads, a.KVHeads, a.HeadDim, n, race), func(t *testing.T) {
 				testAttnDecode(t, rng, a, n, n+3, race)
 			})
 		}
 	}
-	// Past the block threshold many times over, on the model's shape.
+	// Many blocks, each split in parts, on the model's shape.
 	t.Run("long", func(t *testing.T) { testAttnDecode(t, rng, shapes[3], 20*B+17, 20*B+17, false) })
+	// Past AttnSplitParts blocks, where each block is one part.
+	n := shaders.AttnSplitParts*B + 1
+	t.Run("unsplit", func(t *testing.T) { testAttnDecode(t, rng, shapes[6], n, n, false) })
 }
 
 func testAttnDecode(t *testing.T, rng *rand.Rand, a shaders.AttnShape, n, capacity int, race bool) {
@@ -287,10 +290,7 @@ func testAttnDecode(t *testing.T, rng *rand.Rand, a shaders.AttnShape, n, capaci
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDispatches := 1
-	if n > shaders.AttnBlock {
-		wantDispatches = 2
-	}
+	const wantDispatches = 2 // the parts, then their merge
 	if tr.Dispatches() != wantDispatches || tr.Levels() != wantDispatches || tr.Events[0].Barrier || tr.Events[len(tr.Events)-1].Barrier {
 		t.Errorf("encoded %d dispatches in %d levels (%d events), want %d in %d with no leading or trailing barrier",
 			tr.Dispatches(), tr.Levels(), len(tr.Events), wantDispatches, wantDispatches)
@@ -438,6 +438,7 @@ func TestAttnErrors(t *testing.T) {
 		"n past the cache":     decode(a, buf(shaders.AttnScratchBytes(a, capacity+1)/4), capacity+1),
 		"short scratch":        decode(a, buf(shaders.AttnScratchBytes(a, 257)/4-1), 257),
 		"no scratch":           decode(a, shaders.View{}, 257),
+		"no scratch, 1 block":  decode(a, shaders.View{}, shaders.AttnBlock),
 		"misaligned k cache":   decodeIn(a, kc.At(1), vc, buf(1), 1),
 		"no v cache":           decodeIn(a, kc, shaders.View{}, buf(1), 1),
 	}
@@ -445,9 +446,6 @@ func TestAttnErrors(t *testing.T) {
 		if !errors.Is(err, gpu.ErrInvalid) {
 			t.Errorf("%s: got %v, want gpu.ErrInvalid", name, err)
 		}
-	}
-	if err := decode(a, shaders.View{}, shaders.AttnBlock); err != nil {
-		t.Errorf("single pass without scratch: %v", err)
 	}
 	// The caches hold capacity positions of fp16 elements, all usable.
 	if err := decode(a, buf(shaders.AttnScratchBytes(a, capacity)/4), capacity); err != nil {

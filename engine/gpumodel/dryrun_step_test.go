@@ -15,9 +15,8 @@ func TestDryRunStep35B(t *testing.T) {
 	cfg := checkpoint.Qwen36()
 	const pos = 4096
 	const maxRows = 8 // the batch sizes petal bench --dry-run reports
-	// A row's own ops: an attention layer's prep, decode blocks and
-	// merge (past shaders.AttnBlock positions), a DeltaNet layer's step
-	// and conv shift.
+	// A row's own ops: an attention layer's prep, decode parts and
+	// merge, a DeltaNet layer's step and conv shift.
 	perRow := 0
 	for _, k := range cfg.Layers {
 		perRow += map[checkpoint.LayerKind]int{checkpoint.Attention: 3, checkpoint.DeltaNet: 2}[k]
