@@ -322,10 +322,16 @@ func putU32(b []byte, v uint32) {
 }
 
 // forkImages gives the fork f s's images: the move, and copies of the
-// pending images' features (each sequence frees its own).
+// features of the pending images whose tokens s has begun to feed (each
+// sequence frees its own). The others belong to the request that placed
+// them: one that continues from the fork, as from a prefix-cache
+// snapshot, places its own (engine.ImageSequence).
 func (s *Sequence) forkImages(f *Sequence) error {
 	f.img = imageState{delta: s.img.delta, held: s.img.held, axes: s.img.axes}
 	for _, p := range s.img.pending {
+		if p.at >= s.pos {
+			break
+		}
 		v, err := f.alloc(p.feats.Buf.Len())
 		if err != nil {
 			return err

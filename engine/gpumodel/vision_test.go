@@ -224,6 +224,15 @@ func TestImagePromptsMatchTransformers(t *testing.T) {
 		}
 		s.Close()
 		fs := f.(*Sequence)
+		// The fork keeps the first image, begun, and not the second,
+		// which it places again as a request continuing from a snapshot
+		// does (placing it twice is refused).
+		if len(fs.img.pending) != 1 {
+			t.Fatalf("prompt %d: the fork holds %d pending images, want the begun one", pi, len(fs.img.pending))
+		}
+		if err := fs.PlaceImages(images[1:]); err != nil {
+			t.Fatal(err)
+		}
 		if err := fs.Forward(p.Prompt[first:second], nil); err != nil {
 			t.Fatal(err)
 		}
