@@ -19,7 +19,11 @@
 // them. With --layers N it writes N layers of the real dimensions (N=2 is
 // the real-dimension 2-layer shape of issue 20).
 //
-//	go run ./tools/synth35b --out /tmp/q36 [--layers 40] [--tokenizer-from models/demo]
+// With --vision it also writes the vision tower at its real dimensions
+// (mlx-vlm's layout: BF16 under vision_tower., the Conv3d weight
+// channels-last), so the model binds a tower and takes images.
+//
+//	go run ./tools/synth35b --out /tmp/q36 [--layers 40] [--vision] [--tokenizer-from models/demo]
 package main
 
 import (
@@ -52,6 +56,7 @@ func run(args []string, stdout io.Writer) error {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "goroutines filling and writing chunks")
 	tok := fs.String("tokenizer-from", "models/demo", "model folder whose tokenizer files are copied (empty: none)")
 	layout := fs.String("layout", "mlx", "shard layout: mlx (as the hub serves it: header unpadded, data in MLX's unordered layout) or pulled (as petal pull stores it: every tensor aligned for the GPU)")
+	vision := fs.Bool("vision", false, "also write the vision tower (27 blocks at the real dimensions, 0.9 GB of BF16 under vision_tower., as mlx-vlm converts it), so the model takes images")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,12 +76,14 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	start := time.Now()
-	w, err := write(options{dir: *out, shape: qwen36(*layers), shardBytes: int64(*shardGiB * (1 << 30)), seed: *seed, workers: *workers, pulled: *layout == "pulled"})
+	sh := qwen36(*layers)
+	sh.vision = *vision
+	w, err := write(options{dir: *out, shape: sh, shardBytes: int64(*shardGiB * (1 << 30)), seed: *seed, workers: *workers, pulled: *layout == "pulled"})
 	if err != nil {
 		return err
 	}
 	secs := time.Since(start).Seconds()
-	if err := writeGenerationConfig(*out, qwen36(*layers)); err != nil {
+	if err := writeGenerationConfig(*out, sh); err != nil {
 		return err
 	}
 	var copied []string
@@ -94,8 +101,8 @@ func run(args []string, stdout io.Writer) error {
 			return fmt.Errorf("--tokenizer-from %s holds none of %v", *tok, tokenizerFiles)
 		}
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d layers, %d tensors in %d shards (%s layout), %d bytes in %.1f s (%.2f GB/s, %d workers); tokenizer files %v from %s\n",
-		*out, *layers, w.tensors, len(w.shards), *layout, w.bytes, secs, float64(w.bytes)/secs/1e9, *workers, copied, *tok)
+	fmt.Fprintf(stdout, "wrote %s: %d layers (vision tower %v), %d tensors in %d shards (%s layout), %d bytes in %.1f s (%.2f GB/s, %d workers); tokenizer files %v from %s\n",
+		*out, *layers, *vision, w.tensors, len(w.shards), *layout, w.bytes, secs, float64(w.bytes)/secs/1e9, *workers, copied, *tok)
 	return nil
 }
 

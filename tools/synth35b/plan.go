@@ -24,6 +24,14 @@ type shape struct {
 	textEOS                        int
 	visionDepth, visionHidden      int
 	visionPatch, visionOutHidden   int
+	visionInter, visionHeads       int
+	visionChannels, visionTemporal int
+	visionMerge, visionPositions   int
+	imageToken, visionStart        int
+	visionEnd                      int
+	// vision writes the tower's tensors (mlx-vlm's layout under
+	// vision_tower.), not only its config.
+	vision                         bool
 	mropeSection                   []int
 	fullAttentionInterval          int
 	linConvKernel                  int
@@ -43,6 +51,9 @@ func qwen36(n int) shape {
 		ropeTheta: 1e7, partialRotary: 0.25, maxPositions: 262144,
 		eos: []int{248046, 248044}, textEOS: 248044,
 		visionDepth: 27, visionHidden: 1152, visionPatch: 16, visionOutHidden: 2048,
+		visionInter: 4304, visionHeads: 16, visionChannels: 3, visionTemporal: 2,
+		visionMerge: 2, visionPositions: 2304,
+		imageToken: 248056, visionStart: 248053, visionEnd: 248054,
 		mropeSection: []int{11, 11, 10}, fullAttentionInterval: 4, linConvKernel: 4,
 		routerBits: 8, defaultBits: 4, group: 64,
 	}
@@ -158,9 +169,66 @@ func plan(s shape) ([]tensor, map[string]int) {
 		quant(p+"mlp.shared_expert.down_proj", 0, s.hidden, s.sharedInter, s.defaultBits)
 		quant(p+"mlp.shared_expert_gate", 0, 1, s.hidden, s.routerBits)
 	}
+	if s.vision {
+		// After the text model's, so its seeds, and so its bytes, are
+		// the same with or without the tower.
+		ts = append(ts, visionPlan(s, next)...)
+	}
 	sort.Slice(ts, func(a, b int) bool { return ts[a].Name < ts[b].Name })
 	return ts, overrides
 }
+
+// visionPlan lists the vision tower as mlx-vlm's conversion ships it
+// (engine/checkpoint's bindVision reads these names): BF16, never
+// quantized, the Conv3d weight channels-last [out, t, p, p, in]. Matrices
+// are uniform with standard deviation 1/sqrt(in), as the text model's;
+// norms near 1, biases and the position table small, so the 27 blocks'
+// LayerNorms see unit-scale activations.
+func visionPlan(s shape, next func() uint64) []tensor {
+	const prefix = "vision_tower."
+	var ts []tensor
+	bf16 := func(name string, lo, hi float64, dims ...int) {
+		ts = append(ts, tensor{Info: safetensors.Info{Name: prefix + name, DType: safetensors.BF16, Shape: dims}, kind: fillBF16, seed: next(), lo: lo, hi: hi})
+	}
+	// A uniform spread of ±sqrt(3/in) has standard deviation 1/sqrt(in).
+	dense := func(name string, rows, cols int, dims ...int) {
+		a := sqrt(3 / float64(cols))
+		if len(dims) == 0 {
+			dims = []int{rows, cols}
+		}
+		bf16(name+".weight", -a, a, dims...)
+		bf16(name+".bias", -visionBiasSpread, visionBiasSpread, rows)
+	}
+	norm := func(name string, n int) {
+		bf16(name+".weight", 0.9, 1.1, n)
+		bf16(name+".bias", -visionBiasSpread, visionBiasSpread, n)
+	}
+	h, in := s.visionHidden, s.visionInter
+	patchDim := s.visionChannels * s.visionTemporal * s.visionPatch * s.visionPatch
+	dense("patch_embed.proj", h, patchDim, h, s.visionTemporal, s.visionPatch, s.visionPatch, s.visionChannels)
+	bf16("pos_embed.weight", -visionPosSpread, visionPosSpread, s.visionPositions, h)
+	for i := range s.visionDepth {
+		p := fmt.Sprintf("blocks.%d.", i)
+		norm(p+"norm1", h)
+		norm(p+"norm2", h)
+		dense(p+"attn.qkv", 3*h, h)
+		dense(p+"attn.proj", h, h)
+		dense(p+"mlp.linear_fc1", in, h)
+		dense(p+"mlp.linear_fc2", h, in)
+	}
+	mh := h * s.visionMerge * s.visionMerge
+	norm("merger.norm", h)
+	dense("merger.linear_fc1", mh, mh)
+	dense("merger.linear_fc2", s.visionOutHidden, mh)
+	return ts
+}
+
+// The tower's biases and position table are drawn uniform in ±these:
+// small beside the unit-scale activations, as trained ones are.
+const (
+	visionBiasSpread = 0.02
+	visionPosSpread  = 0.05
+)
 
 // shardPlan splits tensors (in their order) into shards as mlx-lm's
 // make_shards does: a new shard starts when the next tensor would take

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"image"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"petal/engine/checkpoint"
 	"petal/engine/cpu"
 	"petal/engine/safetensors"
+	"petal/engine/vision/preprocess"
 	"petal/internal/fit"
 )
 
@@ -388,5 +390,110 @@ func TestPulledLayoutIsAligned(t *testing.T) {
 	}
 	if n != len(byName) {
 		t.Errorf("pulled holds %d tensors, mlx %d", n, len(byName))
+	}
+}
+
+// tinyVision is tiny's text model with a reduced tower in the real one's
+// layout (tiny's rotary width needs its own mRoPE split).
+func tinyVision(layers int) shape {
+	s := tiny(layers)
+	s.mropeSection = []int{3, 3, 2}
+	s.visionDepth, s.visionHidden, s.visionInter, s.visionHeads = 2, 64, 96, 4
+	s.visionPositions, s.visionOutHidden = 16, s.hidden
+	s.imageToken, s.visionStart, s.visionEnd = s.vocab-5, s.vocab-4, s.vocab-3
+	s.vision = true
+	return s
+}
+
+// With the tower, what it writes opens with a bound tower in mlx-vlm's
+// layout (Conv3d channels-last), and the CPU backend's tower turns an
+// image into finite, spread features of the text model's width.
+func TestVisionTowerOpens(t *testing.T) {
+	dir := t.TempDir()
+	s := tinyVision(2)
+	if _, err := write(options{dir: dir, shape: s, shardBytes: 64 << 10, seed: 7, workers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Config.HasVision() || m.Vision == nil {
+		t.Fatalf("no tower bound: %v", m.VisionErr)
+	}
+	if v := m.Config.Vision; v.Depth != s.visionDepth || v.Hidden != s.visionHidden || v.Intermediate != s.visionInter || v.Positions != s.visionPositions ||
+		!m.Vision.ChannelsLast || len(m.Vision.Blocks) != s.visionDepth {
+		t.Errorf("tower read back wrong: %+v, channels-last %v, %d blocks", v, m.Vision.ChannelsLast, len(m.Vision.Blocks))
+	}
+	m.Close()
+
+	cm, err := cpu.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	cfg, err := preprocess.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 37)
+	}
+	px, err := preprocess.Preprocess(img, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feats, err := cm.EncodeImage(px)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := px.Grid.Patches() / (s.visionMerge * s.visionMerge) * s.hidden; len(feats) != want {
+		t.Fatalf("%d feature values, want %d", len(feats), want)
+	}
+	var sum, sq float64
+	for _, v := range feats {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("feature %v", v)
+		}
+		sum += float64(v)
+		sq += float64(v) * float64(v)
+	}
+	mean := sum / float64(len(feats))
+	if std := math.Sqrt(sq/float64(len(feats)) - mean*mean); std < 0.01 || std > 100 {
+		t.Errorf("features spread %.3g", std)
+	}
+}
+
+// At the real dimensions the tower is Qwen3.6's 333 tensors (27 blocks of
+// 12, the patch embedding's 2, the position table, the merger's 6), all
+// BF16, and writing it leaves the text model's tensors byte for byte as
+// they were (their seeds come first).
+func TestVisionPlanIsTheRealTower(t *testing.T) {
+	text, _ := plan(qwen36(2))
+	s := qwen36(2)
+	s.vision = true
+	all, _ := plan(s)
+	byName := map[string]tensor{}
+	var tower int
+	for _, x := range all {
+		byName[x.Name] = x
+		if strings.HasPrefix(x.Name, "vision_tower.") {
+			tower++
+			if x.DType != safetensors.BF16 {
+				t.Errorf("%s: %s, want BF16", x.Name, x.DType)
+			}
+		}
+	}
+	if tower != 333 || len(all) != len(text)+333 {
+		t.Errorf("%d tower tensors (%d in all, %d text), want 333", tower, len(all), len(text))
+	}
+	for _, x := range text {
+		if y := byName[x.Name]; y.seed != x.seed || !slices.Equal(y.Shape, x.Shape) {
+			t.Errorf("%s changed with the tower: seed %d, shape %v (was %d, %v)", x.Name, y.seed, y.Shape, x.seed, x.Shape)
+		}
+	}
+	if p := byName["vision_tower.patch_embed.proj.weight"]; !slices.Equal(p.Shape, []int{1152, 2, 16, 16, 3}) {
+		t.Errorf("patch embedding %v, want mlx-vlm's channels-last [1152 2 16 16 3]", p.Shape)
 	}
 }

@@ -323,7 +323,11 @@ func writeConfig(dir string, s shape, overrides map[string]int) error {
 		"vision_config": map[string]any{
 			"model_type": "qwen3_5_moe", "depth": s.visionDepth, "hidden_size": s.visionHidden,
 			"patch_size": s.visionPatch, "out_hidden_size": s.visionOutHidden,
+			"intermediate_size": s.visionInter, "num_heads": s.visionHeads, "in_channels": s.visionChannels,
+			"temporal_patch_size": s.visionTemporal, "spatial_merge_size": s.visionMerge,
+			"num_position_embeddings": s.visionPositions, "hidden_act": "gelu_pytorch_tanh",
 		},
+		"image_token_id": s.imageToken, "vision_start_token_id": s.visionStart, "vision_end_token_id": s.visionEnd,
 		"tie_word_embeddings": false, "eos_token_id": s.eos,
 		"quantization": quant, "quantization_config": quant,
 	}
