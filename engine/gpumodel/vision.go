@@ -11,6 +11,7 @@ import (
 	"petal/engine/checkpoint"
 	"petal/engine/safetensors"
 	"petal/engine/vision/preprocess"
+	"petal/engine/vision/tower"
 	"petal/gpu"
 	"petal/shaders"
 )
@@ -20,15 +21,6 @@ import (
 // checkpoint stores them (bf16, or f32) and every activation in fp32 on
 // the device; the image's features stay there for the prompt that reads
 // them.
-
-// Tower constants, as engine/vision/tower has them (transformers'
-// Qwen3_5MoeVision defaults, which the model keeps).
-const (
-	visionRopeTheta = 10000
-	visionNormEps   = 1e-6
-	// maxImagePatches bounds one image's patches (tower.MaxPatches).
-	maxImagePatches = 1 << 16
-)
 
 // deviceTower is a model's tower placed on the device on first use.
 type deviceTower struct {
@@ -115,11 +107,7 @@ func (m *Model) placeTower(t *deviceTower) error {
 	t.mNorm = [2]shaders.View{vec(&w.MergerNorm), vec(&w.MergerNormBias)}
 	t.mFC1, t.mFC2 = mat(&w.MergerFC1), mat(&w.MergerFC2)
 	t.mFC1B, t.mFC2B = vec(&w.MergerFC1Bias), vec(&w.MergerFC2Bias)
-	dim := c.HeadDim() / 2
-	t.inv = make([]float32, dim/2)
-	for j := range t.inv {
-		t.inv[j] = float32(1 / math.Pow(visionRopeTheta, float64(2*j)/float64(dim)))
-	}
+	t.inv = tower.InvFreq(c)
 	if len(t.pos) != c.Positions*c.Hidden {
 		errs = append(errs, fmt.Errorf("gpumodel: the tower's position table holds %d values, want %d", len(t.pos), c.Positions*c.Hidden))
 	}
@@ -196,8 +184,8 @@ func (t *deviceTower) checkPixels(px preprocess.Pixels) error {
 	switch {
 	case g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%c.Merge != 0 || g.W%c.Merge != 0:
 		return fmt.Errorf("gpumodel: %w: grid %dx%dx%d is not whole merge blocks of %d", engine.ErrBadImages, g.T, g.H, g.W, c.Merge)
-	case n > maxImagePatches:
-		return fmt.Errorf("gpumodel: %w: %d patches exceed %d", engine.ErrBadImages, n, maxImagePatches)
+	case n > tower.MaxPatches:
+		return fmt.Errorf("gpumodel: %w: %d patches exceed %d", engine.ErrBadImages, n, tower.MaxPatches)
 	case px.Merge != 0 && px.Merge != c.Merge:
 		return fmt.Errorf("gpumodel: %w: merged by %d, the tower merges %d", engine.ErrBadImages, px.Merge, c.Merge)
 	case len(px.Values) != n*c.PatchDim():
@@ -266,9 +254,11 @@ func (m *Model) encodeImage(px preprocess.Pixels) (*features, error) {
 		return shaders.View{Buf: nb}
 	}
 	f := 4
-	x := buf(f32Bytes(t.positions(g)), n*h*f)
+	pos := make([]float32, n*h)
+	tower.AddPositions(pos, t.pos, c, g)
+	x := buf(f32Bytes(pos), n*h*f)
 	pv := buf(f32Bytes(px.Values), len(px.Values)*f)
-	cosT, sinT := t.rotary(g)
+	cosT, sinT := tower.Rotary(t.inv, c.Merge, g)
 	cv, sv := buf(f32Bytes(cosT), len(cosT)*f), buf(f32Bytes(sinT), len(sinT)*f)
 	xn, qkv, attn := buf(nil, n*h*f), buf(nil, n*3*h*f), buf(nil, n*h*f)
 	mlp := buf(nil, n*c.Intermediate*f)
@@ -291,12 +281,12 @@ func (m *Model) encodeImage(px preprocess.Pixels) (*features, error) {
 		b := &t.blocks[i]
 		steps = append(steps, func(cb gpu.CommandBuffer) error {
 			ops := []func() error{
-				func() error { return k.VisLayerNorm(cb, xn, x, b.norm1[0], b.norm1[1], h, n, visionNormEps) },
+				func() error { return k.VisLayerNorm(cb, xn, x, b.norm1[0], b.norm1[1], h, n, tower.NormEps) },
 				func() error { return k.VisDense(cb, qkv, b.qkv, b.qkvB, xn, n, shaders.VisActNone, false) },
 				func() error { return k.VisRope(cb, qkv, cv, sv, shape) },
 				func() error { return k.VisAttention(cb, attn, qkv, shape) },
 				func() error { return k.VisDense(cb, x, b.proj, b.projB, attn, n, shaders.VisActNone, true) },
-				func() error { return k.VisLayerNorm(cb, xn, x, b.norm2[0], b.norm2[1], h, n, visionNormEps) },
+				func() error { return k.VisLayerNorm(cb, xn, x, b.norm2[0], b.norm2[1], h, n, tower.NormEps) },
 				func() error { return k.VisDense(cb, mlp, b.fc1, b.fc1B, xn, n, shaders.VisActGELUTanh, false) },
 				func() error { return k.VisDense(cb, x, b.fc2, b.fc2B, mlp, n, shaders.VisActNone, true) },
 			}
@@ -307,7 +297,7 @@ func (m *Model) encodeImage(px preprocess.Pixels) (*features, error) {
 		// The merger: Merge² consecutive patches (one merge block, in the
 		// pixel values' order) are one row of Merge²·hidden.
 		return inOrder(cb, []func() error{
-			func() error { return k.VisLayerNorm(cb, xn, x, t.mNorm[0], t.mNorm[1], h, n, visionNormEps) },
+			func() error { return k.VisLayerNorm(cb, xn, x, t.mNorm[0], t.mNorm[1], h, n, tower.NormEps) },
 			func() error { return k.VisDense(cb, mid, t.mFC1, t.mFC1B, xn, tokens, shaders.VisActGELUErf, false) },
 			func() error { return k.VisDense(cb, out.v, t.mFC2, t.mFC2B, mid, tokens, shaders.VisActNone, false) },
 		})
@@ -354,77 +344,4 @@ func runBuffer(dev gpu.Device, enc func(gpu.CommandBuffer) error) error {
 	err = cb.Wait()
 	gpu.Recycle(cb)
 	return err
-}
-
-// positions is the learned position table bilinearly interpolated to the
-// image's patches in the pixel values' merge-block order, every frame
-// alike: [patches][hidden] (tower's addPositions, the same fp32 steps).
-func (t *deviceTower) positions(g preprocess.Grid) []float32 {
-	c := &t.cfg
-	h, side, m := c.Hidden, c.Side(), c.Merge
-	hs, ws := linspace(float32(side-1), g.H), linspace(float32(side-1), g.W)
-	corner := func(v float32) (lo, hi int, d float32) {
-		lo = int(v)
-		return lo, min(lo+1, side-1), v - float32(lo)
-	}
-	frame := g.H * g.W
-	x := make([]float32, g.T*frame*h)
-	for p := range frame {
-		blk, in := p/(m*m), p%(m*m)
-		r := (blk/(g.W/m))*m + in/m
-		col := (blk%(g.W/m))*m + in%m
-		h0, h1, dh := corner(hs[r])
-		w0, w1, dw := corner(ws[col])
-		wts := [4]float32{(1 - dh) * (1 - dw), (1 - dh) * dw, dh * (1 - dw), dh * dw}
-		idx := [4]int{h0*side + w0, h0*side + w1, h1*side + w0, h1*side + w1}
-		for j := range h {
-			v := t.pos[idx[0]*h+j]*wts[0] + t.pos[idx[1]*h+j]*wts[1]
-			v = v + t.pos[idx[2]*h+j]*wts[2]
-			v = v + t.pos[idx[3]*h+j]*wts[3]
-			for f := range g.T {
-				x[(f*frame+p)*h+j] = v
-			}
-		}
-	}
-	return x
-}
-
-// linspace is torch.linspace(0, end, steps) in float32, as ATen counts
-// it: the first half up from the start, the rest down from the end.
-func linspace(end float32, steps int) []float32 {
-	out := make([]float32, steps)
-	if steps == 1 {
-		return out
-	}
-	step := end / float32(steps-1)
-	half := steps / 2
-	for i := range out {
-		if i < half {
-			out[i] = step * float32(i)
-		} else {
-			out[i] = end - step*float32(steps-i-1)
-		}
-	}
-	return out
-}
-
-// rotary is the cos and sin of each patch's 2D rotary angles, head_dim/2
-// a patch: its row's, then its column's (rot_pos_emb), every frame alike.
-func (t *deviceTower) rotary(g preprocess.Grid) (cos, sin []float32) {
-	m, q := t.cfg.Merge, len(t.inv)
-	frame := g.H * g.W
-	cos, sin = make([]float32, frame*2*q), make([]float32, frame*2*q)
-	for p := range frame {
-		blk, in := p/(m*m), p%(m*m)
-		r := (blk/(g.W/m))*m + in/m
-		col := (blk%(g.W/m))*m + in%m
-		for j, f := range t.inv {
-			for k, pos := range [2]int{r, col} {
-				ang := float64(float32(pos) * f)
-				cos[p*2*q+k*q+j] = float32(math.Cos(ang))
-				sin[p*2*q+k*q+j] = float32(math.Sin(ang))
-			}
-		}
-	}
-	return cos, sin
 }

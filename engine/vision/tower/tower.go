@@ -22,8 +22,8 @@ const (
 	// ropeTheta is the tower's 2D rotary base (transformers'
 	// Qwen3_5MoeVisionRotaryEmbedding default, which the model keeps).
 	ropeTheta = 10000
-	// normEps is the LayerNorms' epsilon (nn.LayerNorm(..., eps=1e-6)).
-	normEps = 1e-6
+	// NormEps is the LayerNorms' epsilon (nn.LayerNorm(..., eps=1e-6)).
+	NormEps = 1e-6
 )
 
 // ErrBadImage marks an image whose grid or pixel values do not fit the
@@ -96,13 +96,7 @@ func New(m *checkpoint.Model) (*Tower, error) {
 	t.mNorm = norm{floats(w.MergerNorm.T), floats(w.MergerNormBias.T)}
 	t.mFC1 = newDense(&w.MergerFC1, &w.MergerFC1Bias)
 	t.mFC2 = newDense(&w.MergerFC2, &w.MergerFC2Bias)
-	// inv_freq = 1 / theta^(arange(0, dim, 2) / dim) over dim = head_dim/2,
-	// in float32 as transformers holds it.
-	dim := c.HeadDim() / 2
-	t.inv = make([]float32, dim/2)
-	for j := range t.inv {
-		t.inv[j] = float32(1 / math.Pow(ropeTheta, float64(2*j)/float64(dim)))
-	}
+	t.inv = InvFreq(c)
 	return t, nil
 }
 
@@ -206,8 +200,8 @@ func (t *Tower) EncodeContext(ctx context.Context, px preprocess.Pixels) ([]floa
 	h := c.Hidden
 	x := make([]float32, n*h)
 	t.patch.apply(t.k, px.Values, n, x)
-	t.addPositions(x, g)
-	cos, sin := t.rotary(g)
+	AddPositions(x, t.pos, &t.cfg, g)
+	cos, sin := Rotary(t.inv, t.cfg.Merge, g)
 	scratch := newWork(n, c)
 	for i := range t.blocks {
 		if ctx.Err() != nil {
@@ -284,7 +278,7 @@ func layerNormRows(dst, x []float32, p norm, n int) {
 			d := float64(v) - mean
 			ss += d * d
 		}
-		inv := 1 / math.Sqrt(ss/float64(n)+normEps)
+		inv := 1 / math.Sqrt(ss/float64(n)+NormEps)
 		for i, v := range row {
 			dst[r+i] = float32((float64(v)-mean)*inv)*p.w[i] + p.b[i]
 		}
