@@ -3,17 +3,15 @@ package cpu
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"petal/engine"
 	"petal/engine/checkpoint"
+	"petal/engine/reftest"
 	"petal/engine/vision/preprocess"
 )
 
@@ -22,58 +20,21 @@ import (
 // transformers computed.
 var visionFixture = filepath.Join(fixturesDir, "vision-a")
 
-type visionRef struct {
-	Images []struct {
-		Grid    [3]int `json:"grid"`
-		Patches int    `json:"patches"`
-	} `json:"images"`
-	Prompts []struct {
-		Prompt    []int    `json:"prompt"`
-		Images    []int    `json:"images"`
-		Tokens    []int    `json:"tokens"`
-		Positions [3][]int `json:"positions"`
-	} `json:"prompts"`
-}
-
-func readF32(t *testing.T, path string) []float32 {
+// visionSetup opens the fixture's model and reads what transformers took
+// and computed: the images' pixel values, their features, the prompts.
+func visionSetup(t *testing.T) (*Model, *reftest.Vision, []preprocess.Pixels) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(raw)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return out
-}
-
-// visionSetup opens the fixture's model and reads its images' pixel
-// values, which transformers took.
-func visionSetup(t *testing.T) (*Model, *visionRef, []preprocess.Pixels) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(visionFixture, "vision.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := &visionRef{}
-	if err := json.Unmarshal(data, ref); err != nil {
-		t.Fatal(err)
-	}
 	m, err := Open(visionFixture)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	pixels := readF32(t, filepath.Join(visionFixture, "pixels.f32"))
 	v := m.cfg.Vision
-	var px []preprocess.Pixels
-	for _, im := range ref.Images {
-		n := im.Patches * v.PatchDim()
-		px = append(px, preprocess.Pixels{Grid: preprocess.Grid{T: im.Grid[0], H: im.Grid[1], W: im.Grid[2]}, Merge: v.Merge, PatchDim: v.PatchDim(), Values: pixels[:n]})
-		pixels = pixels[n:]
+	ref, err := reftest.LoadVision(visionFixture, v.PatchDim(), m.cfg.Hidden)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return m, ref, px
+	return m, ref, ref.Pixels(v.Merge)
 }
 
 // promptImages places the prompt's images at its runs of image tokens,
@@ -100,7 +61,7 @@ func TestImagePromptsMatchTransformers(t *testing.T) {
 	m, ref, px := visionSetup(t)
 	c := m.cfg
 	v := c.Vocab
-	want := readF32(t, filepath.Join(visionFixture, "prompt_logits.f32"))
+	want := ref.PromptLogits
 	for pi, p := range ref.Prompts {
 		images := promptImages(c, p.Prompt, p.Images, px, 0)
 		if len(images) != len(p.Images) {
@@ -281,12 +242,15 @@ func TestImagesRefused(t *testing.T) {
 // TestEncodeImageMatchesTransformers runs the tower through the model, on
 // the CPU's product kernels, against get_image_features.
 func TestEncodeImageMatchesTransformers(t *testing.T) {
-	m, _, px := visionSetup(t)
-	want := readF32(t, filepath.Join(visionFixture, "features.f32"))
+	m, ref, px := visionSetup(t)
 	for i, p := range px {
 		got, err := m.EncodeImage(p)
 		if err != nil {
 			t.Fatal(err)
+		}
+		want := ref.Images[i].Features
+		if len(got) != len(want) {
+			t.Fatalf("image %d: %d features, want %d", i, len(got), len(want))
 		}
 		worst := 0.0
 		for j, x := range got {
@@ -296,7 +260,6 @@ func TestEncodeImageMatchesTransformers(t *testing.T) {
 		if worst > 2e-3 {
 			t.Errorf("image %d: features differ by %g", i, worst)
 		}
-		want = want[len(got):]
 	}
 }
 

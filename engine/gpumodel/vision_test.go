@@ -1,17 +1,15 @@
 package gpumodel
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"petal/engine"
+	"petal/engine/reftest"
 	"petal/engine/vision/preprocess"
 )
 
@@ -27,63 +25,23 @@ var visionFixture = filepath.Join(fixturesDir, "vision-a")
 // CPU tower lands within 3.2e-6.
 const maxFeatureDiff = 2e-3
 
-type visionRef struct {
-	Images []struct {
-		Grid    [3]int `json:"grid"`
-		Patches int    `json:"patches"`
-		Tokens  int    `json:"tokens"`
-	} `json:"images"`
-	Prompts []struct {
-		Prompt    []int    `json:"prompt"`
-		Images    []int    `json:"images"`
-		Tokens    []int    `json:"tokens"`
-		Positions [3][]int `json:"positions"`
-		RopeDelta int      `json:"rope_delta"`
-	} `json:"prompts"`
-}
-
-func readF32(t *testing.T, path string) []float32 {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(raw)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return out
-}
-
-// visionSetup opens vision-a on the device and reads its images' pixel
-// values and transformers' features.
-func visionSetup(t *testing.T) (*Model, *visionRef, []preprocess.Pixels, [][]float32) {
+// visionSetup opens vision-a on the device and reads what transformers
+// took and computed: its images' pixel values, their features, the
+// prompts.
+func visionSetup(t *testing.T) (*Model, *reftest.Vision, []preprocess.Pixels, [][]float32) {
 	t.Helper()
 	dev := openDevice(t)
-	data, err := os.ReadFile(filepath.Join(visionFixture, "vision.json"))
+	m := openFixture(t, dev, "vision-a")
+	v := m.cfg.Vision
+	ref, err := reftest.LoadVision(visionFixture, v.PatchDim(), m.cfg.Hidden)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := &visionRef{}
-	if err := json.Unmarshal(data, ref); err != nil {
-		t.Fatal(err)
-	}
-	m := openFixture(t, dev, "vision-a")
-	pixels := readF32(t, filepath.Join(visionFixture, "pixels.f32"))
-	feats := readF32(t, filepath.Join(visionFixture, "features.f32"))
-	v := m.cfg.Vision
-	var px []preprocess.Pixels
 	var fs [][]float32
 	for _, im := range ref.Images {
-		n, k := im.Patches*v.PatchDim(), im.Tokens*m.cfg.Hidden
-		px = append(px, preprocess.Pixels{Grid: preprocess.Grid{T: im.Grid[0], H: im.Grid[1], W: im.Grid[2]}, Merge: v.Merge, PatchDim: v.PatchDim(), Values: pixels[:n]})
-		fs = append(fs, feats[:k])
-		pixels, feats = pixels[n:], feats[k:]
+		fs = append(fs, im.Features)
 	}
-	if len(pixels) != 0 || len(feats) != 0 || len(px) != 3 {
-		t.Fatalf("fixture files hold %d pixel values and %d features past %d images", len(pixels), len(feats), len(px))
-	}
-	return m, ref, px, fs
+	return m, ref, ref.Pixels(v.Merge), fs
 }
 
 // TestEncodeImageMatchesTransformers runs the tower on the device over
@@ -157,7 +115,7 @@ func promptImages(m *Model, prompt, which []int, px []preprocess.Pixels) []engin
 func TestImagePromptsMatchTransformers(t *testing.T) {
 	m, ref, px, _ := visionSetup(t)
 	v := m.cfg.Vocab
-	want := readF32(t, filepath.Join(visionFixture, "prompt_logits.f32"))
+	want := ref.PromptLogits
 	for pi, p := range ref.Prompts {
 		images := promptImages(m, p.Prompt, p.Images, px)
 		if len(images) != len(p.Images) {

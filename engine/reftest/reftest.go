@@ -1,6 +1,7 @@
 // Package reftest reads the reference fixtures that tools/refgen writes
 // with transformers (engine/testdata/fixtures): for each tiny checkpoint,
-// teacher-forced logits at every position and greedy continuations. Every
+// teacher-forced logits at every position and greedy continuations; and
+// the vision fixtures that tools/visref writes (LoadVision). Every
 // backend's tests compare against them.
 package reftest
 
@@ -65,18 +66,29 @@ func Load(dir string) (*Reference, error) {
 	if err := json.Unmarshal(data, r); err != nil {
 		return nil, fmt.Errorf("reftest: %s: %w", dir, err)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, r.LogitsFile))
+	if r.Logits, err = readF32(filepath.Join(dir, r.LogitsFile)); err != nil {
+		return nil, err
+	}
+	if len(r.Logits) != len(r.Tokens)*r.Vocab {
+		return nil, fmt.Errorf("reftest: %s: %d logits for %d tokens x %d", dir, len(r.Logits), len(r.Tokens), r.Vocab)
+	}
+	return r, nil
+}
+
+// readF32 reads a file of little-endian float32s.
+func readF32(path string) ([]float32, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(raw) != 4*len(r.Tokens)*r.Vocab {
-		return nil, fmt.Errorf("reftest: %s: %d bytes of logits for %d tokens x %d", dir, len(raw), len(r.Tokens), r.Vocab)
+	if len(raw)%4 != 0 {
+		return nil, fmt.Errorf("reftest: %s: %d bytes, not whole float32s", path, len(raw))
 	}
-	r.Logits = make([]float32, len(raw)/4)
-	for i := range r.Logits {
-		r.Logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	out := make([]float32, len(raw)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
-	return r, nil
+	return out, nil
 }
 
 // Name is the fixture's folder name.

@@ -1,16 +1,14 @@
 package tower
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"petal/engine/checkpoint"
+	"petal/engine/reftest"
 	"petal/engine/vision/preprocess"
 )
 
@@ -21,54 +19,18 @@ var fixture = filepath.Join("..", "..", "testdata", "fixtures", "vision-a")
 // featureTolerance is the issue's bound on |feature - transformers'|.
 const featureTolerance = 2e-3
 
-// Reference is the part of vision.json the tests read.
-type Reference struct {
-	Images []struct {
-		Grid    [3]int `json:"grid"`
-		Patches int    `json:"patches"`
-		Tokens  int    `json:"tokens"`
-	} `json:"images"`
-}
-
-func readFloats(t *testing.T, name string) []float32 {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(fixture, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(raw)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return out
-}
-
-// Images are the fixture's three images' pixel values and merged features.
+// Images are the fixture's images' pixel values and merged features.
 func Images(t *testing.T, tw *Tower) (px []preprocess.Pixels, feats [][]float32) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(fixture, "vision.json"))
+	c := tw.Config()
+	ref, err := reftest.LoadVision(fixture, c.PatchDim(), c.OutHidden)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ref Reference
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	pixels, features := readFloats(t, "pixels.f32"), readFloats(t, "features.f32")
-	c := tw.Config()
 	for _, im := range ref.Images {
-		n, k := im.Patches*c.PatchDim(), im.Tokens*c.OutHidden
-		px = append(px, preprocess.Pixels{
-			Grid: preprocess.Grid{T: im.Grid[0], H: im.Grid[1], W: im.Grid[2]}, Merge: c.Merge, PatchDim: c.PatchDim(),
-			Values: pixels[:n],
-		})
-		feats = append(feats, features[:k])
-		pixels, features = pixels[n:], features[k:]
+		feats = append(feats, im.Features)
 	}
-	if len(pixels) != 0 || len(features) != 0 || len(px) != 3 {
-		t.Fatalf("fixture files hold %d pixel values and %d features past %d images", len(pixels), len(features), len(px))
-	}
-	return px, feats
+	return ref.Pixels(c.Merge), feats
 }
 
 func open(t *testing.T) *Tower {
