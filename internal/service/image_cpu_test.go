@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"petal/engine"
 	"petal/engine/chattemplate"
 	"petal/engine/cpu"
 	"petal/engine/reply"
@@ -77,6 +78,71 @@ func fixturePixels(t *testing.T) preprocess.Pixels {
 	return preprocess.Pixels{Grid: preprocess.Grid{T: 1, H: 4, W: 6}, Merge: 2, PatchDim: dim, Values: v}
 }
 
+// twoImages are the fixture's first image and another of the same grid
+// (its values times -0.5), with their own hashes.
+func twoImages(t *testing.T) (a, b Image) {
+	t.Helper()
+	pa := fixturePixels(t)
+	pb := pa
+	pb.Values = make([]float32, len(pa.Values))
+	for i, x := range pa.Values {
+		pb.Values[i] = -0.5 * x
+	}
+	return Image{Pixels: pa, Hash: [32]byte{1}}, Image{Pixels: pb, Hash: [32]byte{2}}
+}
+
+// openCPU opens the vision fixture's folder dir on the CPU backend until
+// the test ends.
+func openCPU(t *testing.T, dir string) *cpu.Model {
+	t.Helper()
+	m, err := cpu.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// serve is a service of m until the test ends.
+func serve(t *testing.T, m engine.Model, dir string, opts Options) *Service {
+	t.Helper()
+	s, err := New(m, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// imageReplyTokens is how long the tests' replies run: enough tokens to
+// tell two images' answers apart.
+const imageReplyTokens = 6
+
+// imageChat is a user turn asking "what is it?" about an image, or about
+// nothing when !image, after a system turn when system is not empty.
+func imageChat(system string, image bool) []chattemplate.Message {
+	parts := []chattemplate.ContentPart{{Type: "text", Text: "what is it?"}}
+	if image {
+		parts = append([]chattemplate.ContentPart{{Type: "image"}}, parts...)
+	}
+	var msgs []chattemplate.Message
+	if system != "" {
+		msgs = append(msgs, chattemplate.Message{Role: "system", Content: chattemplate.TextContent(system)})
+	}
+	return append(msgs, chattemplate.Message{Role: "user", Content: &chattemplate.Content{Parts: parts}})
+}
+
+// askGreedy sends msgs with images to s, greedily, and returns the reply's
+// events as "kind:text|" pieces and its summary.
+func askGreedy(ctx context.Context, s *Service, msgs []chattemplate.Message, images ...Image) (string, Summary, error) {
+	zero := 0.0
+	var sb strings.Builder
+	sum, err := s.Generate(ctx, &Request{Messages: msgs, Images: images, MaxTokens: imageReplyTokens,
+		Sampling: sample.Overrides{Temperature: &zero}},
+		func(e reply.Event) error { sb.WriteString(e.Kind.String() + ":" + e.Text + "|"); return nil })
+	return sb.String(), sum, err
+}
+
 // TestImagesOnCPU runs chats holding an image through the service on the
 // CPU backend, its prefix cache on and off: the same image and text reuse
 // the prefix past the image and answer as without the cache; another
@@ -84,41 +150,20 @@ func fixturePixels(t *testing.T) preprocess.Pixels {
 // and answers as a fresh service does.
 func TestImagesOnCPU(t *testing.T) {
 	dir := visionFolder(t)
-	a := fixturePixels(t)
-	b := a
-	b.Values = make([]float32, len(a.Values))
-	for i, x := range a.Values {
-		b.Values[i] = -0.5 * x
-	}
-	imgA, imgB := Image{Pixels: a, Hash: [32]byte{1}}, Image{Pixels: b, Hash: [32]byte{2}}
+	imgA, imgB := twoImages(t)
 	open := func(cacheBytes int64) *Service {
-		m, err := cpu.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		s, err := New(m, dir, Options{CacheBytes: cacheBytes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := serve(t, openCPU(t, dir), dir, Options{CacheBytes: cacheBytes})
 		if !s.Info().Vision {
 			t.Fatal("the vision fixture is text-only to the service")
 		}
 		return s
 	}
 	ask := func(s *Service, img Image) (string, Summary) {
-		zero := 0.0
-		msgs := []chattemplate.Message{{Role: "user", Content: &chattemplate.Content{Parts: []chattemplate.ContentPart{
-			{Type: "image"}, {Type: "text", Text: "what is it?"}}}}}
-		var sb strings.Builder
-		sum, err := s.Generate(context.Background(), &Request{Messages: msgs, Images: []Image{img}, MaxTokens: 6,
-			Sampling: sample.Overrides{Temperature: &zero}},
-			func(e reply.Event) error { sb.WriteString(e.Kind.String() + ":" + e.Text + "|"); return nil })
+		got, sum, err := askGreedy(context.Background(), s, imageChat("", true), img)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sb.String(), sum
+		return got, sum
 	}
 	cached, fresh := open(0), open(-1)
 	first, s1 := ask(cached, imgA)
@@ -137,7 +182,6 @@ func TestImagesOnCPU(t *testing.T) {
 	if s2.CachedTokens < padsEnd || s3.CachedTokens > padsStart || s1.CachedTokens != 0 {
 		t.Errorf("cached tokens %d, %d (same image) and %d (another) of %d", s1.CachedTokens, s2.CachedTokens, s3.CachedTokens, s1.PromptTokens)
 	}
-
 }
 
 // TestImagesAfterSystemTurnOnCPU: with a system turn before the image, the
@@ -147,41 +191,17 @@ func TestImagesOnCPU(t *testing.T) {
 // the first image. Images A, B, A answer as a fresh service does.
 func TestImagesAfterSystemTurnOnCPU(t *testing.T) {
 	dir := visionFolder(t)
-	a := fixturePixels(t)
-	b := a
-	b.Values = make([]float32, len(a.Values))
-	for i, x := range a.Values {
-		b.Values[i] = -0.5 * x
-	}
-	imgA, imgB := Image{Pixels: a, Hash: [32]byte{1}}, Image{Pixels: b, Hash: [32]byte{2}}
+	imgA, imgB := twoImages(t)
 	open := func(cacheBytes int64) *Service {
-		m, err := cpu.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		s, err := New(m, dir, Options{CacheBytes: cacheBytes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
+		return serve(t, openCPU(t, dir), dir, Options{CacheBytes: cacheBytes})
 	}
 	ask := func(s *Service, img Image) (string, Summary) {
 		t.Helper()
-		zero := 0.0
-		msgs := []chattemplate.Message{
-			{Role: "system", Content: chattemplate.TextContent("be brief")},
-			{Role: "user", Content: &chattemplate.Content{Parts: []chattemplate.ContentPart{
-				{Type: "image"}, {Type: "text", Text: "what is it?"}}}}}
-		var sb strings.Builder
-		sum, err := s.Generate(context.Background(), &Request{Messages: msgs, Images: []Image{img}, MaxTokens: 6,
-			Sampling: sample.Overrides{Temperature: &zero}},
-			func(e reply.Event) error { sb.WriteString(e.Kind.String() + ":" + e.Text + "|"); return nil })
+		got, sum, err := askGreedy(context.Background(), s, imageChat("be brief", true), img)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sb.String(), sum
+		return got, sum
 	}
 	cached, fresh := open(0), open(-1)
 	wantA, _ := ask(fresh, imgA)
@@ -209,25 +229,10 @@ func TestImagesAfterSystemTurnOnCPU(t *testing.T) {
 func TestImagesLoadedAtTheEngine(t *testing.T) {
 	dir := visionFolder(t)
 	a := fixturePixels(t)
-	m, err := cpu.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	s, err := New(m, dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := serve(t, openCPU(t, dir), dir, Options{})
 	ask := func(img Image) (string, error) {
-		zero := 0.0
-		msgs := []chattemplate.Message{{Role: "user", Content: &chattemplate.Content{Parts: []chattemplate.ContentPart{
-			{Type: "image"}, {Type: "text", Text: "what is it?"}}}}}
-		var sb strings.Builder
-		_, err := s.Generate(context.Background(), &Request{Messages: msgs, Images: []Image{img}, MaxTokens: 6,
-			Sampling: sample.Overrides{Temperature: &zero}},
-			func(e reply.Event) error { sb.WriteString(e.Kind.String() + ":" + e.Text + "|"); return nil })
-		return sb.String(), err
+		got, _, err := askGreedy(context.Background(), s, imageChat("", true), img)
+		return got, err
 	}
 	want, err := ask(Image{Pixels: a, Hash: [32]byte{1}})
 	if err != nil {
@@ -279,34 +284,16 @@ func (g *gatedEncoder) EncodeImageContext(ctx context.Context, px preprocess.Pix
 func TestImagesEncodedOffTheEngine(t *testing.T) {
 	dir := visionFolder(t)
 	a := fixturePixels(t)
-	m, err := cpu.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	g := &gatedEncoder{Model: m, started: make(chan struct{}), open: make(chan struct{})}
-	s, err := New(g, dir, Options{Parallel: 2, CacheBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	ask := func(ctx context.Context, images ...Image) (string, error) {
-		zero := 0.0
-		parts := []chattemplate.ContentPart{{Type: "text", Text: "what is it?"}}
-		if len(images) > 0 {
-			parts = append([]chattemplate.ContentPart{{Type: "image"}}, parts...)
-		}
-		msgs := []chattemplate.Message{{Role: "user", Content: &chattemplate.Content{Parts: parts}}}
-		var sb strings.Builder
-		_, err := s.Generate(ctx, &Request{Messages: msgs, Images: images, MaxTokens: 4,
-			Sampling: sample.Overrides{Temperature: &zero}},
-			func(e reply.Event) error { sb.WriteString(e.Text); return nil })
-		return sb.String(), err
+	g := &gatedEncoder{Model: openCPU(t, dir), started: make(chan struct{}), open: make(chan struct{})}
+	s := serve(t, g, dir, Options{Parallel: 2, CacheBytes: -1})
+	ask := func(ctx context.Context, images ...Image) error {
+		_, _, err := askGreedy(ctx, s, imageChat("", len(images) > 0), images...)
+		return err
 	}
 	done := make(chan error, 1)
-	go func() { _, err := ask(t.Context(), Image{Pixels: a, Hash: [32]byte{1}}); done <- err }()
+	go func() { done <- ask(t.Context(), Image{Pixels: a, Hash: [32]byte{1}}) }()
 	<-g.started
-	if _, err := ask(t.Context()); err != nil {
+	if err := ask(t.Context()); err != nil {
 		t.Fatalf("a text request while an image encodes: %v", err)
 	}
 	close(g.open)
@@ -316,7 +303,7 @@ func TestImagesEncodedOffTheEngine(t *testing.T) {
 	g.open, g.started, g.once = make(chan struct{}), make(chan struct{}), sync.Once{}
 	ctx, leave := context.WithCancelCause(t.Context())
 	gone := errors.New("the client left")
-	go func() { _, err := ask(ctx, Image{Pixels: a, Hash: [32]byte{2}}); done <- err }()
+	go func() { done <- ask(ctx, Image{Pixels: a, Hash: [32]byte{2}}) }()
 	<-g.started
 	leave(gone)
 	if err := <-done; !errors.Is(err, gone) {
