@@ -90,14 +90,18 @@ func run(t testing.TB, d gpu.Device, ds ...*gpu.Dispatch) error {
 // close reports whether got is within tol of want, relative to scale.
 func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 
-// checkLayout compiles args.h with the sim into a kernel that writes
-// values, a comma-separated list of C++ expressions over its structs and
-// constants (OFF(s, f) for a field's offset), and compares each with want.
-func checkLayout(t *testing.T, d gpu.Device, values string, want []uintptr) {
+// checkLayout compiles args.h, and the headers named after want, with the
+// sim into a kernel that writes values, a comma-separated list of C++
+// expressions over their structs and constants (OFF(s, f) for a field's
+// offset), and compares each with want.
+func checkLayout(t *testing.T, d gpu.Device, values string, want []uintptr, headers ...string) {
 	t.Helper()
+	includes := `#include "args.h"` + "\n"
+	for _, h := range headers {
+		includes += `#include "` + h + `"` + "\n"
+	}
 	probe := `#include <metal_stdlib>
-#include "args.h"
-using namespace metal;
+` + includes + `using namespace metal;
 #define OFF(s, f) (uint)__builtin_offsetof(s, f)
 kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     if (tid != 0) return;

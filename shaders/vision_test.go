@@ -1,11 +1,9 @@
 package shaders_test
 
 import (
-	"encoding/binary"
 	"testing"
 	"unsafe"
 
-	"petal/gpu"
 	"petal/shaders"
 )
 
@@ -42,40 +40,5 @@ func TestVisionArgsLayout(t *testing.T) {
 		shaders.VisThreads, shaders.VisTile, shaders.VisDenseThreads, shaders.VisAttnThreads, shaders.VisMaxHeadDim,
 		uintptr(shaders.VisActNone), uintptr(shaders.VisActGELUTanh), uintptr(shaders.VisActGELUErf),
 	}
-	checkVisionLayout(t, d, values, want)
-}
-
-// checkVisionLayout is checkLayout over vision.h.
-func checkVisionLayout(t *testing.T, d gpu.Device, values string, want []uintptr) {
-	t.Helper()
-	probe := `#include <metal_stdlib>
-#include "args.h"
-#include "vision.h"
-using namespace metal;
-#define OFF(s, f) (uint)__builtin_offsetof(s, f)
-kernel void layout(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
-    if (tid != 0) return;
-    uint v[] = {
-` + values + `    };
-    for (uint i = 0; i < sizeof(v) / sizeof(v[0]); i++) out[i] = v[i];
-}
-`
-	src, err := shaders.Expand("layout.metal", probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.NewPipeline(gpu.Source{Name: "layout.metal", Text: src}, "layout")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := u32s(t, d, make([]uint32, len(want)))
-	if err := run(t, d, &gpu.Dispatch{Pipeline: p, Groups: gpu.Size{X: 1, Y: 1, Z: 1}, Threads: gpu.Size{X: 1, Y: 1, Z: 1},
-		Args: []gpu.Arg{gpu.BufferArg(0, out, 0)}}); err != nil {
-		t.Fatal(err)
-	}
-	for i, w := range want {
-		if got := binary.LittleEndian.Uint32(out.Contents()[4*i:]); uintptr(got) != w {
-			t.Errorf("layout value %d: C++ %d, Go %d", i, got, w)
-		}
-	}
+	checkLayout(t, d, values, want, "vision.h")
 }
