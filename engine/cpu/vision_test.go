@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -85,10 +84,7 @@ func TestImagePromptsMatchTransformers(t *testing.T) {
 		if err := s.Forward(p.Prompt, out); err != nil {
 			t.Fatal(err)
 		}
-		worst := 0.0
-		for j, x := range out {
-			worst = max(worst, math.Abs(float64(x-want[pi*v+j])))
-		}
+		worst := maxDiff(out, want[pi*v:(pi+1)*v])
 		t.Logf("prompt %d (%d tokens, images %v): max |logit - transformers| at its end %.3g", pi, len(p.Prompt), p.Images, worst)
 		if worst > logitTolerance {
 			t.Errorf("prompt %d: last logits differ by %g", pi, worst)
@@ -252,10 +248,7 @@ func TestEncodeImageMatchesTransformers(t *testing.T) {
 		if len(got) != len(want) {
 			t.Fatalf("image %d: %d features, want %d", i, len(got), len(want))
 		}
-		worst := 0.0
-		for j, x := range got {
-			worst = max(worst, math.Abs(float64(x-want[j])))
-		}
+		worst := maxDiff(got, want)
 		t.Logf("image %d: max |feature - transformers| = %.3g", i, worst)
 		if worst > 2e-3 {
 			t.Errorf("image %d: features differ by %g", i, worst)

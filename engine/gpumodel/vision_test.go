@@ -3,7 +3,6 @@ package gpumodel
 import (
 	"errors"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -61,10 +60,7 @@ func TestEncodeImageMatchesTransformers(t *testing.T) {
 		if len(got) != len(want[i]) {
 			t.Fatalf("image %d: %d features, want %d", i, len(got), len(want[i]))
 		}
-		worst := 0.0
-		for j := range got {
-			worst = max(worst, math.Abs(float64(got[j]-want[i][j])))
-		}
+		worst := maxDiff(got, want[i])
 		t.Logf("image %d, grid %v: max |feature - transformers| = %.3g", i, px[i].Grid, worst)
 		if !(worst <= maxFeatureDiff) {
 			t.Errorf("image %d: max |feature - transformers| = %g, tolerance %g", i, worst, maxFeatureDiff)
@@ -147,10 +143,7 @@ func TestImagePromptsMatchTransformers(t *testing.T) {
 		if err := s.Forward(p.Prompt, out); err != nil {
 			t.Fatal(err)
 		}
-		worst := 0.0
-		for j, x := range out {
-			worst = max(worst, math.Abs(float64(x-want[pi*v+j])))
-		}
+		worst := maxDiff(out, want[pi*v:(pi+1)*v])
 		t.Logf("prompt %d (%d tokens, images %v): max |logit - transformers| at its end %.3g", pi, len(p.Prompt), p.Images, worst)
 		if !(worst <= maxLogitDiff) {
 			t.Errorf("prompt %d: last logits differ by %g, tolerance %g", pi, worst, maxLogitDiff)
@@ -264,10 +257,7 @@ func TestStepRunsImageRows(t *testing.T) {
 		if err := s.Forward(toks, want); err != nil {
 			t.Fatal(err)
 		}
-		worst := 0.0
-		for j := range want {
-			worst = max(worst, math.Abs(float64(rows[i+1].Out[j]-want[j])))
-		}
+		worst := maxDiff(rows[i+1].Out, want)
 		if !(worst <= maxLogitDiff) {
 			t.Errorf("text row %d: logits differ from its Forward's by %g", i+1, worst)
 		}

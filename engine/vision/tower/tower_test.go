@@ -33,6 +33,15 @@ func Images(t *testing.T, tw *Tower) (px []preprocess.Pixels, feats [][]float32)
 	return ref.Pixels(c.Merge), feats
 }
 
+// maxDiff is the largest |a[i] - b[i]|.
+func maxDiff(a, b []float32) float64 {
+	worst := 0.0
+	for i := range a {
+		worst = max(worst, math.Abs(float64(a[i]-b[i])))
+	}
+	return worst
+}
+
 func open(t *testing.T) *Tower {
 	t.Helper()
 	m, err := checkpoint.Open(fixture)
@@ -60,10 +69,7 @@ func TestFeaturesMatchTransformers(t *testing.T) {
 		if len(got) != len(want[i]) {
 			t.Fatalf("image %d: %d features, want %d", i, len(got), len(want[i]))
 		}
-		worst := 0.0
-		for j := range got {
-			worst = max(worst, math.Abs(float64(got[j]-want[i][j])))
-		}
+		worst := maxDiff(got, want[i])
 		t.Logf("image %d, grid %+v: max |feature - transformers| = %.3g", i, px[i].Grid, worst)
 		if worst > featureTolerance {
 			t.Errorf("image %d: features differ by %g", i, worst)
@@ -126,10 +132,7 @@ func TestAttentionBlocks(t *testing.T) {
 	}
 	got := make([]float32, n*h)
 	tw.attention(qkv, got, g, cos, sin)
-	worst := 0.0
-	for i := range got {
-		worst = max(worst, math.Abs(float64(got[i]-want[i])))
-	}
+	worst := maxDiff(got, want)
 	if worst > 1e-4 {
 		t.Errorf("blocked attention differs from the direct one by %g", worst)
 	}
