@@ -7,6 +7,7 @@ import (
 	"petal/engine"
 	"petal/engine/checkpoint"
 	"petal/gpu/record"
+	"petal/shaders"
 )
 
 // TestFootprintMatchesARun grows a real sequence by generating on the
@@ -95,12 +96,11 @@ func TestFootprintQwen36(t *testing.T) {
 }
 
 // scratch is AttnDecode's scratch for the 35B shape at n positions: 16
-// heads, one (head dim + 2) float32 row per 256-position block, none for a
-// single block (whose buffer has the 16 bytes every empty buffer gets).
+// heads, one (head dim + 2) float32 row per part, where each 256-position
+// block is split into up to AttnMaxSplit parts while there are fewer than
+// AttnSplitParts in all (flash-decoding's partials before the merge).
 func scratch(n int) int64 {
 	blocks := (n + 255) / 256
-	if blocks <= 1 {
-		return 16
-	}
-	return int64(16 * blocks * (256 + 2) * 4)
+	parts := min(blocks*shaders.AttnMaxSplit, max(blocks, shaders.AttnSplitParts))
+	return int64(16 * parts * (256 + 2) * 4)
 }
