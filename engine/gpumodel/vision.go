@@ -71,7 +71,7 @@ func (m *Model) placeTower(t *deviceTower) error {
 	t.cfg = *c
 	var errs []error
 	vec := func(v *checkpoint.Vector) shaders.View {
-		b, err := m.upload(f32Bytes(widenVector(v.T)))
+		b, err := m.upload(f32Bytes(tower.Floats(v.T)))
 		errs = append(errs, err)
 		return b
 	}
@@ -95,7 +95,7 @@ func (m *Model) placeTower(t *deviceTower) error {
 	t.patch, err = m.visMatrix(w.Patch.T, c.Hidden, c.PatchDim(), 0, perm)
 	errs = append(errs, err)
 	t.patchB = vec(&w.PatchBias)
-	t.pos = widenVector(w.PosEmbed.T)
+	t.pos = tower.Floats(w.PosEmbed.T)
 	t.blocks = make([]visBlock, len(w.Blocks))
 	for i := range w.Blocks {
 		s, d := &w.Blocks[i], &t.blocks[i]
@@ -154,19 +154,6 @@ func (m *Model) visMatrix(t *safetensors.Tensor, rows, cols, bits int, perm func
 	v, err := m.upload(data)
 	vm.W = v
 	return vm, err
-}
-
-// widenVector is a BF16 or F32 tensor in float32.
-func widenVector(t *safetensors.Tensor) []float32 {
-	if t.DType == safetensors.F32 {
-		return append([]float32(nil), t.Float32s()...)
-	}
-	raw := t.Uint16s()
-	out := make([]float32, len(raw))
-	for i, u := range raw {
-		out[i] = math.Float32frombits(uint32(u) << 16)
-	}
-	return out
 }
 
 func f32Bytes(v []float32) []byte {

@@ -80,11 +80,11 @@ func New(m *checkpoint.Model) (*Tower, error) {
 	if t.patch, err = patchMatrix(c, w); err != nil {
 		return nil, err
 	}
-	t.pos = floats(w.PosEmbed.T)
+	t.pos = Floats(w.PosEmbed.T)
 	for i := range w.Blocks {
 		s, d := &w.Blocks[i], &t.blocks[i]
-		d.norm1 = norm{floats(s.Norm1.T), floats(s.Norm1Bias.T)}
-		d.norm2 = norm{floats(s.Norm2.T), floats(s.Norm2Bias.T)}
+		d.norm1 = norm{Floats(s.Norm1.T), Floats(s.Norm1Bias.T)}
+		d.norm2 = norm{Floats(s.Norm2.T), Floats(s.Norm2Bias.T)}
 		for _, l := range []struct {
 			dst  *dense
 			m    *checkpoint.Matrix
@@ -93,7 +93,7 @@ func New(m *checkpoint.Model) (*Tower, error) {
 			*l.dst = newDense(l.m, l.bias)
 		}
 	}
-	t.mNorm = norm{floats(w.MergerNorm.T), floats(w.MergerNormBias.T)}
+	t.mNorm = norm{Floats(w.MergerNorm.T), Floats(w.MergerNormBias.T)}
 	t.mFC1 = newDense(&w.MergerFC1, &w.MergerFC1Bias)
 	t.mFC2 = newDense(&w.MergerFC2, &w.MergerFC2Bias)
 	t.inv = InvFreq(c)
@@ -106,9 +106,9 @@ func (t *Tower) Config() *checkpoint.VisionConfig { return &t.cfg }
 // patchMatrix is the Conv3d weight as a [hidden][C·T·P·P] matrix whose
 // columns follow the pixel values' (channel, time, y, x) order.
 func patchMatrix(c *checkpoint.VisionConfig, w *checkpoint.VisionWeights) (dense, error) {
-	raw := floats(w.Patch.T)
+	raw := Floats(w.Patch.T)
 	cols := c.PatchDim()
-	d := dense{rows: c.Hidden, cols: cols, w: raw, b: floats(w.PatchBias.T)}
+	d := dense{rows: c.Hidden, cols: cols, w: raw, b: Floats(w.PatchBias.T)}
 	if len(raw) != c.Hidden*cols {
 		return d, fmt.Errorf("tower: patch embedding holds %d values, want %d", len(raw), c.Hidden*cols)
 	}
@@ -134,11 +134,11 @@ func patchMatrix(c *checkpoint.VisionConfig, w *checkpoint.VisionWeights) (dense
 }
 
 func newDense(m *checkpoint.Matrix, bias *checkpoint.Vector) dense {
-	return dense{rows: m.Rows, cols: m.Cols, w: widen(m), b: floats(bias.T)}
+	return dense{rows: m.Rows, cols: m.Cols, w: widen(m), b: Floats(bias.T)}
 }
 
-// floats widens a BF16 or F32 tensor.
-func floats(t *safetensors.Tensor) []float32 {
+// Floats is a BF16 or F32 tensor widened to float32, in a copy.
+func Floats(t *safetensors.Tensor) []float32 {
 	if t.DType == safetensors.F32 {
 		return append([]float32(nil), t.Float32s()...)
 	}
@@ -156,7 +156,7 @@ func bf16(u uint16) float32 { return math.Float32frombits(uint32(u) << 16) }
 // affine-quantized one dequantized (w = scale·q + bias per group).
 func widen(m *checkpoint.Matrix) []float32 {
 	if m.Bits == 0 {
-		return floats(m.Weight)
+		return Floats(m.Weight)
 	}
 	words, scales, biases := m.Weight.Uint32s(), m.Scales.Uint16s(), m.Biases.Uint16s()
 	per := 32 / m.Bits
