@@ -143,6 +143,16 @@ func askGreedy(ctx context.Context, s *Service, msgs []chattemplate.Message, ima
 	return sb.String(), sum, err
 }
 
+// mustAsk is askGreedy that fails the test on an error.
+func mustAsk(t *testing.T, s *Service, msgs []chattemplate.Message, images ...Image) (string, Summary) {
+	t.Helper()
+	got, sum, err := askGreedy(context.Background(), s, msgs, images...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, sum
+}
+
 // TestImagesOnCPU runs chats holding an image through the service on the
 // CPU backend, its prefix cache on and off: the same image and text reuse
 // the prefix past the image and answer as without the cache; another
@@ -159,11 +169,8 @@ func TestImagesOnCPU(t *testing.T) {
 		return s
 	}
 	ask := func(s *Service, img Image) (string, Summary) {
-		got, sum, err := askGreedy(context.Background(), s, imageChat("", true), img)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got, sum
+		t.Helper()
+		return mustAsk(t, s, imageChat("", true), img)
 	}
 	cached, fresh := open(0), open(-1)
 	first, s1 := ask(cached, imgA)
@@ -197,11 +204,7 @@ func TestImagesAfterSystemTurnOnCPU(t *testing.T) {
 	}
 	ask := func(s *Service, img Image) (string, Summary) {
 		t.Helper()
-		got, sum, err := askGreedy(context.Background(), s, imageChat("be brief", true), img)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got, sum
+		return mustAsk(t, s, imageChat("be brief", true), img)
 	}
 	cached, fresh := open(0), open(-1)
 	wantA, _ := ask(fresh, imgA)
